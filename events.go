@@ -1,0 +1,326 @@
+package keel
+
+import "encoding/json"
+
+// Wire names of the event types.
+const (
+	TypeRunStarted          = "run.started"
+	TypeStepStarted         = "step.started"
+	TypeToolProposed        = "tool.proposed"
+	TypeToolStarted         = "tool.started"
+	TypeToolUpdated         = "tool.updated"
+	TypeToolFinished        = "tool.finished"
+	TypeToolDetached        = "tool.detached"
+	TypeHostInputRequested  = "host_input.requested"
+	TypeHostInputResolved   = "host_input.resolved"
+	TypeSteeringAccepted    = "steering.accepted"
+	TypeSteeringApplied     = "steering.applied"
+	TypeSteeringDelivered   = "steering.delivered"
+	TypeSteeringRetracted   = "steering.retracted"
+	TypeUsageUpdated        = "usage.updated"
+	TypeModelCallCompleted  = "model_call.completed"
+	TypeProviderStreamReset = "provider.stream_reset"
+	TypeProviderRetry       = "provider.request_retry"
+	TypeCompactionStarted   = "compaction.started"
+	TypeCompactionCompleted = "compaction.completed"
+	TypeRunCompleted        = "run.completed"
+	TypeRunCancelled        = "run.cancelled"
+	TypeRunFailed           = "run.failed"
+
+	// Ephemeral.
+	TypeTextDelta      = "text.delta"
+	TypeReasoningDelta = "reasoning.delta"
+	TypeToolCallDelta  = "tool_call.delta"
+	TypeToolProgress   = "tool.progress"
+)
+
+func init() {
+	register[RunStarted](TypeRunStarted)
+	register[StepStarted](TypeStepStarted)
+	register[ToolProposed](TypeToolProposed)
+	register[ToolStarted](TypeToolStarted)
+	register[ToolUpdated](TypeToolUpdated)
+	register[ToolFinished](TypeToolFinished)
+	register[ToolDetached](TypeToolDetached)
+	register[HostInputRequested](TypeHostInputRequested)
+	register[HostInputResolved](TypeHostInputResolved)
+	register[SteeringAccepted](TypeSteeringAccepted)
+	register[SteeringApplied](TypeSteeringApplied)
+	register[SteeringDelivered](TypeSteeringDelivered)
+	register[SteeringRetracted](TypeSteeringRetracted)
+	register[UsageUpdated](TypeUsageUpdated)
+	register[ModelCallCompleted](TypeModelCallCompleted)
+	register[ProviderStreamReset](TypeProviderStreamReset)
+	register[ProviderRequestRetry](TypeProviderRetry)
+	register[CompactionStarted](TypeCompactionStarted)
+	register[CompactionCompleted](TypeCompactionCompleted)
+	register[RunCompleted](TypeRunCompleted)
+	register[RunCancelled](TypeRunCancelled)
+	register[RunFailed](TypeRunFailed)
+	register[TextDelta](TypeTextDelta)
+	register[ReasoningDelta](TypeReasoningDelta)
+	register[ToolCallDelta](TypeToolCallDelta)
+	register[ToolProgress](TypeToolProgress)
+}
+
+// RunStarted is the first event of every run.
+type RunStarted struct {
+	Number   int    `json:"number"`
+	Revision int64  `json:"revision"`
+	Prompt   string `json:"prompt"`
+	Model    string `json:"model"`
+}
+
+// StepStarted comes before each model turn. EstimatedContextTokens is a
+// provider-neutral estimate of the request (history and tool schemas), for
+// display until UsageUpdated reports the provider's count.
+type StepStarted struct {
+	Step                   int `json:"step"`
+	EstimatedContextTokens int `json:"estimated_context_tokens"`
+}
+
+// ToolProposed is a complete tool call from the model, before it runs.
+type ToolProposed struct {
+	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name"`
+	Arguments  json.RawMessage `json:"arguments"`
+	Step       int             `json:"step"`
+}
+
+// ToolStarted says a tool call began executing.
+type ToolStarted struct {
+	ToolCallID string `json:"tool_call_id"`
+	Name       string `json:"name"`
+}
+
+// ToolUpdated is a durable progress note from a running tool.
+type ToolUpdated struct {
+	ToolCallID string `json:"tool_call_id"`
+	Name       string `json:"name"`
+	Message    string `json:"message"`
+}
+
+// ToolFinished ends a tool call. Output is the result the model sees.
+type ToolFinished struct {
+	ToolCallID string     `json:"tool_call_id"`
+	Name       string     `json:"name"`
+	Status     ToolStatus `json:"status"`
+	Output     string     `json:"output"`
+	Duration   Duration   `json:"duration,omitempty"`
+}
+
+// ToolDetached says an async tool call keeps running while the loop goes on.
+type ToolDetached struct {
+	ToolCallID string `json:"tool_call_id"`
+	Name       string `json:"name"`
+}
+
+// HostInputRequested is a question from a tool to the host. The session is
+// WaitingForHostInput while any request is open.
+type HostInputRequested struct {
+	RequestID  string          `json:"request_id"`
+	ToolCallID string          `json:"tool_call_id"`
+	Prompt     string          `json:"prompt"`
+	Schema     json.RawMessage `json:"schema,omitempty"`
+}
+
+// HostInputResolved says a host-input request got its answer (or was closed
+// by cancellation, with Interrupted set).
+type HostInputResolved struct {
+	RequestID   string `json:"request_id"`
+	ToolCallID  string `json:"tool_call_id"`
+	Interrupted bool   `json:"interrupted,omitempty"`
+}
+
+// SteeringAccepted says the run took a steering input; it enters history at
+// the next model-step boundary.
+type SteeringAccepted struct {
+	SteeringID string `json:"steering_id"`
+	Text       string `json:"text"`
+}
+
+// SteeringApplied says staged steering entered the conversation history.
+type SteeringApplied struct {
+	SteeringID string `json:"steering_id"`
+}
+
+// SteeringDelivered says a provider took staged steering inside a turn.
+type SteeringDelivered struct {
+	SteeringID string `json:"steering_id"`
+}
+
+// SteeringRetracted says staged steering was withdrawn before it applied.
+type SteeringRetracted struct {
+	SteeringID string `json:"steering_id"`
+}
+
+// UsageUpdated reports the usage of one physical provider request and the
+// run's running total. Abandoned attempts are reported too.
+type UsageUpdated struct {
+	Step    int   `json:"step"`
+	Attempt int   `json:"attempt"`
+	Usage   Usage `json:"usage"`
+	Total   Usage `json:"total"`
+}
+
+// GenerationTokens is the generation-window output token count: "reported"
+// with N, "unavailable" (do not fall back to the aggregate), or "none" (the
+// aggregate output count may be used).
+type GenerationTokens struct {
+	Kind string `json:"kind"`
+	N    int64  `json:"n,omitempty"`
+}
+
+// The kinds of GenerationTokens.
+const (
+	GenerationReported    = "reported"
+	GenerationUnavailable = "unavailable"
+	GenerationNone        = "none"
+)
+
+// ModelCallMetrics describes one successful model call.
+type ModelCallMetrics struct {
+	Model                  string           `json:"model"`
+	Provider               string           `json:"provider"`
+	Duration               Duration         `json:"duration"`
+	TimeToFirstToken       Duration         `json:"time_to_first_token"`
+	InputTokens            int64            `json:"input_tokens"`
+	OutputTokens           int64            `json:"output_tokens"`
+	GenerationOutputTokens GenerationTokens `json:"generation_output_tokens"`
+	FinishReason           string           `json:"finish_reason"`
+}
+
+// ModelCallCompleted follows each successful model turn.
+type ModelCallCompleted struct {
+	Step    int              `json:"step"`
+	Attempt int              `json:"attempt"`
+	Metrics ModelCallMetrics `json:"metrics"`
+}
+
+// ResetReason says why an attempt's output was abandoned: Kind "malformed"
+// or "retryable_failure" (with Failure and, when the provider sent one,
+// RetryAfter).
+type ResetReason struct {
+	Kind       string            `json:"kind"`
+	Failure    ProviderErrorKind `json:"failure,omitempty"`
+	RetryAfter *Duration         `json:"retry_after,omitempty"`
+	Detail     string            `json:"detail,omitempty"`
+}
+
+// The kinds of ResetReason.
+const (
+	ResetMalformed        = "malformed"
+	ResetRetryableFailure = "retryable_failure"
+)
+
+// ProviderStreamReset tells renderers to discard every delta of the attempt
+// since the last step boundary: a new attempt follows.
+type ProviderStreamReset struct {
+	Step    int         `json:"step"`
+	Attempt int         `json:"attempt"`
+	Reason  ResetReason `json:"reason"`
+}
+
+// ProviderRequestRetry reports a retryable failure of one physical request
+// and the wait before the next.
+type ProviderRequestRetry struct {
+	Step       int               `json:"step"`
+	Attempt    int               `json:"attempt"`
+	Kind       ProviderErrorKind `json:"kind"`
+	Status     int               `json:"status,omitempty"`
+	RetryAfter *Duration         `json:"retry_after,omitempty"`
+	Delay      Duration          `json:"delay"`
+	Message    string            `json:"message"`
+}
+
+// CompactionStarted comes before the compactor is called.
+type CompactionStarted struct {
+	EstimatedContextTokens int `json:"estimated_context_tokens"`
+}
+
+// CompactionCompleted comes after replacement history was committed.
+type CompactionCompleted struct {
+	MessagesBefore int `json:"messages_before"`
+	MessagesAfter  int `json:"messages_after"`
+}
+
+// RunCompleted ends a run that finished its turn.
+type RunCompleted struct {
+	Revision int64  `json:"revision"`
+	Text     string `json:"text"`
+	Steps    int    `json:"steps"`
+	Usage    Usage  `json:"usage"`
+}
+
+// RunCancelled ends a cancelled run.
+type RunCancelled struct {
+	Revision int64 `json:"revision"`
+}
+
+// RunFailed ends a failed run. Message is sanitized.
+type RunFailed struct {
+	Code      Code   `json:"code"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+	Revision  int64  `json:"revision"`
+}
+
+// TextDelta is a piece of streamed assistant text (ephemeral). Chunk
+// boundaries are not stable; use RunCompleted for the final text.
+type TextDelta struct {
+	Step    int    `json:"step"`
+	Attempt int    `json:"attempt"`
+	Text    string `json:"text"`
+}
+
+// ReasoningDelta is a piece of streamed reasoning (ephemeral).
+type ReasoningDelta struct {
+	Step    int    `json:"step"`
+	Attempt int    `json:"attempt"`
+	Text    string `json:"text"`
+}
+
+// ToolCallDelta is a piece of a tool call being assembled (ephemeral).
+type ToolCallDelta struct {
+	Step      int    `json:"step"`
+	Attempt   int    `json:"attempt"`
+	Index     int    `json:"index"`
+	ID        string `json:"id,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+}
+
+// ToolProgress is an ephemeral progress note from a running tool.
+type ToolProgress struct {
+	ToolCallID string `json:"tool_call_id"`
+	Message    string `json:"message"`
+}
+
+// EventType implementations.
+
+func (RunStarted) EventType() string           { return TypeRunStarted }
+func (StepStarted) EventType() string          { return TypeStepStarted }
+func (ToolProposed) EventType() string         { return TypeToolProposed }
+func (ToolStarted) EventType() string          { return TypeToolStarted }
+func (ToolUpdated) EventType() string          { return TypeToolUpdated }
+func (ToolFinished) EventType() string         { return TypeToolFinished }
+func (ToolDetached) EventType() string         { return TypeToolDetached }
+func (HostInputRequested) EventType() string   { return TypeHostInputRequested }
+func (HostInputResolved) EventType() string    { return TypeHostInputResolved }
+func (SteeringAccepted) EventType() string     { return TypeSteeringAccepted }
+func (SteeringApplied) EventType() string      { return TypeSteeringApplied }
+func (SteeringDelivered) EventType() string    { return TypeSteeringDelivered }
+func (SteeringRetracted) EventType() string    { return TypeSteeringRetracted }
+func (UsageUpdated) EventType() string         { return TypeUsageUpdated }
+func (ModelCallCompleted) EventType() string   { return TypeModelCallCompleted }
+func (ProviderStreamReset) EventType() string  { return TypeProviderStreamReset }
+func (ProviderRequestRetry) EventType() string { return TypeProviderRetry }
+func (CompactionStarted) EventType() string    { return TypeCompactionStarted }
+func (CompactionCompleted) EventType() string  { return TypeCompactionCompleted }
+func (RunCompleted) EventType() string         { return TypeRunCompleted }
+func (RunCancelled) EventType() string         { return TypeRunCancelled }
+func (RunFailed) EventType() string            { return TypeRunFailed }
+func (TextDelta) EventType() string            { return TypeTextDelta }
+func (ReasoningDelta) EventType() string       { return TypeReasoningDelta }
+func (ToolCallDelta) EventType() string        { return TypeToolCallDelta }
+func (ToolProgress) EventType() string         { return TypeToolProgress }

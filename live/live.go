@@ -1,0 +1,61 @@
+// Package live carries ephemeral events (text and reasoning deltas, tool
+// progress) from the activities that produce them to subscribers, in
+// process or across machines. It never slows a run: publishing does not
+// wait for subscribers, and a subscriber that falls behind gets an explicit
+// *LaggedError with the number of events it missed.
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/keelrun/keel"
+)
+
+// Publisher sends ephemeral events. Publish must not block on subscribers.
+type Publisher interface {
+	Publish(ctx context.Context, env keel.Envelope) error
+}
+
+// Channel is a live channel: publish ephemeral events, subscribe to a
+// session's.
+type Channel interface {
+	Publisher
+	// Subscribe follows the session's ephemeral events from now on.
+	Subscribe(ctx context.Context, sessionID string, opts SubscribeOptions) (Subscription, error)
+	// Close releases the channel's resources; subscriptions end.
+	Close() error
+}
+
+// SubscribeOptions tune a subscription.
+type SubscribeOptions struct {
+	// Buffer is the number of events held for a slow subscriber before it
+	// lags. Optional; default DefaultBuffer.
+	Buffer int
+}
+
+// DefaultBuffer is the default subscriber buffer.
+const DefaultBuffer = 1024
+
+// Subscription is one subscriber's view of a session's live events.
+type Subscription interface {
+	// Next returns the next event. After the buffer overflowed it returns a
+	// *LaggedError once, then continues with the oldest retained event.
+	// It returns ErrClosed after Close, or ctx's error.
+	Next(ctx context.Context) (keel.Envelope, error)
+	Close() error
+}
+
+// LaggedError says a subscriber missed events because it fell behind.
+type LaggedError struct{ Missed int }
+
+func (e *LaggedError) Error() string {
+	return fmt.Sprintf("live: subscriber lagged and missed %d events", e.Missed)
+}
+
+// ErrClosed is returned by Next after the subscription or channel closed.
+var ErrClosed = errors.New("live: subscription closed")
+
+// Subject returns the NATS subject of a session's live events.
+func Subject(prefix, sessionID string) string { return prefix + ".session." + sessionID }

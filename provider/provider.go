@@ -1,0 +1,71 @@
+// Package provider defines how keel talks to a model: a Provider streams one
+// request as an iterator of Chunks, and Assemble folds a stream into one
+// normalized Response. Backends live in subpackages (scripted, openai,
+// anthropic); Classify is the one place that turns their failures into
+// *keel.ProviderError.
+package provider
+
+import (
+	"context"
+	"iter"
+
+	"github.com/keelrun/keel"
+)
+
+// Request is one model request.
+type Request struct {
+	// Model is the backend's model name (without the "openai:" prefix).
+	Model    string
+	System   string
+	Messages []keel.Message
+	Tools    []keel.ToolSpec
+	// MaxTokens caps the response; zero lets the backend choose.
+	MaxTokens int
+	// Step and Attempt (both from 1) say where this request sits in the run.
+	// Backends may ignore them; the scripted provider uses Attempt to inject
+	// failures.
+	Step    int
+	Attempt int
+}
+
+// Chunk is one piece of a streamed response. Exactly one field is set.
+type Chunk struct {
+	Text      string
+	Reasoning string
+	ToolCall  *ToolCallDelta
+	Usage     *keel.Usage
+	// Generation is the generation-window output token count when the
+	// backend reports one (see keel.GenerationTokens).
+	Generation *keel.GenerationTokens
+	// Finish is the finish reason; a stream without one is malformed.
+	Finish FinishReason
+}
+
+// ToolCallDelta is a fragment of tool call Index. ID and Name usually come
+// with the first fragment; Arguments are concatenated in order.
+type ToolCallDelta struct {
+	Index     int
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// FinishReason says why a response ended.
+type FinishReason string
+
+// The normalized finish reasons.
+const (
+	FinishStop          FinishReason = "stop"
+	FinishToolCalls     FinishReason = "tool_calls"
+	FinishLength        FinishReason = "length"
+	FinishContentFilter FinishReason = "content_filter"
+)
+
+// Provider streams model responses. Stream must stop as soon as yield
+// returns false and release its connection; a failure is yielded once as the
+// last element, classified with Classify where it came from HTTP.
+type Provider interface {
+	// Name is the provider's name as used in model specs ("openai").
+	Name() string
+	Stream(ctx context.Context, req Request) iter.Seq2[Chunk, error]
+}

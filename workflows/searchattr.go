@@ -1,0 +1,34 @@
+package workflows
+
+import "go.temporal.io/sdk/temporal"
+
+// Search attributes keel sets on its workflows, so runs and sessions can be
+// listed by session and state (for example in the Web UI:
+// KeelSessionID = "demo" AND KeelState = "running").
+var (
+	AttrSessionID = temporal.NewSearchAttributeKeyKeyword("KeelSessionID")
+	AttrState     = temporal.NewSearchAttributeKeyKeyword("KeelState")
+	AttrRunNumber = temporal.NewSearchAttributeKeyInt64("KeelRunNumber")
+	AttrModel     = temporal.NewSearchAttributeKeyKeyword("KeelModel")
+)
+
+// TaskQueue is the task queue keel's workers poll.
+const TaskQueue = "keel"
+
+// Workflow, update, signal and query names: stable surfaces that the
+// temporal CLI and other clients rely on.
+const (
+	SessionWorkflowName = "Session"
+	RunWorkflowName     = "Run"
+
+	UpdateSend            = "send"
+	UpdateSteer           = "steer"
+	UpdateRetractSteering = "retract_steering"
+	UpdateRespond         = "respond"
+	SignalCancel          = "cancel"
+	SignalShutdown        = "shutdown"
+
+	QueryState   = "state"
+	QueryHistory = "history"
+	QueryEvents  = "events"
+)
