@@ -1,8 +1,3 @@
-// Package live carries ephemeral events (text and reasoning deltas, tool
-// progress) from the activities that produce them to subscribers, in
-// process or across machines. It never slows a run: publishing does not
-// wait for subscribers, and a subscriber that falls behind gets an explicit
-// *LaggedError with the number of events it missed.
 package live
 
 import (
@@ -13,7 +8,9 @@ import (
 	"github.com/keelrun/keel"
 )
 
-// Publisher sends ephemeral events. Publish must not block on subscribers.
+// Publisher sends ephemeral events. Publish must not block on subscribers,
+// and must not wait long for anything else: it is called from the run's
+// activities, which a live reader must never slow down.
 type Publisher interface {
 	Publish(ctx context.Context, env keel.Envelope) error
 }
@@ -39,6 +36,11 @@ type SubscribeOptions struct {
 const DefaultBuffer = 1024
 
 // Subscription is one subscriber's view of a session's live events.
+//
+// Events published by one publisher arrive in the order it published them.
+// When the buffer is full the oldest buffered event is dropped: the reader
+// keeps the freshest events and learns what it lost from one *LaggedError,
+// returned in the lost events' place.
 type Subscription interface {
 	// Next returns the next event. After the buffer overflowed it returns a
 	// *LaggedError once, then continues with the oldest retained event.
@@ -47,14 +49,18 @@ type Subscription interface {
 	Close() error
 }
 
-// LaggedError says a subscriber missed events because it fell behind.
+// LaggedError says a subscriber missed events because it fell behind (or,
+// across processes, because they were lost on the way). Missed is the exact
+// number of events lost at this point of the stream. The live view is now
+// incomplete: catch up on durable events from the last sequence seen.
 type LaggedError struct{ Missed int }
 
 func (e *LaggedError) Error() string {
 	return fmt.Sprintf("live: subscriber lagged and missed %d events", e.Missed)
 }
 
-// ErrClosed is returned by Next after the subscription or channel closed.
+// ErrClosed is returned by Next after the subscription or channel closed,
+// and by Publish and Subscribe after the channel closed.
 var ErrClosed = errors.New("live: subscription closed")
 
 // Subject returns the NATS subject of a session's live events.

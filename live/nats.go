@@ -1,0 +1,497 @@
+package live
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/keelrun/keel"
+)
+
+// DefaultPrefix is the default first token of live-channel NATS subjects.
+const DefaultPrefix = "keel"
+
+// Defaults of NATSOptions.
+const (
+	DefaultPublishQueue = 8192
+	DefaultPendingLimit = 65536
+	DefaultCloseTimeout = 2 * time.Second
+)
+
+// headerLive carries "<stream> <n>": the publishing stream's ID and the
+// event's position in it (1, 2, 3, …). A stream is one channel's events for
+// one session, so a subscriber finds every gap, whatever lost it (a full
+// publish queue, a reconnect, a slow consumer), and counts it per publisher
+// when several workers publish to one session.
+const headerLive = "Keel-Live"
+
+const (
+	// maxPubStreams bounds a publisher's per-session counters. A session
+	// pushed out starts a new stream (new ID) when it publishes again, which
+	// subscribers take as a fresh start rather than a gap.
+	maxPubStreams = 4096
+	// maxSubStreams bounds the publishers one subscription remembers.
+	maxSubStreams = 256
+	// defaultSubscribeTimeout bounds Subscribe's wait for the server when
+	// ctx has no deadline.
+	defaultSubscribeTimeout = 5 * time.Second
+)
+
+// NATSOptions configure a NATS channel. Every field is optional.
+type NATSOptions struct {
+	// Prefix is the first part of every subject: a session's events go to
+	// <Prefix>.session.<session ID>. Default DefaultPrefix ("keel").
+	Prefix string
+	// PublishQueue bounds the events waiting to be written to the
+	// connection. Publish never waits: when the queue is full (the server is
+	// slow or the connection stalled) the event is dropped, counted in
+	// Dropped, and subscribers see the gap as a *LaggedError.
+	// Default DefaultPublishQueue.
+	PublishQueue int
+	// PendingLimit bounds the messages nats.go holds for one subscription
+	// before handing them to its buffer (nats.Subscription.SetPendingLimits).
+	// keel's handler only appends to the buffer, so this fills only if the
+	// process is starved; what nats.go drops then is still reported as lag.
+	// Default DefaultPendingLimit.
+	PendingLimit int
+	// CloseTimeout bounds how long Close waits to hand queued events to the
+	// server. Default DefaultCloseTimeout.
+	CloseTimeout time.Duration
+	// Dial adds nats.Options for DialNATS (credentials, TLS,
+	// nats.InProcessServer, …). They come after keel's own and win.
+	Dial []nats.Option
+}
+
+func (o NATSOptions) withDefaults() (NATSOptions, error) {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if err := validatePrefix(o.Prefix); err != nil {
+		return o, err
+	}
+	if o.PublishQueue <= 0 {
+		o.PublishQueue = DefaultPublishQueue
+	}
+	if o.PendingLimit <= 0 {
+		o.PendingLimit = DefaultPendingLimit
+	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = DefaultCloseTimeout
+	}
+	return o, nil
+}
+
+// validatePrefix accepts one or more dot-separated subject tokens without
+// wildcards or whitespace.
+func validatePrefix(p string) error {
+	for tok := range strings.SplitSeq(p, ".") {
+		if tok == "" || strings.ContainsAny(tok, "*> \t\r\n") {
+			return fmt.Errorf("live: invalid subject prefix %q: want dot-separated tokens without wildcards or spaces", p)
+		}
+	}
+	return nil
+}
+
+// NATS is a Channel over core NATS, for subscribers in other processes or on
+// other machines. Events are JSON envelopes on <prefix>.session.<id>.
+//
+// Publish encodes the event and queues it for a sender goroutine, so a slow,
+// stalled or absent server never blocks it; events that do not fit the queue
+// are dropped and counted. Each event carries a per-session counter in a
+// header, so subscribers count what they lost exactly (see Subscribe).
+type NATS struct {
+	nc    *nats.Conn
+	owned bool
+	opts  NATSOptions
+	id    string // distinguishes this channel's streams from other publishers'
+
+	mu          sync.Mutex
+	closed      bool
+	streams     *lru[*pubStream]
+	incarnation uint64
+	subs        map[*natsSub]struct{}
+
+	queue   chan outMsg
+	stop    chan struct{} // closed by Close: drain the queue and exit
+	sent    chan struct{} // closed when the sender goroutine exits
+	dropped atomic.Int64
+
+	closeOnce sync.Once
+
+	// hooks for tests: called around the handling of each received message.
+	beforeHandle, afterHandle func()
+}
+
+type pubStream struct {
+	id  string
+	seq uint64
+}
+
+// outMsg is a queued event, or a barrier that Flush waits on.
+type outMsg struct {
+	msg     *nats.Msg
+	barrier chan struct{}
+}
+
+var _ Channel = (*NATS)(nil)
+
+// NewNATS returns a channel over nc, which stays the caller's: Close does not
+// close it. The server must support headers (NATS 2.2 or later).
+func NewNATS(nc *nats.Conn, opts NATSOptions) (*NATS, error) {
+	if nc == nil {
+		return nil, errors.New("live: nil NATS connection")
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &NATS{
+		nc:      nc,
+		opts:    opts,
+		id:      rand.Text()[:12],
+		streams: newLRU[*pubStream](maxPubStreams),
+		subs:    make(map[*natsSub]struct{}),
+		queue:   make(chan outMsg, opts.PublishQueue),
+		stop:    make(chan struct{}),
+		sent:    make(chan struct{}),
+	}
+	go c.send()
+	return c, nil
+}
+
+// DialNATS connects to the NATS server at url (a comma-separated list is
+// fine) and returns a channel that owns the connection. The connection
+// reconnects forever, every 250 ms (plus nats.go's jitter); opts.Dial may
+// override that.
+func DialNATS(url string, opts NATSOptions) (*NATS, error) {
+	nopts := append([]nats.Option{
+		nats.Name("keel live"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+	}, opts.Dial...)
+	nc, err := nats.Connect(url, nopts...)
+	if err != nil {
+		return nil, fmt.Errorf("live: connect to NATS at %s: %w", url, err)
+	}
+	c, err := NewNATS(nc, opts)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	c.owned = true
+	return c, nil
+}
+
+// Conn returns the channel's NATS connection.
+func (c *NATS) Conn() *nats.Conn { return c.nc }
+
+// Publish queues env for the subjects of env.SessionID and returns without
+// waiting for the network. If the queue is full the event is dropped (see
+// Dropped) and subscribers will report it as lag. Events of one session are
+// sent in the order Publish was called. ctx is not used: Publish never
+// waits. It returns ErrClosed after Close, a keel.ErrInvalidInput error for
+// an invalid session ID, and an error if env cannot be encoded.
+func (c *NATS) Publish(_ context.Context, env keel.Envelope) error {
+	if err := keel.ValidateSessionID(env.SessionID); err != nil {
+		return err
+	}
+	data, err := json.Marshal(env)
+	if err != nil {
+		return fmt.Errorf("live: encode %s event: %w", env.Type, err)
+	}
+	msg := &nats.Msg{Subject: Subject(c.opts.Prefix, env.SessionID), Data: data}
+
+	// Numbering and queueing under one lock keep the counter in queue order,
+	// which is wire order: the single sender preserves it.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	st, ok := c.streams.get(env.SessionID)
+	if !ok {
+		c.incarnation++
+		st = &pubStream{id: c.id + "." + strconv.FormatUint(c.incarnation, 36)}
+		c.streams.put(env.SessionID, st)
+	}
+	st.seq++
+	msg.Header = nats.Header{headerLive: []string{st.id + " " + strconv.FormatUint(st.seq, 10)}}
+	select {
+	case c.queue <- outMsg{msg: msg}:
+	default:
+		c.dropped.Add(1)
+	}
+	return nil
+}
+
+// Dropped returns how many events this channel failed to hand to NATS: the
+// publish queue was full, or the connection refused them (closed, or its
+// reconnect buffer full).
+func (c *NATS) Dropped() int64 { return c.dropped.Load() }
+
+// send is the only writer to the connection. It may block inside nats.go on
+// a stalled socket (up to the connection's FlusherTimeout); Publish does
+// not, because it only touches the queue.
+func (c *NATS) send() {
+	defer close(c.sent)
+	for {
+		select {
+		case o := <-c.queue:
+			c.deliver(o)
+		case <-c.stop:
+			for {
+				select {
+				case o := <-c.queue:
+					c.deliver(o)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (c *NATS) deliver(o outMsg) {
+	if o.barrier != nil {
+		close(o.barrier)
+		return
+	}
+	if err := c.nc.PublishMsg(o.msg); err != nil {
+		c.dropped.Add(1)
+	}
+}
+
+// Flush waits until the events published before it reached the server. It
+// is for tests and orderly shutdown; the run never needs it. Without a
+// deadline in ctx it waits at most 5 seconds.
+func (c *NATS) Flush(ctx context.Context) error {
+	ctx, cancel := withDefaultTimeout(ctx, defaultSubscribeTimeout)
+	defer cancel()
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	barrier := make(chan struct{})
+	select {
+	case c.queue <- outMsg{barrier: barrier}:
+	case <-c.sent:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-barrier:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := c.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("live: flush NATS: %w", err)
+	}
+	return nil
+}
+
+// Subscribe follows sessionID's events. It returns once the server has
+// registered the subscription, so every event published after it returns
+// is delivered (unless lost, which is reported). Without a deadline in ctx
+// it waits at most 5 seconds for the server.
+//
+// Lag is counted per publishing stream: an event whose counter jumps by
+// k+1 over the previous one from the same stream follows a *LaggedError
+// with Missed k. Events lost before the first one a subscription receives
+// from a stream cannot be told from events published before it subscribed,
+// and are not reported; neither are events lost at the end of a stream
+// until that stream publishes again. The durable log covers both: see
+// docs/live.md.
+func (c *NATS) Subscribe(ctx context.Context, sessionID string, opts SubscribeOptions) (Subscription, error) {
+	if err := keel.ValidateSessionID(sessionID); err != nil {
+		return nil, err
+	}
+	s := &natsSub{
+		c:            c,
+		buf:          newBuffer(opts.Buffer),
+		streams:      newLRU[uint64](maxSubStreams),
+		beforeHandle: c.beforeHandle,
+		afterHandle:  c.afterHandle,
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.subs[s] = struct{}{}
+	c.mu.Unlock()
+
+	ns, err := c.nc.Subscribe(Subject(c.opts.Prefix, sessionID), s.handle)
+	if err != nil {
+		c.forget(s)
+		return nil, fmt.Errorf("live: subscribe to session %s: %w", sessionID, err)
+	}
+	// The connection closing ends the subscription like Close does.
+	ns.SetClosedHandler(func(string) { s.buf.close() })
+	if err := ns.SetPendingLimits(c.opts.PendingLimit, nats.DefaultSubPendingBytesLimit); err != nil {
+		_ = ns.Unsubscribe()
+		c.forget(s)
+		return nil, fmt.Errorf("live: subscribe to session %s: %w", sessionID, err)
+	}
+	if !s.attach(ns) { // the channel closed meanwhile
+		_ = ns.Unsubscribe()
+		return nil, ErrClosed
+	}
+	fctx, cancel := withDefaultTimeout(ctx, defaultSubscribeTimeout)
+	defer cancel()
+	if err := c.nc.FlushWithContext(fctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("live: subscribe to session %s: %w", sessionID, err)
+	}
+	return s, nil
+}
+
+func (c *NATS) forget(s *natsSub) {
+	c.mu.Lock()
+	delete(c.subs, s)
+	c.mu.Unlock()
+}
+
+// Close stops publishing, hands queued events to the server (waiting at
+// most CloseTimeout), and ends every subscription: each still returns what
+// it had buffered, then ErrClosed. It closes the connection only if
+// DialNATS opened it. It is idempotent and returns nil.
+func (c *NATS) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		subs := c.subs
+		c.subs = nil
+		c.mu.Unlock()
+
+		close(c.stop)
+		deadline := time.Now().Add(c.opts.CloseTimeout)
+		timer := time.NewTimer(c.opts.CloseTimeout)
+		select {
+		case <-c.sent:
+			if left := time.Until(deadline); left > 0 && !c.nc.IsClosed() {
+				_ = c.nc.FlushTimeout(left)
+			}
+		case <-timer.C:
+			// The sender is stuck on a stalled connection; give up on
+			// the queue rather than hang the caller.
+		}
+		timer.Stop()
+		for s := range subs {
+			s.end(false)
+		}
+		if c.owned {
+			c.nc.Close()
+		}
+	})
+	return nil
+}
+
+// natsSub is one subscription. nats.go calls handle from one goroutine per
+// subscription, one message at a time, so streams needs no lock.
+type natsSub struct {
+	c       *NATS
+	buf     *buffer
+	streams *lru[uint64] // last counter seen per publishing stream
+
+	mu    sync.Mutex
+	sub   *nats.Subscription
+	ended bool
+
+	beforeHandle, afterHandle func()
+}
+
+func (s *natsSub) attach(ns *nats.Subscription) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	s.sub = ns
+	return true
+}
+
+// end unsubscribes; abandon discards the buffer, otherwise it drains.
+func (s *natsSub) end(abandon bool) {
+	s.mu.Lock()
+	ns := s.sub
+	s.ended = true
+	s.mu.Unlock()
+	if abandon {
+		s.buf.abandon()
+	} else {
+		s.buf.close()
+	}
+	if ns != nil {
+		_ = ns.Unsubscribe() // fails only if the connection is closed: nothing to undo
+	}
+}
+
+func (s *natsSub) handle(m *nats.Msg) {
+	if s.beforeHandle != nil {
+		s.beforeHandle()
+	}
+	if s.afterHandle != nil {
+		defer s.afterHandle()
+	}
+	gap := 0
+	if stream, n, ok := parseLive(m.Header.Get(headerLive)); ok {
+		last, seen := s.streams.get(stream)
+		if seen && n <= last {
+			return // a repeat; core NATS does not redeliver, but never show one twice
+		}
+		if seen {
+			gap = int(n - last - 1)
+		}
+		s.streams.put(stream, n)
+	}
+	var env keel.Envelope
+	if err := json.Unmarshal(m.Data, &env); err != nil {
+		// Not an envelope: the subscriber cannot have it, so it counts as
+		// missed rather than vanishing silently.
+		s.buf.miss(gap + 1)
+		return
+	}
+	s.buf.push(env, gap)
+}
+
+func parseLive(v string) (stream string, n uint64, ok bool) {
+	stream, num, ok := strings.Cut(v, " ")
+	if !ok || stream == "" {
+		return "", 0, false
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || n == 0 {
+		return "", 0, false
+	}
+	return stream, n, true
+}
+
+// Next returns the next event; see Subscription.
+func (s *natsSub) Next(ctx context.Context) (keel.Envelope, error) { return s.buf.next(ctx) }
+
+// Close unsubscribes at once: buffered events are discarded and Next
+// returns ErrClosed. It is idempotent.
+func (s *natsSub) Close() error {
+	s.end(true)
+	s.c.forget(s)
+	return nil
+}
+
+func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
