@@ -1,9 +1,3 @@
-// Package tool defines keel's tool interface, a registry, and the built-in
-// tools. A tool has a spec (name, description, JSON Schema of its
-// arguments) and a Call method; optional interfaces add traits such as
-// running detached. Each call runs as its own Temporal activity, except the
-// workflow-native tools (sleep, ask_user) that the Run workflow performs
-// itself.
 package tool
 
 import (

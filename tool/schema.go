@@ -1,0 +1,185 @@
+package tool
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// ErrInvalidSchema reports a JSON Schema that does not compile.
+var ErrInvalidSchema = errors.New("tool: invalid JSON Schema")
+
+// InvalidValueError says a JSON value does not match its schema. Problems
+// lists every violation found, sorted, one per entry, such as
+// `at /limit: got string, want integer`, so that the message is the same on
+// every run (the Run workflow relies on that).
+type InvalidValueError struct {
+	Problems []string
+}
+
+func (e *InvalidValueError) Error() string {
+	return "value does not match the schema: " + strings.Join(e.Problems, "; ")
+}
+
+// ValidateJSON reports whether value is valid JSON matching schema. An empty
+// or null schema accepts any JSON value. It returns an *InvalidValueError
+// for a value that is not JSON or does not match, and an error wrapping
+// ErrInvalidSchema for a schema that does not compile.
+//
+// ValidateJSON is deterministic and does no I/O, so the Run workflow may
+// call it: schemas never load remote or local references (only the
+// embedded draft metaschemas), and problems are reported in sorted order.
+// Compiled schemas are cached by their exact bytes.
+func ValidateJSON(schema, value json.RawMessage) error {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(value))
+	if err != nil {
+		return &InvalidValueError{Problems: []string{"not valid JSON: " + err.Error()}}
+	}
+	sch, err := compiled(schema)
+	if err != nil {
+		return err
+	}
+	if sch == nil {
+		return nil
+	}
+	if err := sch.Validate(doc); err != nil {
+		var verr *jsonschema.ValidationError
+		if errors.As(err, &verr) {
+			return &InvalidValueError{Problems: problems(verr)}
+		}
+		return &InvalidValueError{Problems: []string{err.Error()}}
+	}
+	return nil
+}
+
+// CheckSchema reports whether schema is a JSON Schema that ValidateJSON can
+// use. Check schemas where they enter (a tool's spec, an ask_user request)
+// so that later validation fails only on values.
+func CheckSchema(schema json.RawMessage) error {
+	_, err := compiled(schema)
+	return err
+}
+
+// schemaURL is the location compiled schemas live at. It is absolute so the
+// compiler never consults the working directory, and relative references
+// resolve under it, where nothing can be loaded.
+const schemaURL = "urn:keel:schema"
+
+// maxCachedSchemas bounds the cache: schemas from host-input requests are
+// unbounded in variety, and a worker lives for a long time.
+const maxCachedSchemas = 512
+
+type cachedSchema struct {
+	sch *jsonschema.Schema // nil: accept anything
+	err error
+}
+
+var schemaCache = struct {
+	sync.Mutex
+	byText map[string]cachedSchema
+	order  []string // insertion order, for eviction
+}{byText: map[string]cachedSchema{}}
+
+func compiled(schema json.RawMessage) (*jsonschema.Schema, error) {
+	key := string(schema)
+	schemaCache.Lock()
+	c, ok := schemaCache.byText[key]
+	schemaCache.Unlock()
+	if ok {
+		return c.sch, c.err
+	}
+	c.sch, c.err = compile(schema)
+	schemaCache.Lock()
+	defer schemaCache.Unlock()
+	if _, ok := schemaCache.byText[key]; !ok {
+		if len(schemaCache.order) >= maxCachedSchemas {
+			delete(schemaCache.byText, schemaCache.order[0])
+			schemaCache.order = schemaCache.order[1:]
+		}
+		schemaCache.byText[key] = c
+		schemaCache.order = append(schemaCache.order, key)
+	}
+	return c.sch, c.err
+}
+
+func compile(schema json.RawMessage) (*jsonschema.Schema, error) {
+	trimmed := bytes.TrimSpace(schema)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return nil, nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(trimmed))
+	if err != nil {
+		return nil, fmt.Errorf("%w: not valid JSON: %v", ErrInvalidSchema, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	if err := c.AddResource(schemaURL, doc); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
+	}
+	sch, err := c.Compile(schemaURL)
+	if err != nil {
+		var serr *jsonschema.SchemaValidationError
+		var verr *jsonschema.ValidationError
+		if errors.As(err, &serr) && errors.As(serr.Err, &verr) {
+			return nil, fmt.Errorf("%w: %s", ErrInvalidSchema, strings.Join(problems(verr), "; "))
+		}
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
+	}
+	return sch, nil
+}
+
+// noLoader refuses every reference to another document: validation must
+// not depend on the file system or the network.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("tool: schema references %q; only self-contained schemas are supported", url)
+}
+
+var printer = message.NewPrinter(language.English)
+
+// problems flattens a validation error tree into its leaves, formatted and
+// sorted. The validator walks objects in map order, so the raw tree's order
+// (and the order of names inside some messages) varies between runs.
+func problems(verr *jsonschema.ValidationError) []string {
+	var out []string
+	var walk func(*jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
+		}
+		if k, ok := e.ErrorKind.(*kind.AdditionalProperties); ok {
+			slices.Sort(k.Properties)
+		}
+		msg := e.ErrorKind.LocalizedString(printer)
+		if loc := e.InstanceLocation; len(loc) > 0 {
+			msg = "at " + pointer(loc) + ": " + msg
+		}
+		out = append(out, msg)
+	}
+	walk(verr)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func pointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
+	}
+	return b.String()
+}
