@@ -127,3 +127,13 @@ func (e *ProviderError) Error() string {
 	}
 	return s
 }
+
+// Retryable reports whether failures of kind k are worth retrying.
+func (k ProviderErrorKind) Retryable() bool {
+	switch k {
+	case ProviderRateLimited, ProviderOverloaded, ProviderServer, ProviderTimeout,
+		ProviderConflict, ProviderConnection, ProviderStreamCut, ProviderWorkerLost:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,97 @@
+package activities
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/provider"
+	"github.com/keelrun/keel/tool"
+)
+
+// ModelResolver turns a model spec into a provider and the model name to
+// ask it for. Resolution happens on the worker, where the keys are.
+type ModelResolver interface {
+	Resolve(spec string) (provider.Provider, string, error)
+}
+
+// RunReader reads a Run workflow's state from Temporal: the transcript
+// prefix a turn needs when the worker's cache does not hold it (after a
+// restart, or when turns land on different workers), and the events of a
+// run that ended without reporting them.
+type RunReader interface {
+	Transcript(ctx context.Context, ref TranscriptRef) ([]keel.Message, error)
+	Events(ctx context.Context, workflowID, runID string, after int64) ([]keel.Envelope, error)
+}
+
+// HeartbeatInterval is how often a running activity heartbeats while it has
+// nothing else to report. With the worker's heartbeat throttle at or below
+// this, a cancellation reaches the activity within about this long.
+const HeartbeatInterval = 200 * time.Millisecond
+
+// Activities holds what keel's activities need on a worker.
+type Activities struct {
+	Models ModelResolver
+	Tools  *tool.Registry
+	Live   live.Publisher // Optional: deltas are dropped without it.
+	Runs   RunReader      // Optional: without it a cache miss fails the turn.
+	Logger *slog.Logger   // Optional.
+	// CacheRuns bounds the transcript cache. Optional; default 256 runs.
+	CacheRuns int
+
+	cache *transcriptCache
+}
+
+func (a *Activities) logger() *slog.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
+}
+
+// publish sends an ephemeral event; failures are logged, never fatal: the
+// durable log is the source of truth.
+func (a *Activities) publish(ctx context.Context, sessionID, runID string, afterSeq int64, ev keel.Event) {
+	if a.Live == nil {
+		return
+	}
+	env, err := keel.Seal(ev, sessionID, runID, time.Now())
+	if err != nil {
+		return
+	}
+	env.AfterSeq = afterSeq
+	if err := a.Live.Publish(ctx, env); err != nil {
+		a.logger().Debug("live publish failed", "type", env.Type, "err", err)
+	}
+}
+
+// heartbeat records heartbeats on a ticker until ctx ends, so cancellation
+// reaches an activity that is waiting on a slow provider or tool.
+func heartbeat(ctx context.Context) {
+	t := time.NewTicker(HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			activity.RecordHeartbeat(ctx)
+		}
+	}
+}
+
+func truncateOutput(s string) string {
+	if len(s) <= MaxToolOutput {
+		return s
+	}
+	cut := MaxToolOutput
+	for cut > 0 && s[cut]&0xC0 == 0x80 { // keep UTF-8 whole
+		cut--
+	}
+	return s[:cut] + "\n[output truncated: " + strconv.Itoa(len(s)-cut) + " more bytes]"
+}

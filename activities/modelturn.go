@@ -1,0 +1,175 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/provider"
+	"github.com/keelrun/keel/tool"
+)
+
+// ModelTurn makes one provider request: it streams the response, publishes
+// each delta to the live channel, heartbeats on every chunk, and returns the
+// assembled response. It never retries: the Run workflow owns the retry
+// budget so it can record every attempt. Failures are ApplicationErrors of
+// type keel.ProviderError or keel.MalformedResponse with a TurnFailure as
+// detail; cancellation returns a CanceledError carrying the partial text.
+func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (*ModelTurnResult, error) {
+	start := time.Now()
+	p, model, err := a.Models.Resolve(in.Model)
+	if err != nil {
+		return nil, turnError(&TurnFailure{Provider: asProviderError(in.Model, err)})
+	}
+	messages, err := a.transcript(ctx, in.Transcript, in.Tail)
+	if err != nil {
+		return nil, err
+	}
+	var specs []keel.ToolSpec
+	var plans map[string]CallPlan
+	if len(in.Tools) > 0 {
+		specs, plans, err = a.toolSpecs(in.Tools)
+		if err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), string(keel.CodeToolUnavailable), err)
+		}
+	}
+
+	hbCtx, stopHB := context.WithCancel(ctx)
+	defer stopHB()
+	go heartbeat(hbCtx)
+
+	req := provider.Request{
+		Model: model, System: in.System, Messages: messages, Tools: specs,
+		MaxTokens: in.MaxTokens, Step: in.Step, Attempt: in.Attempt,
+	}
+	var asm provider.Assembler
+	var firstToken time.Duration
+	var streamErr error
+	for chunk, err := range p.Stream(ctx, req) {
+		if err != nil {
+			streamErr = err
+			break
+		}
+		activity.RecordHeartbeat(ctx)
+		if firstToken == 0 && (chunk.Text != "" || chunk.Reasoning != "" || chunk.ToolCall != nil) {
+			firstToken = time.Since(start)
+		}
+		asm.Add(chunk)
+		a.publishChunk(ctx, in, chunk)
+	}
+	if streamErr == nil && ctx.Err() != nil {
+		streamErr = ctx.Err()
+	}
+	if streamErr != nil {
+		if ctx.Err() != nil {
+			// Cancelled (or timed out) while streaming: hand back what was
+			// said so far so the workflow can keep it as aborted output.
+			return nil, temporal.NewCanceledError(TurnFailure{Usage: asm.Usage(), Partial: asm.Text()})
+		}
+		return nil, turnError(&TurnFailure{
+			Provider: asProviderError(p.Name(), streamErr), Usage: asm.Usage(), Partial: asm.Text(),
+		})
+	}
+	resp, err := asm.Response()
+	if err != nil {
+		var mal *provider.MalformedError
+		if errors.As(err, &mal) {
+			return nil, turnError(&TurnFailure{Malformed: mal.Reason, Usage: asm.Usage(), Partial: asm.Text()})
+		}
+		return nil, err
+	}
+	res := &ModelTurnResult{
+		Response: resp,
+		Metrics: keel.ModelCallMetrics{
+			Model: model, Provider: p.Name(),
+			Duration:               keel.Duration(time.Since(start)),
+			TimeToFirstToken:       keel.Duration(firstToken),
+			InputTokens:            resp.Usage.InputTokens,
+			OutputTokens:           resp.Usage.OutputTokens,
+			GenerationOutputTokens: resp.Generation,
+			FinishReason:           string(resp.Finish),
+		},
+	}
+	for _, sp := range specs {
+		res.ToolTokens += 8 + (len(sp.Name)+len(sp.Description)+len(sp.Parameters)+3)/4
+	}
+	for _, c := range resp.ToolCalls {
+		plan, ok := plans[c.Name]
+		if !ok {
+			plan = CallPlan{Available: false}
+		}
+		res.Calls = append(res.Calls, plan)
+	}
+	return res, nil
+}
+
+func (a *Activities) publishChunk(ctx context.Context, in ModelTurnInput, c provider.Chunk) {
+	var ev keel.Event
+	switch {
+	case c.Text != "":
+		ev = keel.TextDelta{Step: in.Step, Attempt: in.Attempt, Text: c.Text}
+	case c.Reasoning != "":
+		ev = keel.ReasoningDelta{Step: in.Step, Attempt: in.Attempt, Text: c.Reasoning}
+	case c.ToolCall != nil:
+		ev = keel.ToolCallDelta{Step: in.Step, Attempt: in.Attempt, Index: c.ToolCall.Index,
+			ID: c.ToolCall.ID, Name: c.ToolCall.Name, Arguments: c.ToolCall.Arguments}
+	default:
+		return
+	}
+	a.publish(ctx, in.SessionID, in.RunID, in.AfterSeq, ev)
+}
+
+// toolSpecs returns the specs of the run's tools and how each would run.
+// A name this worker does not know is left out of the specs, and calls to it
+// come back unavailable.
+func (a *Activities) toolSpecs(names []string) ([]keel.ToolSpec, map[string]CallPlan, error) {
+	plans := make(map[string]CallPlan, len(names))
+	specs := make([]keel.ToolSpec, 0, len(names))
+	if a.Tools == nil {
+		return nil, plans, nil
+	}
+	for _, n := range names {
+		t, ok := a.Tools.Lookup(n)
+		if !ok {
+			continue
+		}
+		specs = append(specs, t.Spec())
+		plans[n] = CallPlan{Available: true, Traits: tool.TraitsOf(t)}
+	}
+	return specs, plans, nil
+}
+
+// turnError wraps a failed attempt as an ApplicationError the workflow can
+// decode. It is marked non-retryable for Temporal: the workflow retries.
+func turnError(f *TurnFailure) error {
+	code, msg := keel.CodeProvider, ""
+	if f.Malformed != "" {
+		code, msg = keel.CodeMalformedResponse, "malformed response: "+f.Malformed
+	} else {
+		msg = f.Provider.Error()
+	}
+	return temporal.NewApplicationErrorWithOptions(msg, string(code), temporal.ApplicationErrorOptions{
+		NonRetryable: true,
+		Details:      []any{*f},
+	})
+}
+
+// asProviderError returns err as a *keel.ProviderError, classifying what the
+// backend did not.
+func asProviderError(name string, err error) *keel.ProviderError {
+	var pe *keel.ProviderError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	var ke *keel.Error
+	if errors.As(err, &ke) && ke.Code == keel.CodeInvalidInput {
+		return &keel.ProviderError{Provider: name, Kind: keel.ProviderUnknownModel, Message: ke.Message}
+	}
+	return &keel.ProviderError{Provider: name, Kind: keel.ProviderConnection, Retryable: true,
+		Message: fmt.Sprintf("%v", err)}
+}

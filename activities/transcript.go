@@ -1,0 +1,116 @@
+package activities
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"sync"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/keelrun/keel"
+)
+
+// transcript rebuilds the conversation a turn refers to: from the worker's
+// cache when it holds the prefix, from the Run workflow otherwise.
+func (a *Activities) transcript(ctx context.Context, ref TranscriptRef, tail []keel.Message) ([]keel.Message, error) {
+	if a.cache == nil {
+		a.initCache()
+	}
+	if msgs, ok := a.cache.get(ref, tail); ok {
+		return msgs, nil
+	}
+	if a.Runs == nil {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("transcript of %s not cached and no run reader configured", ref.WorkflowID),
+			string(keel.CodeInternal), nil)
+	}
+	msgs, err := a.Runs.Transcript(ctx, ref)
+	if err != nil {
+		return nil, fmt.Errorf("fetch transcript of %s: %w", ref.WorkflowID, err)
+	}
+	if len(msgs) != ref.Len {
+		return nil, fmt.Errorf("transcript of %s has %d messages, want %d", ref.WorkflowID, len(msgs), ref.Len)
+	}
+	a.cache.put(ref, msgs)
+	return msgs, nil
+}
+
+var cacheInit sync.Mutex
+
+func (a *Activities) initCache() {
+	cacheInit.Lock()
+	defer cacheInit.Unlock()
+	if a.cache == nil {
+		n := a.CacheRuns
+		if n <= 0 {
+			n = 256
+		}
+		a.cache = &transcriptCache{max: n, entries: map[string]*list.Element{}, order: list.New()}
+	}
+}
+
+// transcriptCache holds the latest known transcript of recent runs. Within
+// one workflow execution a transcript only grows, so a cached prefix plus
+// the turn's tail is the whole conversation.
+type transcriptCache struct {
+	mu      sync.Mutex
+	max     int
+	entries map[string]*list.Element
+	order   *list.List // front = most recent
+}
+
+type cacheEntry struct {
+	key  string
+	msgs []keel.Message
+}
+
+func cacheKey(ref TranscriptRef) string { return ref.WorkflowID + "\x00" + ref.RunID }
+
+func (c *transcriptCache) get(ref TranscriptRef, tail []keel.Message) ([]keel.Message, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var have []keel.Message
+	if el, ok := c.entries[cacheKey(ref)]; ok {
+		have = el.Value.(*cacheEntry).msgs
+		c.order.MoveToFront(el)
+	}
+	var msgs []keel.Message
+	switch {
+	case len(tail) == ref.Len:
+		msgs = tail
+	case have != nil && len(have) >= ref.Len:
+		msgs = have[:ref.Len:ref.Len]
+	case have != nil && len(have)+len(tail) == ref.Len:
+		msgs = make([]keel.Message, 0, ref.Len)
+		msgs = append(append(msgs, have...), tail...)
+	default:
+		return nil, false
+	}
+	c.putLocked(ref, msgs)
+	return msgs, true
+}
+
+func (c *transcriptCache) put(ref TranscriptRef, msgs []keel.Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.putLocked(ref, msgs)
+}
+
+func (c *transcriptCache) putLocked(ref TranscriptRef, msgs []keel.Message) {
+	key := cacheKey(ref)
+	if el, ok := c.entries[key]; ok {
+		e := el.Value.(*cacheEntry)
+		if len(msgs) > len(e.msgs) {
+			e.msgs = msgs
+		}
+		c.order.MoveToFront(el)
+		return
+	}
+	c.entries[key] = c.order.PushFront(&cacheEntry{key: key, msgs: msgs})
+	for c.order.Len() > c.max {
+		old := c.order.Back()
+		c.order.Remove(old)
+		delete(c.entries, old.Value.(*cacheEntry).key)
+	}
+}

@@ -1,0 +1,113 @@
+package activities
+
+import (
+	"encoding/json"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/provider"
+	"github.com/keelrun/keel/tool"
+)
+
+// Activity names, as registered on the worker.
+const (
+	ModelTurnName  = "ModelTurn"
+	ToolName       = "Tool"
+	RecoverRunName = "RecoverRun"
+)
+
+// QueryTranscript is the Run workflow's query for its transcript, used when
+// a worker's transcript cache misses. It takes the number of messages wanted.
+const QueryTranscript = "transcript"
+
+// TranscriptRef names a prefix of a Run workflow's transcript: the first Len
+// messages of workflow execution (WorkflowID, RunID). Model turns carry a
+// reference plus the messages added since the previous turn, so history
+// grows with the conversation instead of with its square.
+type TranscriptRef struct {
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+	Len        int    `json:"len"`
+}
+
+// ModelTurnInput is one attempt at one model turn.
+type ModelTurnInput struct {
+	SessionID string `json:"session_id"`
+	RunID     string `json:"run_id"`
+	Step      int    `json:"step"`
+	Attempt   int    `json:"attempt"`
+	// Model is a model spec such as "openai:gpt-4o" or "scripted:demo".
+	Model     string   `json:"model"`
+	System    string   `json:"system,omitempty"`
+	MaxTokens int      `json:"max_tokens,omitempty"`
+	Tools     []string `json:"tools,omitempty"`
+	// Transcript is the conversation so far; Tail holds its last messages
+	// (those the worker may not have seen yet).
+	Transcript TranscriptRef  `json:"transcript"`
+	Tail       []keel.Message `json:"tail,omitempty"`
+	// AfterSeq is the last durable sequence before this turn; deltas carry
+	// it so readers can order them among durable events.
+	AfterSeq int64 `json:"after_seq"`
+}
+
+// ModelTurnResult is a successful model turn.
+type ModelTurnResult struct {
+	Response provider.Response     `json:"response"`
+	Metrics  keel.ModelCallMetrics `json:"metrics"`
+	// Calls holds, for each tool call of the response in order, whether this
+	// worker can run it and how.
+	Calls []CallPlan `json:"calls,omitempty"`
+	// ToolTokens estimates the tokens the tool schemas take in a request.
+	ToolTokens int `json:"tool_tokens,omitempty"`
+}
+
+// CallPlan says how a tool call will run.
+type CallPlan struct {
+	Available bool        `json:"available"`
+	Traits    tool.Traits `json:"traits"`
+}
+
+// TurnFailure is the detail of a failed or cancelled model turn attempt.
+type TurnFailure struct {
+	// Provider is set for provider failures, Malformed for unusable
+	// responses.
+	Provider  *keel.ProviderError `json:"provider,omitempty"`
+	Malformed string              `json:"malformed,omitempty"`
+	// Usage is what the abandoned attempt reported; it is billed all the same.
+	Usage keel.Usage `json:"usage"`
+	// Partial is the text streamed before the attempt ended.
+	Partial string `json:"partial,omitempty"`
+}
+
+// ToolInput is one tool call.
+type ToolInput struct {
+	SessionID string        `json:"session_id"`
+	RunID     string        `json:"run_id"`
+	Call      keel.ToolCall `json:"call"`
+	// Answers are the host's answers to the call's questions so far.
+	Answers  map[string]json.RawMessage `json:"answers,omitempty"`
+	AfterSeq int64                      `json:"after_seq"`
+}
+
+// ToolOutput is how a tool call ended, or the question it needs answered.
+type ToolOutput struct {
+	Status    keel.ToolStatus `json:"status"`
+	Output    string          `json:"output"`
+	NeedInput *tool.Question  `json:"need_input,omitempty"`
+	Duration  keel.Duration   `json:"duration"`
+}
+
+// RecoverRunInput names a Run workflow to read back.
+type RecoverRunInput struct {
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+	AfterSeq   int64  `json:"after_seq"`
+}
+
+// RecoverRunResult is what a Run workflow had recorded.
+type RecoverRunResult struct {
+	Events []keel.Envelope `json:"events"`
+}
+
+// MaxToolOutput caps the output a tool call returns to the model (and to
+// workflow history).
+const MaxToolOutput = 64 << 10

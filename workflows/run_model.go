@@ -1,0 +1,175 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/provider"
+)
+
+// Retry budget of one model turn (seed 000's contract).
+const (
+	// MaxRequestsPerTurn bounds the physical provider requests of a turn.
+	MaxRequestsPerTurn = 4
+	// MaxMalformedPerTurn bounds the malformed responses accepted in a turn;
+	// they share MaxRequestsPerTurn.
+	MaxMalformedPerTurn = 2
+	// cancelGrace bounds how long a cancelled turn waits for the activity to
+	// hand back its partial text before giving up on it.
+	cancelGrace = 2 * time.Second
+)
+
+// modelTurn runs one model turn with its retry budget. Temporal's own
+// activity retries are off (one attempt per activity) because the workflow
+// must record every attempt: the usage it billed, a stream reset so
+// renderers discard its deltas, and the wait before the next. On failure it
+// returns the typed error and the partial text of the last attempt.
+func (r *run) modelTurn() (*activities.ModelTurnResult, string, *keel.Error) {
+	malformed := 0
+	for attempt := 1; ; attempt++ {
+		res, fail, err := r.modelAttempt(attempt)
+		if err == nil {
+			r.recordUsage(attempt, res.Response.Usage)
+			r.emit(keel.ModelCallCompleted{Step: r.step, Attempt: attempt, Metrics: res.Metrics})
+			r.usage = r.usage.Add(res.Response.Usage)
+			return res, "", nil
+		}
+		r.recordUsage(attempt, fail.Usage)
+		if r.cancelled() {
+			return nil, fail.Partial, keel.ErrCancelled
+		}
+		if fail.Malformed != "" {
+			malformed++
+			if malformed > MaxMalformedPerTurn || attempt >= MaxRequestsPerTurn {
+				return nil, fail.Partial, &keel.Error{Code: keel.CodeMalformedResponse,
+					Message: fmt.Sprintf("malformed response after %d attempts: %s", attempt, fail.Malformed)}
+			}
+			r.emit(keel.ProviderStreamReset{Step: r.step, Attempt: attempt,
+				Reason: keel.ResetReason{Kind: keel.ResetMalformed, Detail: fail.Malformed}})
+			continue
+		}
+		pe := fail.Provider
+		if !pe.Retryable || attempt >= MaxRequestsPerTurn {
+			return nil, fail.Partial, &keel.Error{Code: keel.CodeProvider, Message: pe.Error(),
+				Retryable: pe.Retryable, Provider: pe}
+		}
+		var hint *keel.Duration
+		if pe.RetryAfter > 0 {
+			h := pe.RetryAfter
+			hint = &h
+		}
+		delay := provider.RetryDelay(attempt, pe.RetryAfter.Std())
+		r.emit(keel.ProviderStreamReset{Step: r.step, Attempt: attempt,
+			Reason: keel.ResetReason{Kind: keel.ResetRetryableFailure, Failure: pe.Kind, RetryAfter: hint}})
+		r.emit(keel.ProviderRequestRetry{Step: r.step, Attempt: attempt, Kind: pe.Kind, Status: pe.Status,
+			RetryAfter: hint, Delay: keel.Duration(delay), Message: pe.Message})
+		if err := workflow.Sleep(r.work, delay); err != nil {
+			// Cancelled during the wait.
+			return nil, "", keel.ErrCancelled
+		}
+	}
+}
+
+// recordUsage counts one physical request and reports its usage.
+func (r *run) recordUsage(attempt int, u keel.Usage) {
+	u.Requests = 1
+	r.usageTotal = r.usageTotal.Add(u)
+	r.emit(keel.UsageUpdated{Step: r.step, Attempt: attempt, Usage: u, Total: r.usageTotal})
+}
+
+// modelAttempt runs one ModelTurn activity. A failure comes back decoded as
+// a TurnFailure; err is non-nil exactly when the attempt failed.
+func (r *run) modelAttempt(attempt int) (*activities.ModelTurnResult, *activities.TurnFailure, error) {
+	in := activities.ModelTurnInput{
+		SessionID: r.in.SessionID, RunID: r.in.RunID, Step: r.step, Attempt: attempt,
+		Model: r.cfg.Model, System: r.cfg.System, MaxTokens: r.cfg.MaxTokens, Tools: r.cfg.Tools,
+		Transcript: activities.TranscriptRef{WorkflowID: r.exec.ID, RunID: r.exec.RunID, Len: len(r.messages)},
+		Tail:       r.messages[r.shipped:],
+		AfterSeq:   r.seq,
+	}
+	actx := workflow.WithActivityOptions(r.work, workflow.ActivityOptions{
+		StartToCloseTimeout: r.cfg.ModelTimeout.Std(),
+		HeartbeatTimeout:    r.cfg.HeartbeatAfter.Std(),
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+		WaitForCancellation: true,
+		Summary:             fmt.Sprintf("model turn %d (%s)", r.step, r.cfg.Model),
+	})
+	fut := workflow.ExecuteActivity(actx, activities.ModelTurnName, in)
+	r.shipped = len(r.messages)
+
+	var res activities.ModelTurnResult
+	err := r.awaitCancellable(fut, &res)
+	if err == nil {
+		return &res, nil, nil
+	}
+	return nil, decodeTurnFailure(err), err
+}
+
+// awaitCancellable waits for an activity that hands back partial results
+// when cancelled. Once the run is cancelled it waits at most cancelGrace
+// for that hand-back (the worker may be gone).
+func (r *run) awaitCancellable(fut workflow.Future, valuePtr any) error {
+	dctx, _ := workflow.NewDisconnectedContext(r.root)
+	var err error
+	ready := false
+	sel := workflow.NewSelector(dctx)
+	sel.AddFuture(fut, func(f workflow.Future) { err = f.Get(dctx, valuePtr); ready = true })
+	sel.AddReceive(r.work.Done(), func(workflow.ReceiveChannel, bool) {})
+	sel.Select(dctx)
+	if ready {
+		return err
+	}
+	timer := workflow.NewTimer(dctx, cancelGrace)
+	sel.AddFuture(timer, func(workflow.Future) {})
+	sel.Select(dctx)
+	if ready {
+		return err
+	}
+	return temporal.NewCanceledError()
+}
+
+// decodeTurnFailure reads what a failed attempt left behind.
+func decodeTurnFailure(err error) *activities.TurnFailure {
+	f := &activities.TurnFailure{}
+	var canceled *temporal.CanceledError
+	if errors.As(err, &canceled) {
+		if canceled.HasDetails() {
+			_ = canceled.Details(f)
+		}
+		return f
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		switch keel.Code(appErr.Type()) {
+		case keel.CodeProvider, keel.CodeMalformedResponse:
+			if appErr.HasDetails() && appErr.Details(f) == nil && (f.Provider != nil || f.Malformed != "") {
+				return f
+			}
+		}
+		// Anything else from the activity (a panic, a configuration error) is
+		// not the provider's fault and will not heal by retrying.
+		f.Provider = &keel.ProviderError{Provider: "keel", Kind: keel.ProviderInvalidRequest,
+			Message: "model turn failed: " + appErr.Error()}
+		return f
+	}
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) {
+		// A missed heartbeat means the worker stopped mid-request; a
+		// start-to-close timeout means the provider never finished.
+		kind, msg := keel.ProviderTimeout, "model turn timed out"
+		if timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT {
+			kind, msg = keel.ProviderWorkerLost, "worker stopped during the model turn"
+		}
+		f.Provider = &keel.ProviderError{Provider: "keel", Kind: kind, Retryable: true, Message: msg}
+		return f
+	}
+	f.Provider = &keel.ProviderError{Provider: "keel", Kind: keel.ProviderServer, Retryable: true, Message: err.Error()}
+	return f
+}

@@ -1,0 +1,288 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/activities"
+)
+
+// session is the state of a Session workflow.
+type session struct {
+	id   string
+	cfg  RunConfig
+	root workflow.Context
+
+	transcript []keel.Message
+	revision   int64
+	seq        int64
+	events     []keel.Envelope
+	runs       int // runs started
+	usage      keel.Usage
+	state      keel.SessionState
+	last       *keel.Outcome
+
+	queue  []*pendingRun
+	active *pendingRun
+}
+
+// pendingRun is an accepted prompt, queued or running.
+type pendingRun struct {
+	number  int
+	req     SendRequest
+	started bool
+	result  SendResult
+	err     error
+	cancel  workflow.CancelFunc
+}
+
+// SessionWorkflow is a conversation. It starts a Run child for each prompt
+// it accepts through the "send" update, one at a time, and commits each
+// run's messages, events and outcome when it ends.
+func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
+	if err := keel.ValidateSessionID(in.SessionID); err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), string(keel.CodeInvalidInput), nil)
+	}
+	s := &session{id: in.SessionID, cfg: in.Config, root: ctx, state: keel.StateIdle}
+	if err := s.registerHandlers(ctx); err != nil {
+		return err
+	}
+	for {
+		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 }); err != nil {
+			// The Session workflow itself was cancelled: nothing runs now,
+			// so there is nothing to commit.
+			return nil
+		}
+		p := s.queue[0]
+		s.queue = s.queue[1:]
+		s.runOne(ctx, p)
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+func (s *session) registerHandlers(ctx workflow.Context) error {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSend, s.send,
+		workflow.UpdateHandlerOptions{Validator: s.validateSend}); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryState, func() (SessionStatus, error) {
+		st := SessionStatus{SessionID: s.id, State: s.state, Revision: s.revision, LastSeq: s.seq,
+			Runs: s.runs, Queued: len(s.queue), Usage: s.usage, Last: s.last}
+		st.ActiveRun = s.activeRef()
+		return st, nil
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryEvents, func(q EventsQuery) (EventsPage, error) {
+		page, err := pageEvents(s.events, 0, s.seq, q)
+		page.ActiveRun = s.activeRef()
+		return page, err
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryHistory, func(q HistoryQuery) (HistoryPage, error) {
+		return pageHistory(s.transcript, s.revision, q), nil
+	}); err != nil {
+		return err
+	}
+	cancels := workflow.GetSignalChannel(ctx, SignalCancel)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			cancels.Receive(gctx, nil)
+			if s.active != nil && s.active.cancel != nil {
+				s.active.cancel()
+			}
+		}
+	})
+	return nil
+}
+
+func (s *session) activeRef() *RunRef {
+	if s.active == nil || !s.active.started {
+		return nil
+	}
+	return &RunRef{RunID: s.active.result.RunID, Number: s.active.number, BaseSeq: s.active.result.BaseSeq}
+}
+
+// validateSend rejects a prompt before it enters history.
+func (s *session) validateSend(req SendRequest) error {
+	switch {
+	case req.Prompt == "":
+		return wireError(keel.Errorf(keel.CodeInvalidInput, "prompt is empty"))
+	case len(req.Prompt) > MaxPromptBytes:
+		return wireError(keel.Errorf(keel.CodeInvalidInput, "prompt is %d bytes; the limit is %d", len(req.Prompt), MaxPromptBytes))
+	}
+	switch req.IfActive {
+	case "", IfActiveReject, IfActiveQueue:
+	default:
+		return wireError(keel.Errorf(keel.CodeInvalidInput, "if_active %q: use %q or %q", req.IfActive, IfActiveReject, IfActiveQueue))
+	}
+	if (s.active != nil || len(s.queue) > 0) && req.IfActive != IfActiveQueue {
+		ref := "a run"
+		if s.active != nil {
+			ref = keel.RunID(s.id, s.active.number)
+		}
+		return wireError(&keel.Error{Code: keel.CodeRunActive, Message: ref + " is already active in this session"})
+	}
+	return nil
+}
+
+// send accepts a prompt. It returns once the run has started, or at once
+// with Queued set when it waits behind another run.
+func (s *session) send(ctx workflow.Context, req SendRequest) (SendResult, error) {
+	p := &pendingRun{number: s.runs + len(s.queue) + 1, req: req}
+	s.queue = append(s.queue, p)
+	if s.active != nil || len(s.queue) > 1 {
+		return SendResult{RunID: keel.RunID(s.id, p.number), Number: p.number, Queued: true}, nil
+	}
+	if err := workflow.Await(ctx, func() bool { return p.started }); err != nil {
+		return SendResult{}, err
+	}
+	return p.result, p.err
+}
+
+// runOne runs one accepted prompt as a Run child and commits its result.
+func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
+	s.runs++
+	p.number = s.runs
+	cfg := s.cfg.merge(p.req.Config).withDefaults()
+	runID := keel.RunID(s.id, p.number)
+	cctx, cancel := workflow.WithCancel(ctx)
+	p.cancel = cancel
+	cctx = workflow.WithChildOptions(cctx, workflow.ChildWorkflowOptions{
+		WorkflowID:          runID,
+		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+		WaitForCancellation: true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			AttrSessionID.ValueSet(s.id), AttrState.ValueSet(string(keel.StatusActive)),
+			AttrRunNumber.ValueSet(int64(p.number)), AttrModel.ValueSet(cfg.Model)),
+		StaticSummary: fmt.Sprintf("run %d: %s", p.number, clip(p.req.Prompt, 80)),
+	})
+	in := RunInput{SessionID: s.id, RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq,
+		Prompt: p.req.Prompt, Transcript: s.transcript, Config: cfg}
+	s.active = p
+	s.setState(keel.StateRunning)
+	fut := workflow.ExecuteChildWorkflow(cctx, RunWorkflowName, in)
+
+	var exec workflow.Execution
+	if err := fut.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
+		// The child never started (its ID taken, say): the prompt fails
+		// without a run.
+		s.active = nil
+		s.runs--
+		p.err = wireError(internalError("start run %s: %v", runID, err))
+		p.started = true
+		s.setState(keel.StateIdle)
+		return
+	}
+	p.result = SendResult{RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq}
+	p.started = true
+
+	var res RunResult
+	err := fut.Get(ctx, &res)
+	if err != nil {
+		res = s.recoverRun(ctx, runID, exec.RunID, err)
+	}
+	s.commit(res)
+	s.active = nil
+}
+
+// commit installs a finished run: its messages, events, revision and usage.
+func (s *session) commit(res RunResult) {
+	for _, ev := range res.Events {
+		if ev.Seq != s.seq+1 {
+			// The run numbered from our sequence; a gap is a bug, and the
+			// session log must stay dense, so stop at it.
+			workflow.GetLogger(s.root).Error("run event out of sequence", "want", s.seq+1, "got", ev.Seq)
+			break
+		}
+		s.events = append(s.events, ev)
+		s.seq = ev.Seq
+	}
+	s.transcript = append(s.transcript, res.Messages...)
+	o := res.Outcome
+	s.revision = o.Revision
+	s.usage = s.usage.Add(o.UsageTotal)
+	s.last = &o
+	switch o.Status {
+	case keel.StatusCompleted:
+		s.setState(keel.StateCompleted)
+	case keel.StatusFailed:
+		s.setState(keel.StateFailed)
+	default:
+		s.setState(keel.StateIdle)
+	}
+}
+
+// recoverRun builds the result of a run that ended without returning one
+// (terminated by an operator, or failed in workflow code): the events it
+// had recorded, read back from its workflow, then run.failed. Its messages
+// are not committed; the transcript stays as it was before the run.
+func (s *session) recoverRun(ctx workflow.Context, runID, execRunID string, cause error) RunResult {
+	code, msg := keel.CodeInternal, "run workflow failed: "+cause.Error()
+	var terminated *temporal.TerminatedError
+	if errors.As(cause, &terminated) {
+		code, msg = keel.CodeTerminated, "run workflow was terminated"
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	actx := workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+		Summary:             "recover events of " + runID,
+	})
+	var rec activities.RecoverRunResult
+	err := workflow.ExecuteActivity(actx, activities.RecoverRunName,
+		activities.RecoverRunInput{WorkflowID: runID, RunID: execRunID, AfterSeq: s.seq}).Get(dctx, &rec)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("could not recover run events", "run", runID, "err", err)
+	}
+	var evs []keel.Envelope
+	next := s.seq + 1
+	for _, ev := range rec.Events {
+		if ev.Seq != next || ev.Terminal() {
+			break
+		}
+		evs = append(evs, ev)
+		next++
+	}
+	rev := s.revision + 1
+	failed, _ := keel.Seal(keel.RunFailed{Code: code, Message: msg, Revision: rev}, s.id, runID, workflow.Now(ctx))
+	failed.Seq = next
+	evs = append(evs, failed)
+	return RunResult{
+		Outcome: keel.Outcome{RunID: runID, Number: s.runs, Status: keel.StatusFailed, Revision: rev,
+			Error: &keel.Error{Code: code, Message: msg}},
+		Events: evs,
+	}
+}
+
+func (s *session) setState(st keel.SessionState) {
+	if s.state == st {
+		return
+	}
+	s.state = st
+	_ = workflow.UpsertTypedSearchAttributes(s.root, AttrState.ValueSet(string(st)))
+}
+
+// wireError turns a keel error into the ApplicationError clients decode:
+// its type is the keel code.
+func wireError(e *keel.Error) error {
+	return temporal.NewApplicationErrorWithOptions(e.Message, string(e.Code),
+		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{e}})
+}
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,215 @@
+package workflows
+
+import (
+	"time"
+
+	"github.com/keelrun/keel"
+)
+
+// RunConfig says which model and tools a run uses. It travels in workflow
+// input and history, so it never holds secrets.
+type RunConfig struct {
+	// Model is a model spec: "scripted:demo", "scripted:FILE.json",
+	// "openai:MODEL", "anthropic:MODEL". Default DefaultModel.
+	Model string `json:"model,omitempty"`
+	// System is the system prompt. Optional.
+	System string `json:"system,omitempty"`
+	// Tools names the tools the model may call. Optional.
+	Tools []string `json:"tools,omitempty"`
+	// MaxSteps bounds the model turns of one run. Default DefaultMaxSteps.
+	MaxSteps int `json:"max_steps,omitempty"`
+	// MaxTokens caps each response. Optional; the provider's default.
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// Timeouts of the activities. Optional; defaults below.
+	ModelTimeout   keel.Duration `json:"model_timeout,omitempty"`
+	HeartbeatAfter keel.Duration `json:"heartbeat_timeout,omitempty"`
+}
+
+// Defaults of RunConfig.
+const (
+	DefaultModel          = "scripted:demo"
+	DefaultMaxSteps       = 32
+	DefaultModelTimeout   = keel.Duration(10 * time.Minute)
+	DefaultHeartbeatAfter = keel.Duration(15 * time.Second)
+)
+
+func (c RunConfig) withDefaults() RunConfig {
+	if c.Model == "" {
+		c.Model = DefaultModel
+	}
+	if c.MaxSteps <= 0 {
+		c.MaxSteps = DefaultMaxSteps
+	}
+	if c.ModelTimeout <= 0 {
+		c.ModelTimeout = DefaultModelTimeout
+	}
+	if c.HeartbeatAfter <= 0 {
+		c.HeartbeatAfter = DefaultHeartbeatAfter
+	}
+	return c
+}
+
+// merge returns c with the fields set in o replacing its own.
+func (c RunConfig) merge(o *RunConfig) RunConfig {
+	if o == nil {
+		return c
+	}
+	if o.Model != "" {
+		c.Model = o.Model
+	}
+	if o.System != "" {
+		c.System = o.System
+	}
+	if o.Tools != nil {
+		c.Tools = o.Tools
+	}
+	if o.MaxSteps > 0 {
+		c.MaxSteps = o.MaxSteps
+	}
+	if o.MaxTokens > 0 {
+		c.MaxTokens = o.MaxTokens
+	}
+	if o.ModelTimeout > 0 {
+		c.ModelTimeout = o.ModelTimeout
+	}
+	if o.HeartbeatAfter > 0 {
+		c.HeartbeatAfter = o.HeartbeatAfter
+	}
+	return c
+}
+
+// SessionInput starts a Session workflow.
+type SessionInput struct {
+	SessionID string `json:"session_id"`
+	// Config holds the session's defaults for its runs.
+	Config RunConfig `json:"config"`
+}
+
+// IfActive says what Send does while a run is active.
+type IfActive string
+
+// The choices of IfActive.
+const (
+	IfActiveReject IfActive = "reject" // fail with keel.ErrRunActive (default)
+	IfActiveQueue  IfActive = "queue"  // start it as the next run
+)
+
+// SendRequest is the argument of the "send" update.
+type SendRequest struct {
+	Prompt   string     `json:"prompt"`
+	Config   *RunConfig `json:"config,omitempty"`
+	IfActive IfActive   `json:"if_active,omitempty"`
+}
+
+// MaxPromptBytes bounds a prompt or steering text.
+const MaxPromptBytes = 256 << 10
+
+// SendResult is the answer of the "send" update.
+type SendResult struct {
+	RunID    string `json:"run_id"`
+	Number   int    `json:"number"`
+	Revision int64  `json:"revision"`
+	// BaseSeq is the last durable sequence before the run's first event.
+	BaseSeq int64 `json:"base_seq"`
+	Queued  bool  `json:"queued,omitempty"`
+}
+
+// RunInput starts a Run workflow.
+type RunInput struct {
+	SessionID  string         `json:"session_id"`
+	RunID      string         `json:"run_id"`
+	Number     int            `json:"number"`
+	Revision   int64          `json:"revision"`
+	BaseSeq    int64          `json:"base_seq"`
+	Prompt     string         `json:"prompt"`
+	Transcript []keel.Message `json:"transcript,omitempty"`
+	Config     RunConfig      `json:"config"`
+}
+
+// RunResult is what a Run workflow returns to its session.
+type RunResult struct {
+	Outcome keel.Outcome `json:"outcome"`
+	// Messages are the messages the run adds to the transcript.
+	Messages []keel.Message `json:"messages"`
+	// Events are the run's durable events, numbered from BaseSeq+1.
+	Events []keel.Envelope `json:"events"`
+}
+
+// EventsQuery is the argument of the "events" query: the events after
+// After, at most Limit of them (default and cap DefaultEventsLimit). With
+// Snapshot set, the page is pinned to that high-watermark (a continuation
+// of an earlier page); without it, the query captures the current one.
+type EventsQuery struct {
+	After    int64 `json:"after"`
+	Limit    int   `json:"limit,omitempty"`
+	Snapshot int64 `json:"snapshot,omitempty"`
+}
+
+// DefaultEventsLimit is the default and largest page of the events query.
+const DefaultEventsLimit = 500
+
+// EventsPage is the answer of the "events" query.
+type EventsPage struct {
+	Events []keel.Envelope `json:"events"`
+	// Snapshot is the high-watermark the page was read at.
+	Snapshot int64 `json:"snapshot"`
+	// More says events up to Snapshot remain after this page.
+	More bool `json:"more"`
+	// Done says the log will not grow: the run ended (Run workflow only).
+	Done bool `json:"done,omitempty"`
+	// ActiveRun is the run in progress, whose events are not in the
+	// session's log yet: read them from that Run workflow (Session only).
+	ActiveRun *RunRef `json:"active_run,omitempty"`
+}
+
+// RunRef names a run.
+type RunRef struct {
+	RunID   string `json:"run_id"`
+	Number  int    `json:"number"`
+	BaseSeq int64  `json:"base_seq"`
+}
+
+// SessionStatus is the answer of the Session's "state" query.
+type SessionStatus struct {
+	SessionID string            `json:"session_id"`
+	State     keel.SessionState `json:"state"`
+	Revision  int64             `json:"revision"`
+	// LastSeq is the last sequence of the session's committed log.
+	LastSeq   int64         `json:"last_seq"`
+	Runs      int           `json:"runs"`
+	ActiveRun *RunRef       `json:"active_run,omitempty"`
+	Queued    int           `json:"queued,omitempty"`
+	Usage     keel.Usage    `json:"usage"`
+	Last      *keel.Outcome `json:"last_outcome,omitempty"`
+	Shutdown  bool          `json:"shutdown,omitempty"`
+}
+
+// RunStatus is the answer of the Run's "state" query.
+type RunStatus struct {
+	RunID    string            `json:"run_id"`
+	State    keel.SessionState `json:"state"`
+	Step     int               `json:"step"`
+	LastSeq  int64             `json:"last_seq"`
+	Outcome  *keel.Outcome     `json:"outcome,omitempty"`
+	Usage    keel.Usage        `json:"usage"`
+	Revision int64             `json:"revision"`
+}
+
+// HistoryQuery is the argument of the "history" query: a page of the
+// transcript starting at Offset (default 0), at most Limit messages
+// (default DefaultHistoryLimit).
+type HistoryQuery struct {
+	Offset int `json:"offset,omitempty"`
+	Limit  int `json:"limit,omitempty"`
+}
+
+// DefaultHistoryLimit is the default page of the history query.
+const DefaultHistoryLimit = 200
+
+// HistoryPage is the answer of the "history" query.
+type HistoryPage struct {
+	Messages []keel.Message `json:"messages"`
+	Offset   int            `json:"offset"`
+	Total    int            `json:"total"`
+	Revision int64          `json:"revision"`
+}
