@@ -65,7 +65,7 @@ func AskUserQuestion(args json.RawMessage) (Question, error) {
 		return Question{}, &ArgumentError{Tool: NativeAskUser, Problems: []string{fmt.Sprintf(format, a...)}}
 	}
 	var in struct {
-		Question *string        `json:"question"`
+		Question *string         `json:"question"`
 		Schema   json.RawMessage `json:"schema"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(normalizeArgs(args)))
@@ -85,7 +85,7 @@ func AskUserQuestion(args json.RawMessage) (Question, error) {
 			return bad(`"schema" must be a JSON Schema object`)
 		}
 		if err := CheckSchema(schema); err != nil {
-			return bad(`"schema" is not a usable JSON Schema: %v`, err)
+			return bad(`"schema" is not usable: %v`, err)
 		}
 	}
 	return Question{ID: AskUserQuestionID, Prompt: *in.Question, Schema: json.RawMessage(schema)}, nil

@@ -38,6 +38,7 @@ func (e *InvalidValueError) Error() string {
 // ValidateJSON is deterministic and does no I/O, so the Run workflow may
 // call it: schemas never load remote or local references (only the
 // embedded draft metaschemas), and problems are reported in sorted order.
+// The "format" keyword is asserted, not only annotated.
 // Compiled schemas are cached by their exact bytes.
 func ValidateJSON(schema, value json.RawMessage) error {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(value))
@@ -72,7 +73,7 @@ func CheckSchema(schema json.RawMessage) error {
 // schemaURL is the location compiled schemas live at. It is absolute so the
 // compiler never consults the working directory, and relative references
 // resolve under it, where nothing can be loaded.
-const schemaURL = "urn:keel:schema"
+const schemaURL = "mem:///keel/schema.json"
 
 // maxCachedSchemas bounds the cache: schemas from host-input requests are
 // unbounded in variety, and a worker lives for a long time.
@@ -122,6 +123,9 @@ func compile(schema json.RawMessage) (*jsonschema.Schema, error) {
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
+	// Formats are asserted: a "date-time" that is not one should be
+	// reported as a schema problem, not as a decoding failure later.
+	c.AssertFormat()
 	c.UseLoader(noLoader{})
 	if err := c.AddResource(schemaURL, doc); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
@@ -142,8 +146,8 @@ func compile(schema json.RawMessage) (*jsonschema.Schema, error) {
 // not depend on the file system or the network.
 type noLoader struct{}
 
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("tool: schema references %q; only self-contained schemas are supported", url)
+func (noLoader) Load(string) (any, error) {
+	return nil, errors.New("only self-contained schemas are supported")
 }
 
 var printer = message.NewPrinter(language.English)
