@@ -80,17 +80,25 @@ func (w *Workspace) readFile(ctx context.Context, args ReadFileArgs) (string, er
 
 	var out bytes.Buffer
 	budget := w.maxReadBytes()
+	lineStart := true // chunk begins a line
 	for args.Limit == 0 || line < first+args.Limit {
 		chunk, err := br.ReadSlice('\n')
 		if len(chunk) > budget {
+			if lineStart && out.Len() > 0 {
+				// End on a whole line; the next call starts with this one.
+				return out.String() + fmt.Sprintf("[output cut at %d bytes after line %d; call read_file with offset=%d to continue]",
+					w.maxReadBytes(), line-1, line), nil
+			}
+			// A line longer than the cap is shown in part.
 			out.Write(validPrefix(chunk[:budget]))
-			return out.String() + fmt.Sprintf("\n[output cut at %d bytes in line %d; call read_file with offset=%d to continue]",
-				w.maxReadBytes(), line, line), nil
+			return out.String() + fmt.Sprintf("\n[output cut at %d bytes in line %d, which is longer than that]",
+				w.maxReadBytes(), line), nil
 		}
 		out.Write(chunk)
 		budget -= len(chunk)
+		lineStart = !errors.Is(err, bufio.ErrBufferFull)
 		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
+		case !lineStart:
 			continue
 		case errors.Is(err, io.EOF):
 			if out.Len() == 0 && first == 1 {
