@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,19 +105,12 @@ func (s *shell) run(ctx context.Context, args ShellArgs) (string, error) {
 	cmd := exec.CommandContext(runCtx, name, args.Argv[1:]...)
 	cmd.Dir = s.cfg.Dir
 	cmd.Env = s.cfg.Env
-	out := &cappedOutput{max: s.cfg.MaxOutput}
-	cmd.Stdout, cmd.Stderr = out, out // one writer: exec then uses one pipe
-	// Background processes that keep the output pipe open must not hold
-	// the call forever once the group has been killed.
-	cmd.WaitDelay = 2 * time.Second
 	killGroupOnCancel(cmd)
-	err := cmd.Run()
-	killGroup(cmd) // leftovers, such as "cmd &" children of a finished command
-
+	out, err := runCapped(cmd, s.cfg.MaxOutput)
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
-	text := out.String()
+	text := out.output
 	if text != "" && !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}
@@ -124,19 +118,62 @@ func (s *shell) run(ctx context.Context, args ShellArgs) (string, error) {
 	switch {
 	case runCtx.Err() != nil:
 		return "", Failf("%s[killed: timed out after %s]", text, s.cfg.Timeout)
+	case err == nil && out.leftovers:
+		return text + "[exit status 0; the processes it left running were killed]", nil
 	case err == nil:
 		return text + "[exit status 0]", nil
+	case errors.As(err, &exitErr) && exitErr.ExitCode() >= 0:
+		return "", Failf("%s[exit status %d]", text, exitErr.ExitCode())
 	case errors.As(err, &exitErr):
-		if code := exitErr.ExitCode(); code >= 0 {
-			return "", Failf("%s[exit status %d]", text, code)
-		}
 		return "", Failf("%s[%s]", text, exitErr.ProcessState)
-	case errors.Is(err, exec.ErrWaitDelay):
-		return text + "[exit status 0; background processes were killed]", nil
 	default:
 		return "", Failf("cannot run %q: %v", name, err)
 	}
 }
+
+type cappedRun struct {
+	output    string
+	leftovers bool // processes of the command's group outlived it and were killed
+}
+
+// runCapped runs cmd with stdout and stderr on one pipe, read into a
+// cappedOutput. It owns the pipe (rather than letting exec copy) so that
+// it can kill the process group as soon as the command exits: background
+// children holding the pipe open would otherwise hold the call.
+func runCapped(cmd *exec.Cmd, maxOutput int) (cappedRun, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return cappedRun{}, err
+	}
+	defer pr.Close()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	err = cmd.Start()
+	pw.Close() // the child has its own copy; EOF comes when every holder is gone
+	if err != nil {
+		return cappedRun{}, err
+	}
+	out := &cappedOutput{max: maxOutput}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(out, pr)
+	}()
+	err = cmd.Wait()
+	leftovers := killGroup(cmd)
+	select {
+	case <-copied:
+	case <-time.After(pipeGrace):
+		// A process outside the group (it called setsid) still holds the
+		// pipe; stop reading rather than wait for it.
+		pr.Close()
+		<-copied
+	}
+	return cappedRun{output: out.String(), leftovers: leftovers}, err
+}
+
+// pipeGrace is how long output is still read after the command's process
+// group is gone.
+const pipeGrace = 2 * time.Second
 
 // cappedOutput keeps the first and last max/2 bytes written to it.
 type cappedOutput struct {

@@ -8,4 +8,4 @@ import "os/exec"
 // (exec's default).
 func killGroupOnCancel(*exec.Cmd) {}
 
-func killGroup(*exec.Cmd) {}
+func killGroup(*exec.Cmd) bool { return false }

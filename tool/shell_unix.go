@@ -15,9 +15,11 @@ func killGroupOnCancel(cmd *exec.Cmd) {
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 }
 
-// killGroup kills what is left of the command's process group.
-func killGroup(cmd *exec.Cmd) {
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+// killGroup kills what is left of the command's process group after the
+// command exited, and reports whether anything was.
+func killGroup(cmd *exec.Cmd) bool {
+	if cmd.Process == nil {
+		return false
 	}
+	return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) == nil
 }
