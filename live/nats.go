@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,13 +171,15 @@ func NewNATS(nc *nats.Conn, opts NATSOptions) (*NATS, error) {
 
 // DialNATS connects to the NATS server at url (a comma-separated list is
 // fine) and returns a channel that owns the connection. The connection
-// reconnects forever, every 250 ms (plus nats.go's jitter); opts.Dial may
-// override that.
+// reconnects forever, every 250 ms (plus nats.go's jitter), and logs
+// asynchronous server errors with the standard logger except slow-consumer
+// drops, which subscribers report as lag; opts.Dial may override all that.
 func DialNATS(url string, opts NATSOptions) (*NATS, error) {
 	nopts := append([]nats.Option{
 		nats.Name("keel live"),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ErrorHandler(logAsyncError),
 	}, opts.Dial...)
 	nc, err := nats.Connect(url, nopts...)
 	if err != nil {
@@ -189,6 +192,20 @@ func DialNATS(url string, opts NATSOptions) (*NATS, error) {
 	}
 	c.owned = true
 	return c, nil
+}
+
+// logAsyncError reports errors the server sends asynchronously (such as a
+// permissions violation). A slow consumer is not one: subscribers see it as
+// a *LaggedError, with the count.
+func logAsyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
+	if errors.Is(err, nats.ErrSlowConsumer) {
+		return
+	}
+	if sub != nil {
+		log.Printf("live: NATS subscription %s: %v", sub.Subject, err)
+		return
+	}
+	log.Printf("live: NATS: %v", err)
 }
 
 // Conn returns the channel's NATS connection.

@@ -1,0 +1,102 @@
+package live_test
+
+import (
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/live/livetest"
+)
+
+// pair is a publisher and a subscription to session "s1" fed by it.
+type pair struct {
+	pub live.Publisher
+	sub live.Subscription
+}
+
+// pairs returns each way to run the channel: in process, and NATS with
+// publisher and subscriber on separate connections to an embedded server
+// (over TCP, as between processes, and in-process pipes, as inside
+// `keel dev`).
+func pairs() []struct {
+	name string
+	make func(b *testing.B, buffer int) pair
+} {
+	subscribe := func(b *testing.B, ch live.Channel, buffer int) live.Subscription {
+		sub, err := ch.Subscribe(b.Context(), "s1", live.SubscribeOptions{Buffer: buffer})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { sub.Close() })
+		return sub
+	}
+	return []struct {
+		name string
+		make func(b *testing.B, buffer int) pair
+	}{
+		{"memory", func(b *testing.B, buffer int) pair {
+			m := live.NewMemory()
+			b.Cleanup(func() { m.Close() })
+			return pair{m, subscribe(b, m, buffer)}
+		}},
+		{"nats", func(b *testing.B, buffer int) pair {
+			srv := livetest.StartNATSServer(b)
+			pub := livetest.DialNATS(b, srv.ClientURL(), live.NATSOptions{})
+			sub := livetest.DialNATS(b, srv.ClientURL(), live.NATSOptions{})
+			return pair{pub, subscribe(b, sub, buffer)}
+		}},
+		{"nats-inprocess", func(b *testing.B, buffer int) pair {
+			srv := livetest.StartNATSServer(b)
+			opts := live.NATSOptions{Dial: []nats.Option{nats.InProcessServer(srv)}}
+			pub := livetest.DialNATS(b, srv.ClientURL(), opts)
+			sub := livetest.DialNATS(b, srv.ClientURL(), opts)
+			return pair{pub, subscribe(b, sub, buffer)}
+		}},
+	}
+}
+
+// BenchmarkLatency measures publish → Next on an idle channel, one delta
+// at a time.
+func BenchmarkLatency(b *testing.B) {
+	for _, p := range pairs() {
+		b.Run(p.name, func(b *testing.B) {
+			c := p.make(b, 0)
+			livetest.MeasureLatency(b, c.pub, c.sub, "s1", "")
+		})
+	}
+}
+
+// BenchmarkPaced streams deltas at a model's pace (10k/s, far above what
+// one model emits) and at 10× that, with the default subscriber buffer, and
+// reports latency under load and whether the subscriber kept up (missed).
+func BenchmarkPaced(b *testing.B) {
+	for _, rate := range []struct {
+		name string
+		n    int
+	}{{"10k", 10_000}, {"100k", 100_000}} {
+		for _, p := range pairs() {
+			b.Run(rate.name+"/"+p.name, func(b *testing.B) {
+				c := p.make(b, 0)
+				livetest.MeasurePaced(b, c.pub, c.sub, "s1", rate.n, "")
+			})
+		}
+	}
+}
+
+// BenchmarkPublish measures what Publish costs the run while a subscriber
+// reads nothing.
+func BenchmarkPublish(b *testing.B) {
+	for _, p := range pairs() {
+		b.Run(p.name, func(b *testing.B) {
+			c := p.make(b, 0)
+			env := livetest.Delta("s1")
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.pub.Publish(b.Context(), env); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

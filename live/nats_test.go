@@ -1,0 +1,445 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/keelrun/keel"
+)
+
+func connect(t *testing.T, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func guardCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), guard)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// wait receives from c, failing the test if nothing comes.
+func wait[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(guard):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// signal returns a callback that sends to the returned channel without
+// ever blocking nats.go's callback goroutine.
+func signal[A any]() (func(A), <-chan struct{}) {
+	c := make(chan struct{}, 1)
+	return func(A) {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}, c
+}
+
+// The wire format is a plain JSON envelope on <prefix>.session.<id>, so any
+// NATS client can read it, with the stream counter in a header.
+func TestNATSWireFormat(t *testing.T) {
+	srv := startNATSServer(t)
+	raw := connect(t, srv.ClientURL())
+	rawSub, err := raw.SubscribeSync("acme.live.session.s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pub := dialNATS(t, srv.ClientURL(), NATSOptions{Prefix: "acme.live"})
+	publish(t, pub, "s1", 1, 2)
+
+	var streams []string
+	for i := 1; i <= 2; i++ {
+		m, err := rawSub.NextMsg(guard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got keel.Envelope
+		if err := json.Unmarshal(m.Data, &got); err != nil {
+			t.Fatalf("payload %q is not an envelope: %v", m.Data, err)
+		}
+		if diff := cmp.Diff(delta("s1", i), got); diff != "" {
+			t.Errorf("envelope %d (-want +got):\n%s", i, diff)
+		}
+		stream, n, ok := strings.Cut(m.Header.Get(headerLive), " ")
+		if !ok || n != strconv.Itoa(i) {
+			t.Errorf("%s header = %q, want \"<stream> %d\"", headerLive, m.Header.Get(headerLive), i)
+		}
+		streams = append(streams, stream)
+	}
+	if streams[0] != streams[1] {
+		t.Errorf("one publisher used two streams for one session: %q", streams)
+	}
+}
+
+// Gaps are counted per publishing stream, from the counters on the wire.
+func TestNATSCountsGapsPerStream(t *testing.T) {
+	srv := startNATSServer(t)
+	ch := dialNATS(t, srv.ClientURL(), NATSOptions{})
+	sub := subscribe(t, ch, "s1", 0)
+
+	raw := connect(t, srv.ClientURL())
+	send := func(header string, data string) {
+		t.Helper()
+		m := nats.NewMsg(Subject(DefaultPrefix, "s1"))
+		if header != "" {
+			m.Header.Set(headerLive, header)
+		}
+		m.Data = []byte(data)
+		if err := raw.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	event := func(i int) string {
+		b, err := json.Marshal(delta("s1", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	send("A 1", event(1))
+	send("B 1", event(2))
+	send("A 2", event(3))
+	send("B 2", event(4))
+	send("A 5", event(5)) // A lost 3 and 4
+	send("B 4", event(6)) // B lost 3
+	send("A 5", event(7)) // a repeat: never shown twice
+	send("C 7", event(8)) // a stream first seen mid-way: nothing known lost
+	send("", event(9))    // a foreign publisher without counters
+	send("A 6", "not json")
+	send("A 7", event(10)) // the undecodable A 6 counts as missed
+
+	expect(t, sub, []step{
+		{Event: 1}, {Event: 2}, {Event: 3}, {Event: 4},
+		lag(2), {Event: 5},
+		lag(1), {Event: 6},
+		{Event: 8}, {Event: 9},
+		lag(1), {Event: 10},
+	})
+}
+
+// When nats.go itself drops messages for a subscriber whose handler cannot
+// keep up (a client-side slow consumer), the loss is reported exactly, and
+// agrees with nats.go's own count.
+func TestNATSClientSlowConsumerDropsAreLagged(t *testing.T) {
+	srv := startNATSServer(t)
+	pub := dialNATS(t, srv.ClientURL(), NATSOptions{})
+	subCh := dialNATS(t, srv.ClientURL(), NATSOptions{PendingLimit: 4})
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	subCh.beforeHandle = func() {
+		once.Do(func() {
+			close(entered)
+			<-release
+		})
+	}
+	sub := subscribe(t, subCh, "s1", 0)
+
+	publishUnblocked(t, pub, "s1", 1, 100)
+	if err := pub.Flush(guardCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, entered, "the handler to start")
+	// The server answers this ping after writing every message before it,
+	// so nats.go has queued or dropped all 100 once it returns.
+	if err := subCh.Conn().FlushWithContext(guardCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := sub.(*natsSub).sub.Dropped()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dropped == 0 {
+		t.Fatal("nats.go dropped nothing; the test did not overflow its pending limit")
+	}
+	close(release)
+
+	// The loss is found when the publisher's next event arrives.
+	publish(t, pub, "s1", 101, 101)
+	expect(t, sub, concat(events(1, 100-dropped), []step{lag(dropped), {Event: 101}}))
+}
+
+// A subscriber whose connection drops gets its subscription back when the
+// connection comes back, and learns exactly how many events of a known
+// publisher it missed meanwhile.
+func TestNATSSubscriberReconnect(t *testing.T) {
+	srv := startNATSServer(t)
+	p := startProxy(t, srv.Server().Addr().String())
+	pub := dialNATS(t, srv.ClientURL(), NATSOptions{})
+	onDisconnect, disconnected := signal[*nats.Conn]()
+	onReconnect, reconnected := signal[*nats.Conn]()
+	subCh := dialNATS(t, p.url(), NATSOptions{Dial: []nats.Option{
+		nats.ReconnectWait(10 * time.Millisecond),
+		nats.ReconnectJitter(0, 0),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, _ error) { onDisconnect(nc) }),
+		nats.ReconnectHandler(onReconnect),
+	}})
+	sub := subscribe(t, subCh, "s1", 0)
+
+	publish(t, pub, "s1", 1, 10)
+	expect(t, sub, events(1, 10))
+
+	p.cut()
+	wait(t, disconnected, "the subscriber to notice the disconnect")
+	publish(t, pub, "s1", 11, 20) // nobody can receive these
+	if err := pub.Flush(guardCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	p.restore()
+	wait(t, reconnected, "the subscriber to reconnect")
+	// nats.go re-subscribes on reconnect; this round trip makes sure the
+	// server has processed it.
+	if err := subCh.Conn().FlushWithContext(guardCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, pub, "s1", 21, 30)
+	expect(t, sub, concat([]step{lag(10)}, events(21, 30)))
+}
+
+// A server that stops reading (stalled, not gone) never blocks Publish:
+// events that do not fit the publish queue are dropped, and subscribers
+// count every one of them.
+func TestNATSStalledServerNeverBlocksPublish(t *testing.T) {
+	srv := startNATSServer(t)
+	p := startProxy(t, srv.Server().Addr().String())
+	pub := dialNATS(t, p.url(), NATSOptions{PublishQueue: 16})
+	subCh := dialNATS(t, srv.ClientURL(), NATSOptions{})
+	sub := subscribe(t, subCh, "s1", 1<<16)
+
+	const marker = -1
+	type tally struct{ received, missed int }
+	result := make(chan tally, 1)
+	go func() {
+		var got tally
+		last := 0
+		for {
+			env, err := sub.Next(context.Background())
+			var lagged *LaggedError
+			switch {
+			case errors.As(err, &lagged):
+				got.missed += lagged.Missed
+				last += lagged.Missed
+				continue
+			case err != nil:
+				t.Errorf("Next: %v", err)
+				result <- got
+				return
+			}
+			i, _ := strconv.Atoi(string(env.Data))
+			if i == marker {
+				result <- got
+				return
+			}
+			if i != last+1 {
+				t.Errorf("event %d after %d (with lag counted)", i, last)
+			}
+			last = i
+			got.received++
+		}
+	}()
+
+	p.stall()
+	bulk := strings.Repeat("x", 16<<10) // fills socket buffers sooner
+	published := make(chan int, 1)
+	go func() {
+		// Publish until the queue has overflowed, then some more.
+		n := 0
+		for extra := 0; extra < 100; n++ {
+			env := delta("s1", n+1)
+			env.RunID = bulk
+			if err := pub.Publish(context.Background(), env); err != nil {
+				t.Errorf("Publish: %v", err)
+				break
+			}
+			if pub.Dropped() > 0 {
+				extra++
+			}
+			if n > 1_000_000 {
+				t.Error("no event was dropped: the stalled connection never backed up")
+				break
+			}
+		}
+		published <- n
+	}()
+	total := wait(t, published, "Publish to return while the server is stalled")
+	dropped := pub.Dropped()
+	if dropped == 0 {
+		t.Fatal("nothing was dropped")
+	}
+
+	p.unstall()
+	if err := pub.Flush(guardCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// The marker comes from the same stream, so a loss at the very end is
+	// counted too.
+	if err := pub.Publish(t.Context(), delta("s1", marker)); err != nil {
+		t.Fatal(err)
+	}
+	got := wait(t, result, "the marker event")
+	if got.missed != int(dropped) || got.received+got.missed != total {
+		t.Errorf("published %d, dropped %d; subscriber received %d and was told of %d missed",
+			total, dropped, got.received, got.missed)
+	}
+}
+
+// With the server gone, Publish still returns at once (nats.go buffers, then
+// refuses), and Close does not hang.
+func TestNATSServerDownNeverBlocksPublish(t *testing.T) {
+	srv := startNATSServer(t)
+	onDisconnect, disconnected := signal[*nats.Conn]()
+	pub, err := DialNATS(srv.ClientURL(), NATSOptions{
+		CloseTimeout: 50 * time.Millisecond,
+		Dial: []nats.Option{
+			nats.ReconnectBufSize(64 << 10),
+			nats.DisconnectErrHandler(func(nc *nats.Conn, _ error) { onDisconnect(nc) }),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Shutdown()
+	wait(t, disconnected, "the publisher to notice the server is gone")
+
+	big := delta("s1", 1)
+	big.RunID = strings.Repeat("r", 1<<10)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// 1 MiB: well past the 64 KiB reconnect buffer.
+		for range 1024 {
+			if err := pub.Publish(context.Background(), big); err != nil {
+				t.Errorf("Publish: %v", err)
+				return
+			}
+		}
+		pub.Close()
+	}()
+	wait(t, done, "Publish and Close to return while the server is down")
+	if pub.Dropped() == 0 {
+		t.Error("Dropped() = 0 after overflowing the reconnect buffer")
+	}
+}
+
+// NewNATS leaves the caller's connection alone on Close, and a subscription
+// ends (after what it buffered) when that connection closes.
+func TestNATSCallerOwnsConnection(t *testing.T) {
+	srv := startNATSServer(t)
+	pub := dialNATS(t, srv.ClientURL(), NATSOptions{})
+	nc := connect(t, srv.ClientURL())
+	ch, err := NewNATS(nc, NATSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled atomic.Int64
+	three := make(chan struct{})
+	ch.afterHandle = func() {
+		if handled.Add(1) == 3 {
+			close(three)
+		}
+	}
+	sub := subscribe(t, ch, "s1", 0)
+	publish(t, pub, "s1", 1, 3)
+	wait(t, three, "three events")
+
+	nc.Close()
+	expect(t, sub, concat(events(1, 3), []step{closed()}))
+
+	other, err := NewNATS(connect(t, srv.ClientURL()), NATSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !other.Conn().IsConnected() {
+		t.Error("Close closed a connection it did not open")
+	}
+}
+
+// An in-process connection (no TCP) works like any other.
+func TestNATSInProcessConnection(t *testing.T) {
+	srv := startNATSServer(t)
+	inproc := dialNATS(t, srv.ClientURL(), NATSOptions{Dial: []nats.Option{nats.InProcessServer(srv)}})
+	tcp := dialNATS(t, srv.ClientURL(), NATSOptions{})
+	sub := subscribe(t, inproc, "s1", 0)
+	publish(t, tcp, "s1", 1, 5)
+	expect(t, sub, events(1, 5))
+}
+
+func TestNATSOptionErrors(t *testing.T) {
+	if _, err := NewNATS(nil, NATSOptions{}); err == nil {
+		t.Error("NewNATS(nil) succeeded")
+	}
+	srv := startNATSServer(t)
+	nc := connect(t, srv.ClientURL())
+	for _, prefix := range []string{"a..b", ".a", "a.", "a.*", "a.>", "a b"} {
+		if _, err := NewNATS(nc, NATSOptions{Prefix: prefix}); err == nil {
+			t.Errorf("NewNATS with prefix %q succeeded", prefix)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	if _, err := DialNATS("nats://"+addr, NATSOptions{}); err == nil {
+		t.Errorf("DialNATS to %s, where nothing listens, succeeded", addr)
+	}
+}
+
+func TestStartNATSServer(t *testing.T) {
+	t.Run("taken port", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		port := l.Addr().(*net.TCPAddr).Port
+		_, err = StartNATSServer(NATSServerOptions{Port: port, ReadyTimeout: guard})
+		if err == nil || !strings.Contains(err.Error(), "cannot listen") {
+			t.Errorf("StartNATSServer on a taken port = %v, want a listen error", err)
+		}
+	})
+	t.Run("all interfaces", func(t *testing.T) {
+		srv, err := StartNATSServer(NATSServerOptions{Host: "0.0.0.0", Port: RandomPort})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Shutdown()
+		if !strings.HasPrefix(srv.ClientURL(), "nats://127.0.0.1:") {
+			t.Errorf("ClientURL() = %q, want a loopback URL", srv.ClientURL())
+		}
+		connect(t, srv.ClientURL())
+		srv.Shutdown()
+		srv.Shutdown() // idempotent
+	})
+}
