@@ -1,0 +1,168 @@
+// Package worker assembles a keel worker: it registers the Session and Run
+// workflows and keel's activities on the "keel" task queue, with the model
+// providers and tools the worker offers.
+//
+//	c, _ := client.Dial(client.Options{HostPort: "localhost:7233"})
+//	w, _ := worker.New(c, worker.Options{Workspace: "./workspace"})
+//	_ = w.Run(worker.InterruptCh())
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/tool"
+	"github.com/keelrun/keel/workflows"
+)
+
+// Options configures a worker. Every field is optional.
+type Options struct {
+	// TaskQueue to poll. Default workflows.TaskQueue ("keel").
+	TaskQueue string
+	// Models resolves model specs. Default: the scripted provider plus
+	// OpenAI and Anthropic configured from the environment.
+	Models activities.ModelResolver
+	// Tools the worker can run. Default: tool.Builtins(Workspace).
+	Tools *tool.Registry
+	// Workspace is the root of the file tools when Tools is nil.
+	// Default "./workspace".
+	Workspace string
+	// Live receives ephemeral events (deltas). Default: none.
+	Live live.Publisher
+	// Logger for keel's activities. Default slog.Default().
+	Logger *slog.Logger
+	// HeartbeatThrottle is the longest a heartbeat waits before it is sent;
+	// it bounds how long a cancellation takes to reach a running activity.
+	// Default DefaultHeartbeatThrottle.
+	HeartbeatThrottle time.Duration
+	// StopTimeout is how long a stopping worker lets running activities
+	// finish before cancelling them. Default 10 s.
+	StopTimeout time.Duration
+	// Worker overrides the Temporal worker options (task queue and the
+	// fields above win).
+	Worker sdkworker.Options
+}
+
+// DefaultHeartbeatThrottle is the default Options.HeartbeatThrottle.
+const DefaultHeartbeatThrottle = 250 * time.Millisecond
+
+// New returns a worker for c with keel's workflows and activities
+// registered. Start it with Run or Start.
+func New(c client.Client, opts Options) (sdkworker.Worker, error) {
+	acts, err := NewActivities(c, opts)
+	if err != nil {
+		return nil, err
+	}
+	wo := opts.Worker
+	if opts.HeartbeatThrottle <= 0 {
+		opts.HeartbeatThrottle = DefaultHeartbeatThrottle
+	}
+	wo.MaxHeartbeatThrottleInterval = opts.HeartbeatThrottle
+	wo.DefaultHeartbeatThrottleInterval = opts.HeartbeatThrottle
+	if opts.StopTimeout <= 0 {
+		opts.StopTimeout = 10 * time.Second
+	}
+	wo.WorkerStopTimeout = opts.StopTimeout
+	tq := opts.TaskQueue
+	if tq == "" {
+		tq = workflows.TaskQueue
+	}
+	w := sdkworker.New(c, tq, wo)
+	Register(w, acts)
+	return w, nil
+}
+
+// NewActivities returns keel's activities configured from opts.
+func NewActivities(c client.Client, opts Options) (*activities.Activities, error) {
+	models := opts.Models
+	if models == nil {
+		models = DefaultModels()
+	}
+	tools := opts.Tools
+	if tools == nil {
+		root := opts.Workspace
+		if root == "" {
+			root = "workspace"
+		}
+		var err error
+		if tools, err = tool.Builtins(root); err != nil {
+			return nil, fmt.Errorf("worker: tools: %w", err)
+		}
+	}
+	acts := &activities.Activities{Models: models, Tools: tools, Live: opts.Live, Logger: opts.Logger}
+	if c != nil {
+		acts.Runs = runReader{c: c}
+	}
+	return acts, nil
+}
+
+// Registry is where workflows and activities are registered: a worker or
+// the Temporal test environment.
+type Registry interface {
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
+	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
+}
+
+// Register registers keel's workflows and acts on r under their stable
+// names.
+func Register(r Registry, acts *activities.Activities) {
+	r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.RunWorkflow, workflow.RegisterOptions{Name: workflows.RunWorkflowName})
+	r.RegisterActivityWithOptions(acts.ModelTurn, activity.RegisterOptions{Name: activities.ModelTurnName})
+	r.RegisterActivityWithOptions(acts.Tool, activity.RegisterOptions{Name: activities.ToolName})
+	r.RegisterActivityWithOptions(acts.RecoverRun, activity.RegisterOptions{Name: activities.RecoverRunName})
+}
+
+// SearchAttributes lists the custom search attributes keel's workflows set.
+func SearchAttributes() map[string]enumspb.IndexedValueType {
+	return map[string]enumspb.IndexedValueType{
+		workflows.AttrSessionID.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		workflows.AttrState.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		workflows.AttrRunNumber.GetName(): enumspb.INDEXED_VALUE_TYPE_INT,
+		workflows.AttrModel.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	}
+}
+
+// EnsureSearchAttributes registers keel's search attributes on the
+// namespace if they are missing. Workers call it at start, so keel runs on
+// any Temporal cluster without a manual setup step.
+func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+	list, err := c.OperatorService().ListSearchAttributes(ctx,
+		&operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("worker: list search attributes: %w", err)
+	}
+	missing := map[string]enumspb.IndexedValueType{}
+	for name, typ := range SearchAttributes() {
+		if _, ok := list.GetCustomAttributes()[name]; !ok {
+			missing[name] = typ
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: namespace, SearchAttributes: missing,
+	})
+	var exists *serviceerror.AlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("worker: add search attributes: %w", err)
+	}
+	return nil
+}
+
+var _ = temporal.ErrNoData
