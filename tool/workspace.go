@@ -103,6 +103,9 @@ func (w *Workspace) describe(op, p string, err error) error {
 	case errors.Is(err, fs.ErrPermission):
 		return Failf("%s %q: permission denied", op, p)
 	}
+	if link := w.absoluteLink(p); link != "" {
+		return Failf("%s %q: refused: symbolic link %q is absolute; links in the workspace must be relative", op, p, link)
+	}
 	var perr *fs.PathError
 	if errors.As(err, &perr) {
 		err = perr.Err // the op and path are already in the message
@@ -130,4 +133,19 @@ func (w *Workspace) escapes(p string) bool {
 	}
 	rel, err := filepath.Rel(w.dir, full)
 	return err != nil || !filepath.IsLocal(rel) && rel != "."
+}
+
+// absoluteLink returns the first component of p that is a symbolic link
+// with an absolute target, which os.Root refuses even when it points
+// inside. Like escapes, it only chooses an error message.
+func (w *Workspace) absoluteLink(p string) string {
+	prefix := ""
+	for _, part := range strings.Split(filepath.Clean(p), string(filepath.Separator)) {
+		prefix = filepath.Join(prefix, part)
+		target, err := os.Readlink(filepath.Join(w.dir, prefix))
+		if err == nil && filepath.IsAbs(target) {
+			return prefix
+		}
+	}
+	return ""
 }

@@ -20,6 +20,7 @@ import (
 //	ws/link_out -> ../outside/secret.txt
 //	ws/dir_out -> ../outside
 //	ws/abs_out -> <abs>/outside/secret.txt
+//	ws/abs_in -> <abs>/ws/notes.txt  (absolute: refused by os.Root)
 //
 // and returns the workspace and the outside directory.
 func newTestWorkspace(t *testing.T) (*Workspace, string) {
@@ -38,6 +39,7 @@ func newTestWorkspace(t *testing.T) (*Workspace, string) {
 	must(t, os.Symlink("../outside/secret.txt", filepath.Join(ws, "link_out")))
 	must(t, os.Symlink("../outside", filepath.Join(ws, "dir_out")))
 	must(t, os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(ws, "abs_out")))
+	must(t, os.Symlink(filepath.Join(ws, "notes.txt"), filepath.Join(ws, "abs_in")))
 	w, err := NewWorkspace(ws)
 	must(t, err)
 	t.Cleanup(func() { w.Close() })
@@ -81,6 +83,7 @@ func TestReadFileConfinement(t *testing.T) {
 		{"link_out", fail(`read "link_out": refused: the path leads outside the workspace through a symbolic link`)},
 		{"dir_out/secret.txt", fail(`read "dir_out/secret.txt": refused: the path leads outside the workspace through a symbolic link`)},
 		{"abs_out", fail(`read "abs_out": refused: the path leads outside the workspace through a symbolic link`)},
+		{"abs_in", fail(`read "abs_in": refused: symbolic link "abs_in" is absolute; links in the workspace must be relative`)},
 		{"missing.txt", fail(`read "missing.txt": no such file or directory`)},
 		{"sub", fail(`read "sub": it is a directory; use list_files`)},
 		{"", fail(`path is empty; use a path relative to the workspace root, such as "src/main.go" or "."`)},
@@ -278,9 +281,12 @@ func TestWriteFileDirectorySwappedForSymlink(t *testing.T) {
 
 func TestListFiles(t *testing.T) {
 	w, _ := newTestWorkspace(t)
-	abs := call(t, w.ListFiles(), ListFilesArgs{}).Output // abs_out's target depends on the temp dir
-	absLine := abs[strings.Index(abs, "abs_out"):]
-	absLine = absLine[:strings.IndexByte(absLine, '\n')+1]
+	var absLine string // the absolute links' targets depend on the temp dir
+	for _, name := range []string{"abs_in", "abs_out"} {
+		target, err := os.Readlink(filepath.Join(w.Dir(), name))
+		must(t, err)
+		absLine += name + " -> " + target + "\n"
+	}
 
 	tests := []struct {
 		name       string
@@ -297,7 +303,7 @@ func TestListFiles(t *testing.T) {
 		{"a file", ListFilesArgs{Path: "notes.txt"}, 0, Result{Output: "notes.txt"}},
 		{"empty directory", ListFilesArgs{Path: "empty"}, 0, Result{Output: "(empty is empty)"}},
 		{"capped", ListFilesArgs{Recursive: true}, 3, Result{Output: absLine +
-			"dir_in -> sub\ndir_out -> ../outside\n[listing stopped after 3 entries; list a subdirectory to see more]\n"}},
+			"dir_in -> sub\n[listing stopped after 3 entries; list a subdirectory to see more]\n"}},
 		{"symlinked directory", ListFilesArgs{Path: "dir_out"}, 0,
 			fail(`list "dir_out": refused: the path leads outside the workspace through a symbolic link`)},
 		{"dot dot", ListFilesArgs{Path: "sub/../.."}, 0,
