@@ -1,0 +1,110 @@
+// Package client is keel's Go SDK: open a session, send prompts, follow a
+// run's events live from the durable log (and its deltas from the live
+// channel), read its authoritative outcome, inspect state and history.
+//
+// Handles are cheap values. Closing or dropping one never cancels a run:
+// runs are durable and outlive clients; cancelling is always explicit.
+//
+//	c, err := client.Dial(ctx, client.Options{HostPort: "localhost:7233"})
+//	if err != nil { ... }
+//	defer c.Close()
+//	run, err := c.Session("demo").Send(ctx, "Summarize the workspace")
+//	for ev, err := range run.Events(ctx) {
+//		if err != nil { ... }
+//		if d, ok := ev.Event().(keel.TextDelta); ok { fmt.Print(d.Text) }
+//	}
+//	outcome, err := run.Outcome(ctx)
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/workflows"
+)
+
+// Options configures a Client. Every field is optional.
+type Options struct {
+	// HostPort of the Temporal frontend. Default "localhost:7233".
+	HostPort string
+	// Namespace. Default "default".
+	Namespace string
+	// Temporal is an existing Temporal client to use instead of dialing;
+	// Close does not close it.
+	Temporal client.Client
+	// Live is the live channel for deltas. Without it, event streams carry
+	// durable events only.
+	Live live.Channel
+	// Logger for the Temporal client. Default: warnings to stderr.
+	Logger *slog.Logger
+	// Config holds the defaults of new sessions (model, tools, ...).
+	Config workflows.RunConfig
+}
+
+// Client talks to keel through Temporal.
+type Client struct {
+	tc        client.Client
+	namespace string
+	live      live.Channel
+	owned     bool
+	config    workflows.RunConfig
+}
+
+// Dial connects to Temporal.
+func Dial(ctx context.Context, opts Options) (*Client, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	c := &Client{namespace: opts.Namespace, live: opts.Live, config: opts.Config, tc: opts.Temporal}
+	if c.tc != nil {
+		return c, nil
+	}
+	if opts.HostPort == "" {
+		opts.HostPort = "localhost:7233"
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	tc, err := client.DialContext(ctx, client.Options{
+		HostPort: opts.HostPort, Namespace: opts.Namespace, Logger: tlog.NewStructuredLogger(logger),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("keel: connect to Temporal at %s: %w", opts.HostPort, err)
+	}
+	c.tc, c.owned = tc, true
+	return c, nil
+}
+
+// Close releases the client's connection (not an Options.Temporal client,
+// nor the live channel). Runs go on.
+func (c *Client) Close() {
+	if c.owned {
+		c.tc.Close()
+	}
+}
+
+// Temporal returns the underlying Temporal client.
+func (c *Client) Temporal() client.Client { return c.tc }
+
+// Session returns a handle on the session with this ID. No call is made:
+// the session is created by its first Send.
+func (c *Client) Session(id string) *Session { return &Session{c: c, id: id} }
+
+// NewSession returns a handle on a session with a fresh random ID.
+func (c *Client) NewSession() *Session {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(errors.New("keel: no randomness for a session ID"))
+	}
+	return c.Session("s-" + hex.EncodeToString(b[:]))
+}

@@ -1,0 +1,267 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"iter"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/workflows"
+)
+
+// follower reads a session's durable log from a cursor and follows it as it
+// grows: the session's committed log, then the active run's own log (its
+// events reach the session only when it ends), across runs. It delivers
+// every durable event after the cursor exactly once, in sequence order.
+type follower struct {
+	c       *Client
+	session string
+	after   int64
+	// run, when set, limits delivery to one run's events and ends after its
+	// terminal event.
+	run string
+}
+
+// errStop ends a follow early without error.
+var errStop = errors.New("stop")
+
+// follow delivers durable events to emit until emit returns false, ctx
+// ends, or (with f.run set) the run's terminal event was delivered.
+func (f *follower) follow(ctx context.Context, emit func(keel.Envelope) bool) error {
+	sw := f.c.watch(f.session)
+	followed := map[string]bool{}
+	deliver := func(ev keel.Envelope) error {
+		if ev.Seq <= f.after {
+			return nil
+		}
+		f.after = ev.Seq
+		if f.run != "" && ev.RunID != f.run {
+			return nil
+		}
+		if !emit(ev) {
+			return errStop
+		}
+		if f.run != "" && ev.Terminal() {
+			return errStop
+		}
+		return nil
+	}
+	for {
+		active, err := f.readLog(ctx, f.session, deliver)
+		if err != nil {
+			return stopped(err)
+		}
+		if active != nil && !followed[active.RunID] {
+			followed[active.RunID] = true
+			if err := f.followRun(ctx, active.RunID, deliver); err != nil {
+				return stopped(err)
+			}
+			continue
+		}
+		closed, err := sw.wait(ctx)
+		if err != nil {
+			return err
+		}
+		if closed {
+			_, err := f.readLog(ctx, f.session, deliver)
+			return stopped(err)
+		}
+	}
+}
+
+func stopped(err error) error {
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	return err
+}
+
+// readLog delivers the events of a workflow's log after f.after, paging with
+// a pinned snapshot, and returns the session's active run if any.
+func (f *follower) readLog(ctx context.Context, workflowID string, deliver func(keel.Envelope) error) (*workflows.RunRef, error) {
+	q := workflows.EventsQuery{After: f.after}
+	for {
+		var page workflows.EventsPage
+		v, err := f.c.tc.QueryWorkflow(ctx, workflowID, "", workflows.QueryEvents, q)
+		if err != nil {
+			return nil, fromTemporal(err, "workflow "+workflowID)
+		}
+		if err := v.Get(&page); err != nil {
+			return nil, err
+		}
+		for _, ev := range page.Events {
+			if err := deliver(ev); err != nil {
+				return nil, err
+			}
+		}
+		if !page.More || len(page.Events) == 0 {
+			return page.ActiveRun, nil
+		}
+		q = workflows.EventsQuery{After: page.Events[len(page.Events)-1].Seq, Snapshot: page.Snapshot}
+	}
+}
+
+// followRun follows a running Run workflow's log until its terminal event
+// or until it closes (a terminated run has no terminal event of its own:
+// the session records one).
+func (f *follower) followRun(ctx context.Context, runID string, deliver func(keel.Envelope) error) error {
+	rw := f.c.watch(runID)
+	terminal := func(ev keel.Envelope) error {
+		if err := deliver(ev); err != nil {
+			return err
+		}
+		if ev.Terminal() {
+			return errRunDone
+		}
+		return nil
+	}
+	for {
+		_, err := f.readLog(ctx, runID, terminal)
+		if errors.Is(err, errRunDone) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		closed, err := rw.wait(ctx)
+		if err != nil {
+			return err
+		}
+		if closed {
+			_, err := f.readLog(ctx, runID, terminal)
+			if errors.Is(err, errRunDone) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+var errRunDone = errors.New("run done")
+
+// stream merges a follower's durable events with live deltas into one
+// ordered stream. A delta carries the last durable sequence before it
+// (AfterSeq); it is delivered after that event, held back while the
+// durable stream has not reached it. Lag on the live channel is yielded as
+// a *live.LaggedError element and the stream goes on.
+func (c *Client) stream(ctx context.Context, f *follower) iter.Seq2[keel.Envelope, error] {
+	return func(yield func(keel.Envelope, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+
+		var deltas <-chan deltaItem
+		if c.live != nil {
+			sub, err := c.live.Subscribe(ctx, f.session, live.SubscribeOptions{})
+			if err != nil {
+				yield(keel.Envelope{}, err)
+				return
+			}
+			defer sub.Close()
+			deltas = pumpLive(ctx, sub)
+		}
+
+		durable := make(chan keel.Envelope)
+		done := make(chan error, 1)
+		go func() {
+			done <- f.follow(ctx, func(ev keel.Envelope) bool {
+				select {
+				case durable <- ev:
+					return true
+				case <-ctx.Done():
+					return false
+				}
+			})
+		}()
+
+		var last int64 = f.after
+		var held []keel.Envelope
+		const maxHeld = 4096
+		for {
+			select {
+			case ev := <-durable:
+				last = ev.Seq
+				if !yield(ev, nil) {
+					return
+				}
+				if f.run != "" && ev.Terminal() {
+					return
+				}
+				n := 0
+				for _, d := range held {
+					if d.AfterSeq <= last {
+						if !yield(d, nil) {
+							return
+						}
+						continue
+					}
+					held[n] = d
+					n++
+				}
+				held = held[:n]
+			case it := <-deltas:
+				if it.err != nil {
+					var lag *live.LaggedError
+					if errors.As(it.err, &lag) {
+						if !yield(keel.Envelope{}, it.err) {
+							return
+						}
+						continue
+					}
+					deltas = nil // the live channel is gone; durable events go on
+					continue
+				}
+				d := it.env
+				if f.run != "" && d.RunID != f.run {
+					continue
+				}
+				if d.AfterSeq <= last {
+					if !yield(d, nil) {
+						return
+					}
+					continue
+				}
+				if len(held) >= maxHeld {
+					held = held[1:]
+					if !yield(keel.Envelope{}, &live.LaggedError{Missed: 1}) {
+						return
+					}
+				}
+				held = append(held, d)
+			case err := <-done:
+				// Sends on durable are synchronous, so nothing is left in
+				// flight once the follower returned.
+				if err != nil && ctx.Err() == nil {
+					yield(keel.Envelope{}, err)
+				}
+				return
+			}
+		}
+	}
+}
+
+type deltaItem struct {
+	env keel.Envelope
+	err error
+}
+
+func pumpLive(ctx context.Context, sub live.Subscription) <-chan deltaItem {
+	out := make(chan deltaItem, 64)
+	go func() {
+		for {
+			env, err := sub.Next(ctx)
+			select {
+			case out <- deltaItem{env, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				var lag *live.LaggedError
+				if !errors.As(err, &lag) {
+					return
+				}
+			}
+		}
+	}()
+	return out
+}

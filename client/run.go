@@ -1,0 +1,139 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"iter"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/workflows"
+)
+
+// Run is a handle on one run. Dropping it never cancels the run.
+type Run struct {
+	s *Session
+	// ID is the run's ID, also its Run workflow's ID: "<session>/run-<n>".
+	ID     string
+	Number int
+	// Revision is the session revision the run started from.
+	Revision int64
+	// BaseSeq is the last durable sequence before the run's first event;
+	// -1 when unknown (a handle made with Session.Run).
+	BaseSeq int64
+	// Queued says the run waits behind another one.
+	Queued bool
+}
+
+// Session returns the run's session.
+func (r *Run) Session() *Session { return r.s }
+
+// Events follows the run from its first event: durable events from the
+// log (each exactly once, in order) and, with a live channel, its deltas
+// ordered among them. The sequence ends after the run's terminal event.
+// A *live.LaggedError element reports deltas lost to a slow reader and the
+// sequence goes on; any other error ends it.
+func (r *Run) Events(ctx context.Context) iter.Seq2[keel.Envelope, error] {
+	return func(yield func(keel.Envelope, error) bool) {
+		base, err := r.base(ctx)
+		if err != nil {
+			yield(keel.Envelope{}, err)
+			return
+		}
+		f := &follower{c: r.s.c, session: r.s.id, after: base, run: r.ID}
+		for ev, err := range r.s.c.stream(ctx, f) {
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+}
+
+// base finds the sequence the run's events start after.
+func (r *Run) base(ctx context.Context) (int64, error) {
+	if r.BaseSeq >= 0 {
+		return r.BaseSeq, nil
+	}
+	// Read the session first: if the run has not started yet, its events
+	// come after everything the session holds now.
+	st, err := r.s.State(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var page workflows.EventsPage
+	err = r.s.query(ctx, r.ID, workflows.QueryEvents, &page, workflows.EventsQuery{Limit: 1})
+	switch {
+	case err == nil && len(page.Events) > 0:
+		return page.Events[0].Seq - 1, nil
+	case err == nil || errors.Is(err, keel.ErrNotFound):
+		return st.LastSeq, nil
+	}
+	return 0, err
+}
+
+// Outcome waits for the run to end and returns its outcome. The error is
+// nil for a completed run, keel.ErrCancelled for a cancelled one and the
+// typed failure otherwise (match with errors.Is / errors.As). It works from
+// any process at any time after the run started.
+func (r *Run) Outcome(ctx context.Context) (keel.Outcome, error) {
+	var res workflows.RunResult
+	err := r.s.c.tc.GetWorkflow(ctx, r.ID, "").Get(ctx, &res)
+	if err == nil {
+		return res.Outcome, res.Outcome.Err()
+	}
+	var terminated *temporal.TerminatedError
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &terminated) || errors.As(err, &appErr) || errors.As(err, new(*temporal.CanceledError)) {
+		// The Run workflow ended without an outcome; the session records
+		// the run's failure. Its terminal event says what happened.
+		return r.outcomeFromLog(ctx)
+	}
+	return keel.Outcome{}, fromTemporal(err, "run "+r.ID)
+}
+
+// outcomeFromLog reads a run's outcome from its terminal event in the
+// session's log, waiting for the session to record it.
+func (r *Run) outcomeFromLog(ctx context.Context) (keel.Outcome, error) {
+	for ev, err := range r.Events(ctx) {
+		if err != nil {
+			var keelErr *keel.Error
+			if errors.As(err, &keelErr) || ctx.Err() != nil {
+				return keel.Outcome{}, err
+			}
+			continue
+		}
+		if !ev.Terminal() {
+			continue
+		}
+		o := keel.Outcome{RunID: r.ID, Number: r.Number}
+		e, err := ev.Event()
+		if err != nil {
+			return o, err
+		}
+		switch t := e.(type) {
+		case keel.RunFailed:
+			o.Status, o.Revision = keel.StatusFailed, t.Revision
+			o.Error = &keel.Error{Code: t.Code, Message: t.Message, Retryable: t.Retryable}
+		case keel.RunCancelled:
+			o.Status, o.Revision = keel.StatusCancelled, t.Revision
+		case keel.RunCompleted:
+			o.Status, o.Revision, o.Text, o.Usage = keel.StatusCompleted, t.Revision, t.Text, t.Usage
+		}
+		return o, o.Err()
+	}
+	return keel.Outcome{}, &keel.Error{Code: keel.CodeInternal, Message: "run " + r.ID + " ended without a terminal event"}
+}
+
+// State returns the run's state.
+func (r *Run) State(ctx context.Context) (workflows.RunStatus, error) {
+	var st workflows.RunStatus
+	return st, r.s.query(ctx, r.ID, workflows.QueryState, &st)
+}
+
+// Cancel asks the run to stop. Cancellation is cooperative and idempotent:
+// the run commits what it can, emits run.cancelled, and Outcome returns
+// keel.ErrCancelled.
+func (r *Run) Cancel(ctx context.Context) error {
+	return fromTemporal(r.s.c.tc.SignalWorkflow(ctx, r.ID, "", workflows.SignalCancel, nil), "run "+r.ID)
+}

@@ -1,0 +1,105 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/workflows"
+)
+
+// Session is a handle on one session.
+type Session struct {
+	c  *Client
+	id string
+}
+
+// ID returns the session's ID.
+func (s *Session) ID() string { return s.id }
+
+// SendOption tunes one Send.
+type SendOption func(*workflows.SendRequest)
+
+// WithConfig sets the run's model, tools and limits; set fields override
+// the session's defaults.
+func WithConfig(cfg workflows.RunConfig) SendOption {
+	return func(r *workflows.SendRequest) { c := cfg; r.Config = &c }
+}
+
+// Queue makes Send queue the prompt as the next run when a run is active,
+// instead of failing with keel.ErrRunActive.
+func Queue() SendOption {
+	return func(r *workflows.SendRequest) { r.IfActive = workflows.IfActiveQueue }
+}
+
+// Send submits a prompt and returns its run once the run has started (or,
+// with Queue, once it is queued). The first Send creates the session.
+// While a run is active Send fails with keel.ErrRunActive.
+func (s *Session) Send(ctx context.Context, prompt string, opts ...SendOption) (*Run, error) {
+	if err := keel.ValidateSessionID(s.id); err != nil {
+		return nil, err
+	}
+	req := workflows.SendRequest{Prompt: prompt}
+	for _, o := range opts {
+		o(&req)
+	}
+	start := s.c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       s.id,
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		// A closed session is not silently replaced by an empty one.
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrSessionID.ValueSet(s.id)),
+		StaticSummary:         "keel session " + s.id,
+	}, workflows.SessionWorkflowName, workflows.SessionInput{SessionID: s.id, Config: s.c.config})
+	h, err := s.c.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateName: workflows.UpdateSend, Args: []any{req},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err != nil {
+		return nil, fromTemporal(err, "session "+s.id)
+	}
+	var res workflows.SendResult
+	if err := h.Get(ctx, &res); err != nil {
+		return nil, fromTemporal(err, "session "+s.id)
+	}
+	return &Run{s: s, ID: res.RunID, Number: res.Number, Revision: res.Revision, BaseSeq: res.BaseSeq, Queued: res.Queued}, nil
+}
+
+// Run returns a handle on run number n of the session.
+func (s *Session) Run(n int) *Run {
+	return &Run{s: s, ID: keel.RunID(s.id, n), Number: n, BaseSeq: -1}
+}
+
+// State returns the session's state.
+func (s *Session) State(ctx context.Context) (workflows.SessionStatus, error) {
+	var st workflows.SessionStatus
+	return st, s.query(ctx, s.id, workflows.QueryState, &st)
+}
+
+// History returns a page of the committed transcript: at most limit
+// messages (0 for the default) from offset.
+func (s *Session) History(ctx context.Context, offset, limit int) (workflows.HistoryPage, error) {
+	var page workflows.HistoryPage
+	return page, s.query(ctx, s.id, workflows.QueryHistory, &page, workflows.HistoryQuery{Offset: offset, Limit: limit})
+}
+
+// Cancel cancels the session's active run, if any. It is idempotent.
+func (s *Session) Cancel(ctx context.Context) error {
+	return fromTemporal(s.c.tc.SignalWorkflow(ctx, s.id, "", workflows.SignalCancel, nil), "session "+s.id)
+}
+
+func (s *Session) query(ctx context.Context, workflowID, name string, out any, args ...any) error {
+	v, err := s.c.tc.QueryWorkflow(ctx, workflowID, "", name, args...)
+	if err != nil {
+		return fromTemporal(err, fmt.Sprintf("workflow %s", workflowID))
+	}
+	return v.Get(out)
+}
