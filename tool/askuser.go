@@ -46,7 +46,7 @@ func (askUserTool) NativeKind() string { return NativeAskUser }
 func (askUserTool) Call(ctx context.Context, args json.RawMessage) (Result, error) {
 	q, err := AskUserQuestion(args)
 	if err != nil {
-		return err.(*ArgumentError).Result(), nil
+		return argumentError(NativeAskUser, err).Result(), nil
 	}
 	answer, err := Ask(ctx, q)
 	if err != nil {

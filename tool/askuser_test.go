@@ -74,6 +74,16 @@ func TestAskUserCallRoundTrip(t *testing.T) {
 	}
 }
 
+func TestAskUserCallBadArguments(t *testing.T) {
+	got, err := AskUser().Call(context.Background(), json.RawMessage(`{"question":""}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(fail(`invalid arguments for tool "ask_user": "question" must be a non-empty string`), got); diff != "" {
+		t.Errorf("result (-want +got):\n%s", diff)
+	}
+}
+
 func TestAnswerText(t *testing.T) {
 	tests := []struct{ answer, want string }{
 		{`"yes"`, "yes"},

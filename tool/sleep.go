@@ -46,7 +46,7 @@ func (sleepTool) NativeKind() string { return NativeSleep }
 func (sleepTool) Call(ctx context.Context, args json.RawMessage) (Result, error) {
 	d, err := SleepDuration(args)
 	if err != nil {
-		return err.(*ArgumentError).Result(), nil
+		return argumentError(NativeSleep, err).Result(), nil
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -74,8 +74,12 @@ func TestSleepCall(t *testing.T) {
 	}
 
 	got, err = Sleep().Call(context.Background(), json.RawMessage(`{"seconds":0}`))
-	if err != nil || !got.IsError {
-		t.Errorf("Call with 0 seconds = %+v, %v; want an error result", got, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fail(`invalid arguments for tool "sleep": seconds must be between 0.001 and 604800 (7 days), got 0`)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Call with 0 seconds (-want +got):\n%s", diff)
 	}
 }
 

@@ -29,8 +29,7 @@ type traitOptions struct {
 func Detached() Option { return func(o *traitOptions) { o.detached = true } }
 
 // WithTimeout sets the call's start-to-close timeout (default
-// DefaultTimeout). A timed-out call is retried by the runner like any other
-// failed attempt.
+// DefaultTimeout).
 func WithTimeout(d time.Duration) Option { return func(o *traitOptions) { o.timeout = d } }
 
 // ArgumentError says a call's arguments are unusable: not JSON, not
@@ -121,11 +120,18 @@ func New[Args any](name, description string, fn func(ctx context.Context, args A
 	return newFuncTool(keel.ToolSpec{Name: name, Description: description, Parameters: schema}, call, opts)
 }
 
+// noParameters is the schema of a tool without arguments.
+var noParameters = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)
+
 // Func returns a tool with a hand-written JSON Schema and a handler that
 // receives the raw arguments. As with New, arguments are validated against
 // schema before fn runs, empty arguments count as {}, and a panic in fn
-// becomes an error. Func panics on an invalid name or schema.
+// becomes an error. A nil schema means the tool takes no arguments. Func
+// panics on an invalid name or schema.
 func Func(name, description string, schema json.RawMessage, fn func(ctx context.Context, args json.RawMessage) (Result, error), opts ...Option) Tool {
+	if len(bytes.TrimSpace(schema)) == 0 {
+		schema = noParameters
+	}
 	if err := CheckSchema(schema); err != nil {
 		panic(fmt.Sprintf("tool.Func(%q): %v", name, err))
 	}
@@ -184,8 +190,13 @@ func normalizeArgs(args json.RawMessage) json.RawMessage {
 	return args
 }
 
+// argumentError returns err as an *ArgumentError of the named tool.
 func argumentError(name string, err error) *ArgumentError {
+	var aerr *ArgumentError
 	var verr *InvalidValueError
+	if errors.As(err, &aerr) {
+		return aerr
+	}
 	if errors.As(err, &verr) {
 		return &ArgumentError{Tool: name, Problems: verr.Problems}
 	}

@@ -309,3 +309,20 @@ func TestNewReportsDecodeErrors(t *testing.T) {
 		t.Errorf("result (-want +got):\n%s", diff)
 	}
 }
+
+func TestFuncWithoutSchema(t *testing.T) {
+	tl := Func("now", "The time.", nil, func(context.Context, json.RawMessage) (Result, error) { return Result{Output: "noon"}, nil })
+	if diff := cmp.Diff(string(noParameters), string(tl.Spec().Parameters)); diff != "" {
+		t.Errorf("schema (-want +got):\n%s", diff)
+	}
+	for _, args := range []string{``, `{}`} {
+		got, err := tl.Call(context.Background(), json.RawMessage(args))
+		if err != nil || got != (Result{Output: "noon"}) {
+			t.Errorf("Call(%q) = %+v, %v", args, got, err)
+		}
+	}
+	got, _ := tl.Call(context.Background(), json.RawMessage(`{"tz":"UTC"}`))
+	if diff := cmp.Diff(fail(`invalid arguments for tool "now": additional properties 'tz' not allowed`), got); diff != "" {
+		t.Errorf("unexpected argument (-want +got):\n%s", diff)
+	}
+}

@@ -41,6 +41,11 @@ func (w *Workspace) writeFile(ctx context.Context, args WriteFileArgs) (string, 
 		return "", Failf("write %q: it is a directory", args.Path)
 	case err == nil:
 		mode = st.Mode().Perm()
+		// Compare only when the sizes match: no need to read a big file
+		// that is about to be replaced anyway.
+		if st.Size() != int64(len(content)) {
+			break
+		}
 		if old, err := w.root.ReadFile(p); err == nil && bytes.Equal(old, content) {
 			return fmt.Sprintf("%s already has this content (%d bytes); nothing written", args.Path, len(content)), nil
 		}
