@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/invopop/jsonschema"
@@ -42,12 +43,8 @@ type ArgumentError struct {
 
 func (e *ArgumentError) Error() string {
 	msg := fmt.Sprintf("invalid arguments for tool %q", e.Tool)
-	for i, p := range e.Problems {
-		if i == 0 {
-			msg += ": " + p
-		} else {
-			msg += "; " + p
-		}
+	if len(e.Problems) > 0 {
+		msg += ": " + strings.Join(e.Problems, "; ")
 	}
 	return msg
 }
@@ -69,6 +66,17 @@ func (e *Failure) Error() string { return e.Message }
 func Failf(format string, a ...any) error {
 	return &Failure{Message: fmt.Sprintf(format, a...)}
 }
+
+// PanicError is a panic in a tool, recovered so that it fails the call
+// instead of the worker. Its message, which the model may see, holds the
+// panic value only; Stack is for logs.
+type PanicError struct {
+	Tool  string
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("tool %q panicked: %v", e.Tool, e.Value) }
 
 // namePattern is the tool-name syntax the providers accept (OpenAI's is
 // the strictest).
@@ -174,7 +182,7 @@ func (t *funcTool) Call(ctx context.Context, args json.RawMessage) (res Result, 
 	defer func() {
 		// A panicking tool must not take the worker down with it.
 		if r := recover(); r != nil {
-			res, err = Result{}, fmt.Errorf("tool %q panicked: %v\n%s", t.spec.Name, r, debug.Stack())
+			res, err = Result{}, &PanicError{Tool: t.spec.Name, Value: r, Stack: debug.Stack()}
 		}
 	}()
 	return t.call(ctx, args)

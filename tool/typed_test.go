@@ -184,8 +184,15 @@ func TestNewErrors(t *testing.T) {
 func TestNewRecoversPanics(t *testing.T) {
 	tl := New("crash", "", func(context.Context, struct{}) (string, error) { panic("index out of range") })
 	_, err := tl.Call(context.Background(), nil)
-	if err == nil || !strings.Contains(err.Error(), `tool "crash" panicked: index out of range`) {
-		t.Errorf("error %v, want the panic as an error", err)
+	var perr *PanicError
+	if !errors.As(err, &perr) {
+		t.Fatalf("error %v, want *PanicError", err)
+	}
+	if diff := cmp.Diff(`tool "crash" panicked: index out of range`, err.Error()); diff != "" {
+		t.Errorf("message (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(string(perr.Stack), "TestNewRecoversPanics") {
+		t.Errorf("stack does not show the panicking code:\n%s", perr.Stack)
 	}
 }
 
