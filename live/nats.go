@@ -171,14 +171,22 @@ func NewNATS(nc *nats.Conn, opts NATSOptions) (*NATS, error) {
 
 // DialNATS connects to the NATS server at url (a comma-separated list is
 // fine) and returns a channel that owns the connection. The connection
-// reconnects forever, every 250 ms (plus nats.go's jitter), and logs
-// asynchronous server errors with the standard logger except slow-consumer
-// drops, which subscribers report as lag; opts.Dial may override all that.
+// reconnects forever, every 250 ms (plus nats.go's jitter); pings every
+// 10 s; abandons a write stalled for 2 s and reconnects; and logs
+// asynchronous server errors with the standard logger, except slow-consumer
+// drops, which subscribers report as lag. opts.Dial may override all that.
 func DialNATS(url string, opts NATSOptions) (*NATS, error) {
 	nopts := append([]nats.Option{
 		nats.Name("keel live"),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		// Live events are worthless late: notice a dead server in about
+		// 20 s rather than nats.go's 4 minutes, and give up on a stalled
+		// write after 2 s instead of 1 minute (nats.go holds the
+		// connection's lock while writing, so everything else waits).
+		nats.PingInterval(10 * time.Second),
+		nats.FlusherTimeout(2 * time.Second),
+		nats.ReconnectOnFlusherError(),
 		nats.ErrorHandler(logAsyncError),
 	}, opts.Dial...)
 	nc, err := nats.Connect(url, nopts...)
@@ -309,6 +317,14 @@ func (c *NATS) Flush(ctx context.Context) error {
 	}
 	select {
 	case <-barrier:
+	case <-c.sent:
+		// Close drained the queue, barrier included, unless the sender
+		// had already exited when the barrier got in.
+		select {
+		case <-barrier:
+		default:
+			return ErrClosed
+		}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -383,7 +399,9 @@ func (c *NATS) forget(s *natsSub) {
 // Close stops publishing, hands queued events to the server (waiting at
 // most CloseTimeout), and ends every subscription: each still returns what
 // it had buffered, then ErrClosed. It closes the connection only if
-// DialNATS opened it. It is idempotent and returns nil.
+// DialNATS opened it; on a stalled connection that may add the
+// connection's write timeout (2 s with DialNATS). It is idempotent and
+// returns nil.
 func (c *NATS) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()

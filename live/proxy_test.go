@@ -49,6 +49,9 @@ func (p *proxy) accept() {
 			client.Close()
 			continue
 		}
+		// A small, fixed receive buffer (no autotuning) makes a stalled
+		// client back up after a known few megabytes.
+		_ = client.(*net.TCPConn).SetReadBuffer(64 << 10)
 		server, err := net.Dial("tcp", p.target)
 		if err != nil {
 			client.Close()
