@@ -231,7 +231,7 @@ func transportMessage(err error) string {
 	if errors.As(err, &urlErr) && urlErr.Err != nil {
 		err = urlErr.Err
 	}
-	return sanitize(err.Error())
+	return Sanitize(err.Error())
 }
 
 // errorInfo is what an error body says, in the shapes providers use:
@@ -250,7 +250,7 @@ func parseErrorBody(body []byte) errorInfo {
 	var info errorInfo
 	var top map[string]json.RawMessage
 	if json.Unmarshal(body, &top) != nil {
-		info.message = sanitize(string(body))
+		info.message = Sanitize(string(body))
 		return info
 	}
 	obj := top
@@ -261,13 +261,13 @@ func parseErrorBody(body []byte) errorInfo {
 		case json.Unmarshal(raw, &inner) == nil:
 			obj = inner
 		case json.Unmarshal(raw, &text) == nil:
-			info.message = sanitize(text)
+			info.message = Sanitize(text)
 			return info
 		}
 	}
-	info.message = sanitize(jsonString(obj["message"]))
+	info.message = Sanitize(jsonString(obj["message"]))
 	if info.message == "" {
-		info.message = sanitize(jsonString(obj["detail"]))
+		info.message = Sanitize(jsonString(obj["detail"]))
 	}
 	info.typ = jsonString(obj["type"])
 	if info.typ == "error" { // Anthropic's envelope type, not the error's.
@@ -279,7 +279,7 @@ func parseErrorBody(body []byte) errorInfo {
 		info.code = ""
 	}
 	if info.typ != "" && info.message != "" {
-		info.message += " (" + sanitize(info.typ) + ")"
+		info.message += " (" + Sanitize(info.typ) + ")"
 	}
 	return info
 }
@@ -343,10 +343,10 @@ var secretPatterns = []struct {
 	{regexp.MustCompile(`AIza[0-9A-Za-z_\-]{20,}`), "[redacted]"},
 }
 
-// sanitize makes provider text safe to keep in events and history: secrets
-// redacted, control characters and runs of whitespace collapsed, and the
-// length bounded.
-func sanitize(s string) string {
+// Sanitize makes provider text safe to keep in events and history: things
+// that look like API keys or bearer tokens are redacted, control characters
+// and runs of whitespace collapse to one space, and the length is bounded.
+func Sanitize(s string) string {
 	if len(s) > maxBodyScan {
 		s = s[:maxBodyScan]
 	}
