@@ -52,10 +52,12 @@ func (e *ArgumentError) Error() string {
 // Result returns e as an error result for the model.
 func (e *ArgumentError) Result() Result { return Result{Output: e.Error(), IsError: true} }
 
-// Failure is an error meant for the model: New turns it into an error
-// result at once, where any other error from a tool function fails the
-// attempt (and the runner may retry it). Use it for failures a retry cannot
-// fix: a missing file, a refused path, a bad combination of arguments.
+// Failure is a final error meant for the model: New turns it into an
+// error result (IsError) itself, so it never reaches the runner as a failed
+// attempt. Use it for failures a retry cannot fix: a missing file, a
+// refused path, a bad combination of arguments. (Today's runner also turns
+// other errors into error results; Failure keeps that true whatever retry
+// policy a runner applies.)
 type Failure struct {
 	Message string
 }
@@ -95,8 +97,7 @@ var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // call) and fn is not called. Empty arguments and null count as {}. A
 // *Failure or *ArgumentError from fn becomes an error result; any other
 // error is returned from Call unchanged (so a *NeedInput from Ask reaches
-// the runner, and transient failures can be retried), and a panic in fn
-// becomes an error.
+// the runner), and a panic in fn becomes a *PanicError.
 //
 // New panics if name is not a valid tool name (letters, digits, _ and -, at
 // most 64) or Args has no object schema (not a struct, or a recursive
