@@ -2,7 +2,6 @@ package openai
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -179,4 +178,4 @@ func blockAfterFirst(release <-chan struct{}) http.HandlerFunc {
 
 func contains(haystack []byte, needle string) bool { return bytes.Contains(haystack, []byte(needle)) }
 
-var _ = context.Background
+
