@@ -219,7 +219,7 @@ func logAsyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
 // Conn returns the channel's NATS connection.
 func (c *NATS) Conn() *nats.Conn { return c.nc }
 
-// Publish queues env for the subjects of env.SessionID and returns without
+// Publish queues env for the subject of env.SessionID and returns without
 // waiting for the network. If the queue is full the event is dropped (see
 // Dropped) and subscribers will report it as lag. Events of one session are
 // sent in the order Publish was called. ctx is not used: Publish never
