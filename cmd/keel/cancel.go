@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/workflows"
+)
+
+const cancelDesc = `Cancels the active run of SESSION, or with --run N the session's run
+number N. Cancellation is cooperative and idempotent: the run stops its model
+call, tools and timers, commits what it can, ends with run.cancelled, and
+"keel run" following it exits with status 2. The command returns once the
+request is delivered, not when the run has stopped; watch that with "keel
+events SESSION --follow".`
+
+func cmdCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("cancel", "keel cancel [flags] SESSION", cancelDesc)
+	var conn connFlags
+	conn.register(fs, false)
+	runN := fs.Int("run", 0, "cancel run number `N` instead of the active run")
+	pos, code, ok := fs.parse(args, stdout, stderr, 1, 1)
+	if !ok {
+		return code
+	}
+	session := pos[0]
+	if err := keel.ValidateSessionID(session); err != nil {
+		return fs.usageError(stderr, "%v", err)
+	}
+	if *runN < 0 {
+		return fs.usageError(stderr, "--run must be a run number from 1, got %d", *runN)
+	}
+	kc, closeClient, err := conn.dial(ctx, stderr, workflows.RunConfig{})
+	if err != nil {
+		return fail(stderr, "cancel", err)
+	}
+	defer closeClient()
+	sess := kc.Session(session)
+	n := *runN
+	if n == 0 {
+		// Find the active run and cancel that one by number: a session-wide
+		// cancel could reach the next run if this one ends in between.
+		st, err := sess.State(ctx)
+		if err != nil {
+			return fail(stderr, "cancel", err)
+		}
+		if st.ActiveRun == nil {
+			fmt.Fprintf(stdout, "session %s has no active run; nothing to cancel\n", session)
+			return exitOK
+		}
+		n = st.ActiveRun.Number
+	}
+	run := sess.Run(n)
+	if err := run.Cancel(ctx); err != nil {
+		if errors.Is(err, keel.ErrNotFound) {
+			return fail(stderr, "cancel", fmt.Errorf("run %s is not running (it ended, or never started): %w", run.ID, err))
+		}
+		return fail(stderr, "cancel", err)
+	}
+	fmt.Fprintf(stdout, "cancellation of %s requested\n", run.ID)
+	return exitOK
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/workflows"
+)
+
+// Connection defaults: Temporal's own (so `temporal` and keel find the same
+// server) and NATS's.
+const (
+	defaultAddress   = "localhost:7233"
+	defaultNamespace = "default"
+	defaultNATS      = "nats://127.0.0.1:4222"
+	// dialTimeout bounds connecting to Temporal, so a missing server is a
+	// quick, clear error rather than a hang.
+	dialTimeout = 10 * time.Second
+	// natsDialTimeout is short: the live channel is optional.
+	natsDialTimeout = 2 * time.Second
+)
+
+// connFlags are the flags that say where Temporal (and NATS) are.
+type connFlags struct {
+	address   string
+	namespace string
+	nats      string
+	withNATS  bool
+}
+
+func (c *connFlags) register(fs *flagSet, withNATS bool) {
+	fs.StringVar(&c.address, "address", defaultAddress, "Temporal frontend `host:port`")
+	fs.StringVar(&c.namespace, "namespace", defaultNamespace, "Temporal `namespace`")
+	if withNATS {
+		c.withNATS = true
+		fs.StringVar(&c.nats, "nats", defaultNATS, "NATS `URL` of the live channel (streamed text); \"\" disables it")
+	}
+}
+
+// dial connects a keel client. With NATS configured but unreachable it
+// warns once on stderr and goes on with durable events only: the run's
+// facts are all in Temporal, the live channel only adds streamed text.
+func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults workflows.RunConfig) (*client.Client, func(), error) {
+	var ch live.Channel
+	if c.withNATS && c.nats != "" {
+		n, err := live.DialNATS(c.nats, live.NATSOptions{Dial: []nats.Option{nats.Timeout(natsDialTimeout)}})
+		if err != nil {
+			fmt.Fprintf(stderr, "keel: warning: live channel unavailable (%v); showing durable events only, without streamed text\n", err)
+		} else {
+			ch = n
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	kc, err := client.Dial(dctx, client.Options{
+		HostPort:  c.address,
+		Namespace: c.namespace,
+		Live:      ch,
+		Config:    defaults,
+		Logger:    slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	})
+	if err != nil {
+		if ch != nil {
+			_ = ch.Close()
+		}
+		return nil, nil, fmt.Errorf("%w\nIs a server running there? Start one with `keel dev`, or pass --address", err)
+	}
+	return kc, func() {
+		kc.Close()
+		if ch != nil {
+			_ = ch.Close()
+		}
+	}, nil
+}
+
+// fail prints err for command name with a hint for the errors users hit
+// most, and returns exitFailed.
+func fail(stderr io.Writer, name string, err error) int {
+	fmt.Fprintf(stderr, "keel %s: %s\n", name, sanitize(err.Error()))
+	if hint := hintFor(err); hint != "" {
+		fmt.Fprintf(stderr, "  %s\n", hint)
+	}
+	return exitFailed
+}
+
+func hintFor(err error) string {
+	switch {
+	case errors.Is(err, keel.ErrRunActive):
+		return "wait for it, cancel it with `keel cancel SESSION`, or queue this prompt with `keel send --queue`"
+	case errors.Is(err, keel.ErrNotFound):
+		return "no such session: check the ID (`keel run` prints it), the --namespace and the --address"
+	case errors.Is(err, keel.ErrNotAccepting):
+		return "this session is closed; start a new one (omit --session)"
+	case errors.Is(err, keel.ErrRuntimeShutdown):
+		return "the runtime was shut down; no new runs start"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timed out: is the server reachable and a worker (`keel worker` or `keel dev`) running?"
+	}
+	return ""
+}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	sdkclient "go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/devserver"
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/provider/scripted"
+	"github.com/keelrun/keel/worker"
+	"github.com/keelrun/keel/workflows"
+)
+
+const devDesc = `Runs a complete local keel in one process: a Temporal server whose state
+lives in SQLite under --data-dir (so sessions survive a restart), the
+Temporal Web UI, an embedded NATS server for streamed text, and a worker
+with the built-in tools confined to --workspace. It prints the addresses and
+stays up until Ctrl-C, then stops the worker (letting running activities
+finish briefly), NATS and the server; a second Ctrl-C exits at once. With
+--demo it also sends the demo prompt to a new session and renders the run
+like "keel run". Port 0 picks a free port.`
+
+// demoPrompt is what `keel dev --demo` sends; the demo script ignores it,
+// but it is what a person would ask.
+const demoPrompt = "Give me a tour of the workspace."
+
+// devConfig is how to run the local stack.
+type devConfig struct {
+	// dataDir holds the SQLite database; "" keeps it in memory (tests).
+	dataDir string
+	// Ports; 0 picks a free one.
+	port, uiPort, natsPort int
+	noUI                   bool
+	// workspace is the file tools' root, created (and seeded with the
+	// demo's welcome.txt) if missing.
+	workspace string
+	// logger receives the server's warnings.
+	logger *slog.Logger
+}
+
+// devStack is a running local stack.
+type devStack struct {
+	server    *devserver.Server
+	nats      *live.NATSServer
+	publisher *live.NATS
+	temporal  sdkclient.Client
+	worker    sdkworker.Worker
+	workspace string
+}
+
+func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("dev", "keel dev [flags]", devDesc)
+	dataDir := fs.String("data-dir", ".keel", "`DIR` for the server's SQLite database and the default workspace")
+	port := fs.Int("port", devserver.DefaultPort, "Temporal gRPC `port`")
+	uiPort := fs.Int("ui-port", devserver.DefaultUIPort, "Web UI `port`")
+	natsPort := fs.Int("nats-port", live.DefaultNATSPort, "NATS `port`")
+	noUI := fs.Bool("no-ui", false, "run without the Web UI")
+	workspace := fs.String("workspace", "", "`DIR` the file tools may read and write (default DATA_DIR/workspace)")
+	demo := fs.Bool("demo", false, "send the demo prompt and render its run once the stack is up")
+	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
+		return code
+	}
+	for name, p := range map[string]int{"--port": *port, "--ui-port": *uiPort, "--nats-port": *natsPort} {
+		if p < 0 || p > 65535 {
+			return fs.usageError(stderr, "%s %d is not a port (0 picks a free one)", name, p)
+		}
+	}
+	if *dataDir == "" {
+		return fs.usageError(stderr, "--data-dir must name a directory")
+	}
+	if *workspace == "" {
+		*workspace = filepath.Join(*dataDir, "workspace")
+	}
+
+	fmt.Fprintln(stdout, "keel dev: starting Temporal, the Web UI, NATS and a worker…")
+	stack, err := startDevStack(ctx, devConfig{
+		dataDir: *dataDir, port: *port, uiPort: *uiPort, natsPort: *natsPort, noUI: *noUI,
+		workspace: *workspace,
+	})
+	if err != nil {
+		return fail(stderr, "dev", err)
+	}
+	stack.printWelcome(stdout, *dataDir)
+	if *demo && ctx.Err() == nil {
+		stack.runDemo(ctx, stdout, stderr)
+	}
+	if ctx.Err() == nil {
+		fmt.Fprintln(stdout, "\nEverything stays up until Ctrl-C.")
+	}
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "\nkeel dev: shutting down (Ctrl-C again to exit at once)…")
+	if err := stack.stop(); err != nil {
+		fmt.Fprintf(stderr, "keel dev: shutdown: %s\n", sanitize(err.Error()))
+		return exitFailed
+	}
+	fmt.Fprintln(stdout, "keel dev: stopped.")
+	return exitOK
+}
+
+// startDevStack starts the server, NATS and a worker publishing deltas to
+// NATS. On error, whatever started is stopped again.
+func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) {
+	s = &devStack{}
+	defer func() {
+		if err != nil {
+			_ = s.stop()
+			s = nil
+		}
+	}()
+	if s.workspace, err = prepareWorkspace(cfg.workspace); err != nil {
+		return s, err
+	}
+	logger := cfg.logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	s.server, err = devserver.Start(ctx, devserver.Config{
+		DataDir:   cfg.dataDir,
+		Port:      anyPortIfZero(cfg.port, devserver.AnyPort),
+		UIPort:    anyPortIfZero(cfg.uiPort, devserver.AnyPort),
+		DisableUI: cfg.noUI,
+		Logger:    logger,
+	})
+	if errors.Is(err, devserver.ErrPortInUse) {
+		return s, fmt.Errorf("%w\nIs another `keel dev` or Temporal dev server running? Stop it, or choose other ports (--port, --ui-port; 0 picks a free one)", err)
+	}
+	if err != nil {
+		return s, err
+	}
+	s.nats, err = live.StartNATSServer(live.NATSServerOptions{Port: anyPortIfZero(cfg.natsPort, live.RandomPort)})
+	if err != nil {
+		return s, fmt.Errorf("%w\nIs another NATS server (or `keel dev`) using the port? Choose another with --nats-port (0 picks a free one)", err)
+	}
+	if s.publisher, err = live.DialNATS(s.nats.ClientURL(), live.NATSOptions{}); err != nil {
+		return s, err
+	}
+	if s.temporal, err = s.server.Dial(ctx, sdkclient.Options{}); err != nil {
+		return s, fmt.Errorf("keel dev: connect to the server: %w", err)
+	}
+	if err := worker.EnsureSearchAttributes(ctx, s.temporal, s.server.Namespace()); err != nil {
+		return s, err
+	}
+	w, err := worker.New(s.temporal, worker.Options{Workspace: s.workspace, Live: s.publisher})
+	if err != nil {
+		return s, err
+	}
+	if err := w.Start(); err != nil {
+		return s, fmt.Errorf("keel dev: start the worker: %w", err)
+	}
+	s.worker = w
+	return s, nil
+}
+
+// anyPortIfZero maps the CLI's "0 picks a free port" to a package's own
+// constant for it (0 means the default port there).
+func anyPortIfZero(port, anyPort int) int {
+	if port == 0 {
+		return anyPort
+	}
+	return port
+}
+
+// prepareWorkspace creates the workspace directory and seeds it with the
+// file the demo reads, unless it is there already (it is the user's now).
+func prepareWorkspace(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	welcome := filepath.Join(abs, "welcome.txt")
+	if _, err := os.Lstat(welcome); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(welcome, []byte(scripted.DemoWelcome), 0o644); err != nil {
+			return "", fmt.Errorf("workspace: %w", err)
+		}
+	}
+	return abs, nil
+}
+
+// stop stops what started, in dependency order: the worker (which uses
+// the other two), NATS, the server. It is safe on a partly started stack.
+func (s *devStack) stop() error {
+	var errs []error
+	if s.worker != nil {
+		s.worker.Stop()
+	}
+	if s.publisher != nil {
+		errs = append(errs, s.publisher.Close())
+	}
+	if s.temporal != nil {
+		s.temporal.Close()
+	}
+	if s.nats != nil {
+		s.nats.Shutdown()
+	}
+	if s.server != nil {
+		errs = append(errs, s.server.Stop())
+	}
+	return errors.Join(errs...)
+}
+
+// uiURL is the Web UI's URL, "" without the UI.
+func (s *devStack) uiURL() string {
+	if s.server.UIAddress() == "" {
+		return ""
+	}
+	return "http://" + s.server.UIAddress()
+}
+
+// addressFlag and natsFlag are the flags another keel command needs to
+// reach this stack, empty on the default ports.
+func (s *devStack) addressFlag() string {
+	if s.server.Address() == fmt.Sprintf("%s:%d", devserver.DefaultIP, devserver.DefaultPort) {
+		return ""
+	}
+	return " --address " + s.server.Address()
+}
+
+func (s *devStack) natsFlag() string {
+	if s.nats.ClientURL() == defaultNATS {
+		return ""
+	}
+	return " --nats " + s.nats.ClientURL()
+}
+
+func (s *devStack) printWelcome(w io.Writer, dataDir string) {
+	ui := s.uiURL()
+	if ui == "" {
+		ui = "off (--no-ui)"
+	}
+	where := "SQLite in " + dataDir + "; sessions survive a restart"
+	if abs, err := filepath.Abs(dataDir); err == nil {
+		where = "SQLite in " + abs + "; sessions survive a restart"
+	}
+	fmt.Fprintf(w, `
+keel dev is up.
+  Temporal gRPC  %s  (namespace %s, task queue %s)
+  Web UI         %s
+  NATS (live)    %s
+  data           %s
+  workspace      %s
+
+Try it from another terminal:
+  keel run%s "Give me a tour of the workspace"
+`, s.server.Address(), s.server.Namespace(), workflows.TaskQueue, ui, s.nats.ClientURL(), where, s.workspace, s.addressFlag()+s.natsFlag())
+}
+
+// runDemo sends the demo prompt in a new session and renders the run as
+// `keel run` does.
+func (s *devStack) runDemo(ctx context.Context, stdout, stderr io.Writer) {
+	ch, err := live.DialNATS(s.nats.ClientURL(), live.NATSOptions{})
+	if err != nil {
+		fmt.Fprintf(stderr, "keel dev: demo: %s\n", sanitize(err.Error()))
+		return
+	}
+	defer ch.Close()
+	kc, err := client.Dial(ctx, client.Options{Temporal: s.temporal, Live: ch})
+	if err != nil {
+		fmt.Fprintf(stderr, "keel dev: demo: %s\n", sanitize(err.Error()))
+		return
+	}
+	defer kc.Close()
+	sess := kc.NewSession()
+	cfg := workflows.RunConfig{Model: workflows.DefaultModel, Tools: slices.Clone(scripted.DemoTools)}
+	fmt.Fprintf(stdout, "\nDemo: sending %q to session %s (model %s)\n\n", demoPrompt, sess.ID(), cfg.Model)
+	sendCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	run, err := sess.Send(sendCtx, demoPrompt, client.WithConfig(cfg))
+	cancel()
+	if err != nil {
+		fail(stderr, "dev", fmt.Errorf("demo: %w", err))
+		return
+	}
+	followRun(ctx, run, newRenderer(stdout, renderOptions{color: useColor(stdout)}), stderr)
+	if ctx.Err() != nil {
+		return
+	}
+	if ui := s.uiURL(); ui != "" {
+		fmt.Fprintf(stdout, "\nSee it in the Web UI (each model turn and tool call is an activity):\n  %s/namespaces/%s/workflows/%s\n",
+			ui, url.PathEscape(s.server.Namespace()), url.PathEscape(sess.ID()))
+	}
+	fmt.Fprintf(stdout, "Or from another terminal:\n  keel history%s %s\n  keel run%s --session %s \"Do it again\"\n",
+		s.addressFlag(), sess.ID(), s.addressFlag()+s.natsFlag(), sess.ID())
+}

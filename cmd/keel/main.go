@@ -1,0 +1,114 @@
+// Command keel runs and drives durable LLM agents on Temporal: `keel dev`
+// brings up a whole local stack, `keel worker` runs agents against a
+// cluster, and the other commands send prompts and inspect sessions.
+//
+// Every command is a function of (ctx, args, stdout, stderr) returning an
+// exit status, so tests call them directly.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit statuses. A run's outcome maps to the first three; they are part of
+// the CLI's contract (docs/cli.md), so scripts can branch on them.
+const (
+	exitOK        = 0   // success; a run completed
+	exitFailed    = 1   // a run failed, or the command could not do its job
+	exitCancelled = 2   // a run was cancelled
+	exitUsage     = 64  // bad flags or arguments (sysexits EX_USAGE)
+	exitDetached  = 130 // interrupted while following a run; the run goes on
+)
+
+// command is one `keel` subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+// commands in the order `keel help` lists them.
+var commands = []command{
+	{"dev", "run a local Temporal server, Web UI, NATS and worker in one process", cmdDev},
+	{"worker", "run a keel worker against a Temporal server", cmdWorker},
+	{"run", "send a prompt and render the run live until it ends", cmdRun},
+	{"send", "send a prompt and print the run's IDs without waiting", cmdSend},
+	{"events", "print a session's durable events, or follow them live", cmdEvents},
+	{"state", "print a session's (or a run's) state as JSON", cmdState},
+	{"history", "print a session's transcript", cmdHistory},
+	{"cancel", "cancel a session's active run, or a given run", cmdCancel},
+}
+
+func main() {
+	ctx, stop := interruptContext()
+	defer stop()
+	os.Exit(dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// interruptContext returns a context cancelled by the first SIGINT or
+// SIGTERM, so commands shut down cleanly; a second signal exits at once,
+// for when a clean shutdown hangs.
+func interruptContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+			return
+		}
+		cancel()
+		<-sigs
+		fmt.Fprintln(os.Stderr, "\nkeel: interrupted again, exiting now")
+		os.Exit(exitDetached)
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel() }
+}
+
+// dispatch runs the subcommand named by args[0].
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		printMainUsage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			// `keel help run` is `keel run --help`.
+			return dispatch(ctx, []string{args[1], "--help"}, stdout, stderr)
+		}
+		printMainUsage(stdout)
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "keel: unknown command %q\n\n", args[0])
+	printMainUsage(stderr)
+	return exitUsage
+}
+
+func printMainUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: keel COMMAND [flags] [args]
+
+keel is a durable runtime for LLM agents on Temporal. Start a local stack
+with "keel dev", then try "keel run \"Give me a tour\"" in another terminal.
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `
+Run "keel COMMAND --help" for a command's flags.
+Exit status: 0 ok, 1 failure, 2 run cancelled, 64 usage error, 130 interrupted.
+`)
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/provider/scripted"
+	"github.com/keelrun/keel/workflows"
+)
+
+const runDesc = `Sends PROMPT to a session (a new one with a random ID unless --session
+is given) and renders the run as it happens: streamed text, tool calls as
+cards, retries, and a usage summary. It exits when the run ends: status 0 if
+it completed, 1 if it failed, 2 if it was cancelled. Ctrl-C stops following
+but not the run, which is durable (exit 130; resume with "keel events
+SESSION --follow", stop it with "keel cancel SESSION"). The model defaults
+to the built-in demo script, scripted:demo, which needs no API key; with it
+the tools default to the demo's (list_files, read_file, sleep, write_file),
+with any other model to none unless --tools names them.`
+
+// promptFlags are the flags that say what a prompt runs with, shared by
+// run and send.
+type promptFlags struct {
+	session  string
+	model    string
+	tools    listFlag
+	maxSteps int
+}
+
+func (p *promptFlags) register(fs *flagSet) {
+	fs.StringVar(&p.session, "session", "", "session `ID` to continue (default: a new session)")
+	fs.StringVar(&p.model, "model", workflows.DefaultModel,
+		"model `SPEC`: scripted:demo, scripted:FILE.json, openai:MODEL, anthropic:MODEL")
+	fs.Var(&p.tools, "tools", "comma-separated tool `LIST` (default: the demo's tools for scripted:demo, else none)")
+	fs.IntVar(&p.maxSteps, "max-steps", 0, "most model turns in the run (default 32)")
+}
+
+// validate checks the flags and the prompt before anything is sent.
+func (p *promptFlags) validate(fs *flagSet, stderr io.Writer, prompt string) (int, bool) {
+	switch {
+	case strings.TrimSpace(prompt) == "":
+		return fs.usageError(stderr, "the prompt is empty"), false
+	case p.maxSteps < 0:
+		return fs.usageError(stderr, "--max-steps must be positive, got %d", p.maxSteps), false
+	case !strings.Contains(p.model, ":"):
+		return fs.usageError(stderr, "--model %q: want scripted:demo, scripted:FILE.json, openai:MODEL or anthropic:MODEL", p.model), false
+	case len(prompt) > workflows.MaxPromptBytes:
+		return fs.usageError(stderr, "the prompt is %d bytes; the limit is %d", len(prompt), workflows.MaxPromptBytes), false
+	}
+	if p.session != "" {
+		if err := keel.ValidateSessionID(p.session); err != nil {
+			return fs.usageError(stderr, "--session: %v", err), false
+		}
+	}
+	return exitOK, true
+}
+
+// config is the run's configuration as the flags say.
+func (p *promptFlags) config() workflows.RunConfig {
+	cfg := workflows.RunConfig{Model: p.model, MaxSteps: p.maxSteps}
+	switch {
+	case p.tools.set:
+		cfg.Tools = slices.Clone(p.tools.items)
+		if cfg.Tools == nil {
+			cfg.Tools = []string{}
+		}
+	case p.model == workflows.DefaultModel:
+		cfg.Tools = slices.Clone(scripted.DemoTools)
+	}
+	return cfg
+}
+
+// session returns the session handle the flags name, or a new one.
+func (p *promptFlags) sessionOf(kc *client.Client) *client.Session {
+	if p.session != "" {
+		return kc.Session(p.session)
+	}
+	return kc.NewSession()
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("run", "keel run [flags] PROMPT", runDesc)
+	var p promptFlags
+	var conn connFlags
+	p.register(fs)
+	conn.register(fs, true)
+	asJSON := fs.Bool("json", false, "print one JSON event envelope per line instead of rendering")
+	reasoning := fs.Bool("reasoning", false, "show the model's reasoning, dimmed")
+	pos, code, ok := fs.parse(args, stdout, stderr, 1, -1)
+	if !ok {
+		return code
+	}
+	prompt := strings.Join(pos, " ")
+	if code, ok := p.validate(fs, stderr, prompt); !ok {
+		return code
+	}
+
+	cfg := p.config()
+	kc, closeClient, err := conn.dial(ctx, stderr, cfg)
+	if err != nil {
+		return fail(stderr, "run", err)
+	}
+	defer closeClient()
+	sess := p.sessionOf(kc)
+	run, err := sess.Send(ctx, prompt, client.WithConfig(cfg))
+	if err != nil {
+		return fail(stderr, "run", fmt.Errorf("send to session %s: %w", sess.ID(), err))
+	}
+	if !*asJSON {
+		// The session ID is what every other command needs: say it first.
+		fmt.Fprintf(stderr, "session %s · run %s\n", sess.ID(), run.ID)
+	}
+	var sink eventSink
+	if *asJSON {
+		sink = newJSONSink(stdout, stderr)
+	} else {
+		sink = newRenderer(stdout, renderOptions{color: useColor(stdout), reasoning: *reasoning})
+	}
+	return followRun(ctx, run, sink, stderr)
+}
+
+// eventSink is where followRun puts a run's events: the renderer, or JSON
+// lines.
+type eventSink interface {
+	Render(keel.Envelope)
+	Lagged(missed int)
+	Outcome(keel.Outcome)
+}
+
+// followRun shows run's events until its terminal event, then reads its
+// authoritative outcome and returns the matching exit status. If ctx ends
+// first, the run goes on and followRun says how to get back to it.
+func followRun(ctx context.Context, run *client.Run, sink eventSink, stderr io.Writer) int {
+	sessionID := run.Session().ID()
+	for env, err := range run.Events(ctx) {
+		if err != nil {
+			var lag *live.LaggedError
+			if errors.As(err, &lag) {
+				sink.Lagged(lag.Missed)
+				continue
+			}
+			if ctx.Err() == nil {
+				fmt.Fprintf(stderr, "keel: following the run broke off: %s\n", sanitize(err.Error()))
+			}
+			break
+		}
+		sink.Render(env)
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(stderr, "\nkeel: stopped following; run %s goes on.\n"+
+			"  follow it: keel events %s --follow\n  cancel it: keel cancel %s\n", run.ID, sessionID, sessionID)
+		return exitDetached
+	}
+	outcome, err := run.Outcome(ctx)
+	switch {
+	case errors.Is(err, keel.ErrCancelled):
+		sink.Outcome(outcome)
+		return exitCancelled
+	case err != nil && outcome.Status == "":
+		// No outcome at all: the run's fate is unknown to us.
+		return fail(stderr, "run", fmt.Errorf("read the outcome of %s: %w", run.ID, err))
+	case err != nil:
+		sink.Outcome(outcome)
+		return exitFailed
+	}
+	sink.Outcome(outcome)
+	return exitOK
+}
+
+// jsonSink prints envelopes as JSON lines, for programs.
+type jsonSink struct {
+	enc    *json.Encoder
+	stderr io.Writer
+}
+
+func newJSONSink(stdout, stderr io.Writer) *jsonSink {
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	return &jsonSink{enc: enc, stderr: stderr}
+}
+
+func (j *jsonSink) Render(env keel.Envelope) { _ = j.enc.Encode(env) }
+
+// Lagged goes to stderr: stdout carries envelopes only.
+func (j *jsonSink) Lagged(missed int) {
+	fmt.Fprintf(j.stderr, "keel: %d live events missed\n", missed)
+}
+
+// Outcome prints nothing: the terminal envelope already said it, and the
+// exit status says it again.
+func (j *jsonSink) Outcome(keel.Outcome) {}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	sdkclient "go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/worker"
+	"github.com/keelrun/keel/workflows"
+)
+
+const workerDesc = `Runs a keel worker: it polls the "keel" task queue of the Temporal server at
+--address and runs the Session and Run workflows, model turns and tools,
+with the file tools confined to --workspace (created if missing). Model API
+keys are read here, from the environment (OPENAI_API_KEY, ANTHROPIC_API_KEY),
+and never travel through Temporal. Streamed text goes to the NATS server at
+--nats; if it is unreachable the worker keeps trying in the background and
+runs go on without streamed text. On SIGINT or SIGTERM it stops polling and
+lets running activities finish for up to --stop-timeout.`
+
+func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("worker", "keel worker [flags]", workerDesc)
+	var conn connFlags
+	conn.register(fs, true)
+	workspace := fs.String("workspace", "workspace", "`DIR` the file tools may read and write")
+	stopTimeout := fs.Duration("stop-timeout", 10*time.Second, "how long running activities may finish on shutdown")
+	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
+		return code
+	}
+	if *stopTimeout <= 0 {
+		return fs.usageError(stderr, "--stop-timeout must be positive, got %v", *stopTimeout)
+	}
+	ws, err := prepareWorkerWorkspace(*workspace)
+	if err != nil {
+		return fail(stderr, "worker", err)
+	}
+
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	tc, err := sdkclient.DialContext(dctx, sdkclient.Options{
+		HostPort: conn.address, Namespace: conn.namespace, Logger: tlog.NewStructuredLogger(logger),
+	})
+	cancel()
+	if err != nil {
+		return fail(stderr, "worker", fmt.Errorf("connect to Temporal at %s: %w\nIs a server running there? Start one with `keel dev`, or pass --address", conn.address, err))
+	}
+	defer tc.Close()
+	if err := worker.EnsureSearchAttributes(ctx, tc, conn.namespace); err != nil {
+		return fail(stderr, "worker", err)
+	}
+
+	opts := worker.Options{Workspace: ws, StopTimeout: *stopTimeout, Logger: logger}
+	liveNote := "off (--nats \"\")"
+	if conn.nats != "" {
+		// Unlike a reader, a worker lives long: connect whenever NATS comes
+		// up rather than giving up on streamed text for its whole life.
+		pub, err := live.DialNATS(conn.nats, live.NATSOptions{Dial: []nats.Option{nats.RetryOnFailedConnect(true)}})
+		if err != nil {
+			return fail(stderr, "worker", err)
+		}
+		defer pub.Close()
+		opts.Live = pub
+		liveNote = conn.nats
+		if !pub.Conn().IsConnected() {
+			fmt.Fprintf(stderr, "keel worker: warning: NATS at %s is not reachable yet; retrying in the background (no streamed text until then)\n", conn.nats)
+		}
+	}
+	w, err := worker.New(tc, opts)
+	if err != nil {
+		return fail(stderr, "worker", err)
+	}
+	if err := w.Start(); err != nil {
+		return fail(stderr, "worker", err)
+	}
+	fmt.Fprintf(stdout, "keel worker: polling task queue %q on %s (namespace %s)\n  workspace  %s\n  live       %s\nCtrl-C or SIGTERM stops it.\n",
+		workflows.TaskQueue, conn.address, conn.namespace, ws, liveNote)
+	<-ctx.Done()
+	fmt.Fprintf(stdout, "keel worker: stopping; running activities get up to %v to finish…\n", *stopTimeout)
+	w.Stop()
+	fmt.Fprintln(stdout, "keel worker: stopped.")
+	return exitOK
+}
+
+// prepareWorkerWorkspace creates the workspace if missing. Unlike
+// `keel dev`, it seeds nothing: a worker's workspace is the operator's.
+func prepareWorkerWorkspace(dir string) (string, error) {
+	if dir == "" {
+		return "", fmt.Errorf("--workspace must name a directory")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	return dir, nil
+}
