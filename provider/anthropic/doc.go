@@ -1,0 +1,31 @@
+// Package anthropic is keel's provider for the Anthropic Messages API, built
+// on the official anthropic-sdk-go with the SDK's retries off; failures,
+// including error events inside a stream (overloaded_error and the like),
+// come back classified by provider.Classify.
+//
+// Text deltas, tool use (tool_use blocks whose input streams as
+// input_json_delta fragments), thinking deltas (as reasoning) and usage
+// (from message_start and message_delta, with cache reads and writes) are
+// streamed as provider.Chunks. Stop reasons map to keel's finish reasons:
+// end_turn and stop_sequence to stop, tool_use to tool_calls, max_tokens to
+// length, refusal to content_filter.
+//
+// Example:
+//
+//	p, err := anthropic.New(anthropic.FromEnv()) // ANTHROPIC_API_KEY
+//	if err != nil {
+//		return err
+//	}
+//	var asm provider.Assembler
+//	for chunk, err := range p.Stream(ctx, provider.Request{
+//		Model:    "claude-sonnet-4-5",
+//		System:   "Be brief.",
+//		Messages: []keel.Message{keel.UserMessage("Hello")},
+//	}) {
+//		if err != nil {
+//			return err // *keel.ProviderError, *provider.MalformedError or ctx.Err()
+//		}
+//		asm.Add(chunk)
+//	}
+//	resp, err := asm.Response()
+package anthropic
