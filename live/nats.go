@@ -415,7 +415,9 @@ func (c *NATS) Close() error {
 		timer := time.NewTimer(c.opts.CloseTimeout)
 		select {
 		case <-c.sent:
-			if left := time.Until(deadline); left > 0 && !c.nc.IsClosed() {
+			// Wait for the server only if there is one: while reconnecting,
+			// nats.go keeps the events for the next connection anyway.
+			if left := time.Until(deadline); left > 0 && c.nc.IsConnected() {
 				_ = c.nc.FlushTimeout(left)
 			}
 		case <-timer.C:

@@ -473,3 +473,38 @@ func TestNATSCloseOnStalledServerIsBounded(t *testing.T) {
 	}()
 	wait(t, closed, "Close on a stalled connection")
 }
+
+// A publisher may start before its server (nats.RetryOnFailedConnect, as
+// `keel worker` does): Publish works throughout, and once connected the
+// events flow, with nothing before the first received event reported.
+func TestNATSPublisherStartsBeforeServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+
+	onConnect, connected := signal[*nats.Conn]()
+	pub, err := DialNATS("nats://"+l.Addr().String(), NATSOptions{Dial: []nats.Option{
+		nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(10 * time.Millisecond),
+		nats.ConnectHandler(onConnect),
+		nats.ReconnectHandler(onConnect), // nats.go calls this one when a retried first connect succeeds
+	}})
+	if err != nil {
+		t.Fatalf("DialNATS with nothing listening: %v", err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	publishUnblocked(t, pub, "s1", 1, 5) // nowhere to go yet
+
+	srv, err := StartNATSServer(NATSServerOptions{Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	wait(t, connected, "the publisher to connect")
+	sub := subscribe(t, dialNATS(t, srv.ClientURL(), NATSOptions{}), "s1", 0)
+	publish(t, pub, "s1", 6, 8)
+	expect(t, sub, events(6, 8))
+}
