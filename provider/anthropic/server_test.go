@@ -178,5 +178,3 @@ func blockAfterFirst(release <-chan struct{}) http.HandlerFunc {
 }
 
 func contains(haystack []byte, needle string) bool { return bytes.Contains(haystack, []byte(needle)) }
-
-
