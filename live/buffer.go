@@ -17,17 +17,17 @@ import (
 // after follows it. Gaps found upstream (a NATS publisher's counter jumping)
 // travel with the event after them in item.gapBefore for the same reason.
 type buffer struct {
-	mu       sync.Mutex
-	items    []item // ring; grows up to limit so idle subscribers stay small
-	head, n  int
-	limit    int
-	lost     int // events dropped in front of the head, not yet reported
-	carry    int // events known lost after the newest item, not yet attached
-	closed   bool
-	notify   chan struct{} // capacity 1: "something changed"
-	done     chan struct{} // closed by close or abandon
-	doneOnce sync.Once
-	dropped  bool // abandoned by the subscriber: stop at once
+	mu        sync.Mutex
+	items     []item // ring; grows up to limit so idle subscribers stay small
+	head, n   int
+	limit     int
+	lost      int // events dropped in front of the head, not yet reported
+	carry     int // events known lost after the newest item, not yet attached
+	closed    bool
+	notify    chan struct{} // capacity 1: "something changed"
+	done      chan struct{} // closed by close or abandon
+	doneOnce  sync.Once
+	abandoned bool // by the subscriber: stop at once
 }
 
 type item struct {
@@ -115,7 +115,7 @@ func (b *buffer) next(ctx context.Context) (keel.Envelope, error) {
 			return keel.Envelope{}, err
 		}
 		b.mu.Lock()
-		if b.dropped {
+		if b.abandoned {
 			b.mu.Unlock()
 			return keel.Envelope{}, ErrClosed
 		}
@@ -169,7 +169,7 @@ func (b *buffer) close() {
 // abandon ends the stream and discards what is buffered.
 func (b *buffer) abandon() {
 	b.mu.Lock()
-	b.closed, b.dropped = true, true
+	b.closed, b.abandoned = true, true
 	b.items, b.head, b.n = nil, 0, 0
 	b.mu.Unlock()
 	b.doneOnce.Do(func() { close(b.done) })
