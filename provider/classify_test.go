@@ -302,3 +302,28 @@ func TestClassifyLeavesAlone(t *testing.T) {
 		})
 	}
 }
+
+func ExampleClassify() {
+	err := Classify("openai", &HTTPError{
+		Status: http.StatusTooManyRequests,
+		Header: http.Header{"Retry-After": {"7"}},
+		Body:   []byte(`{"error":{"message":"Rate limit reached","type":"requests"}}`),
+	})
+	var pe *keel.ProviderError
+	if errors.As(err, &pe) {
+		fmt.Println(pe.Kind, pe.Retryable, pe.RetryAfter)
+	}
+	fmt.Println(err)
+	// Output:
+	// rate_limited true 7s
+	// openai: rate_limited (HTTP 429): Rate limit reached (requests)
+}
+
+func ExampleRetryDelay() {
+	fmt.Println(RetryDelay(1, 0), RetryDelay(2, 0), RetryDelay(3, 0))
+	// A Retry-After hint wins when longer, up to MaxRetryAfter.
+	fmt.Println(RetryDelay(1, 10*time.Second), RetryDelay(2, 2*time.Hour))
+	// Output:
+	// 1s 2s 4s
+	// 10s 1m0s
+}
