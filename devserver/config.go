@@ -1,0 +1,143 @@
+package devserver
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Defaults follow Temporal's own dev server, so the temporal CLI and the Web
+// UI find keel's server where they expect one.
+const (
+	DefaultIP        = "127.0.0.1"
+	DefaultPort      = 7233
+	DefaultUIPort    = 8233
+	DefaultNamespace = "default"
+	// DefaultRetention keeps closed runs for 30 days: agent sessions are
+	// inspected long after they end.
+	DefaultRetention = 30 * 24 * time.Hour
+	// DatabaseFile is the name of the SQLite file inside Config.DataDir.
+	DatabaseFile = "temporal.db"
+)
+
+// AnyPort asks for a free port chosen by the operating system, for Config.Port
+// and Config.UIPort. Server.Address and Server.UIAddress report the port
+// chosen, and Server.Config returns it so a restart can bind it again.
+const AnyPort = -1
+
+// Config says how to run the embedded server. The zero value is a usable
+// in-memory server on Temporal's default ports with the Web UI.
+type Config struct {
+	// DataDir holds the SQLite database (DataDir/temporal.db), so workflows
+	// survive a restart. The directory is created if missing. Optional:
+	// default "" keeps everything in memory, which suits tests; an in-memory
+	// server forgets everything when stopped.
+	DataDir string
+
+	// IP the frontend and the Web UI listen on. Optional: default 127.0.0.1.
+	IP string
+
+	// Port of the frontend gRPC API that clients dial. Optional: default 0
+	// means 7233; AnyPort means a free port chosen at start.
+	Port int
+
+	// UIPort of the Temporal Web UI. Optional: default 0 means 8233; AnyPort
+	// means a free port chosen at start. Ignored when DisableUI is set.
+	UIPort int
+
+	// DisableUI runs no Web UI (tests). Optional: default false.
+	DisableUI bool
+
+	// Namespace created on first start, idempotently checked on later
+	// starts, with keel's search attributes registered on it. Optional:
+	// default "default".
+	Namespace string
+
+	// Retention of closed workflows in Namespace, applied on every start.
+	// Optional: default 30 days. Shorter values are allowed only because
+	// someone asked for them explicitly (tests).
+	Retention time.Duration
+
+	// Untuned runs Temporal's stock dynamic config instead of keel's
+	// latency tuning (TunedDynamicConfig), so benchmarks can compare the two.
+	// Optional: default false.
+	Untuned bool
+
+	// DynamicConfig overrides dynamic config keys (for example
+	// "history.transferProcessorMaxPollRPS": 1000) on top of the tuned or
+	// stock values. Durations may be time.Duration or strings like "100ms".
+	// Optional.
+	DynamicConfig map[string]any
+
+	// Logger receives the server's own logs. Optional: default a text
+	// logger on stderr.
+	Logger *slog.Logger
+
+	// LogLevel is the least severe server log record passed to Logger.
+	// Temporal is chatty at info level, so the default keeps the terminal
+	// quiet. Optional: default slog.LevelWarn.
+	LogLevel slog.Leveler
+}
+
+// withDefaults returns cfg with every unset field filled in. Ports stay
+// unresolved (AnyPort is resolved when listening).
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.IP == "" {
+		cfg.IP = DefaultIP
+	}
+	if net.ParseIP(cfg.IP) == nil {
+		return cfg, fmt.Errorf("devserver: IP %q is not an IP address", cfg.IP)
+	}
+	var err error
+	if cfg.Port, err = portOrDefault("Port", cfg.Port, DefaultPort); err != nil {
+		return cfg, err
+	}
+	if cfg.UIPort, err = portOrDefault("UIPort", cfg.UIPort, DefaultUIPort); err != nil {
+		return cfg, err
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.Retention < 0 {
+		return cfg, fmt.Errorf("devserver: negative Retention %v", cfg.Retention)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if cfg.LogLevel == nil {
+		cfg.LogLevel = slog.LevelWarn
+	}
+	if cfg.DataDir != "" {
+		// The SQLite plugin shares one connection per DSN across the whole
+		// process, so the same directory must always spell the same path.
+		abs, err := filepath.Abs(cfg.DataDir)
+		if err != nil {
+			return cfg, fmt.Errorf("devserver: data dir: %w", err)
+		}
+		cfg.DataDir = abs
+	}
+	return cfg, nil
+}
+
+func portOrDefault(name string, port, def int) (int, error) {
+	switch {
+	case port == 0:
+		return def, nil
+	case port == AnyPort:
+		return AnyPort, nil
+	case port < 0 || port > 65535:
+		return 0, fmt.Errorf("devserver: %s %d out of range", name, port)
+	}
+	return port, nil
+}
+
+// ErrPortInUse reports that a fixed port asked for in Config is taken, for
+// example by another dev server.
+var ErrPortInUse = errors.New("devserver: port in use")

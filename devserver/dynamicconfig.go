@@ -1,0 +1,69 @@
+package devserver
+
+import (
+	"maps"
+
+	"go.temporal.io/server/common/dynamicconfig"
+)
+
+// TunedDynamicConfig returns the dynamic config keel's dev server runs with
+// unless Config.Untuned is set. docs/devserver.md has the measurements
+// behind every value; the reasons in short:
+func TunedDynamicConfig() map[string]any {
+	return map[string]any{
+		// Every history task queue reader (transfer: dispatch of workflow and
+		// activity tasks; timer; visibility; outbound) loads new tasks at most
+		// MaxPollRPS times a second per shard. The stock 20 makes a dispatch
+		// wait up to 50 ms, about 25 ms on average, on every step of a run.
+		// The limiter only throttles loads that a new task triggers, so a
+		// high limit costs nothing when idle.
+		dynamicconfig.TransferProcessorMaxPollRPS.Key().String():   1000,
+		dynamicconfig.TimerProcessorMaxPollRPS.Key().String():      1000,
+		dynamicconfig.VisibilityProcessorMaxPollRPS.Key().String(): 1000,
+		dynamicconfig.OutboundProcessorMaxPollRPS.Key().String():   1000,
+
+		// Activities scheduled on the workflow's own task queue start in the
+		// response to the workflow task that scheduled them, skipping a trip
+		// through the transfer queue and matching.
+		dynamicconfig.EnableActivityEagerExecution.Key().String(): true,
+
+		// One server, one shard: task queue partitions only add forwarding
+		// hops between a task and an idle poller.
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key().String():  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key().String(): 1,
+
+		// The Web UI and keel's list commands query visibility often.
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key().String(): 100,
+	}
+}
+
+// lifecycleDynamicConfig is applied tuned or not: it is about stopping
+// cleanly, not speed. The server starts these system workers and never stops
+// them (upstream TODOs in service/worker/scanner), so after Stop they would
+// keep polling, and after a restart on the same port poll the new server.
+// Scanners only reclaim space in a long-running cluster; with the parent
+// close policy worker off, history applies parent close policies itself.
+func lifecycleDynamicConfig() map[string]any {
+	return map[string]any{
+		dynamicconfig.TaskQueueScannerEnabled.Key().String():       false,
+		dynamicconfig.HistoryScannerEnabled.Key().String():         false,
+		dynamicconfig.ExecutionsScannerEnabled.Key().String():      false,
+		dynamicconfig.BuildIdScavengerEnabled.Key().String():       false,
+		dynamicconfig.EnableParentClosePolicyWorker.Key().String(): false,
+	}
+}
+
+// dynamicConfigFor builds the server's dynamic config client: the lifecycle
+// settings, keel's tuning unless cfg.Untuned, then cfg.DynamicConfig on top.
+func dynamicConfigFor(cfg Config) dynamicconfig.StaticClient {
+	values := lifecycleDynamicConfig()
+	if !cfg.Untuned {
+		maps.Copy(values, TunedDynamicConfig())
+	}
+	maps.Copy(values, cfg.DynamicConfig)
+	client := make(dynamicconfig.StaticClient, len(values))
+	for k, v := range values {
+		client[dynamicconfig.MakeKey(k)] = v
+	}
+	return client
+}

@@ -1,0 +1,319 @@
+package devserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/membership/static"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+)
+
+// clusterName is persisted in the database on first start and must never
+// change for an existing DataDir.
+const clusterName = "active"
+
+// Server is a running embedded Temporal server. Its methods are safe for
+// concurrent use.
+type Server struct {
+	cfg      Config
+	address  string
+	uiAddr   string
+	temporal temporal.Server
+	ui       *webUI
+	logger   serverLogger
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start starts a Temporal server in this process as cfg says and returns once
+// it answers requests on the namespace. ctx bounds the start only; the server
+// runs until Stop.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	// Free ports are chosen before they are bound, so another process can
+	// take one in between; that shows as a fatal listener error, and a new
+	// set of ports fixes it.
+	for attempt := 1; ; attempt++ {
+		s, err := start(ctx, cfg)
+		var fatal fatalError
+		if err == nil || !errors.As(err, &fatal) || attempt == 3 || ctx.Err() != nil {
+			return s, err
+		}
+		cfg.Logger.Warn("devserver: retrying start", "error", err)
+	}
+}
+
+func start(ctx context.Context, cfg Config) (s *Server, err error) {
+	logger := newServerLogger(cfg.Logger, cfg.LogLevel)
+	defer func() {
+		// The server reports unusable configuration through its Fatal log
+		// path, which panics with a fatalError here (see serverLogger).
+		if r := recover(); r != nil {
+			fatal, ok := r.(fatalError)
+			if !ok {
+				panic(r)
+			}
+			s, err = nil, fatal
+		}
+	}()
+
+	if cfg.Port == AnyPort {
+		if cfg.Port, err = freePort(cfg.IP); err != nil {
+			return nil, err
+		}
+	} else if err := checkPortFree(cfg.IP, cfg.Port); err != nil {
+		return nil, err
+	}
+	var uiListener net.Listener
+	if !cfg.DisableUI {
+		port := max(cfg.UIPort, 0) // AnyPort: let the OS choose
+		addr := net.JoinHostPort(cfg.IP, strconv.Itoa(port))
+		if uiListener, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("%w: web UI on %s: %v", ErrPortInUse, addr, err)
+		}
+		defer func() {
+			if err != nil {
+				_ = uiListener.Close()
+			}
+		}()
+		cfg.UIPort = uiListener.Addr().(*net.TCPAddr).Port
+	}
+
+	sqlCfg, err := sqlConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := ensureNamespace(ctx, sqlCfg, cfg, logger); err != nil {
+		return nil, err
+	}
+	serverCfg, hosts, err := serverConfig(cfg, sqlCfg)
+	if err != nil {
+		return nil, err
+	}
+	// No authorization: the dev server listens on loopback by default.
+	claimMapper := authorization.NewNoopClaimMapper()
+	ts, err := temporal.NewServer(
+		temporal.WithConfig(serverCfg),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(hosts),
+		temporal.WithLogger(logger),
+		temporal.WithAuthorizer(authorization.NewNoopAuthorizer()),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
+		temporal.WithDynamicConfigClient(dynamicConfigFor(cfg)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: build temporal server: %w", err)
+	}
+	if err := ts.Start(); err != nil {
+		logger.stopping.Store(true)
+		_ = ts.Stop()
+		return nil, fmt.Errorf("devserver: start temporal server: %w", err)
+	}
+	s = &Server{
+		cfg:      cfg,
+		address:  net.JoinHostPort(dialableIP(cfg.IP), strconv.Itoa(cfg.Port)),
+		temporal: ts,
+		logger:   logger,
+	}
+	defer func() {
+		if err != nil {
+			logger.stopping.Store(true)
+			_ = ts.Stop()
+		}
+	}()
+	if err := s.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	if uiListener != nil {
+		if s.ui, err = startWebUI(uiListener, s.address, cfg.Namespace); err != nil {
+			return nil, err
+		}
+		s.uiAddr = net.JoinHostPort(dialableIP(cfg.IP), strconv.Itoa(cfg.UIPort))
+	}
+	return s, nil
+}
+
+// waitReady returns once the frontend serves the namespace: Temporal's
+// Start returns before its gRPC servers accept work.
+func (s *Server) waitReady(ctx context.Context) error {
+	c, err := client.DialContext(ctx, client.Options{
+		HostPort:  s.address,
+		Namespace: s.cfg.Namespace,
+		Logger:    sdkLogger(s.cfg.Logger, s.cfg.LogLevel),
+	})
+	if err != nil {
+		return fmt.Errorf("devserver: frontend not ready: %w", err)
+	}
+	defer c.Close()
+	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: s.cfg.Namespace})
+	if err != nil {
+		return fmt.Errorf("devserver: namespace %q not ready: %w", s.cfg.Namespace, err)
+	}
+	return nil
+}
+
+// sqlConfig returns the SQLite settings, creating the schema in a new
+// database file.
+func sqlConfig(cfg Config) (*config.SQL, error) {
+	if cfg.DataDir == "" {
+		// Each in-memory server gets its own database: the plugin keeps one
+		// connection per name for the life of the process.
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		return &config.SQL{
+			PluginName:        sqliteplugin.PluginName,
+			DatabaseName:      "keel-" + hex.EncodeToString(b[:]),
+			ConnectAttributes: map[string]string{"mode": "memory", "cache": "shared"},
+		}, nil
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("devserver: data dir: %w", err)
+	}
+	path := filepath.Join(cfg.DataDir, DatabaseFile)
+	sqlCfg := &config.SQL{
+		PluginName:   sqliteplugin.PluginName,
+		DatabaseName: path,
+		ConnectAttributes: map[string]string{
+			"mode": "rwc",
+			// WAL with synchronous=NORMAL commits without an fsync per
+			// transaction; a killed process loses nothing, a power cut
+			// may lose the last commits but never corrupts the file.
+			"journal_mode": "wal",
+			"synchronous":  "1",
+		},
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if err := sqliteschema.SetupSchema(sqlCfg); err != nil {
+			return nil, fmt.Errorf("devserver: create schema in %s: %w", path, err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("devserver: database: %w", err)
+	}
+	return sqlCfg, nil
+}
+
+// serverConfig builds the static server configuration: one process, one
+// history shard, every service on its own loopback port.
+func serverConfig(cfg Config, sqlCfg *config.SQL) (*config.Config, map[primitives.ServiceName]static.Hosts, error) {
+	const internalIP = "127.0.0.1"
+	frontendHost := net.JoinHostPort(dialableIP(cfg.IP), strconv.Itoa(cfg.Port))
+	services := map[string]config.Service{
+		string(primitives.FrontendService): {RPC: config.RPC{GRPCPort: cfg.Port, BindOnIP: cfg.IP}},
+	}
+	hosts := map[primitives.ServiceName]static.Hosts{
+		primitives.FrontendService: static.SingleLocalHost(frontendHost),
+	}
+	for _, name := range []primitives.ServiceName{primitives.HistoryService, primitives.MatchingService, primitives.WorkerService} {
+		port, err := freePort(internalIP)
+		if err != nil {
+			return nil, nil, err
+		}
+		services[string(name)] = config.Service{RPC: config.RPC{GRPCPort: port, BindOnIP: internalIP}}
+		hosts[name] = static.SingleLocalHost(net.JoinHostPort(internalIP, strconv.Itoa(port)))
+	}
+
+	c := &config.Config{
+		Global: config.Global{
+			// Static hosts replace ringpop; only the broadcast address is read.
+			Membership: config.Membership{BroadcastAddress: internalIP},
+		},
+		Persistence: config.Persistence{
+			DefaultStore:     "sqlite",
+			VisibilityStore:  "sqlite",
+			NumHistoryShards: 1,
+			DataStores:       map[string]config.DataStore{"sqlite": {SQL: sqlCfg}},
+		},
+		ClusterMetadata: &cluster.Config{
+			FailoverVersionIncrement: 10,
+			MasterClusterName:        clusterName,
+			CurrentClusterName:       clusterName,
+			ClusterInformation: map[string]cluster.ClusterInformation{
+				clusterName: {
+					Enabled:                true,
+					InitialFailoverVersion: 1,
+					RPCAddress:             frontendHost,
+				},
+			},
+		},
+		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
+		Services:            services,
+		Archival: config.Archival{
+			History:    config.HistoryArchival{State: "disabled"},
+			Visibility: config.VisibilityArchival{State: "disabled"},
+		},
+		NamespaceDefaults: config.NamespaceDefaults{
+			Archival: config.ArchivalNamespaceDefaults{
+				History:    config.HistoryArchivalNamespaceDefaults{State: "disabled"},
+				Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"},
+			},
+		},
+		// The server's own worker service dials the frontend here.
+		PublicClient: config.PublicClient{HostPort: frontendHost},
+	}
+	return c, hosts, nil
+}
+
+// Address is the frontend's host:port for clients (client.Options.HostPort).
+func (s *Server) Address() string { return s.address }
+
+// UIAddress is the Web UI's host:port, "" if the UI is disabled.
+func (s *Server) UIAddress() string { return s.uiAddr }
+
+// Namespace is the namespace the server was started with.
+func (s *Server) Namespace() string { return s.cfg.Namespace }
+
+// Config returns the configuration the server runs with, defaults filled
+// in and AnyPort replaced by the ports chosen: Start(ctx, s.Config()) after
+// Stop restarts the same server on the same ports and data.
+func (s *Server) Config() Config { return s.cfg }
+
+// Dial returns a client of this server. HostPort and Namespace default to
+// the server's, and Logger to one as quiet as the server's logs.
+func (s *Server) Dial(ctx context.Context, opts client.Options) (client.Client, error) {
+	if opts.HostPort == "" {
+		opts.HostPort = s.address
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = s.cfg.Namespace
+	}
+	if opts.Logger == nil {
+		opts.Logger = sdkLogger(s.cfg.Logger, s.cfg.LogLevel)
+	}
+	return client.DialContext(ctx, opts)
+}
+
+// Stop stops the Web UI and the server and closes their listeners, so the
+// same ports can be bound again. Later calls return the first call's result.
+// An in-memory server's data is gone after Stop.
+func (s *Server) Stop() error {
+	s.stopOnce.Do(func() {
+		s.logger.stopping.Store(true)
+		var errs []error
+		if s.ui != nil {
+			errs = append(errs, s.ui.stop())
+		}
+		errs = append(errs, s.temporal.Stop())
+		s.stopErr = errors.Join(errs...)
+	})
+	return s.stopErr
+}
