@@ -33,11 +33,11 @@ func cmdCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *runN < 0 {
 		return fs.usageError(stderr, "--run must be a run number from 1, got %d", *runN)
 	}
-	kc, closeClient, err := conn.dial(ctx, stderr, workflows.RunConfig{})
+	kc, err := conn.dial(ctx, stderr, workflows.RunConfig{})
 	if err != nil {
 		return fail(stderr, "cancel", err)
 	}
-	defer closeClient()
+	defer kc.close()
 	sess := kc.Session(session)
 	n := *runN
 	if n == 0 {

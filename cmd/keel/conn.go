@@ -46,17 +46,44 @@ func (c *connFlags) register(fs *flagSet, withNATS bool) {
 	}
 }
 
+// conn is a connected keel client and its live channel, if any.
+type conn struct {
+	*client.Client
+	// live is nil when the live channel is off or unreachable.
+	live *earlyChannel
+}
+
+// close releases the client and the live channel.
+func (c *conn) close() {
+	c.Client.Close()
+	if c.live != nil {
+		_ = c.live.Close()
+	}
+}
+
+// watchEarly subscribes to the session's live events before a prompt is
+// sent, so no delta of its run is missed. Without a live channel it does
+// nothing; if subscribing fails, streamed text is shown from when the run's
+// event stream starts.
+func (c *conn) watchEarly(ctx context.Context, sessionID string) {
+	if c.live != nil {
+		_ = c.live.subscribeEarly(ctx, sessionID)
+	}
+}
+
 // dial connects a keel client. With NATS configured but unreachable it
 // warns once on stderr and goes on with durable events only: the run's
 // facts are all in Temporal, the live channel only adds streamed text.
-func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults workflows.RunConfig) (*client.Client, func(), error) {
+func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults workflows.RunConfig) (*conn, error) {
+	out := &conn{}
 	var ch live.Channel
 	if c.withNATS && c.nats != "" {
 		n, err := live.DialNATS(c.nats, live.NATSOptions{Dial: []nats.Option{nats.Timeout(natsDialTimeout)}})
 		if err != nil {
 			fmt.Fprintf(stderr, "keel: warning: live channel unavailable (%v); showing durable events only, without streamed text\n", err)
 		} else {
-			ch = n
+			out.live = newEarlyChannel(n)
+			ch = out.live
 		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
@@ -69,17 +96,13 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults workflo
 		Logger:    slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
 	if err != nil {
-		if ch != nil {
-			_ = ch.Close()
+		if out.live != nil {
+			_ = out.live.Close()
 		}
-		return nil, nil, fmt.Errorf("%w\nIs a server running there? Start one with `keel dev`, or pass --address", err)
+		return nil, fmt.Errorf("%w\nIs a server running there? Start one with `keel dev`, or pass --address", err)
 	}
-	return kc, func() {
-		kc.Close()
-		if ch != nil {
-			_ = ch.Close()
-		}
-	}, nil
+	out.Client = kc
+	return out, nil
 }
 
 // fail prints err for command name with a hint for the errors users hit

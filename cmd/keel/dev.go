@@ -46,8 +46,10 @@ type devConfig struct {
 	// workspace is the file tools' root, created (and seeded with the
 	// demo's welcome.txt) if missing.
 	workspace string
-	// logger receives the server's warnings.
-	logger *slog.Logger
+	// logger receives the server's and the worker's logs from logLevel
+	// up. Default: warnings on stderr.
+	logger   *slog.Logger
+	logLevel slog.Level
 }
 
 // devStack is a running local stack.
@@ -69,6 +71,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	noUI := fs.Bool("no-ui", false, "run without the Web UI")
 	workspace := fs.String("workspace", "", "`DIR` the file tools may read and write (default DATA_DIR/workspace)")
 	demo := fs.Bool("demo", false, "send the demo prompt and render its run once the stack is up")
+	logLevel := fs.String("log-level", "warn", "least severe server and worker log record written to DATA_DIR/dev.log: debug, info, warn or error")
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
 	}
@@ -80,19 +83,37 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *dataDir == "" {
 		return fs.usageError(stderr, "--data-dir must name a directory")
 	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fs.usageError(stderr, "--log-level %q: want debug, info, warn or error", *logLevel)
+	}
 	if *workspace == "" {
 		*workspace = filepath.Join(*dataDir, "workspace")
 	}
+	// The server and the worker log to a file: their warnings (a dial
+	// retried during shutdown, an activity's error that the run reports
+	// anyway) would bury the demo and the addresses in the terminal.
+	if err := os.MkdirAll(*dataDir, 0o700); err != nil {
+		return fail(stderr, "dev", err)
+	}
+	logPath := filepath.Join(*dataDir, "dev.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fail(stderr, "dev", err)
+	}
+	defer logFile.Close()
 
 	fmt.Fprintln(stdout, "keel dev: starting Temporal, the Web UI, NATS and a worker…")
 	stack, err := startDevStack(ctx, devConfig{
 		dataDir: *dataDir, port: *port, uiPort: *uiPort, natsPort: *natsPort, noUI: *noUI,
 		workspace: *workspace,
+		logger:    slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: level})),
+		logLevel:  level,
 	})
 	if err != nil {
 		return fail(stderr, "dev", err)
 	}
-	stack.printWelcome(stdout, *dataDir)
+	stack.printWelcome(stdout, *dataDir, logPath)
 	if *demo && ctx.Err() == nil {
 		stack.runDemo(ctx, stdout, stderr)
 	}
@@ -122,9 +143,9 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if s.workspace, err = prepareWorkspace(cfg.workspace); err != nil {
 		return s, err
 	}
-	logger := cfg.logger
+	logger, level := cfg.logger, cfg.logLevel
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		logger, level = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), slog.LevelWarn
 	}
 	s.server, err = devserver.Start(ctx, devserver.Config{
 		DataDir:   cfg.dataDir,
@@ -132,6 +153,7 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 		UIPort:    anyPortIfZero(cfg.uiPort, devserver.AnyPort),
 		DisableUI: cfg.noUI,
 		Logger:    logger,
+		LogLevel:  level,
 	})
 	if errors.Is(err, devserver.ErrPortInUse) {
 		return s, fmt.Errorf("%w\nIs another `keel dev` or Temporal dev server running? Stop it, or choose other ports (--port, --ui-port; 0 picks a free one)", err)
@@ -152,7 +174,7 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if err := worker.EnsureSearchAttributes(ctx, s.temporal, s.server.Namespace()); err != nil {
 		return s, err
 	}
-	w, err := worker.New(s.temporal, worker.Options{Workspace: s.workspace, Live: s.publisher})
+	w, err := worker.New(s.temporal, worker.Options{Workspace: s.workspace, Live: s.publisher, Logger: logger})
 	if err != nil {
 		return s, err
 	}
@@ -237,7 +259,7 @@ func (s *devStack) natsFlag() string {
 	return " --nats " + s.nats.ClientURL()
 }
 
-func (s *devStack) printWelcome(w io.Writer, dataDir string) {
+func (s *devStack) printWelcome(w io.Writer, dataDir, logPath string) {
 	ui := s.uiURL()
 	if ui == "" {
 		ui = "off (--no-ui)"
@@ -253,20 +275,22 @@ keel dev is up.
   NATS (live)    %s
   data           %s
   workspace      %s
+  logs           %s
 
 Try it from another terminal:
   keel run%s "Give me a tour of the workspace"
-`, s.server.Address(), s.server.Namespace(), workflows.TaskQueue, ui, s.nats.ClientURL(), where, s.workspace, s.addressFlag()+s.natsFlag())
+`, s.server.Address(), s.server.Namespace(), workflows.TaskQueue, ui, s.nats.ClientURL(), where, s.workspace, logPath, s.addressFlag()+s.natsFlag())
 }
 
 // runDemo sends the demo prompt in a new session and renders the run as
 // `keel run` does.
 func (s *devStack) runDemo(ctx context.Context, stdout, stderr io.Writer) {
-	ch, err := live.DialNATS(s.nats.ClientURL(), live.NATSOptions{})
+	n, err := live.DialNATS(s.nats.ClientURL(), live.NATSOptions{})
 	if err != nil {
 		fmt.Fprintf(stderr, "keel dev: demo: %s\n", sanitize(err.Error()))
 		return
 	}
+	ch := newEarlyChannel(n)
 	defer ch.Close()
 	kc, err := client.Dial(ctx, client.Options{Temporal: s.temporal, Live: ch})
 	if err != nil {
@@ -277,6 +301,7 @@ func (s *devStack) runDemo(ctx context.Context, stdout, stderr io.Writer) {
 	sess := kc.NewSession()
 	cfg := workflows.RunConfig{Model: workflows.DefaultModel, Tools: slices.Clone(scripted.DemoTools)}
 	fmt.Fprintf(stdout, "\nDemo: sending %q to session %s (model %s)\n\n", demoPrompt, sess.ID(), cfg.Model)
+	_ = ch.subscribeEarly(ctx, sess.ID())
 	sendCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	run, err := sess.Send(sendCtx, demoPrompt, client.WithConfig(cfg))
 	cancel()
@@ -292,6 +317,6 @@ func (s *devStack) runDemo(ctx context.Context, stdout, stderr io.Writer) {
 		fmt.Fprintf(stdout, "\nSee it in the Web UI (each model turn and tool call is an activity):\n  %s/namespaces/%s/workflows/%s\n",
 			ui, url.PathEscape(s.server.Namespace()), url.PathEscape(sess.ID()))
 	}
-	fmt.Fprintf(stdout, "Or from another terminal:\n  keel history%s %s\n  keel run%s --session %s \"Do it again\"\n",
-		s.addressFlag(), sess.ID(), s.addressFlag()+s.natsFlag(), sess.ID())
+	fmt.Fprintf(stdout, "Or from another terminal:\n  keel history%s %s\n  keel events%s %s\n",
+		s.addressFlag(), sess.ID(), s.addressFlag(), sess.ID())
 }

@@ -41,11 +41,11 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !*follow {
 		conn.withNATS = false // deltas are never replayed
 	}
-	kc, closeClient, err := conn.dial(ctx, stderr, workflows.RunConfig{})
+	kc, err := conn.dial(ctx, stderr, workflows.RunConfig{})
 	if err != nil {
 		return fail(stderr, "events", err)
 	}
-	defer closeClient()
+	defer kc.close()
 
 	print := func(env keel.Envelope) {
 		fmt.Fprintln(stdout, eventLine(env))

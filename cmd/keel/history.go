@@ -37,11 +37,11 @@ func cmdHistory(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if *offset < 0 || *limit < 0 {
 		return fs.usageError(stderr, "--offset and --limit must be 0 or more")
 	}
-	kc, closeClient, err := conn.dial(ctx, stderr, workflows.RunConfig{})
+	kc, err := conn.dial(ctx, stderr, workflows.RunConfig{})
 	if err != nil {
 		return fail(stderr, "history", err)
 	}
-	defer closeClient()
+	defer kc.close()
 	page, err := kc.Session(pos[0]).History(ctx, *offset, *limit)
 	if err != nil {
 		return fail(stderr, "history", err)

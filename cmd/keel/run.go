@@ -79,7 +79,7 @@ func (p *promptFlags) config() workflows.RunConfig {
 }
 
 // session returns the session handle the flags name, or a new one.
-func (p *promptFlags) sessionOf(kc *client.Client) *client.Session {
+func (p *promptFlags) sessionOf(kc *conn) *client.Session {
 	if p.session != "" {
 		return kc.Session(p.session)
 	}
@@ -104,12 +104,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	cfg := p.config()
-	kc, closeClient, err := conn.dial(ctx, stderr, cfg)
+	kc, err := conn.dial(ctx, stderr, cfg)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
-	defer closeClient()
+	defer kc.close()
 	sess := p.sessionOf(kc)
+	kc.watchEarly(ctx, sess.ID())
 	run, err := sess.Send(ctx, prompt, client.WithConfig(cfg))
 	if err != nil {
 		return fail(stderr, "run", fmt.Errorf("send to session %s: %w", sess.ID(), err))

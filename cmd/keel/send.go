@@ -43,11 +43,11 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	cfg := p.config()
-	kc, closeClient, err := conn.dial(ctx, stderr, cfg)
+	kc, err := conn.dial(ctx, stderr, cfg)
 	if err != nil {
 		return fail(stderr, "send", err)
 	}
-	defer closeClient()
+	defer kc.close()
 	opts := []client.SendOption{client.WithConfig(cfg)}
 	if *queue {
 		opts = append(opts, client.Queue())

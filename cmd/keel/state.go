@@ -31,11 +31,11 @@ func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *runN < 0 {
 		return fs.usageError(stderr, "--run must be a run number from 1, got %d", *runN)
 	}
-	kc, closeClient, err := conn.dial(ctx, stderr, workflows.RunConfig{})
+	kc, err := conn.dial(ctx, stderr, workflows.RunConfig{})
 	if err != nil {
 		return fail(stderr, "state", err)
 	}
-	defer closeClient()
+	defer kc.close()
 	sess := kc.Session(pos[0])
 	var v any
 	if *runN > 0 {
