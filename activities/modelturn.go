@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -159,17 +158,14 @@ func turnError(f *TurnFailure) error {
 	})
 }
 
-// asProviderError returns err as a *keel.ProviderError, classifying what the
-// backend did not.
+// asProviderError returns err as a *keel.ProviderError. Backends classify
+// their own failures; anything else is classified here once more, and what
+// is still unrecognized is a permanent failure with sanitized text.
 func asProviderError(name string, err error) *keel.ProviderError {
 	var pe *keel.ProviderError
-	if errors.As(err, &pe) {
+	if errors.As(provider.Classify(name, err), &pe) {
 		return pe
 	}
-	var ke *keel.Error
-	if errors.As(err, &ke) && ke.Code == keel.CodeInvalidInput {
-		return &keel.ProviderError{Provider: name, Kind: keel.ProviderUnknownModel, Message: ke.Message}
-	}
-	return &keel.ProviderError{Provider: name, Kind: keel.ProviderConnection, Retryable: true,
-		Message: fmt.Sprintf("%v", err)}
+	return &keel.ProviderError{Provider: name, Kind: keel.ProviderInvalidRequest,
+		Message: provider.Sanitize(err.Error())}
 }

@@ -161,6 +161,8 @@ func (c *Client) stream(ctx context.Context, f *follower) iter.Seq2[keel.Envelop
 			deltas = pumpLive(ctx, sub)
 		}
 
+		// The follower owns f from here on; keep our own cursor.
+		last := f.after
 		durable := make(chan keel.Envelope)
 		done := make(chan error, 1)
 		go func() {
@@ -174,7 +176,6 @@ func (c *Client) stream(ctx context.Context, f *follower) iter.Seq2[keel.Envelop
 			})
 		}()
 
-		var last int64 = f.after
 		var held []keel.Envelope
 		const maxHeld = 4096
 		for {

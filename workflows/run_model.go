@@ -11,6 +11,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/provider"
 )
 
 // Retry budget of one model turn (seed 000's contract).
@@ -64,7 +65,7 @@ func (r *run) modelTurn() (*activities.ModelTurnResult, string, *keel.Error) {
 			h := pe.RetryAfter
 			hint = &h
 		}
-		delay := retryDelay(attempt, pe.RetryAfter.Std())
+		delay := provider.RetryDelay(attempt, pe.RetryAfter.Std())
 		r.emit(keel.ProviderStreamReset{Step: r.step, Attempt: attempt,
 			Reason: keel.ResetReason{Kind: keel.ResetRetryableFailure, Failure: pe.Kind, RetryAfter: hint}})
 		r.emit(keel.ProviderRequestRetry{Step: r.step, Attempt: attempt, Kind: pe.Kind, Status: pe.Status,
@@ -173,12 +174,3 @@ func decodeTurnFailure(err error) *activities.TurnFailure {
 	return f
 }
 
-// retryDelay is the wait after failed attempt n (from 1): 1 s, 2 s, 4 s,
-// or the provider's Retry-After hint capped at a minute, whichever is longer.
-func retryDelay(n int, hint time.Duration) time.Duration {
-	backoff := time.Second << (n - 1)
-	if hint > time.Minute {
-		hint = time.Minute
-	}
-	return max(hint, backoff)
-}

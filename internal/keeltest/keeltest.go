@@ -1,0 +1,129 @@
+// Package keeltest starts real keel stacks for tests: an embedded Temporal
+// server, workers and clients, all in process and cleaned up with the test.
+package keeltest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	sdkclient "go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/devserver"
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/provider"
+	"github.com/keelrun/keel/provider/scripted"
+	"github.com/keelrun/keel/tool"
+	"github.com/keelrun/keel/worker"
+)
+
+// StartServer starts an embedded Temporal server on free ports without the
+// Web UI, in memory unless cfg.DataDir is set, stopped when tb ends.
+func StartServer(tb testing.TB, cfg devserver.Config) *devserver.Server {
+	tb.Helper()
+	if cfg.Port == 0 {
+		cfg.Port = devserver.AnyPort
+	}
+	cfg.DisableUI = true
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := devserver.Start(ctx, cfg)
+	if err != nil {
+		tb.Fatalf("start server: %v", err)
+	}
+	tb.Cleanup(func() { _ = srv.Stop() })
+	return srv
+}
+
+// Dial returns a Temporal client of srv, closed when tb ends.
+func Dial(tb testing.TB, srv *devserver.Server) sdkclient.Client {
+	tb.Helper()
+	c, err := srv.Dial(context.Background(), sdkclient.Options{})
+	if err != nil {
+		tb.Fatalf("dial: %v", err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+// WorkerOptions configures StartWorker.
+type WorkerOptions struct {
+	// Script plays for every model spec when set.
+	Script string
+	// Models overrides Script.
+	Models activities.ModelResolver
+	// Tools defaults to the built-ins on a temporary workspace.
+	Tools *tool.Registry
+	Live  live.Publisher
+}
+
+// StartWorker starts a keel worker on srv with its own Temporal client. It
+// is stopped when tb ends; stop it earlier with its Stop.
+func StartWorker(tb testing.TB, srv *devserver.Server, opts WorkerOptions) sdkworker.Worker {
+	tb.Helper()
+	c := Dial(tb, srv)
+	models := opts.Models
+	if models == nil && opts.Script != "" {
+		models = ScriptModels(tb, opts.Script)
+	}
+	tools := opts.Tools
+	if tools == nil {
+		var err error
+		if tools, err = tool.Builtins(tb.TempDir()); err != nil {
+			tb.Fatalf("tools: %v", err)
+		}
+	}
+	w, err := worker.New(c, worker.Options{Models: models, Tools: tools, Live: opts.Live, StopTimeout: time.Second})
+	if err != nil {
+		tb.Fatalf("worker: %v", err)
+	}
+	if err := w.Start(); err != nil {
+		tb.Fatalf("start worker: %v", err)
+	}
+	stopped := false
+	tb.Cleanup(func() {
+		if !stopped {
+			w.Stop()
+		}
+	})
+	return &stopOnce{Worker: w, stopped: &stopped}
+}
+
+type stopOnce struct {
+	sdkworker.Worker
+	stopped *bool
+}
+
+func (s *stopOnce) Stop() {
+	if !*s.stopped {
+		*s.stopped = true
+		s.Worker.Stop()
+	}
+}
+
+// Client returns a keel client of srv with its own Temporal connection.
+func Client(tb testing.TB, srv *devserver.Server, ch live.Channel) *client.Client {
+	tb.Helper()
+	c, err := client.Dial(context.Background(), client.Options{Temporal: Dial(tb, srv), Live: ch})
+	if err != nil {
+		tb.Fatalf("client: %v", err)
+	}
+	return c
+}
+
+// ScriptModels resolves every model spec to the given script.
+func ScriptModels(tb testing.TB, script string) activities.ModelResolver {
+	tb.Helper()
+	s, err := scripted.Parse([]byte(script))
+	if err != nil {
+		tb.Fatalf("script: %v", err)
+	}
+	return fixedModel{scripted.New(s)}
+}
+
+type fixedModel struct{ p provider.Provider }
+
+func (m fixedModel) Resolve(string) (provider.Provider, string, error) { return m.p, "scripted", nil }
