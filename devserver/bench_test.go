@@ -3,6 +3,7 @@ package devserver
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -95,6 +96,8 @@ func runLatencyBenchmark(b *testing.B, variants []benchVariant) {
 		targets[i] = target{dial(b, ctx, s), dial(b, ctx, s)}
 	}
 
+	var tables strings.Builder
+	defer func() { fmt.Print(tables.String()) }() // after the benchmark lines, not inside them
 	for _, p := range benchProbes {
 		b.Run(p.name, func(b *testing.B) {
 			// Variants take turns in chunks, so a burst of load from
@@ -119,7 +122,7 @@ func runLatencyBenchmark(b *testing.B, variants []benchVariant) {
 				b.ReportMetric(ms(lats[i].P99()), v.name+"-p99-ms")
 			}
 			if b.N > 1 {
-				printTable(p.name, variants, lats)
+				writeTable(&tables, p.name, variants, lats)
 			}
 		})
 	}
@@ -129,16 +132,14 @@ func runLatencyBenchmark(b *testing.B, variants []benchVariant) {
 // variant takes its turn.
 const benchChunk = 25
 
-func printTable(probe string, variants []benchVariant, lats []Latencies) {
-	var out strings.Builder
-	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
+func writeTable(out io.Writer, probe string, variants []benchVariant, lats []Latencies) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%s\tn\tp50 ms\tp99 ms\tp50 / %[2]s\tp99 / %[2]s\t\n", probe, variants[0].name)
 	for i, v := range variants {
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t\n", v.name, len(lats[i]), ms(lats[i].P50()), ms(lats[i].P99()),
 			ratio(lats[i].P50(), lats[0].P50()), ratio(lats[i].P99(), lats[0].P99()))
 	}
 	_ = tw.Flush()
-	fmt.Print(out.String())
 }
 
 func startBenchServer(b *testing.B, ctx context.Context, cfg Config) *Server {

@@ -173,4 +173,3 @@ func decodeTurnFailure(err error) *activities.TurnFailure {
 	f.Provider = &keel.ProviderError{Provider: "keel", Kind: keel.ProviderServer, Retryable: true, Message: err.Error()}
 	return f
 }
-
