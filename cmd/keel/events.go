@@ -115,8 +115,11 @@ func eventSummary(env keel.Envelope) string {
 	case keel.ToolDetached:
 		return fmt.Sprintf("%s · %s", sanitizeLine(e.Name), sanitizeLine(e.ToolCallID))
 	case keel.ToolFinished:
-		return fmt.Sprintf("%s %s · %s · %s", sanitizeLine(e.Name), sanitizeLine(string(e.Status)),
-			fmtDuration(e.Duration.Std()), quote(e.Output))
+		s := sanitizeLine(e.Name) + " " + sanitizeLine(string(e.Status))
+		if e.Duration > 0 {
+			s += " · " + fmtDuration(e.Duration.Std())
+		}
+		return s + " · " + quote(e.Output)
 	case keel.HostInputRequested:
 		return fmt.Sprintf("request %s · call %s · %s", sanitizeLine(e.RequestID), sanitizeLine(e.ToolCallID), quote(e.Prompt))
 	case keel.HostInputResolved:
@@ -149,7 +152,8 @@ func eventSummary(env keel.Envelope) string {
 	case keel.CompactionCompleted:
 		return fmt.Sprintf("%d → %d messages", e.MessagesBefore, e.MessagesAfter)
 	case keel.RunCompleted:
-		return fmt.Sprintf("revision %d · %d steps · %s · %s", e.Revision, e.Steps, usageText(e.Usage), quote(e.Text))
+		return fmt.Sprintf("revision %d · %d %s · %s · %s", e.Revision, e.Steps, plural(e.Steps, "step", "steps"),
+			usageText(e.Usage), quote(e.Text))
 	case keel.RunCancelled:
 		return fmt.Sprintf("revision %d", e.Revision)
 	case keel.RunFailed:

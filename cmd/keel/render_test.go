@@ -1,0 +1,348 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/keelrun/keel"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// events builds a run's envelopes the way the SDK delivers them: durable
+// events numbered densely, deltas carrying the last sequence before them.
+type events struct {
+	t   *testing.T
+	seq int64
+	out []keel.Envelope
+}
+
+func (b *events) seal(ev keel.Event) keel.Envelope {
+	b.t.Helper()
+	env, err := keel.Seal(ev, "s-test", "s-test/run-1", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return env
+}
+
+// durable appends durable events.
+func (b *events) durable(evs ...keel.Event) *events {
+	for _, ev := range evs {
+		env := b.seal(ev)
+		b.seq++
+		env.Seq = b.seq
+		b.out = append(b.out, env)
+	}
+	return b
+}
+
+// text appends text deltas of a step's attempt.
+func (b *events) text(step, attempt int, chunks ...string) *events {
+	for _, c := range chunks {
+		env := b.seal(keel.TextDelta{Step: step, Attempt: attempt, Text: c})
+		env.AfterSeq = b.seq
+		b.out = append(b.out, env)
+	}
+	return b
+}
+
+func (b *events) delta(ev keel.Event) *events {
+	env := b.seal(ev)
+	env.AfterSeq = b.seq
+	b.out = append(b.out, env)
+	return b
+}
+
+func args(s string) json.RawMessage { return json.RawMessage(s) }
+
+func dur(d time.Duration) keel.Duration { return keel.Duration(d) }
+
+func usage(in, out int64, reqs int) keel.Usage {
+	return keel.Usage{InputTokens: in, OutputTokens: out, Requests: reqs}
+}
+
+// renderCases are whole runs, each rendered and compared with
+// testdata/render/NAME.golden.
+var renderCases = []struct {
+	name  string
+	opts  renderOptions
+	build func(b *events)
+}{
+	{
+		// Streamed text, a tool card with long output, step boundaries and
+		// the usage summary.
+		name: "tool_run",
+		build: func(b *events) {
+			b.durable(keel.RunStarted{Number: 1, Revision: 0, Prompt: "Tour the\nworkspace", Model: "scripted:demo"},
+				keel.StepStarted{Step: 1, EstimatedContextTokens: 12})
+			b.text(1, 1, "Hello! ", "Let me look ", "around.")
+			b.durable(keel.UsageUpdated{Step: 1, Attempt: 1, Usage: usage(412, 38, 1), Total: usage(412, 38, 1)},
+				keel.ModelCallCompleted{Step: 1, Attempt: 1},
+				keel.ToolProposed{ToolCallID: "c1", Name: "list_files", Arguments: args(`{ "path" : "." }`), Step: 1},
+				keel.ToolStarted{ToolCallID: "c1", Name: "list_files"},
+				keel.ToolUpdated{ToolCallID: "c1", Name: "list_files", Message: "scanning"},
+				keel.ToolFinished{ToolCallID: "c1", Name: "list_files", Status: keel.ToolOK,
+					Output: "a.txt\nb.txt\n\tc.txt\nd/\ne.txt\nf.txt\n", Duration: dur(3200 * time.Microsecond)},
+				keel.StepStarted{Step: 2, EstimatedContextTokens: 530})
+			b.text(2, 1, "All done: ", "six files.")
+			b.durable(keel.UsageUpdated{Step: 2, Attempt: 1, Usage: usage(521, 21, 1), Total: usage(933, 59, 2)},
+				keel.RunCompleted{Revision: 1, Text: "All done: six files.", Steps: 2, Usage: usage(933, 59, 2)})
+		},
+	},
+	{
+		// A retryable failure mid-stream: the reset marker, the wait, a late
+		// delta of the abandoned attempt (dropped), and the new attempt on a
+		// line of its own. Usage counts the abandoned request.
+		name: "stream_reset",
+		build: func(b *events) {
+			b.durable(keel.RunStarted{Number: 2, Revision: 1, Prompt: "hi", Model: "openai:gpt-test"},
+				keel.StepStarted{Step: 1, EstimatedContextTokens: 40})
+			b.text(1, 1, "The answer ", "is")
+			retry := dur(2 * time.Second)
+			b.durable(keel.UsageUpdated{Step: 1, Attempt: 1, Usage: usage(40, 3, 1), Total: usage(40, 3, 1)},
+				keel.ProviderStreamReset{Step: 1, Attempt: 1, Reason: keel.ResetReason{
+					Kind: keel.ResetRetryableFailure, Failure: keel.ProviderRateLimited, RetryAfter: &retry}},
+				keel.ProviderRequestRetry{Step: 1, Attempt: 1, Kind: keel.ProviderRateLimited, Status: 429,
+					RetryAfter: &retry, Delay: dur(2 * time.Second), Message: "slow down"})
+			b.text(1, 1, " LATE") // published before the reset, delivered after it
+			b.text(1, 2, "The answer is 42.")
+			b.durable(keel.ProviderStreamReset{Step: 1, Attempt: 2, Reason: keel.ResetReason{
+				Kind: keel.ResetMalformed, Detail: "tool call arguments are not JSON"}})
+			b.text(1, 3, "The answer is 42.")
+			b.durable(keel.UsageUpdated{Step: 1, Attempt: 3, Usage: usage(40, 6, 1), Total: usage(120, 15, 3)},
+				keel.RunCompleted{Revision: 2, Text: "The answer is 42.", Steps: 1, Usage: usage(40, 6, 1)})
+		},
+	},
+	{
+		// Failed and unavailable tools, then a run failure.
+		name: "failures",
+		build: func(b *events) {
+			b.durable(keel.RunStarted{Number: 1, Prompt: "read it", Model: "scripted:x.json"},
+				keel.StepStarted{Step: 1, EstimatedContextTokens: 9},
+				keel.ToolProposed{ToolCallID: "r", Name: "read_file", Arguments: args(`{"path":"../etc/passwd"}`), Step: 1},
+				keel.ToolProposed{ToolCallID: "s", Name: "shell", Arguments: args(`{"cmd":"ls"}`), Step: 1},
+				keel.ToolFinished{ToolCallID: "r", Name: "read_file", Status: keel.ToolError,
+					Output: "path escapes the workspace", Duration: dur(time.Millisecond)},
+				keel.ToolFinished{ToolCallID: "s", Name: "shell", Status: keel.ToolUnavailable,
+					Output: "no tool named shell on this worker"},
+				keel.StepStarted{Step: 2, EstimatedContextTokens: 60},
+				keel.UsageUpdated{Step: 2, Attempt: 1, Usage: usage(0, 0, 1), Total: usage(9, 0, 2)},
+				keel.RunFailed{Code: keel.CodeProvider, Message: "openai: server_error (HTTP 500): boom",
+					Retryable: true, Revision: 1})
+		},
+	},
+	{
+		// Model and tool text trying to drive the terminal: colors, a
+		// title change (OSC), cursor movement, a carriage return, a bell,
+		// a C1 CSI, and invalid UTF-8.
+		name: "control_sequences",
+		build: func(b *events) {
+			b.durable(keel.RunStarted{Number: 1, Prompt: "x\x1b]0;pwned\x07", Model: "scripted:demo"},
+				keel.StepStarted{Step: 1})
+			b.text(1, 1, "red: \x1b[31mRED\x1b[0m", " title: \x1b]0;owned\x07 home: \x1b[H\x1b[2J", " cr:\rX bell:\x07 c1:\u009b31m del:\x7f bad:\xff ok\ttab\nline two")
+			b.durable(keel.ToolProposed{ToolCallID: "c\x1b[1m", Name: "read\x1b[8mfile", Arguments: args(`{"p":"\u001b[2J"}`)},
+				keel.ToolFinished{ToolCallID: "c", Name: "read\x1b[8mfile", Status: keel.ToolOK,
+					Output: "\x1b[31mfile\x1b[0m contents\r\nsecond"},
+				keel.RunFailed{Code: keel.CodeProvider, Message: "bad \x1b[5mblink\x1b[0m\nnext"})
+		},
+	},
+	{
+		// Cancelled while a tool ran; reasoning shown on request.
+		name: "cancelled_with_reasoning",
+		opts: renderOptions{reasoning: true},
+		build: func(b *events) {
+			b.durable(keel.RunStarted{Number: 3, Revision: 2, Prompt: "nap", Model: "scripted:demo"},
+				keel.StepStarted{Step: 1, EstimatedContextTokens: 5})
+			b.delta(keel.ReasoningDelta{Step: 1, Attempt: 1, Text: "A nap "})
+			b.delta(keel.ReasoningDelta{Step: 1, Attempt: 1, Text: "is due."})
+			b.text(1, 1, "Sleeping now.")
+			b.durable(keel.ToolProposed{ToolCallID: "z", Name: "sleep", Arguments: args(`{"seconds":3600}`)},
+				keel.ToolStarted{ToolCallID: "z", Name: "sleep"},
+				keel.SteeringAccepted{SteeringID: "st1", Text: "wake up\nnow"},
+				keel.ToolFinished{ToolCallID: "z", Name: "sleep", Status: keel.ToolInterrupted,
+					Output: "interrupted: the run was cancelled", Duration: dur(1300 * time.Millisecond)},
+				keel.RunCancelled{Revision: 3})
+		},
+	},
+	{
+		// Without a live channel no text streams: the final text comes from
+		// run.completed, and reasoning stays hidden by default.
+		name: "durable_only",
+		build: func(b *events) {
+			b.durable(keel.RunStarted{Number: 1, Prompt: "hi", Model: "scripted:demo"},
+				keel.StepStarted{Step: 1, EstimatedContextTokens: 5})
+			b.delta(keel.ReasoningDelta{Step: 1, Attempt: 1, Text: "hidden"})
+			b.durable(keel.CompactionStarted{EstimatedContextTokens: 9000},
+				keel.CompactionCompleted{MessagesBefore: 40, MessagesAfter: 3},
+				keel.RunCompleted{Revision: 1, Text: "Hi there.\nBye.", Steps: 1, Usage: usage(5, 4, 1)})
+		},
+	},
+}
+
+func TestRenderGolden(t *testing.T) {
+	for _, tc := range renderCases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &events{t: t}
+			tc.build(b)
+			var out bytes.Buffer
+			r := newRenderer(&out, tc.opts)
+			for _, env := range b.out {
+				r.Render(env)
+			}
+			golden(t, filepath.Join("testdata", "render", tc.name+".golden"), out.String())
+		})
+	}
+}
+
+// TestEventLinesGolden renders the same runs as `keel events` lines.
+func TestEventLinesGolden(t *testing.T) {
+	for _, tc := range renderCases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &events{t: t}
+			tc.build(b)
+			var out strings.Builder
+			for _, env := range b.out {
+				out.WriteString(eventLine(env) + "\n")
+			}
+			golden(t, filepath.Join("testdata", "events", tc.name+".golden"), out.String())
+		})
+	}
+}
+
+// TestRenderedOutputHasNoControls checks every case's output, in both
+// forms, for control characters that did not come from the renderer.
+func TestRenderedOutputHasNoControls(t *testing.T) {
+	for _, tc := range renderCases {
+		b := &events{t: t}
+		tc.build(b)
+		var out bytes.Buffer
+		r := newRenderer(&out, renderOptions{reasoning: true})
+		for _, env := range b.out {
+			r.Render(env)
+			out.WriteString(eventLine(env) + "\n")
+		}
+		for i, c := range out.String() {
+			if c < 0x20 && c != '\n' && c != '\t' || c == 0x7f || c >= 0x80 && c <= 0x9f {
+				t.Fatalf("%s: control character %U at byte %d of output:\n%q", tc.name, c, i, out.String())
+			}
+		}
+	}
+}
+
+func TestRenderColor(t *testing.T) {
+	b := &events{t: t}
+	b.durable(keel.StepStarted{Step: 1})
+	b.text(1, 1, "plain \x1b[31mmodel red\x1b[0m")
+	b.durable(keel.RunFailed{Code: keel.CodeProvider, Message: "boom"})
+	var out bytes.Buffer
+	r := newRenderer(&out, renderOptions{color: true})
+	for _, env := range b.out {
+		r.Render(env)
+	}
+	want := styleDim + "· step 1 (~0 context tokens)" + styleReset + "\n" +
+		"plain [31mmodel red[0m\n" +
+		styleRed + "✗ failed: keel.ProviderError: boom (not retryable)" + styleReset + "\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("colored output (-want +got):\n%s", diff)
+	}
+}
+
+func TestUseColor(t *testing.T) {
+	if useColor(&bytes.Buffer{}) {
+		t.Error("a buffer is not a terminal")
+	}
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if useColor(f) {
+		t.Error("a regular file is not a terminal")
+	}
+	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no terminal:", err)
+	}
+	defer tty.Close()
+	t.Setenv("NO_COLOR", "x") // restores the variable after the test
+	os.Unsetenv("NO_COLOR")
+	if !useColor(tty) {
+		t.Error("a terminal without NO_COLOR gets color")
+	}
+	t.Setenv("NO_COLOR", "")
+	if useColor(tty) {
+		t.Error("NO_COLOR set (even empty) must disable color")
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text":           "plain text",
+		"keep\nnewline\ttab":   "keep\nnewline\ttab",
+		"\x1b[31mred\x1b[0m":   "[31mred[0m",
+		"a\rb\x07c\x00d\x7fe":  "abcde",
+		"c1 \u009b31m \u0085x": "c1 31m x",
+		"bad \xff utf8":        "bad \uFFFD utf8",
+		"emoji 🙂 ü":            "emoji 🙂 ü",
+	} {
+		if got := sanitize(in); got != want {
+			t.Errorf("sanitize(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := sanitizeLine("a\nb\tc"); got != "a b c" {
+		t.Errorf("sanitizeLine joined lines into %q", got)
+	}
+}
+
+func TestOutcomeWithoutTerminalEvent(t *testing.T) {
+	var out bytes.Buffer
+	r := newRenderer(&out, renderOptions{})
+	r.Outcome(keel.Outcome{Status: keel.StatusFailed, Error: &keel.Error{Code: keel.CodeMaxSteps, Message: "run reached its step limit"},
+		UsageTotal: usage(10, 2, 2)})
+	r.Outcome(keel.Outcome{Status: keel.StatusCompleted}) // a second outcome is ignored
+	want := "✗ failed: keel.MaxSteps: run reached its step limit (not retryable)\n  usage: 10 tokens in · 2 out · 2 requests\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+
+	// After the terminal event the outcome adds nothing.
+	out.Reset()
+	r = newRenderer(&out, renderOptions{})
+	b := &events{t: t}
+	b.durable(keel.RunCancelled{Revision: 4})
+	r.Render(b.out[0])
+	r.Outcome(keel.Outcome{Status: keel.StatusCancelled, Revision: 4})
+	if diff := cmp.Diff("⊘ cancelled (session revision 4)\n", out.String()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// golden compares got with the file at path, or rewrites it with -update.
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", path, diff)
+	}
+}
