@@ -3,7 +3,6 @@ package workflows
 import (
 	"fmt"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel"
@@ -17,6 +16,8 @@ type run struct {
 	// root is the workflow's context; work is cancelled when the run is.
 	root, work workflow.Context
 	cancelWork workflow.CancelFunc
+	exec       workflow.Execution
+	parent     *workflow.Execution
 
 	seq    int64
 	events []keel.Envelope
@@ -32,7 +33,9 @@ type run struct {
 	usage      keel.Usage // successful responses
 	usageTotal keel.Usage // every physical request
 	outcome    *keel.Outcome
-	exec       workflow.Execution
+
+	control
+	jobQueue
 }
 
 // RunWorkflow runs one prompt to its end: model turn, tool calls, model
@@ -41,6 +44,7 @@ type run struct {
 // with exactly one terminal event and returns a RunResult (cancellation and
 // failure are outcomes, not workflow errors).
 func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
+	info := workflow.GetInfo(ctx)
 	r := &run{
 		in:       in,
 		cfg:      in.Config.withDefaults(),
@@ -48,8 +52,10 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
 		seq:      in.BaseSeq,
 		messages: append([]keel.Message(nil), in.Transcript...),
 		state:    keel.StateRunning,
-		exec:     workflow.GetInfo(ctx).WorkflowExecution,
+		exec:     info.WorkflowExecution,
+		parent:   info.ParentWorkflowExecution,
 	}
+	r.control.init()
 	r.work, r.cancelWork = workflow.WithCancel(ctx)
 	if err := r.registerHandlers(ctx); err != nil {
 		return nil, err
@@ -59,10 +65,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
 }
 
 func (r *run) registerHandlers(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryState, func() (RunStatus, error) {
-		return RunStatus{RunID: r.in.RunID, State: r.state, Step: r.step, LastSeq: r.seq,
-			Outcome: r.outcome, Usage: r.usageTotal, Revision: r.revision()}, nil
-	}); err != nil {
+	if err := workflow.SetQueryHandler(ctx, QueryState, r.status); err != nil {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryEvents, func(q EventsQuery) (EventsPage, error) {
@@ -85,25 +88,22 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
-	cancels := workflow.GetSignalChannel(ctx, SignalCancel)
-	workflow.Go(ctx, func(gctx workflow.Context) {
-		for {
-			cancels.Receive(gctx, nil)
-			r.requestCancel()
-		}
-	})
-	return nil
+	return r.registerControl(ctx)
 }
 
-// requestCancel starts cooperative cancellation. It is idempotent.
-func (r *run) requestCancel() {
-	if r.outcome != nil {
-		return
+func (r *run) status() (RunStatus, error) {
+	st := RunStatus{RunID: r.in.RunID, State: r.state, Step: r.step, LastSeq: r.seq,
+		Outcome: r.outcome, Usage: r.usageTotal, Revision: r.revision()}
+	for _, h := range r.openRequests() {
+		st.Requests = append(st.Requests, h.HostRequest)
 	}
-	if r.state != keel.StateCancelling {
-		r.state = keel.StateCancelling
+	for _, s := range r.staged {
+		st.Staged = append(st.Staged, s.id)
 	}
-	r.cancelWork()
+	for _, j := range r.running {
+		st.Jobs = append(st.Jobs, j.call.ID)
+	}
+	return st, nil
 }
 
 // cancelled reports whether the run is being cancelled, by the cancel
@@ -129,14 +129,46 @@ func (r *run) emit(ev keel.Event) {
 	r.events = append(r.events, env)
 }
 
+// setState changes the run's state and tells the session, which shows it
+// in its own state query. Only transitions are sent.
+func (r *run) setState(st keel.SessionState) {
+	if r.state == st {
+		return
+	}
+	r.state = st
+	if r.parent != nil && r.outcome == nil {
+		// Fire and forget: the session only displays it.
+		workflow.SignalExternalWorkflow(r.root, r.parent.ID, "", signalRunState,
+			runStateSignal{RunID: r.in.RunID, State: st})
+	}
+}
+
+// refreshState derives the state from what is open.
+func (r *run) refreshState() {
+	switch {
+	case r.outcome != nil:
+	case r.cancelled():
+		r.setState(keel.StateCancelling)
+	case len(r.openRequests()) > 0:
+		r.setState(keel.StateWaitingForHostInput)
+	default:
+		r.setState(keel.StateRunning)
+	}
+}
+
 func (r *run) loop() {
 	r.emit(keel.RunStarted{Number: r.in.Number, Revision: r.in.Revision, Prompt: r.in.Prompt, Model: r.cfg.Model})
 	r.messages = append(r.messages, keel.UserMessage(r.in.Prompt))
+	if err := r.cfg.validate(); err != nil {
+		r.finishFailed(err.(*keel.Error), "")
+		return
+	}
 	for {
 		if r.cancelled() {
 			r.finishCancelled("")
 			return
 		}
+		r.boundary()
 		if r.step >= r.cfg.MaxSteps {
 			r.finishFailed(&keel.Error{Code: keel.CodeMaxSteps,
 				Message: fmt.Sprintf("run reached its limit of %d steps", r.cfg.MaxSteps)}, "")
@@ -156,16 +188,45 @@ func (r *run) loop() {
 		}
 		r.toolTokens = res.ToolTokens
 		r.messages = append(r.messages, res.Response.Message())
-		if len(res.Response.ToolCalls) == 0 {
-			r.finishCompleted(res.Response.Text)
-			return
+		if len(res.Response.ToolCalls) > 0 {
+			r.runTools(res)
+			continue
 		}
-		r.runTools(res)
+		// The model ended its turn. Staged steering, finished detached
+		// jobs, or jobs still running keep the run going.
+		if r.waitForMore() {
+			continue
+		}
 		if r.cancelled() {
 			r.finishCancelled("")
 			return
 		}
+		r.finishCompleted(res.Response.Text)
+		return
 	}
+}
+
+// boundary is a model-step boundary: results of detached jobs that
+// finished enter history in completion order, then staged steering.
+func (r *run) boundary() {
+	for _, j := range r.finishedJobs {
+		r.messages = append(r.messages, jobResultMessage(j))
+	}
+	r.finishedJobs = nil
+	r.applySteering()
+}
+
+// waitForMore decides, at an end of turn, whether the run goes on. It
+// waits for a detached job while any runs and nothing else is pending.
+func (r *run) waitForMore() bool {
+	if len(r.staged) > 0 || len(r.finishedJobs) > 0 {
+		return true
+	}
+	if len(r.running) == 0 {
+		return false
+	}
+	_ = workflow.Await(r.work, func() bool { return len(r.staged) > 0 || len(r.finishedJobs) > 0 })
+	return !r.cancelled()
 }
 
 func (r *run) finishCompleted(text string) {
@@ -176,22 +237,28 @@ func (r *run) finishCompleted(text string) {
 
 // finishCancelled commits what can be kept: the partial text of an
 // interrupted turn becomes an aborted assistant message (reasoning is never
-// kept); tool calls already have their interrupted results.
+// kept); unresolved tool calls get interrupted results; detached jobs are
+// cancelled first.
 func (r *run) finishCancelled(partial string) {
-	r.keepPartial(partial)
+	r.settle(partial)
 	rev := r.in.Revision + 1
 	r.emit(keel.RunCancelled{Revision: rev})
 	r.finish(keel.StatusCancelled, rev, "", nil)
 }
 
 func (r *run) finishFailed(err *keel.Error, partial string) {
-	r.keepPartial(partial)
+	r.settle(partial)
 	rev := r.in.Revision + 1
 	r.emit(keel.RunFailed{Code: err.Code, Message: err.Message, Retryable: err.Retryable, Revision: rev})
 	r.finish(keel.StatusFailed, rev, "", err)
 }
 
-func (r *run) keepPartial(partial string) {
+// settle closes everything still open before a terminal commit: detached
+// jobs are cancelled (their interrupted results enter history), open
+// host-input requests are closed, and partial output is kept.
+func (r *run) settle(partial string) {
+	r.stopJobs()
+	r.closeRequests()
 	if partial != "" {
 		r.messages = append(r.messages, keel.Message{Role: keel.RoleAssistant, Content: partial, Aborted: true})
 	}
@@ -210,8 +277,7 @@ func (r *run) finish(status keel.RunStatus, rev int64, text string, err *keel.Er
 	default:
 		r.state = keel.StateIdle
 	}
-	// Search attributes are best effort: a run must end even where they
-	// are not registered.
+	// Search attributes are best effort: the worker registers them at start.
 	_ = workflow.UpsertTypedSearchAttributes(r.root, AttrState.ValueSet(string(status)))
 }
 
@@ -219,5 +285,3 @@ func (r *run) finish(status keel.RunStatus, rev int64, text string, err *keel.Er
 func internalError(format string, args ...any) *keel.Error {
 	return &keel.Error{Code: keel.CodeInternal, Message: fmt.Sprintf(format, args...)}
 }
-
-var _ = temporal.ErrNoData

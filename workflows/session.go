@@ -28,8 +28,9 @@ type session struct {
 	state      keel.SessionState
 	last       *keel.Outcome
 
-	queue  []*pendingRun
-	active *pendingRun
+	queue    []*pendingRun
+	active   *pendingRun
+	shutdown bool
 }
 
 // pendingRun is an accepted prompt, queued or running.
@@ -75,7 +76,7 @@ func (s *session) registerHandlers(ctx workflow.Context) error {
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (SessionStatus, error) {
 		st := SessionStatus{SessionID: s.id, State: s.state, Revision: s.revision, LastSeq: s.seq,
-			Runs: s.runs, Queued: len(s.queue), Usage: s.usage, Last: s.last}
+			Runs: s.runs, Queued: len(s.queue), Usage: s.usage, Last: s.last, Shutdown: s.shutdown}
 		st.ActiveRun = s.activeRef()
 		return st, nil
 	}); err != nil {
@@ -97,12 +98,41 @@ func (s *session) registerHandlers(ctx workflow.Context) error {
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
 			cancels.Receive(gctx, nil)
-			if s.active != nil && s.active.cancel != nil {
-				s.active.cancel()
+			s.cancelActive()
+		}
+	})
+	states := workflow.GetSignalChannel(ctx, signalRunState)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var sig runStateSignal
+			states.Receive(gctx, &sig)
+			// A late signal from a run that already ended must not
+			// overwrite the session's state.
+			if s.active != nil && s.active.started && s.active.result.RunID == sig.RunID {
+				s.setState(sig.State)
 			}
 		}
 	})
+	shutdowns := workflow.GetSignalChannel(ctx, SignalShutdown)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			shutdowns.Receive(gctx, nil)
+			s.shutdown = true
+			s.queue = nil
+			s.cancelActive()
+		}
+	})
 	return nil
+}
+
+// cancelActive asks the active run to stop; the run commits cooperatively.
+func (s *session) cancelActive() {
+	if s.active != nil && s.active.cancel != nil {
+		s.active.cancel()
+		if s.active.started {
+			s.setState(keel.StateCancelling)
+		}
+	}
 }
 
 func (s *session) activeRef() *RunRef {
@@ -124,6 +154,12 @@ func (s *session) validateSend(req SendRequest) error {
 	case "", IfActiveReject, IfActiveQueue:
 	default:
 		return wireError(keel.Errorf(keel.CodeInvalidInput, "if_active %q: use %q or %q", req.IfActive, IfActiveReject, IfActiveQueue))
+	}
+	if err := s.cfg.merge(req.Config).validate(); err != nil {
+		return wireError(err.(*keel.Error))
+	}
+	if s.shutdown {
+		return wireError(keel.ErrRuntimeShutdown)
 	}
 	if (s.active != nil || len(s.queue) > 0) && req.IfActive != IfActiveQueue {
 		ref := "a run"

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/keelrun/keel"
@@ -23,6 +24,31 @@ type RunConfig struct {
 	// Timeouts of the activities. Optional; defaults below.
 	ModelTimeout   keel.Duration `json:"model_timeout,omitempty"`
 	HeartbeatAfter keel.Duration `json:"heartbeat_timeout,omitempty"`
+	// Approvals sets a policy per tool name: "allow" (run it), "ask" (ask
+	// the host first, through host input) or "deny" (refuse it). The key "*"
+	// sets the default. Optional; default "allow".
+	Approvals map[string]Approval `json:"approvals,omitempty"`
+}
+
+// Approval is a tool's approval policy.
+type Approval string
+
+// The approval policies.
+const (
+	ApprovalAllow Approval = "allow"
+	ApprovalAsk   Approval = "ask"
+	ApprovalDeny  Approval = "deny"
+)
+
+// approval returns the policy for a tool.
+func (c RunConfig) approval(name string) Approval {
+	if a, ok := c.Approvals[name]; ok {
+		return a
+	}
+	if a, ok := c.Approvals["*"]; ok {
+		return a
+	}
+	return ApprovalAllow
 }
 
 // Defaults of RunConfig.
@@ -75,7 +101,25 @@ func (c RunConfig) merge(o *RunConfig) RunConfig {
 	if o.HeartbeatAfter > 0 {
 		c.HeartbeatAfter = o.HeartbeatAfter
 	}
+	if o.Approvals != nil {
+		c.Approvals = o.Approvals
+	}
 	return c
+}
+
+// validate checks what withDefaults cannot fix.
+func (c RunConfig) validate() error {
+	for name, a := range c.Approvals {
+		switch a {
+		case ApprovalAllow, ApprovalAsk, ApprovalDeny:
+		default:
+			return keel.Errorf(keel.CodeInvalidInput, "approval %q for tool %q: use allow, ask or deny", a, name)
+		}
+	}
+	if c.MaxSteps < 0 {
+		return keel.Errorf(keel.CodeInvalidInput, "max_steps cannot be negative")
+	}
+	return nil
 }
 
 // SessionInput starts a Session workflow.
@@ -186,13 +230,19 @@ type SessionStatus struct {
 
 // RunStatus is the answer of the Run's "state" query.
 type RunStatus struct {
-	RunID    string            `json:"run_id"`
-	State    keel.SessionState `json:"state"`
-	Step     int               `json:"step"`
-	LastSeq  int64             `json:"last_seq"`
-	Outcome  *keel.Outcome     `json:"outcome,omitempty"`
-	Usage    keel.Usage        `json:"usage"`
-	Revision int64             `json:"revision"`
+	RunID string            `json:"run_id"`
+	State keel.SessionState `json:"state"`
+	// Requests are the open host-input requests, oldest first.
+	Requests []HostRequest `json:"requests,omitempty"`
+	// Staged are the IDs of accepted steering not yet applied.
+	Staged []string `json:"staged,omitempty"`
+	// Jobs are the tool call IDs of detached calls still running.
+	Jobs     []string      `json:"jobs,omitempty"`
+	Step     int           `json:"step"`
+	LastSeq  int64         `json:"last_seq"`
+	Outcome  *keel.Outcome `json:"outcome,omitempty"`
+	Usage    keel.Usage    `json:"usage"`
+	Revision int64         `json:"revision"`
 }
 
 // HistoryQuery is the argument of the "history" query: a page of the
@@ -213,3 +263,57 @@ type HistoryPage struct {
 	Total    int            `json:"total"`
 	Revision int64          `json:"revision"`
 }
+
+// SteerRequest is the argument of the "steer" update (and signal).
+type SteerRequest struct {
+	Text string `json:"text"`
+}
+
+// SteerResult is the answer of the "steer" update: the staged input's ID.
+type SteerResult struct {
+	SteeringID string `json:"steering_id"`
+}
+
+// RetractRequest is the argument of the "retract_steering" update.
+type RetractRequest struct {
+	SteeringID string `json:"steering_id"`
+}
+
+// Retraction is how a retraction ended, decided atomically in the run.
+type Retraction string
+
+// The answers of retract_steering.
+const (
+	Retracted      Retraction = "retracted"
+	AlreadyApplied Retraction = "already_applied"
+	NotFound       Retraction = "not_found"
+)
+
+// RetractResult is the answer of the "retract_steering" update.
+type RetractResult struct {
+	Result Retraction `json:"result"`
+}
+
+// RespondRequest is the argument of the "respond" update (and signal): the
+// answer to an open host-input request, which must match its schema.
+type RespondRequest struct {
+	RequestID string          `json:"request_id"`
+	Answer    json.RawMessage `json:"answer"`
+}
+
+// HostRequest is an open host-input request.
+type HostRequest struct {
+	RequestID  string          `json:"request_id"`
+	ToolCallID string          `json:"tool_call_id"`
+	Prompt     string          `json:"prompt"`
+	Schema     json.RawMessage `json:"schema,omitempty"`
+}
+
+// runStateSignal tells the session what its active run is doing.
+type runStateSignal struct {
+	RunID string            `json:"run_id"`
+	State keel.SessionState `json:"state"`
+}
+
+// signalRunState is the run → session signal carrying runStateSignal.
+const signalRunState = "run_state"
