@@ -541,3 +541,97 @@ func faultOutcome(o keel.Outcome) string {
 	}
 	return s + " (permanent)"
 }
+
+// faultCancelBound is how long, on the workflow clock, a cancelled run may
+// take from the cancel to run.cancelled.
+const faultCancelBound = time.Second
+
+// A cancel during a retry wait ends the run at once: the durable timer is
+// cancelled, no further request is made, and the run ends cancelled long
+// before the 60 s the provider asked for.
+func TestCancelDuringRetryWait(t *testing.T) {
+	for _, how := range []string{"signal", "temporal cancel"} {
+		t.Run(how, func(t *testing.T) {
+			env := newFaultEnv(t, `{"turns":[{"failures":[{"kind":"rate_limited","status":429,"retry_after":"60s"}],`+faultTurn+`}]}`)
+			var cancelAt time.Time
+			// Cancel 10 s into the 60 s wait, measured from the moment the
+			// workflow starts the retry timer.
+			env.SetOnTimerScheduledListener(func(_ string, d time.Duration) {
+				if d != 60*time.Second {
+					return
+				}
+				env.RegisterDelayedCallback(func() {
+					cancelAt = env.Now()
+					if how == "signal" {
+						env.SignalWorkflow(workflows.SignalCancel, nil)
+					} else {
+						env.CancelWorkflow()
+					}
+				}, 10*time.Second)
+			})
+			res := env.run(t, runInput("go"))
+
+			if diff := cmp.Diff(faultSeq(t, "started step usage reset retry cancelled"), types(res.Events)); diff != "" {
+				t.Fatalf("events (-want +got):\n%s", diff)
+			}
+			require.False(t, cancelAt.IsZero(), "the cancel was sent")
+			retryAt, _ := at(res.Events, keel.TypeProviderRetry, 0)
+			cancelledAt, _ := at(res.Events, keel.TypeRunCancelled, 0)
+			require.Equal(t, 10*time.Second, cancelAt.Sub(retryAt), "cancelled inside the wait")
+			require.Less(t, cancelledAt.Sub(cancelAt), faultCancelBound, "cancel to run.cancelled")
+
+			require.Equal(t, int32(1), env.calls.n.Load(), "no request after the cancel")
+			require.Equal(t, 1, res.Outcome.UsageTotal.Requests)
+			require.Equal(t, keel.StatusCancelled, res.Outcome.Status)
+			require.ErrorIs(t, res.Outcome.Err(), keel.ErrCancelled)
+			require.Equal(t, int64(1), res.Outcome.Revision)
+			require.Equal(t, []keel.Message{keel.UserMessage("go")}, res.Messages)
+		})
+	}
+}
+
+// A cancel while the provider stream hangs after two chunks reaches the
+// activity and ends the run cancelled, with no further attempt.
+func TestCancelDuringStream(t *testing.T) {
+	env := newFaultEnv(t, `{"turns":[{"failures":[{"kind":"hang","after_chunks":2,"usage":{"input_tokens":7,"output_tokens":1}}],
+	  "text":["Hel","lo"," world"],"usage":{"input_tokens":10,"output_tokens":5}}]}`)
+	// Cancel once both chunks were streamed: the live channel shows them.
+	sub, err := env.live.Subscribe(context.Background(), "s1", live.SubscribeOptions{})
+	require.NoError(t, err)
+	defer sub.Close()
+	var cancelAt atomic.Pointer[time.Time]
+	go func() {
+		texts := 0
+		for texts < 2 {
+			ev, err := sub.Next(context.Background())
+			if err != nil {
+				return
+			}
+			if ev.Type == keel.TypeTextDelta {
+				texts++
+			}
+		}
+		now := env.Now()
+		cancelAt.Store(&now)
+		env.SignalWorkflow(workflows.SignalCancel, nil)
+	}()
+	res := env.run(t, runInput("go"))
+
+	if diff := cmp.Diff(faultSeq(t, "started step usage cancelled"), types(res.Events)); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	require.NotNil(t, cancelAt.Load(), "the cancel was sent")
+	cancelledAt, _ := at(res.Events, keel.TypeRunCancelled, 0)
+	require.Less(t, cancelledAt.Sub(*cancelAt.Load()), faultCancelBound, "cancel to run.cancelled")
+
+	require.Equal(t, int32(1), env.calls.n.Load(), "no request after the cancel")
+	require.Equal(t, 1, res.Outcome.UsageTotal.Requests)
+	require.Equal(t, keel.StatusCancelled, res.Outcome.Status)
+	require.ErrorIs(t, res.Outcome.Err(), keel.ErrCancelled)
+	// The partial text ("Hello") comes back as the details of the
+	// activity's CanceledError, which the test environment cannot carry: it
+	// resolves a cancelled activity at once with a bare CanceledError,
+	// WaitForCancellation or not. e2e/cancel_test.go proves the aborted
+	// assistant message on a real server.
+	require.Equal(t, keel.UserMessage("go"), res.Messages[0])
+}
