@@ -124,7 +124,9 @@ func httpError(t *testing.T, backend string, status int, header http.Header, nam
 // fixedModels resolves every spec to one provider.
 type fixedModels struct{ p provider.Provider }
 
-func (m fixedModels) Resolve(string) (provider.Provider, string, error) { return m.p, "test-model", nil }
+func (m fixedModels) Resolve(string) (provider.Provider, string, error) {
+	return m.p, "test-model", nil
+}
 
 const turnKey = "sk-test-SECRET-1234567890"
 
