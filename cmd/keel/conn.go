@@ -77,10 +77,11 @@ func (c *conn) watchEarly(ctx context.Context, sessionID string) {
 func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults workflows.RunConfig) (*conn, error) {
 	out := &conn{}
 	var ch live.Channel
+	var natsErr error
 	if c.withNATS && c.nats != "" {
 		n, err := live.DialNATS(c.nats, live.NATSOptions{Dial: []nats.Option{nats.Timeout(natsDialTimeout)}})
 		if err != nil {
-			fmt.Fprintf(stderr, "keel: warning: live channel unavailable (%v); showing durable events only, without streamed text\n", err)
+			natsErr = err
 		} else {
 			out.live = newEarlyChannel(n)
 			ch = out.live
@@ -102,6 +103,10 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults workflo
 		return nil, fmt.Errorf("%w\nIs a server running there? Start one with `keel dev`, or pass --address", err)
 	}
 	out.Client = kc
+	if natsErr != nil {
+		// Said only now: without Temporal, the missing NATS is beside the point.
+		fmt.Fprintf(stderr, "keel: warning: live channel unavailable (%v); showing durable events only, without streamed text\n", natsErr)
+	}
 	return out, nil
 }
 

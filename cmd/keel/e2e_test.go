@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/keelrun/keel/provider/scripted"
+)
+
+// watchWriter collects output and signals when it contains a string, so a
+// test waits for what a command printed rather than for time to pass.
+type watchWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+}
+
+func newWatchWriter(want string) *watchWriter {
+	return &watchWriter{want: want, seen: make(chan struct{})}
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	before := strings.Contains(w.buf.String(), w.want)
+	w.buf.Write(p)
+	if !before && strings.Contains(w.buf.String(), w.want) {
+		close(w.seen)
+	}
+	return len(p), nil
+}
+
+func (w *watchWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// wait returns once the output contains the string, or fails the test
+// when ctx ends first.
+func (w *watchWriter) wait(t *testing.T, ctx context.Context) {
+	t.Helper()
+	select {
+	case <-w.seen:
+	case <-ctx.Done():
+		t.Fatalf("output never contained %q:\n%s", w.want, w.String())
+	}
+}
+
+// quietLogger keeps the server's and worker's logs out of the test output
+// unless something is really wrong.
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+}
+
+// writeScript writes a scripted model to a file and returns its model spec.
+func writeScript(t *testing.T, script string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "script.json")
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "scripted:" + path
+}
+
+// TestEndToEnd runs the commands against a real stack in this process: an
+// in-memory Temporal server on free ports, embedded NATS, and a worker
+// publishing deltas to it, as `keel dev` assembles them.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Temporal server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	workspace := t.TempDir()
+	stack, err := startDevStack(ctx, devConfig{noUI: true, workspace: workspace, logger: quietLogger(), logLevel: slog.LevelError})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := stack.stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	conn := []string{"--address", stack.server.Address(), "--nats", stack.nats.ClientURL()}
+	keel := func(ctx context.Context, stdout, stderr *bytes.Buffer, args ...string) int {
+		return dispatch(ctx, args, stdout, stderr)
+	}
+	withConn := func(cmd string, args ...string) []string {
+		if cmd == "events" || cmd == "run" {
+			return append(append([]string{cmd}, conn...), args...)
+		}
+		return append([]string{cmd, "--address", stack.server.Address()}, args...)
+	}
+
+	t.Run("demo", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		code := keel(ctx, &out, &errOut, withConn("run", "--session", "e2e-demo", "Give me a tour")...)
+		got := out.String()
+		if code != exitOK {
+			t.Fatalf("exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", code, got, errOut.String())
+		}
+		for _, want := range []string{
+			"● run 1 · scripted:demo · session e2e-demo",
+			// Streamed over NATS: only the final step's text is durable.
+			"Hello! I'm keel's built-in demo agent.",
+			"┌ list_files {\"path\":\".\"}\n└ ✓ list_files",
+			"  welcome.txt\n",
+			"┌ read_file {\"path\":\"welcome.txt\"}\n└ ✓ read_file",
+			"  Welcome to keel.\n",
+			"┌ sleep {\"seconds\":2}\n└ ✓ sleep",
+			"┌ write_file",
+			"└ ✓ write_file",
+			"✓ completed in 5 steps\n  usage: 3065 tokens in · 210 out · 5 requests\n",
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("output lacks %q:\n%s", want, got)
+			}
+		}
+		final := "Done. I listed the workspace, read the welcome note, slept on a durable timer and wrote notes/demo-run.md."
+		if n := strings.Count(got, final); n != 1 {
+			t.Errorf("final text shown %d times, want once:\n%s", n, got)
+		}
+		if strings.Contains(errOut.String(), "warning") {
+			t.Errorf("unexpected warning: %s", errOut.String())
+		}
+		if _, err := os.Stat(filepath.Join(workspace, "notes", "demo-run.md")); err != nil {
+			t.Errorf("the demo's note was not written: %v", err)
+		}
+	})
+
+	t.Run("inspect", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		if code := keel(ctx, &out, &errOut, withConn("events", "e2e-demo")...); code != exitOK {
+			t.Fatalf("events: status %d: %s", code, errOut.String())
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		if !strings.HasPrefix(lines[0], "#1 run.started e2e-demo/run-1") ||
+			!regexp.MustCompile(`^#\d+ run\.completed revision 1 · 5 steps`).MatchString(lines[len(lines)-1]) {
+			t.Errorf("events from the start to the terminal event expected:\n%s", out.String())
+		}
+		for i, l := range lines {
+			if !strings.HasPrefix(l, fmt.Sprintf("#%d ", i+1)) {
+				t.Errorf("line %d is not event #%d: %q", i, i+1, l)
+			}
+		}
+
+		out.Reset()
+		if code := keel(ctx, &out, &errOut, withConn("events", "e2e-demo", "--after", fmt.Sprint(len(lines)-1), "--json")...); code != exitOK {
+			t.Fatalf("events --json: status %d: %s", code, errOut.String())
+		}
+		var env struct {
+			Seq  int64  `json:"seq"`
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &env); err != nil || env.Seq != int64(len(lines)) || env.Type != "run.completed" {
+			t.Errorf("events --after N-1 --json: %v %+v from %q", err, env, out.String())
+		}
+
+		out.Reset()
+		if code := keel(ctx, &out, &errOut, withConn("state", "e2e-demo")...); code != exitOK {
+			t.Fatalf("state: status %d: %s", code, errOut.String())
+		}
+		var st struct {
+			State string `json:"state"`
+			Runs  int    `json:"runs"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &st); err != nil || st.State != "completed" || st.Runs != 1 {
+			t.Errorf("state: %v %+v from %s", err, st, out.String())
+		}
+
+		out.Reset()
+		if code := keel(ctx, &out, &errOut, withConn("history", "e2e-demo", "--limit", "4")...); code != exitOK {
+			t.Fatalf("history: status %d: %s", code, errOut.String())
+		}
+		for _, want := range []string{"── user\nGive me a tour\n", "→ list_files {\"path\":\".\"}", "── tool list_files · ok · call_list\n",
+			"messages 0–3 of 10", "more: --offset 4"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("history lacks %q:\n%s", want, out.String())
+			}
+		}
+
+		errOut.Reset()
+		if code := keel(ctx, &out, &errOut, withConn("state", "no-such-session")...); code != exitFailed ||
+			!strings.Contains(errOut.String(), "not found") {
+			t.Errorf("state of a missing session: status %d, stderr %q", code, errOut.String())
+		}
+	})
+
+	t.Run("stream_reset", func(t *testing.T) {
+		model := writeScript(t, `{"turns":[{"failures":[{"kind":"stream_cut","after_chunks":1}],"text":["Half ","and whole."]}]}`)
+		var out, errOut bytes.Buffer
+		code := keel(ctx, &out, &errOut, withConn("run", "--model", model, "cut me")...)
+		if code != exitOK {
+			t.Fatalf("exit status %d, want 0\n%s\n%s", code, out.String(), errOut.String())
+		}
+		if !regexp.MustCompile(`(?m)^↺ attempt 1 abandoned \(retryable failure: stream_cut\).*\n  waiting 1s before attempt 2.*\nHalf and whole\.\n`).MatchString(out.String()) {
+			t.Errorf("no reset marker followed by the new attempt on its own line:\n%s", out.String())
+		}
+	})
+
+	t.Run("failure", func(t *testing.T) {
+		model := writeScript(t, `{"turns":[{"failures":[{"kind":"auth","status":401,"message":"bad key"}],"text":["never"]}]}`)
+		var out, errOut bytes.Buffer
+		code := keel(ctx, &out, &errOut, withConn("run", "--model", model, "fail")...)
+		if code != exitFailed {
+			t.Fatalf("exit status %d, want %d\n%s\n%s", code, exitFailed, out.String(), errOut.String())
+		}
+		if !strings.Contains(out.String(), "✗ failed: keel.ProviderError: ") || !strings.Contains(out.String(), "(not retryable)") {
+			t.Errorf("no failure line:\n%s", out.String())
+		}
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		model := writeScript(t, `{"turns":[{"tool_calls":[{"id":"z","name":"sleep","arguments":{"seconds":3600}}]},{"text":["woke"]}]}`)
+		out := newWatchWriter("┌ sleep")
+		var errOut bytes.Buffer
+		done := make(chan int, 1)
+		go func() {
+			done <- dispatch(ctx, withConn("run", "--session", "e2e-cancel", "--model", model, "--tools", "sleep", "nap"), out, &errOut)
+		}()
+		out.wait(t, ctx)
+
+		// A second prompt while the run is active is refused, with a hint.
+		var o2, e2 bytes.Buffer
+		if code := keel(ctx, &o2, &e2, withConn("run", "--session", "e2e-cancel", "again")...); code != exitFailed ||
+			!strings.Contains(e2.String(), "already active") || !strings.Contains(e2.String(), "keel cancel") {
+			t.Errorf("run while active: status %d, stderr %q", code, e2.String())
+		}
+
+		o2.Reset()
+		if code := keel(ctx, &o2, &e2, withConn("cancel", "e2e-cancel")...); code != exitOK ||
+			o2.String() != "cancellation of e2e-cancel/run-1 requested\n" {
+			t.Errorf("cancel: status %d, stdout %q, stderr %q", code, o2.String(), e2.String())
+		}
+		select {
+		case code := <-done:
+			if code != exitCancelled {
+				t.Errorf("exit status %d, want %d\n%s", code, exitCancelled, errOut.String())
+			}
+		case <-ctx.Done():
+			t.Fatal("keel run did not end after the cancel")
+		}
+		for _, want := range []string{"└ ⊘ sleep interrupted", "⊘ cancelled (session revision 1)"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("output lacks %q:\n%s", want, out.String())
+			}
+		}
+
+		o2.Reset()
+		if code := keel(ctx, &o2, &e2, withConn("cancel", "e2e-cancel")...); code != exitOK || !strings.Contains(o2.String(), "no active run") {
+			t.Errorf("cancel with no active run: status %d, stdout %q", code, o2.String())
+		}
+	})
+
+	t.Run("send", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		code := keel(ctx, &out, &errOut, withConn("send", "--session", "e2e-send", "--model", writeScript(t, `{"turns":[{"text":["ok"]}]}`), "hi")...)
+		if code != exitOK {
+			t.Fatalf("send: status %d: %s", code, errOut.String())
+		}
+		var got map[string]any
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			t.Fatalf("send printed %q: %v", out.String(), err)
+		}
+		want := map[string]any{"session_id": "e2e-send", "run_id": "e2e-send/run-1", "number": 1.0, "revision": 0.0}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("send (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestDevDemo runs `keel dev --demo` on free ports with a SQLite data
+// directory, waits for the demo to finish, and shuts it down the way
+// Ctrl-C does.
+func TestDevDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Temporal server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	runCtx, interrupt := context.WithCancel(ctx)
+	defer interrupt()
+	dataDir := t.TempDir()
+	out := newWatchWriter("Everything stays up until Ctrl-C.")
+	var errOut bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cmdDev(runCtx, []string{"--data-dir", dataDir, "--port", "0", "--ui-port", "0", "--nats-port", "0", "--demo"}, out, &errOut)
+	}()
+	out.wait(t, ctx)
+	interrupt()
+	var code int
+	select {
+	case code = <-done:
+	case <-ctx.Done():
+		t.Fatalf("keel dev did not stop:\n%s", out.String())
+	}
+	got := out.String()
+	if code != exitOK {
+		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, got, errOut.String())
+	}
+	for _, pattern := range []string{
+		`Temporal gRPC  127\.0\.0\.1:\d+`,
+		`Web UI         http://127\.0\.0\.1:\d+\n`,
+		`NATS \(live\)    nats://127\.0\.0\.1:\d+\n`,
+		`keel run --address 127\.0\.0\.1:\d+ --nats nats://127\.0\.0\.1:\d+ "Give me a tour of the workspace"`,
+		`● run 1 · scripted:demo · session s-[0-9a-f]+\n`,
+		`Hello! I'm keel's built-in demo agent\.`,
+		`└ ✓ write_file`,
+		`✓ completed in 5 steps\n`,
+		`http://127\.0\.0\.1:\d+/namespaces/default/workflows/s-[0-9a-f]+\n`,
+		`keel dev: stopped\.\n$`,
+	} {
+		if !regexp.MustCompile(pattern).MatchString(got) {
+			t.Errorf("output does not match %q:\n%s", pattern, got)
+		}
+	}
+	welcome, err := os.ReadFile(filepath.Join(dataDir, "workspace", "welcome.txt"))
+	if err != nil || string(welcome) != scripted.DemoWelcome {
+		t.Errorf("workspace not seeded with the demo's welcome.txt: %v", err)
+	}
+	for _, f := range []string{"temporal.db", "dev.log"} {
+		if _, err := os.Stat(filepath.Join(dataDir, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
