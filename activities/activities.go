@@ -36,11 +36,12 @@ const HeartbeatInterval = 200 * time.Millisecond
 
 // Activities holds what keel's activities need on a worker.
 type Activities struct {
-	Models ModelResolver
-	Tools  *tool.Registry
-	Live   live.Publisher // Optional: deltas are dropped without it.
-	Runs   RunReader      // Optional: without it a cache miss fails the turn.
-	Logger *slog.Logger   // Optional.
+	Models    ModelResolver
+	Tools     *tool.Registry
+	Live      live.Publisher // Optional: deltas are dropped without it.
+	Runs      RunReader      // Optional: without it a cache miss fails the turn.
+	Lifecycle Lifecycle      // Optional: without it Shutdown fails.
+	Logger    *slog.Logger   // Optional.
 	// CacheRuns bounds the transcript cache. Optional; default 256 runs.
 	CacheRuns int
 

@@ -111,3 +111,15 @@ type RecoverRunResult struct {
 // MaxToolOutput caps the output a tool call returns to the model (and to
 // workflow history).
 const MaxToolOutput = 64 << 10
+
+// ShutdownName is the activity that cancels every active run.
+const ShutdownName = "Shutdown"
+
+// RuntimeStateName is the local activity a new session uses to learn
+// whether keel is shut down.
+const RuntimeStateName = "RuntimeState"
+
+// ShutdownResult says how many active runs a shutdown cancelled.
+type ShutdownResult struct {
+	Cancelled int `json:"cancelled"`
+}

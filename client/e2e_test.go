@@ -1,38 +1,30 @@
 package client_test
 
 import (
-	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/client"
-	"github.com/keelrun/keel/devserver"
-	"github.com/keelrun/keel/internal/keeltest"
-	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/workflows"
 )
 
 const script = `{"chunk_delay":"5ms","turns":[
-  {"text":["Let me ", "echo."],"tool_calls":[{"id":"c1","name":"list_files","arguments":{}}],
+  {"text":["Let me ", "echo."],"tool_calls":[{"id":"c1","name":"echo","arguments":{"prompt":"x"}}],
    "usage":{"input_tokens":10,"output_tokens":5}},
   {"text":["All ", "done."],"usage":{"input_tokens":20,"output_tokens":2}},
   {"text":["Second ", "run."],"usage":{"input_tokens":30,"output_tokens":2}}
 ]}`
 
 func TestSendFollowOutcome(t *testing.T) {
-	srv := keeltest.StartServer(t, devserver.Config{})
-	mem := live.NewMemory()
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: script, Live: mem})
-	c := keeltest.Client(t, srv, mem)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	c := newClient(t)
+	ctx := testCtx(t)
+	model := shared.book.Add(t, t.Name(), script)
 
 	sess := c.Session("e2e-1")
-	run, err := sess.Send(ctx, "list things", client.WithConfig(workflows.RunConfig{Tools: []string{"list_files"}}))
+	run, err := sess.Send(ctx, "list things", client.WithConfig(workflows.RunConfig{Model: model, Tools: []string{"echo"}}))
 	require.NoError(t, err)
 	require.Equal(t, "e2e-1/run-1", run.ID)
 	require.Equal(t, int64(0), run.BaseSeq)
@@ -74,7 +66,7 @@ func TestSendFollowOutcome(t *testing.T) {
 	require.Len(t, all, len(durable))
 
 	// A second run continues the sequence and the transcript.
-	run2, err := sess.Send(ctx, "again")
+	run2, err := sess.Send(ctx, "again", client.WithConfig(workflows.RunConfig{Model: model}))
 	require.NoError(t, err)
 	require.Equal(t, 2, run2.Number)
 	require.Equal(t, st.LastSeq, run2.BaseSeq)
@@ -85,14 +77,11 @@ func TestSendFollowOutcome(t *testing.T) {
 }
 
 func TestSendWhileActiveIsRejected(t *testing.T) {
-	srv := keeltest.StartServer(t, devserver.Config{})
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"turns":[
-	  {"tool_calls":[{"id":"z","name":"sleep","arguments":{"seconds":3600}}]},{"text":["woke"]}]}`})
-	c := keeltest.Client(t, srv, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	c := newClient(t)
+	ctx := testCtx(t)
 	sess := c.Session("busy")
-	run, err := sess.Send(ctx, "sleep", client.WithConfig(workflows.RunConfig{Tools: []string{"sleep"}}))
+	run, err := sess.Send(ctx, "sleep", cfg(t, `{"turns":[
+	  {"tool_calls":[{"id":"z","name":"sleep","arguments":{"seconds":3600}}]},{"text":["woke"]}]}`, "sleep"))
 	require.NoError(t, err)
 	_, err = sess.Send(ctx, "another")
 	require.ErrorIs(t, err, keel.ErrRunActive)
@@ -106,10 +95,8 @@ func TestSendWhileActiveIsRejected(t *testing.T) {
 }
 
 func TestBadInputIsTyped(t *testing.T) {
-	srv := keeltest.StartServer(t, devserver.Config{})
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"turns":[{"text":["x"]}]}`})
-	c := keeltest.Client(t, srv, nil)
-	ctx := context.Background()
+	c := newClient(t)
+	ctx := testCtx(t)
 	_, err := c.Session("bad id!").Send(ctx, "hi")
 	require.ErrorIs(t, err, keel.ErrInvalidInput)
 	_, err = c.Session("empty-prompt").Send(ctx, "")

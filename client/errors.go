@@ -35,3 +35,11 @@ func fromTemporal(err error, what string) error {
 	}
 	return err
 }
+
+// isClosedErr reports whether Temporal refused an update because the
+// workflow already closed.
+func isClosedErr(err error) bool {
+	var nf *serviceerror.NotFound
+	var fp *serviceerror.FailedPrecondition
+	return errors.As(err, &nf) || errors.As(err, &fp)
+}

@@ -24,6 +24,9 @@ type Run struct {
 	BaseSeq int64
 	// Queued says the run waits behind another one.
 	Queued bool
+	// SteeringID is set when Send (with OrSteer) delivered the prompt to
+	// this already active run as steering.
+	SteeringID string
 }
 
 // Session returns the run's session.
@@ -72,14 +75,21 @@ func (r *Run) base(ctx context.Context) (int64, error) {
 	return 0, err
 }
 
-// Outcome waits for the run to end and returns its outcome. The error is
-// nil for a completed run, keel.ErrCancelled for a cancelled one and the
-// typed failure otherwise (match with errors.Is / errors.As). It works from
-// any process at any time after the run started.
+// Outcome waits for the run to end and for its session to commit it, and
+// returns its outcome: after it returns, the session's state, history and
+// log include the run. The error is nil for a completed run,
+// keel.ErrCancelled for a cancelled one and the typed failure otherwise
+// (match with errors.Is / errors.As). It works from any process at any time
+// after the run started.
 func (r *Run) Outcome(ctx context.Context) (keel.Outcome, error) {
 	var res workflows.RunResult
 	err := r.s.c.tc.GetWorkflow(ctx, r.ID, "").Get(ctx, &res)
 	if err == nil {
+		if n := len(res.Events); n > 0 {
+			if err := r.s.waitCommitted(ctx, res.Events[n-1].Seq); err != nil {
+				return res.Outcome, err
+			}
+		}
 		return res.Outcome, res.Outcome.Err()
 	}
 	var terminated *temporal.TerminatedError

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -36,6 +37,16 @@ func Queue() SendOption {
 	return func(r *workflows.SendRequest) { r.IfActive = workflows.IfActiveQueue }
 }
 
+// OrSteer makes Send, while a run is active, deliver the prompt to that run
+// as steering instead of failing; the returned Run then has SteeringID set.
+func OrSteer() SendOption {
+	return func(r *workflows.SendRequest) { r.IfActive = ifActiveSteer }
+}
+
+// ifActiveSteer is handled by the client: the session only knows reject and
+// queue, and steering must be accepted by the run itself.
+const ifActiveSteer workflows.IfActive = "steer"
+
 // Send submits a prompt and returns its run once the run has started (or,
 // with Queue, once it is queued). The first Send creates the session.
 // While a run is active Send fails with keel.ErrRunActive.
@@ -47,6 +58,37 @@ func (s *Session) Send(ctx context.Context, prompt string, opts ...SendOption) (
 	for _, o := range opts {
 		o(&req)
 	}
+	if req.IfActive != ifActiveSteer {
+		return s.send(ctx, req)
+	}
+	req.IfActive = workflows.IfActiveReject
+	// The active run may end between the two calls; a few rounds settle it.
+	for range 5 {
+		run, err := s.send(ctx, req)
+		if !errors.Is(err, keel.ErrRunActive) {
+			return run, err
+		}
+		active, err := s.ActiveRun(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if active == nil {
+			continue
+		}
+		id, err := active.SteerRetractable(ctx, prompt)
+		if errors.Is(err, keel.ErrNotAccepting) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		active.SteeringID = id
+		return active, nil
+	}
+	return nil, &keel.Error{Code: keel.CodeRunActive, Message: "session " + s.id + " kept changing runs; try again"}
+}
+
+func (s *Session) send(ctx context.Context, req workflows.SendRequest) (*Run, error) {
 	start := s.c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       s.id,
 		TaskQueue:                workflows.TaskQueue,
@@ -102,4 +144,25 @@ func (s *Session) query(ctx context.Context, workflowID, name string, out any, a
 		return fromTemporal(err, fmt.Sprintf("workflow %s", workflowID))
 	}
 	return v.Get(out)
+}
+
+// waitCommitted waits until the session's committed log reaches seq.
+func (s *Session) waitCommitted(ctx context.Context, seq int64) error {
+	w := s.c.watch(s.id)
+	for {
+		st, err := s.State(ctx)
+		if err != nil {
+			return err
+		}
+		if st.LastSeq >= seq {
+			return nil
+		}
+		closed, err := w.wait(ctx)
+		if err != nil {
+			return err
+		}
+		if closed {
+			return nil
+		}
+	}
 }

@@ -19,7 +19,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -33,6 +32,9 @@ import (
 type Options struct {
 	// TaskQueue to poll. Default workflows.TaskQueue ("keel").
 	TaskQueue string
+	// Namespace the client is connected to, for listing workflows at
+	// shutdown. Default "default".
+	Namespace string
 	// Models resolves model specs. Default: the scripted provider plus
 	// OpenAI and Anthropic configured from the environment.
 	Models activities.ModelResolver
@@ -88,6 +90,9 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 
 // NewActivities returns keel's activities configured from opts.
 func NewActivities(c client.Client, opts Options) (*activities.Activities, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
 	models := opts.Models
 	if models == nil {
 		models = DefaultModels()
@@ -106,6 +111,7 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 	acts := &activities.Activities{Models: models, Tools: tools, Live: opts.Live, Logger: opts.Logger}
 	if c != nil {
 		acts.Runs = runReader{c: c}
+		acts.Lifecycle = lifecycle{c: c, namespace: opts.Namespace}
 	}
 	return acts, nil
 }
@@ -124,7 +130,10 @@ func Register(r Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.RunWorkflow, workflow.RegisterOptions{Name: workflows.RunWorkflowName})
 	r.RegisterActivityWithOptions(acts.ModelTurn, activity.RegisterOptions{Name: activities.ModelTurnName})
 	r.RegisterActivityWithOptions(acts.Tool, activity.RegisterOptions{Name: activities.ToolName})
+	r.RegisterWorkflowWithOptions(workflows.RuntimeWorkflow, workflow.RegisterOptions{Name: workflows.RuntimeWorkflowName})
 	r.RegisterActivityWithOptions(acts.RecoverRun, activity.RegisterOptions{Name: activities.RecoverRunName})
+	r.RegisterActivityWithOptions(acts.Shutdown, activity.RegisterOptions{Name: activities.ShutdownName})
+	r.RegisterActivityWithOptions(acts.RuntimeState, activity.RegisterOptions{Name: activities.RuntimeStateName})
 }
 
 // SearchAttributes lists the custom search attributes keel's workflows set.
@@ -164,5 +173,3 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 	}
 	return nil
 }
-
-var _ = temporal.ErrNoData

@@ -168,18 +168,22 @@ func (r *run) applySteering() {
 }
 
 func (r *run) validateRespond(req RespondRequest) error {
-	if err := r.accepting(); err != nil {
-		return err
-	}
 	h, ok := r.requests[req.RequestID]
 	switch {
 	case !ok:
+		if err := r.accepting(); err != nil {
+			return err
+		}
 		return wireError(&keel.Error{Code: keel.CodeUnknownRequest, Message: fmt.Sprintf("no host-input request %q in run %s", req.RequestID, r.in.RunID)})
 	case h.gone:
 		return wireError(&keel.Error{Code: keel.CodeRequesterGone, Message: fmt.Sprintf("the call that asked %q is gone", req.RequestID)})
 	case h.answered:
 		return wireError(&keel.Error{Code: keel.CodeUnknownRequest, Message: fmt.Sprintf("request %q was already answered", req.RequestID)})
-	case len(req.Answer) == 0:
+	}
+	if err := r.accepting(); err != nil {
+		return err
+	}
+	if len(req.Answer) == 0 {
 		return wireError(keel.Errorf(keel.CodeInvalidAnswer, "answer to %q is empty", req.RequestID))
 	}
 	if len(h.Schema) > 0 {

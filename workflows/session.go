@@ -31,6 +31,8 @@ type session struct {
 	queue    []*pendingRun
 	active   *pendingRun
 	shutdown bool
+	// checked is set once the session learned whether keel is shut down.
+	checked bool
 }
 
 // pendingRun is an accepted prompt, queued or running.
@@ -54,6 +56,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	if err := s.registerHandlers(ctx); err != nil {
 		return err
 	}
+	workflow.Go(ctx, s.checkRuntime)
 	for {
 		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 }); err != nil {
 			// The Session workflow itself was cancelled: nothing runs now,
@@ -125,6 +128,21 @@ func (s *session) registerHandlers(ctx workflow.Context) error {
 	return nil
 }
 
+// checkRuntime asks, once, whether keel was shut down before this session
+// started; sessions that were running at shutdown get a signal instead.
+func (s *session) checkRuntime(ctx workflow.Context) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var down bool
+	if err := workflow.ExecuteLocalActivity(lctx, activities.RuntimeStateName).Get(ctx, &down); err != nil {
+		workflow.GetLogger(ctx).Warn("could not read the runtime state", "err", err)
+	}
+	s.shutdown = s.shutdown || down
+	s.checked = true
+}
+
 // cancelActive asks the active run to stop; the run commits cooperatively.
 func (s *session) cancelActive() {
 	if s.active != nil && s.active.cancel != nil {
@@ -174,6 +192,12 @@ func (s *session) validateSend(req SendRequest) error {
 // send accepts a prompt. It returns once the run has started, or at once
 // with Queued set when it waits behind another run.
 func (s *session) send(ctx workflow.Context, req SendRequest) (SendResult, error) {
+	if err := workflow.Await(ctx, func() bool { return s.checked }); err != nil {
+		return SendResult{}, err
+	}
+	if s.shutdown {
+		return SendResult{}, wireError(keel.ErrRuntimeShutdown)
+	}
 	p := &pendingRun{number: s.runs + len(s.queue) + 1, req: req}
 	s.queue = append(s.queue, p)
 	if s.active != nil || len(s.queue) > 1 {

@@ -4,12 +4,15 @@ package keeltest
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
@@ -127,3 +130,38 @@ func ScriptModels(tb testing.TB, script string) activities.ModelResolver {
 type fixedModel struct{ p provider.Provider }
 
 func (m fixedModel) Resolve(string) (provider.Provider, string, error) { return m.p, "scripted", nil }
+
+// ScriptBook resolves "scripted:NAME" to scripts added by tests, so one
+// worker can serve many tests, each with its own script.
+type ScriptBook struct {
+	mu      sync.Mutex
+	scripts map[string]provider.Provider
+}
+
+// Add registers a script under name and returns its model spec.
+func (b *ScriptBook) Add(tb testing.TB, name, script string) string {
+	tb.Helper()
+	s, err := scripted.Parse([]byte(script))
+	if err != nil {
+		tb.Fatalf("script %s: %v", name, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.scripts == nil {
+		b.scripts = map[string]provider.Provider{}
+	}
+	b.scripts[name] = scripted.New(s)
+	return "scripted:" + name
+}
+
+// Resolve implements activities.ModelResolver.
+func (b *ScriptBook) Resolve(spec string) (provider.Provider, string, error) {
+	name, _ := strings.CutPrefix(spec, "scripted:")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, ok := b.scripts[name]
+	if !ok {
+		return nil, "", &keel.ProviderError{Provider: "keel", Kind: keel.ProviderUnknownModel, Message: "no script " + name}
+	}
+	return p, name, nil
+}
