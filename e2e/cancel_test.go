@@ -1,0 +1,119 @@
+package e2e_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/provider/scripted"
+	"github.com/keelrun/keel/workflows"
+)
+
+// cancelBound is the contract's bound from the cancel call to the
+// outcome, in real time. It is a correctness bound, not a benchmark: the
+// cancel must reach a hanging stream (through the activity's heartbeat) or
+// a durable retry timer, and the run must end at once.
+const cancelBound = time.Second
+
+func cancelScripted(t *testing.T, script string) *faultsProvider {
+	t.Helper()
+	s, err := scripted.Parse([]byte(script))
+	require.NoError(t, err)
+	return newFaultsProvider(scripted.New(s))
+}
+
+// Cancel while the provider stream hangs after two chunks: the outcome is
+// ErrCancelled within a second of the cancel, the streamed text is kept as
+// an aborted assistant message, and no further request is made.
+func TestCancelDuringStreamE2E(t *testing.T) {
+	p := cancelScripted(t, `{"turns":[{"failures":[{"kind":"hang","after_chunks":2}],
+	  "text":["Hel","lo"," world"],"usage":{"input_tokens":10,"output_tokens":5}}]}`)
+	c, srv := faultsStack(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	run, err := c.Session("cancel-stream").Send(ctx, "go")
+	require.NoError(t, err)
+	// Wait until the activity has taken both chunks; the stream then hangs.
+	for range 2 {
+		select {
+		case <-p.texts:
+		case <-ctx.Done():
+			t.Fatal("the stream never started")
+		}
+	}
+
+	start := time.Now()
+	require.NoError(t, run.Cancel(ctx))
+	out, err := run.Outcome(ctx)
+	elapsed := time.Since(start)
+	require.ErrorIs(t, err, keel.ErrCancelled)
+	require.Less(t, elapsed, cancelBound, "cancel to outcome")
+	t.Logf("cancel during a hanging stream: outcome after %v", elapsed.Round(time.Millisecond))
+
+	require.Equal(t, keel.StatusCancelled, out.Status)
+	require.Equal(t, int32(1), p.requests.Load(), "no request after the cancel")
+	require.Equal(t, 1, out.UsageTotal.Requests)
+
+	// The Run workflow's result holds the messages it committed.
+	var res workflows.RunResult
+	require.NoError(t, keeltest.Dial(t, srv).GetWorkflow(ctx, run.ID, "").Get(ctx, &res))
+	want := []keel.Message{keel.UserMessage("go"), {Role: keel.RoleAssistant, Content: "Hello", Aborted: true}}
+	if diff := cmp.Diff(want, res.Messages); diff != "" {
+		t.Fatalf("messages (-want +got):\n%s", diff)
+	}
+	types := faultsTypes(res.Events)
+	if diff := cmp.Diff([]string{keel.TypeRunStarted, keel.TypeStepStarted, keel.TypeUsageUpdated, keel.TypeRunCancelled}, types); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+}
+
+// Cancel during the 60 s wait a 429 asked for: the outcome is ErrCancelled
+// within a second of the cancel, and the second request never happens.
+func TestCancelDuringRetryWaitE2E(t *testing.T) {
+	p := cancelScripted(t, `{"turns":[{"failures":[{"kind":"rate_limited","status":429,"retry_after":"60s"}],
+	  "text":["Hello"]}]}`)
+	c, _ := faultsStack(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	run, err := c.Session("cancel-retry-wait").Send(ctx, "go")
+	require.NoError(t, err)
+	// Wait for the durable retry announcement: the timer is running.
+	var seen []keel.Envelope
+	for ev, err := range run.Events(ctx) {
+		require.NoError(t, err)
+		if ev.Durable() {
+			seen = append(seen, ev)
+		}
+		if ev.Type == keel.TypeProviderRetry {
+			break
+		}
+	}
+	retry := faultsFind[keel.ProviderRequestRetry](t, seen)
+	require.Len(t, retry, 1)
+	require.Equal(t, keel.Duration(60*time.Second), retry[0].Delay)
+
+	start := time.Now()
+	require.NoError(t, run.Cancel(ctx))
+	out, err := run.Outcome(ctx)
+	elapsed := time.Since(start)
+	require.ErrorIs(t, err, keel.ErrCancelled)
+	require.Less(t, elapsed, cancelBound, "cancel to outcome")
+	t.Logf("cancel during a 60 s retry wait: outcome after %v", elapsed.Round(time.Millisecond))
+
+	require.Equal(t, keel.StatusCancelled, out.Status)
+	require.Equal(t, int32(1), p.requests.Load(), "no request after the cancel")
+	events, err := run.Session().EventsAfter(ctx, 0)
+	require.NoError(t, err)
+	want := []string{keel.TypeRunStarted, keel.TypeStepStarted, keel.TypeUsageUpdated,
+		keel.TypeProviderStreamReset, keel.TypeProviderRetry, keel.TypeRunCancelled}
+	if diff := cmp.Diff(want, faultsTypes(events)); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,293 @@
+package e2e_test
+
+import (
+	"context"
+	"io"
+	"iter"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/devserver"
+	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/provider"
+	"github.com/keelrun/keel/provider/openai"
+	"github.com/keelrun/keel/provider/scripted"
+	"github.com/keelrun/keel/workflows"
+)
+
+// Helpers of the fault and cancel tests are prefixed "faults" so other
+// tests in this package can name theirs freely.
+
+// faultsProvider wraps a provider to count its physical requests and to
+// report each text chunk once the activity has taken it, so a test can act
+// at a known point of a stream.
+type faultsProvider struct {
+	provider.Provider
+	requests atomic.Int32
+	texts    chan string
+}
+
+func newFaultsProvider(p provider.Provider) *faultsProvider {
+	return &faultsProvider{Provider: p, texts: make(chan string, 64)}
+}
+
+func (f *faultsProvider) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Chunk, error] {
+	f.requests.Add(1)
+	return func(yield func(provider.Chunk, error) bool) {
+		for c, err := range f.Provider.Stream(ctx, req) {
+			if !yield(c, err) {
+				return
+			}
+			// yield returned: the activity has handled (and published) it.
+			if c.Text != "" {
+				select {
+				case f.texts <- c.Text:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// Resolve makes faultsProvider its own resolver: every model spec is it.
+func (f *faultsProvider) Resolve(string) (provider.Provider, string, error) {
+	return f, "test-model", nil
+}
+
+var _ activities.ModelResolver = (*faultsProvider)(nil)
+
+// faultsStack starts an embedded Temporal server, a keel worker whose
+// models all resolve to p, and a client; all share an in-memory live
+// channel.
+func faultsStack(t *testing.T, p *faultsProvider) (*client.Client, *devserver.Server) {
+	t.Helper()
+	srv := keeltest.StartServer(t, devserver.Config{})
+	mem := live.NewMemory()
+	t.Cleanup(func() { _ = mem.Close() })
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: p, Live: mem})
+	return keeltest.Client(t, srv, mem), srv
+}
+
+// faultsDurable follows a run to its end and returns its durable events.
+func faultsDurable(ctx context.Context, t *testing.T, run *client.Run) []keel.Envelope {
+	t.Helper()
+	var out []keel.Envelope
+	for ev, err := range run.Events(ctx) {
+		require.NoError(t, err)
+		if ev.Durable() {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func faultsTypes(evs []keel.Envelope) []string {
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Type
+	}
+	return out
+}
+
+func faultsFind[E keel.Event](t *testing.T, evs []keel.Envelope) []E {
+	t.Helper()
+	var out []E
+	for _, env := range evs {
+		ev, err := env.Event()
+		require.NoError(t, err)
+		if e, ok := ev.(E); ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// faultsOpenAI is an OpenAI-compatible httptest server that answers the
+// n-th request with the n-th handler (the last one repeats) and records
+// when each request arrived.
+type faultsOpenAI struct {
+	*httptest.Server
+	mu       sync.Mutex
+	arrivals []time.Time
+}
+
+func newFaultsOpenAI(t *testing.T, handlers ...http.HandlerFunc) *faultsOpenAI {
+	t.Helper()
+	s := &faultsOpenAI{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		s.mu.Lock()
+		n := len(s.arrivals)
+		s.arrivals = append(s.arrivals, time.Now())
+		s.mu.Unlock()
+		handlers[min(n, len(handlers)-1)](w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *faultsOpenAI) requests() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.arrivals...)
+}
+
+func faultsFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "provider", "openai", "testdata", name))
+	require.NoError(t, err)
+	return b
+}
+
+// faultsSSE streams an OpenAI fixture event by event.
+func faultsSSE(t *testing.T, name string) http.HandlerFunc {
+	data := faultsFixture(t, name)
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		for _, ev := range strings.SplitAfter(string(data), "\n\n") {
+			_, _ = io.WriteString(w, ev)
+			w.(http.Flusher).Flush()
+		}
+	}
+}
+
+func faultsRateLimited(t *testing.T, retryAfter string) http.HandlerFunc {
+	body := faultsFixture(t, "error_429.json")
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", retryAfter)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write(body)
+	}
+}
+
+// faultsOpenAIRun runs one prompt through the whole chain: client, server,
+// Run workflow, ModelTurn activity, the OpenAI backend and the httptest
+// server's wire format.
+func faultsOpenAIRun(t *testing.T, hs *faultsOpenAI, session string) (keel.Outcome, error, []keel.Envelope) {
+	t.Helper()
+	p, err := openai.New(openai.Config{BaseURL: hs.URL, APIKey: "sk-test-key"})
+	require.NoError(t, err)
+	c, _ := faultsStack(t, newFaultsProvider(p))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := c.Session(session).Send(ctx, "hi", client.WithConfig(workflows.RunConfig{Model: "openai:gpt-test"}))
+	require.NoError(t, err)
+	events := faultsDurable(ctx, t, run)
+	out, err := run.Outcome(ctx)
+	return out, err, events
+}
+
+// A 429 with Retry-After: 1 and then a good stream, through the whole
+// chain on a real server: the run completes after two physical requests,
+// at least the announced second apart, with the retry recorded in order.
+func TestFaultsOpenAIRetryAfterE2E(t *testing.T) {
+	hs := newFaultsOpenAI(t, faultsRateLimited(t, "1"), faultsSSE(t, "text.sse"))
+	out, err, events := faultsOpenAIRun(t, hs, "faults-openai-429")
+	require.NoError(t, err)
+	require.Equal(t, keel.StatusCompleted, out.Status)
+	require.Equal(t, "Hello, world!", out.Text)
+
+	want := []string{keel.TypeRunStarted, keel.TypeStepStarted,
+		keel.TypeUsageUpdated, keel.TypeProviderStreamReset, keel.TypeProviderRetry,
+		keel.TypeUsageUpdated, keel.TypeModelCallCompleted, keel.TypeRunCompleted}
+	if diff := cmp.Diff(want, faultsTypes(events)); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	for i, ev := range events {
+		require.Equal(t, int64(i+1), ev.Seq)
+	}
+
+	arrivals := hs.requests()
+	require.Len(t, arrivals, 2, "physical requests at the server")
+	require.GreaterOrEqual(t, arrivals[1].Sub(arrivals[0]), time.Second, "the retry waited for Retry-After")
+
+	retry := faultsFind[keel.ProviderRequestRetry](t, events)
+	require.Len(t, retry, 1)
+	require.Equal(t, keel.ProviderRateLimited, retry[0].Kind)
+	require.Equal(t, http.StatusTooManyRequests, retry[0].Status)
+	require.Equal(t, keel.Duration(time.Second), *retry[0].RetryAfter)
+	require.Equal(t, keel.Duration(time.Second), retry[0].Delay)
+	reset := faultsFind[keel.ProviderStreamReset](t, events)
+	require.Equal(t, keel.ResetReason{Kind: keel.ResetRetryableFailure, Failure: keel.ProviderRateLimited,
+		RetryAfter: retry[0].RetryAfter}, reset[0].Reason)
+
+	// Usage: two physical requests in the total, the success alone in Usage.
+	usage := faultsFind[keel.UsageUpdated](t, events)
+	require.Len(t, usage, 2)
+	require.Equal(t, keel.Usage{Requests: 1}, usage[0].Usage, "the 429 billed no tokens")
+	require.Equal(t, 2, out.UsageTotal.Requests)
+	require.Equal(t, usage[0].Usage.Add(usage[1].Usage), out.UsageTotal)
+	require.Equal(t, usage[1].Usage, out.Usage)
+	require.Equal(t, int64(25), out.Usage.InputTokens)
+	require.Equal(t, int64(4), out.Usage.OutputTokens)
+}
+
+// A stream chunk that is not JSON is a malformed response: the contract
+// retries it at once, so a good second stream completes the run.
+func TestFaultsOpenAIBadChunkRetriedE2E(t *testing.T) {
+	hs := newFaultsOpenAI(t, faultsSSE(t, "bad_chunk.sse"), faultsSSE(t, "text.sse"))
+	out, err, events := faultsOpenAIRun(t, hs, "faults-openai-bad-chunk")
+	require.NoError(t, err, "events: %v", faultsTypes(events))
+	require.Equal(t, "Hello, world!", out.Text)
+	require.Len(t, hs.requests(), 2)
+	want := []string{keel.TypeRunStarted, keel.TypeStepStarted,
+		keel.TypeUsageUpdated, keel.TypeProviderStreamReset,
+		keel.TypeUsageUpdated, keel.TypeModelCallCompleted, keel.TypeRunCompleted}
+	if diff := cmp.Diff(want, faultsTypes(events)); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+}
+
+// A worker that stops (a deploy: SIGTERM, drain, exit) while a model turn
+// streams abandons that attempt; the run must go on on another worker, as
+// after a crash, not fail.
+func TestFaultsWorkerStopMidStreamE2E(t *testing.T) {
+	s, err := scripted.Parse([]byte(`{"turns":[{"failures":[{"kind":"hang","after_chunks":2}],
+	  "text":["Hel","lo"," world"],"usage":{"input_tokens":10,"output_tokens":5}}]}`))
+	require.NoError(t, err)
+	p := newFaultsProvider(scripted.New(s))
+	srv := keeltest.StartServer(t, devserver.Config{})
+	first := keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: p})
+	c := keeltest.Client(t, srv, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	run, err := c.Session("faults-worker-stop").Send(ctx, "go")
+	require.NoError(t, err)
+	for range 2 {
+		select {
+		case <-p.texts:
+		case <-ctx.Done():
+			t.Fatal("the stream never started")
+		}
+	}
+	// The stream hangs; the worker drains for its stop timeout, then
+	// cancels the activity and exits. Another worker takes over.
+	first.Stop()
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: p})
+
+	out, err := run.Outcome(ctx)
+	events, evErr := run.Session().EventsAfter(ctx, 0)
+	require.NoError(t, evErr)
+	require.NoError(t, err, "events: %v", faultsTypes(events))
+	require.Equal(t, "Hello world", out.Text)
+	require.Equal(t, int32(2), p.requests.Load())
+	require.Equal(t, 2, out.UsageTotal.Requests)
+	require.Len(t, faultsFind[keel.ProviderStreamReset](t, events), 1, "the abandoned attempt is reset")
+}
