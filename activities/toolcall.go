@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/tool"
@@ -48,7 +49,8 @@ func (a *Activities) Tool(ctx context.Context, in ToolInput) (*ToolOutput, error
 		out.NeedInput = &q
 		return out, nil
 	case ctx.Err() != nil:
-		return nil, ctx.Err()
+		// Cancelled: the workflow already recorded the call as interrupted.
+		return nil, temporal.NewCanceledError()
 	case err != nil:
 		out.Status, out.Output = keel.ToolError, truncateOutput(err.Error())
 	case res.IsError:

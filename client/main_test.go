@@ -104,9 +104,7 @@ func controlTools() *tool.Registry {
 		case <-shared.gates.get(a.Key):
 			return "gate " + a.Key + " opened", nil
 		case <-ctx.Done():
-			shared.gates.mu.Lock()
-			shared.gates.m[a.Key+"/cancelled"] = nil
-			shared.gates.mu.Unlock()
+			shared.gates.open(a.Key + "/cancelled")
 			return "", ctx.Err()
 		}
 	}
@@ -135,13 +133,8 @@ func controlTools() *tool.Registry {
 	return reg
 }
 
-// cancelledGate reports whether a gate's call saw its context cancelled.
-func cancelledGate(key string) bool {
-	shared.gates.mu.Lock()
-	defer shared.gates.mu.Unlock()
-	_, ok := shared.gates.m[key+"/cancelled"]
-	return ok
-}
+// gateCancelled is closed when a gate's call saw its context cancelled.
+func gateCancelled(key string) <-chan struct{} { return shared.gates.get(key + "/cancelled") }
 
 // executions returns how many times a tool call ran.
 func executions(runID, callID string) int {

@@ -145,5 +145,13 @@ func (r *Run) State(ctx context.Context) (workflows.RunStatus, error) {
 // the run commits what it can, emits run.cancelled, and Outcome returns
 // keel.ErrCancelled.
 func (r *Run) Cancel(ctx context.Context) error {
-	return fromTemporal(r.s.c.tc.SignalWorkflow(ctx, r.ID, "", workflows.SignalCancel, nil), "run "+r.ID)
+	err := fromTemporal(r.s.c.tc.SignalWorkflow(ctx, r.ID, "", workflows.SignalCancel, nil), "run "+r.ID)
+	if errors.Is(err, keel.ErrNotFound) {
+		// Cancelling a run that already ended changes nothing; only a run
+		// that never existed is an error.
+		if _, derr := r.s.c.tc.DescribeWorkflowExecution(ctx, r.ID, ""); derr == nil {
+			return nil
+		}
+	}
+	return err
 }

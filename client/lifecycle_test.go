@@ -1,0 +1,309 @@
+package client_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/devserver"
+	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/workflows"
+)
+
+// toolEvents returns "type:call:status" for each tool event of the log.
+func toolEvents(t *testing.T, evs []keel.Envelope) []string {
+	var out []string
+	for _, env := range evs {
+		ev, err := env.Event()
+		require.NoError(t, err)
+		switch e := ev.(type) {
+		case keel.ToolStarted:
+			out = append(out, "started:"+e.ToolCallID)
+		case keel.ToolDetached:
+			out = append(out, "detached:"+e.ToolCallID)
+		case keel.ToolFinished:
+			out = append(out, "finished:"+e.ToolCallID+":"+string(e.Status))
+		}
+	}
+	return out
+}
+
+// Cancelling reaches a running tool (its context is cancelled), gives every
+// unresolved call an interrupted result — including one still waiting for
+// approval — increments the revision, and is idempotent.
+func TestCancelDuringTools(t *testing.T) {
+	c, ctx := newClient(t), testCtx(t)
+	sess := c.Session("cancel-tools")
+	model := shared.book.Add(t, t.Name(), `{"turns":[
+	  {"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"cancel-tools"}},
+	                 {"id":"s","name":"sleep","arguments":{"seconds":3600}},
+	                 {"id":"a","name":"echo","arguments":{"prompt":"needs approval"}}]},
+	  {"text":["never"]}]}`)
+	run, err := sess.Send(ctx, "go", client.WithConfig(workflows.RunConfig{Model: model,
+		Tools: []string{"gate", "sleep", "echo"}, Approvals: map[string]workflows.Approval{"echo": workflows.ApprovalAsk}}))
+	require.NoError(t, err)
+	waitFor(t, ctx, run, keel.TypeHostInputRequested)
+
+	require.NoError(t, run.Cancel(ctx))
+	require.NoError(t, run.Cancel(ctx)) // idempotent
+	out, err := run.Outcome(ctx)
+	require.ErrorIs(t, err, keel.ErrCancelled)
+	require.Equal(t, keel.StatusCancelled, out.Status)
+	require.Equal(t, int64(1), out.Revision)
+	require.NoError(t, run.Cancel(ctx)) // still harmless after the end
+
+	evs := logOf(t, ctx, sess)
+	types := typesOf(evs, "")
+	require.Equal(t, keel.TypeRunCancelled, types[len(types)-1])
+	require.Equal(t, 1, countOf(types, keel.TypeRunCancelled))
+	tools := toolEvents(t, evs)
+	for _, want := range []string{"finished:g:interrupted", "finished:s:interrupted", "finished:a:interrupted"} {
+		require.Contains(t, tools, want)
+	}
+	require.NotContains(t, tools, "started:a")
+	select {
+	case <-gateCancelled("cancel-tools"):
+	case <-ctx.Done():
+		t.Fatal("the gate tool's context was never cancelled")
+	}
+
+	st, err := sess.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, keel.StateIdle, st.State)
+	hist, err := sess.History(ctx, 0, 0)
+	require.NoError(t, err)
+	var results []string
+	for _, m := range hist.Messages {
+		if m.Role == keel.RoleTool {
+			results = append(results, m.ToolCallID+":"+string(m.ToolStatus))
+		}
+	}
+	require.Equal(t, []string{"g:interrupted", "s:interrupted", "a:interrupted"}, results)
+
+	// The next prompt starts from the committed history.
+	run2, err := sess.Send(ctx, "again", client.WithConfig(workflows.RunConfig{Model: model}))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), run2.Revision)
+	_, err = run2.Outcome(ctx)
+	require.NoError(t, err)
+}
+
+// The Web UI's Cancel (a Temporal cancellation request on the Run
+// workflow) takes the same cooperative path.
+func TestTemporalCancelIsCooperative(t *testing.T) {
+	c, ctx := newClient(t), testCtx(t)
+	sess := c.Session("cancel-temporal")
+	run, err := sess.Send(ctx, "go", cfg(t, `{"turns":[
+	  {"tool_calls":[{"id":"s","name":"sleep","arguments":{"seconds":3600}}]},{"text":["never"]}]}`, "sleep"))
+	require.NoError(t, err)
+	waitFor(t, ctx, run, keel.TypeToolStarted)
+	require.NoError(t, c.Temporal().CancelWorkflow(ctx, run.ID, ""))
+	_, err = run.Outcome(ctx)
+	require.ErrorIs(t, err, keel.ErrCancelled)
+	require.Contains(t, toolEvents(t, logOf(t, ctx, sess)), "finished:s:interrupted")
+}
+
+// A host-input wait is cancellable, and an answer after that is refused.
+func TestCancelDuringHostInput(t *testing.T) {
+	c, ctx := newClient(t), testCtx(t)
+	sess := c.Session("cancel-host")
+	run, err := sess.Send(ctx, "go", cfg(t, `{"turns":[
+	  {"tool_calls":[{"id":"q","name":"ask_user","arguments":{"question":"Well?"}}]},{"text":["never"]}]}`, "ask_user"))
+	require.NoError(t, err)
+	ev := waitFor(t, ctx, run, keel.TypeHostInputRequested)
+	e, _ := ev.Event()
+	id := e.(keel.HostInputRequested).RequestID
+	require.NoError(t, sess.Cancel(ctx))
+	_, err = run.Outcome(ctx)
+	require.ErrorIs(t, err, keel.ErrCancelled)
+	err = run.Respond(ctx, id, "too late")
+	require.ErrorIs(t, err, keel.ErrNotAccepting)
+	resolved := false
+	for _, env := range logOf(t, ctx, sess) {
+		if env.Type == keel.TypeHostInputResolved {
+			ev, _ := env.Event()
+			resolved = ev.(keel.HostInputResolved).Interrupted
+		}
+	}
+	require.True(t, resolved, "the open request was not closed as interrupted")
+}
+
+// A detached call runs while the loop goes on; its result enters history
+// when it finishes, and an end of turn waits for it.
+func TestDetachedTool(t *testing.T) {
+	c, ctx := newClient(t), testCtx(t)
+	sess := c.Session("detached")
+	run, err := sess.Send(ctx, "go", cfg(t, `{"turns":[
+	  {"tool_calls":[{"id":"j","name":"bg","arguments":{"key":"detached"}}]},
+	  {"text":["started the job"]},
+	  {"text":["the job is done"]}]}`, "bg"))
+	require.NoError(t, err)
+	// The loop goes on: step 2 starts while the job runs.
+	seenStep2 := false
+	for ev, err := range run.Events(ctx) {
+		require.NoError(t, err)
+		if ev.Type == keel.TypeModelCallCompleted {
+			e, _ := ev.Event()
+			if e.(keel.ModelCallCompleted).Step == 2 {
+				seenStep2 = true
+				break
+			}
+		}
+	}
+	require.True(t, seenStep2)
+	shared.gates.open("detached")
+	out, err := run.Outcome(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "the job is done", out.Text)
+
+	evs := logOf(t, ctx, sess)
+	types := typesOf(evs, "")
+	detached := slices.Index(types, keel.TypeToolDetached)
+	require.Equal(t, keel.TypeToolStarted, types[detached-1])
+	finished := slices.Index(types, keel.TypeToolFinished)
+	step2 := slices.Index(types[detached:], keel.TypeStepStarted) + detached
+	require.Less(t, step2, finished, "tool.finished comes after the later step.started")
+
+	hist, err := sess.History(ctx, 0, 0)
+	require.NoError(t, err)
+	require.Contains(t, hist.Messages[2].Content, "running in the background")
+	require.Equal(t, keel.RoleUser, hist.Messages[4].Role)
+	require.Contains(t, hist.Messages[4].Content, "gate detached opened")
+}
+
+// Pending jobs are cancelled before every terminal commit: here max steps.
+func TestDetachedJobsStopAtMaxSteps(t *testing.T) {
+	c, ctx := newClient(t), testCtx(t)
+	sess := c.Session("detached-max")
+	model := shared.book.Add(t, t.Name(), `{"turns":[
+	  {"tool_calls":[{"id":"j","name":"bg","arguments":{"key":"never-opened"}}]},
+	  {"tool_calls":[{"id":"e","name":"echo","arguments":{"prompt":"x"}}]},
+	  {"text":["never"]}]}`)
+	run, err := sess.Send(ctx, "go", client.WithConfig(workflows.RunConfig{Model: model, Tools: []string{"bg", "echo"}, MaxSteps: 2}))
+	require.NoError(t, err)
+	_, err = run.Outcome(ctx)
+	require.ErrorIs(t, err, keel.ErrMaxSteps)
+	types := typesOf(logOf(t, ctx, sess), "")
+	last := len(types) - 1
+	require.Equal(t, keel.TypeRunFailed, types[last])
+	require.Contains(t, toolEvents(t, logOf(t, ctx, sess)), "finished:j:interrupted")
+}
+
+// An operator terminating a Run workflow still gets exactly one terminal
+// event, recorded by the session.
+func TestTerminatedRunGetsOneTerminalEvent(t *testing.T) {
+	c, ctx := newClient(t), testCtx(t)
+	sess := c.Session("terminated")
+	model := shared.book.Add(t, t.Name(), `{"turns":[
+	  {"tool_calls":[{"id":"s","name":"sleep","arguments":{"seconds":3600}}]},{"text":["never"]},{"text":["next run"]}]}`)
+	run, err := sess.Send(ctx, "go", client.WithConfig(workflows.RunConfig{Model: model, Tools: []string{"sleep"}}))
+	require.NoError(t, err)
+	waitFor(t, ctx, run, keel.TypeToolStarted)
+	require.NoError(t, c.Temporal().TerminateWorkflow(ctx, run.ID, "", "operator says stop"))
+
+	out, err := run.Outcome(ctx)
+	require.ErrorIs(t, err, keel.ErrTerminated)
+	require.Equal(t, keel.StatusFailed, out.Status)
+	evs := logOf(t, ctx, sess)
+	types := typesOf(evs, run.ID)
+	require.Equal(t, keel.TypeRunFailed, types[len(types)-1])
+	terminals := 0
+	for _, ev := range evs {
+		if ev.Terminal() {
+			terminals++
+		}
+	}
+	require.Equal(t, 1, terminals)
+	require.Contains(t, types, keel.TypeToolStarted, "the run's own events were recovered")
+
+	st, err := sess.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, keel.StateFailed, st.State)
+	require.Equal(t, int64(1), st.Revision)
+	run2, err := sess.Send(ctx, "next", client.WithConfig(workflows.RunConfig{Model: model}))
+	require.NoError(t, err)
+	_, err = run2.Outcome(ctx)
+	require.NoError(t, err)
+}
+
+// Shutdown is shared through Temporal: the first call cancels every active
+// run and reports how many; then new sessions and runs fail; later calls,
+// from any client, report zero.
+func TestShutdown(t *testing.T) {
+	srv := keeltest.StartServer(t, devserver.Config{})
+	book := &keeltest.ScriptBook{}
+	model := book.Add(t, "sleepy", `{"turns":[
+	  {"tool_calls":[{"id":"s","name":"sleep","arguments":{"seconds":3600}}]},{"text":["never"]}]}`)
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: book})
+	c1 := keeltest.Client(t, srv, nil)
+	c2 := keeltest.Client(t, srv, nil)
+	ctx := testCtx(t)
+	opt := client.WithConfig(workflows.RunConfig{Model: model, Tools: []string{"sleep"}})
+
+	var runs []*client.Run
+	for _, id := range []string{"sd-1", "sd-2"} {
+		run, err := c1.Session(id).Send(ctx, "sleep", opt)
+		require.NoError(t, err)
+		waitFor(t, ctx, run, keel.TypeToolStarted)
+		runs = append(runs, run)
+	}
+	idle := c1.Session("sd-idle")
+	r, err := idle.Send(ctx, "x", client.WithConfig(workflows.RunConfig{Model: book.Add(t, "quick", `{"turns":[{"text":["hi"]}]}`)}))
+	require.NoError(t, err)
+	_, err = r.Outcome(ctx)
+	require.NoError(t, err)
+	waitVisible(t, ctx, c1, 3)
+
+	res, err := c1.Shutdown(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Cancelled)
+	require.False(t, res.AlreadyShutDown)
+	for _, run := range runs {
+		_, err := run.Outcome(ctx)
+		require.ErrorIs(t, err, keel.ErrCancelled)
+	}
+	_, err = c2.Session("sd-new").Send(ctx, "hello", opt)
+	require.ErrorIs(t, err, keel.ErrRuntimeShutdown)
+	_, err = idle.Send(ctx, "hello again", opt)
+	require.ErrorIs(t, err, keel.ErrRuntimeShutdown)
+	res, err = c2.Shutdown(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 0, res.Cancelled)
+	require.True(t, res.AlreadyShutDown)
+}
+
+// waitVisible waits until visibility lists n running sessions, so the
+// shutdown count is deterministic. Visibility is an index Temporal updates
+// asynchronously; there is no event to wait on, so this polls it.
+func waitVisible(t *testing.T, ctx context.Context, c *client.Client, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		resp, err := c.Temporal().CountWorkflow(ctx, countRequest(workflows.SessionWorkflowName))
+		return err == nil && resp.GetCount() >= int64(n)
+	}, 30*time.Second, 20*time.Millisecond)
+}
+
+func countOf(xs []string, x string) int {
+	n := 0
+	for _, v := range xs {
+		if v == x {
+			n++
+		}
+	}
+	return n
+}
+
+var _ = enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+
+func countRequest(workflowType string) *workflowservice.CountWorkflowExecutionsRequest {
+	return &workflowservice.CountWorkflowExecutionsRequest{
+		Query: "WorkflowType = '" + workflowType + "' AND ExecutionStatus = 'Running'",
+	}
+}
