@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -113,7 +114,9 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults workflo
 // fail prints err for command name with a hint for the errors users hit
 // most, and returns exitFailed.
 func fail(stderr io.Writer, name string, err error) int {
-	fmt.Fprintf(stderr, "keel %s: %s\n", name, sanitize(err.Error()))
+	// Wrapped keel errors each say "keel: "; once, in front, is enough.
+	msg := strings.ReplaceAll(strings.TrimPrefix(err.Error(), "keel: "), ": keel: ", ": ")
+	fmt.Fprintf(stderr, "keel %s: %s\n", name, sanitize(msg))
 	if hint := hintFor(err); hint != "" {
 		fmt.Fprintf(stderr, "  %s\n", hint)
 	}
@@ -125,7 +128,7 @@ func hintFor(err error) string {
 	case errors.Is(err, keel.ErrRunActive):
 		return "wait for it, cancel it with `keel cancel SESSION`, or queue this prompt with `keel send --queue`"
 	case errors.Is(err, keel.ErrNotFound):
-		return "no such session: check the ID (`keel run` prints it), the --namespace and the --address"
+		return "check the session ID (`keel run` prints it), --namespace and --address"
 	case errors.Is(err, keel.ErrNotAccepting):
 		return "this session is closed; start a new one (omit --session)"
 	case errors.Is(err, keel.ErrRuntimeShutdown):

@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/term"
+
 	"github.com/keelrun/keel"
 )
 
@@ -74,16 +76,18 @@ func newRenderer(out io.Writer, opts renderOptions) *renderer {
 
 // useColor reports whether output to w should be styled: only a terminal,
 // and only when NO_COLOR is unset (https://no-color.org).
-func useColor(w io.Writer) bool {
-	if _, ok := os.LookupEnv("NO_COLOR"); ok {
-		return false
-	}
+func useColor(w io.Writer) bool { return colorAllowed() && isTerminal(w) }
+
+// colorAllowed reports whether the environment allows color: NO_COLOR set
+// to anything, even empty, forbids it.
+func colorAllowed() bool {
+	_, set := os.LookupEnv("NO_COLOR")
+	return !set
+}
+
+func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // Render writes one event. Events it cannot decode are shown by type.

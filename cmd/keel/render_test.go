@@ -257,6 +257,11 @@ func TestRenderColor(t *testing.T) {
 }
 
 func TestUseColor(t *testing.T) {
+	t.Setenv("NO_COLOR", "x") // restored after the test
+	os.Unsetenv("NO_COLOR")
+	if !colorAllowed() {
+		t.Error("color forbidden without NO_COLOR")
+	}
 	if useColor(&bytes.Buffer{}) {
 		t.Error("a buffer is not a terminal")
 	}
@@ -268,19 +273,21 @@ func TestUseColor(t *testing.T) {
 	if useColor(f) {
 		t.Error("a regular file is not a terminal")
 	}
-	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
-	if err != nil {
-		t.Skip("no terminal:", err)
-	}
-	defer tty.Close()
-	t.Setenv("NO_COLOR", "x") // restores the variable after the test
-	os.Unsetenv("NO_COLOR")
-	if !useColor(tty) {
-		t.Error("a terminal without NO_COLOR gets color")
-	}
 	t.Setenv("NO_COLOR", "")
-	if useColor(tty) {
-		t.Error("NO_COLOR set (even empty) must disable color")
+	if colorAllowed() {
+		t.Error("NO_COLOR set, even empty, must forbid color")
+	}
+	if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+		defer null.Close()
+		if isTerminal(null) {
+			t.Error("the null device is a character device, not a terminal")
+		}
+	}
+	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+		defer tty.Close()
+		if useColor(tty) {
+			t.Error("a terminal with NO_COLOR set gets color")
+		}
 	}
 }
 
