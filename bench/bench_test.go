@@ -19,10 +19,11 @@ import (
 //     whose tool call the workflow answers itself (an unavailable tool), so
 //     the step is one ModelTurn activity plus the loop's own work; compared
 //     with one bare activity round trip.
+//
 //   - tool: each step is a model turn plus one no-op tool call, two
 //     activities; compared with two bare round trips.
 //
-//	go test -run '^$' -bench StepOverhead -benchtime 20x ./bench/
+//     go test -run '^$' -bench StepOverhead -benchtime 20x ./bench/
 func BenchmarkStepOverhead(b *testing.B) {
 	const stepsPerRun = 10
 	for _, tuned := range []bool{true, false} {
