@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -54,10 +53,14 @@ func cmdCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		n = st.ActiveRun.Number
 	}
 	run := sess.Run(n)
+	// Cancelling a run that ended is a no-op: say so rather than claim a
+	// cancellation is on its way. (Checked before cancelling, since after
+	// it the run may have ended because of it.)
+	if st, err := run.State(ctx); err == nil && st.Outcome != nil && st.Outcome.Status != keel.StatusActive {
+		fmt.Fprintf(stdout, "%s already ended (%s); nothing to cancel\n", run.ID, st.Outcome.Status)
+		return exitOK
+	}
 	if err := run.Cancel(ctx); err != nil {
-		if errors.Is(err, keel.ErrNotFound) {
-			return fail(stderr, "cancel", fmt.Errorf("run %s is not running (it ended, or never started): %w", run.ID, err))
-		}
 		return fail(stderr, "cancel", err)
 	}
 	fmt.Fprintf(stdout, "cancellation of %s requested\n", run.ID)

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,6 +18,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	keelpkg "github.com/keelrun/keel"
+	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/provider/scripted"
 )
 
@@ -60,10 +64,11 @@ func (w *watchWriter) wait(t *testing.T, ctx context.Context) {
 	}
 }
 
-// quietLogger keeps the server's and worker's logs out of the test output
-// unless something is really wrong.
+// quietLogger keeps the server's and worker's logs out of the test output:
+// the tests check what the commands print, which says what went wrong, and
+// the worker logs every provider failure the tests inject.
 func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
 // writeScript writes a scripted model to a file and returns its model spec.
@@ -260,9 +265,74 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 
+		// The session may not have recorded the run's end yet; either way
+		// there is nothing left to cancel.
 		o2.Reset()
-		if code := keel(ctx, &o2, &e2, withConn("cancel", "e2e-cancel")...); code != exitOK || !strings.Contains(o2.String(), "no active run") {
+		if code := keel(ctx, &o2, &e2, withConn("cancel", "e2e-cancel")...); code != exitOK || !strings.Contains(o2.String(), "nothing to cancel") {
 			t.Errorf("cancel with no active run: status %d, stdout %q", code, o2.String())
+		}
+	})
+
+	t.Run("detach_and_follow", func(t *testing.T) {
+		model := writeScript(t, `{"turns":[{"tool_calls":[{"id":"z","name":"sleep","arguments":{"seconds":3600}}]},{"text":["woke"]}]}`)
+		// Ctrl-C while following: keel run returns, the run goes on.
+		runCtx, interrupt := context.WithCancel(ctx)
+		defer interrupt()
+		out := newWatchWriter("┌ sleep")
+		var errOut bytes.Buffer
+		done := make(chan int, 1)
+		go func() {
+			done <- dispatch(runCtx, withConn("run", "--session", "e2e-detach", "--model", model, "--tools", "sleep", "nap"), out, &errOut)
+		}()
+		out.wait(t, ctx)
+		interrupt()
+		if code := <-done; code != exitDetached {
+			t.Errorf("exit status %d after Ctrl-C, want %d", code, exitDetached)
+		}
+		if !strings.Contains(errOut.String(), "keel events e2e-detach --follow") {
+			t.Errorf("no hint on how to get back to the run: %q", errOut.String())
+		}
+
+		// Follow the session from the start: replay, then live until the
+		// cancel (sent by run number) arrives.
+		followCtx, stopFollow := context.WithCancel(ctx)
+		defer stopFollow()
+		follow := newWatchWriter("run.cancelled")
+		var followErr bytes.Buffer
+		followed := make(chan int, 1)
+		go func() {
+			followed <- dispatch(followCtx, withConn("events", "--follow", "e2e-detach"), follow, &followErr)
+		}()
+		var o, e bytes.Buffer
+		if code := keel(ctx, &o, &e, withConn("cancel", "--run", "1", "e2e-detach")...); code != exitOK {
+			t.Fatalf("cancel --run 1: status %d: %s", code, e.String())
+		}
+		follow.wait(t, ctx)
+		stopFollow()
+		if code := <-followed; code != exitOK {
+			t.Errorf("events --follow ended with status %d: %s", code, followErr.String())
+		}
+		if !regexp.MustCompile(`(?s)^#1 run\.started .*#\d+ tool\.finished sleep interrupted .*#\d+ run\.cancelled revision 1\n`).MatchString(follow.String()) {
+			t.Errorf("follow output:\n%s", follow.String())
+		}
+
+		// Once the run has ended, cancelling it again changes nothing and
+		// says so; a run that never existed is an error.
+		kc, err := client.Dial(ctx, client.Options{Temporal: stack.temporal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kc.Session("e2e-detach").Run(1).Outcome(ctx); !errors.Is(err, keelpkg.ErrCancelled) {
+			t.Fatalf("outcome: %v, want cancelled", err)
+		}
+		o.Reset()
+		if code := keel(ctx, &o, &e, withConn("cancel", "--run", "1", "e2e-detach")...); code != exitOK ||
+			o.String() != "e2e-detach/run-1 already ended (cancelled); nothing to cancel\n" {
+			t.Errorf("cancel of an ended run: status %d, stdout %q, stderr %q", code, o.String(), e.String())
+		}
+		e.Reset()
+		if code := keel(ctx, &o, &e, withConn("cancel", "--run", "7", "e2e-detach")...); code != exitFailed || !strings.Contains(e.String(), "not found") {
+			t.Errorf("cancel of a run that never existed: status %d, stderr %q", code, e.String())
 		}
 	})
 
