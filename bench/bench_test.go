@@ -8,6 +8,8 @@ import (
 	"github.com/keelrun/keel/bench"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/live/livetest"
 	"github.com/keelrun/keel/tool"
 )
 
@@ -77,4 +79,66 @@ func benchSteps(b *testing.B, tuned bool, kind string, stepsPerRun int) {
 	b.ReportMetric(ratio, "ratio")
 	b.Logf("%d steps: step p50 %v p99 %v | bare activity round trip p50 %v p99 %v | step / (%d x bare) = %.2f",
 		len(steps), steps.P50(), steps.P99(), bare.P50(), bare.P99(), activitiesPerStep, ratio)
+}
+
+// BenchmarkEventLatency times events from their source to a client loop on
+// its own Temporal and live connections: deltas via NATS (an embedded
+// server, separate connections for worker and client) and in process, and
+// durable events via history long-poll plus the events query; next to the
+// server's bare query and update round trips measured in the same run.
+// b.N is the number of runs (60 deltas and ~20 durable events each).
+//
+//	go test -run '^$' -bench EventLatency -benchtime 10x ./bench/
+func BenchmarkEventLatency(b *testing.B) {
+	for _, via := range []string{"nats", "memory"} {
+		b.Run(via, func(b *testing.B) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			srv := devserver.StartForTest(b, devserver.Config{})
+			var pub, sub live.Channel
+			if via == "nats" {
+				ns := livetest.StartNATSServer(b)
+				pub, sub = livetest.DialNATS(b, ns.ClientURL(), live.NATSOptions{}), livetest.DialNATS(b, ns.ClientURL(), live.NATSOptions{})
+			} else {
+				mem := live.NewMemory()
+				pub, sub = mem, mem
+			}
+			book := &keeltest.ScriptBook{}
+			model := book.Add(b, "latency", bench.LatencyScript)
+			reg, err := tool.NewRegistry(bench.NoopTool())
+			if err != nil {
+				b.Fatal(err)
+			}
+			keeltest.StartWorker(b, srv, keeltest.WorkerOptions{Models: book, Tools: reg, Live: pub})
+			kc := keeltest.Client(b, srv, sub)
+			if _, err := bench.MeasureEventLatency(ctx, kc, model, 1); err != nil { // warm up
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			lat, err := bench.MeasureEventLatency(ctx, kc, model, b.N)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			tc := keeltest.Dial(b, srv)
+			query, err := devserver.MeasureQueryRoundTrip(ctx, tc, "", 50)
+			if err != nil {
+				b.Fatal(err)
+			}
+			update, err := devserver.MeasureUpdateRoundTrip(ctx, tc, "", 50)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+			b.ReportMetric(ms(lat.Deltas.P50()), "delta-p50-ms")
+			b.ReportMetric(ms(lat.Deltas.P99()), "delta-p99-ms")
+			b.ReportMetric(ms(lat.Durable.P50()), "durable-p50-ms")
+			b.ReportMetric(ms(lat.Durable.P99()), "durable-p99-ms")
+			b.ReportMetric(ms(lat.DurableFromTask.P50()), "durable-from-task-p50-ms")
+			b.ReportMetric(ms(query.P50()), "query-p50-ms")
+			b.ReportMetric(ms(update.P50()), "update-p50-ms")
+			b.Logf("%s: deltas %v | durable from commit %v | durable from task start %v | query RTT %v | update RTT %v | durable p50 / query p50 = %.2f",
+				via, lat.Deltas, lat.Durable, lat.DurableFromTask, query, update, float64(lat.Durable.P50())/float64(query.P50()))
+		})
+	}
 }
