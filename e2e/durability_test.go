@@ -1,0 +1,381 @@
+package e2e_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/workflows"
+)
+
+// These tests kill -9 a worker process in the middle of a run, start a new
+// one, and check the reliability bar of DESIGN.md: the run ends with
+// exactly one terminal event, the session's durable log is dense with no
+// event skipped or repeated (also as a client following the run across the
+// kill saw it), and no tool call ran again once the server had recorded it
+// as finished.
+
+// killConfig is the run configuration of the kill tests. A short heartbeat
+// timeout makes the server notice a dead worker's activity in 2 s instead
+// of 15.
+func killConfig(tools ...string) client.SendOption {
+	return client.WithConfig(workflows.RunConfig{Tools: tools, HeartbeatAfter: keel.Duration(2 * time.Second)})
+}
+
+const sleepScript = `{"chunk_delay":"10ms","turns":[
+  {"text":["I will count, then wait."],"tool_calls":[{"id":"count","name":"tally","arguments":{"label":"before"}}]},
+  {"text":["Waiting."],"tool_calls":[{"id":"nap","name":"sleep","arguments":{"seconds":3}}]},
+  {"text":["Done ","waiting."]}
+]}`
+
+func TestKillWorkerWhileToolSleeps(t *testing.T) {
+	ctx := testContext(t, 3*time.Minute)
+	s := newKillStack(t, sleepScript)
+	first := s.startWorker()
+	sess := s.client.Session("kill-sleep")
+	run, err := sess.Send(ctx, "count, then wait", killConfig("tally", "sleep"))
+	require.NoError(t, err)
+	f := followRun(ctx, run)
+
+	f.waitFor(t, ctx, "tool.started of the sleep", sawToolStarted("sleep"))
+	first.kill()
+	snap := killSnapshot{gen: first.gen, tallied: len(s.tally()),
+		completed: toolCallsCompleted(t, ctx, s.client.Temporal(), run.ID)}
+	require.True(t, snap.completed["count"], "the tally call finished before the sleep started")
+	killed := time.Now()
+	s.startWorker()
+
+	out, err := run.Outcome(ctx)
+	require.NoError(t, err)
+	t.Logf("run completed %v after the kill", time.Since(killed).Round(time.Millisecond))
+	require.Equal(t, "Done waiting.", out.Text)
+	followed := durable(f.wait(t, ctx))
+
+	log, err := sess.EventsAfter(ctx, 0)
+	require.NoError(t, err)
+	requireSessionLog(t, log)
+	requireSameEvents(t, runEvents(log, run.ID), followed)
+	require.Equal(t, keel.TypeRunCompleted, log[len(log)-1].Type)
+	requireToolEffects(t, s.tally(), run.ID, []string{"count"}, []killSnapshot{snap})
+	require.Len(t, s.tally(), 2, "the tally call ran exactly once, start and end")
+	for _, ev := range log {
+		if ev.Type == keel.TypeToolFinished {
+			fin := decode[keel.ToolFinished](ev)
+			require.Equal(t, keel.ToolOK, fin.Status, "%s: %s", fin.ToolCallID, fin.Output)
+		}
+	}
+	requireTranscript(t, ctx, sess, []transcriptShape{
+		{Role: keel.RoleUser, Content: "count, then wait"},
+		{Role: keel.RoleAssistant, Content: "I will count, then wait.", Calls: []string{"count:tally"}},
+		{Role: keel.RoleTool, Content: "counted before", Tool: "count", Status: keel.ToolOK},
+		{Role: keel.RoleAssistant, Content: "Waiting.", Calls: []string{"nap:sleep"}},
+		{Role: keel.RoleTool, Content: "slept 3s", Tool: "nap", Status: keel.ToolOK},
+		{Role: keel.RoleAssistant, Content: "Done waiting."},
+	})
+}
+
+// streamChunks is the single turn of streamScript: 20 chunks 100 ms apart,
+// so a model turn streams for 2 s.
+var streamChunks = func() []string {
+	var out []string
+	for i := 1; i <= 20; i++ {
+		out = append(out, fmt.Sprintf("w%02d ", i))
+	}
+	return out
+}()
+
+func streamScript() string {
+	return `{"chunk_delay":"100ms","turns":[{"text":["` + strings.Join(streamChunks, `","`) + `"]}]}`
+}
+
+func TestKillWorkerWhileModelStreams(t *testing.T) {
+	ctx := testContext(t, 3*time.Minute)
+	s := newKillStack(t, streamScript())
+	first := s.startWorker()
+	sess := s.client.Session("kill-stream")
+	run, err := sess.Send(ctx, "talk slowly", killConfig())
+	require.NoError(t, err)
+	f := followRun(ctx, run)
+
+	f.waitFor(t, ctx, "the first text delta", func(seen []keel.Envelope) bool {
+		for _, ev := range seen {
+			if ev.Type == keel.TypeTextDelta {
+				return true
+			}
+		}
+		return false
+	})
+	first.kill()
+	killed := time.Now()
+	s.startWorker()
+
+	out, err := run.Outcome(ctx)
+	require.NoError(t, err)
+	t.Logf("run completed %v after the kill", time.Since(killed).Round(time.Millisecond))
+	full := strings.Join(streamChunks, "")
+	require.Equal(t, full, out.Text)
+	require.Equal(t, 2, out.UsageTotal.Requests, "the abandoned attempt counts as a physical request")
+	seen := f.wait(t, ctx)
+
+	log, err := sess.EventsAfter(ctx, 0)
+	require.NoError(t, err)
+	requireSessionLog(t, log)
+	requireSameEvents(t, runEvents(log, run.ID), durable(seen))
+
+	// The abandoned attempt is on record: its usage, a stream reset that
+	// says the worker was lost, the retry, then the attempt that succeeded.
+	var reset, retry *keel.Envelope
+	var completed []keel.ModelCallCompleted
+	usageAttempts := map[int]bool{}
+	for i, ev := range log {
+		switch ev.Type {
+		case keel.TypeProviderStreamReset:
+			reset = &log[i]
+		case keel.TypeProviderRetry:
+			retry = &log[i]
+		case keel.TypeModelCallCompleted:
+			completed = append(completed, decode[keel.ModelCallCompleted](ev))
+		case keel.TypeUsageUpdated:
+			usageAttempts[decode[keel.UsageUpdated](ev).Attempt] = true
+		}
+	}
+	require.NotNil(t, reset, "no provider.stream_reset in %v", types(log))
+	r := decode[keel.ProviderStreamReset](*reset)
+	require.Equal(t, keel.ProviderStreamReset{Step: 1, Attempt: 1,
+		Reason: keel.ResetReason{Kind: keel.ResetRetryableFailure, Failure: keel.ProviderWorkerLost}}, r)
+	require.NotNil(t, retry, "no provider.request_retry in %v", types(log))
+	require.Greater(t, retry.Seq, reset.Seq)
+	require.Equal(t, keel.ProviderWorkerLost, decode[keel.ProviderRequestRetry](*retry).Kind)
+	require.Len(t, completed, 1)
+	require.Equal(t, 2, completed[0].Attempt)
+	require.Equal(t, map[int]bool{1: true, 2: true}, usageAttempts)
+
+	// What a client saw: every delta of the abandoned attempt came before
+	// the reset, every delta of the retry after it, and the retry's deltas
+	// spell the whole response.
+	resetAt := -1
+	for i, ev := range seen {
+		if ev.Type == keel.TypeProviderStreamReset {
+			resetAt = i
+		}
+	}
+	require.GreaterOrEqual(t, resetAt, 0)
+	var abandoned, retried int
+	var retryText strings.Builder
+	for i, ev := range seen {
+		if ev.Type != keel.TypeTextDelta {
+			continue
+		}
+		d := decode[keel.TextDelta](ev)
+		switch d.Attempt {
+		case 1:
+			abandoned++
+			require.Less(t, i, resetAt, "a delta of the abandoned attempt came after the reset")
+		case 2:
+			retried++
+			require.Greater(t, i, resetAt, "a delta of the retry came before the reset")
+			retryText.WriteString(d.Text)
+		default:
+			t.Fatalf("delta of attempt %d", d.Attempt)
+		}
+	}
+	require.Positive(t, abandoned)
+	require.Equal(t, full, retryText.String())
+	t.Logf("deltas seen: %d of the abandoned attempt, %d of the retry", abandoned, retried)
+}
+
+// manyStepsScript is a four-step run with three tally calls held in flight
+// for 400 ms and a 1 s durable sleep. Its durable events, numbered:
+//
+//	 1 run.started         2 step.started 1     3-4 usage, model_call
+//	 5 tool.proposed a     6 tool.started a     7 tool.finished a
+//	 8 step.started 2      9-10 usage, model_call
+//	11-12 tool.proposed b, nap   13-14 tool.started b, nap
+//	15-16 tool.finished b, nap   17 step.started 3   18-19 usage, model_call
+//	20 tool.proposed c    21 tool.started c    22 tool.finished c
+//	23 step.started 4     24-25 usage, model_call   26 run.completed
+const manyStepsScript = `{"chunk_delay":"150ms","turns":[
+  {"text":["Counting ","a."],"tool_calls":[{"id":"a","name":"tally","arguments":{"label":"a","hold_ms":400}}]},
+  {"text":["Counting b, ","resting."],"tool_calls":[
+    {"id":"b","name":"tally","arguments":{"label":"b","hold_ms":400}},
+    {"id":"nap","name":"sleep","arguments":{"seconds":1}}]},
+  {"text":["Counting ","c."],"tool_calls":[{"id":"c","name":"tally","arguments":{"label":"c","hold_ms":400}}]},
+  {"text":["All ","counted."]}
+]}`
+
+// manyStepsEvents is the number of durable events of manyStepsScript's run.
+const manyStepsEvents = 26
+
+// defaultKillPlans kill each run three times, after the given number of
+// durable events were seen: while a model turn streams (2, 17, 23), while
+// a tool call is in flight (6, 21; 14 also with the sleep's timer running),
+// and between steps (22).
+var defaultKillPlans = [][]int{{2, 14, 22}, {6, 17, 23}}
+
+// killPlans returns defaultKillPlans, or with KEEL_KILL_SEED set (a number,
+// or "random") two plans of three kill points drawn at random.
+func killPlans(t *testing.T) [][]int {
+	v := os.Getenv("KEEL_KILL_SEED")
+	if v == "" {
+		return defaultKillPlans
+	}
+	seed, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		seed = rand.Uint64()
+	}
+	t.Logf("kill points drawn with KEEL_KILL_SEED=%d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	plans := make([][]int, 2)
+	for i := range plans {
+		// Distinct points in 1..manyStepsEvents-1, in order.
+		picked := rng.Perm(manyStepsEvents - 1)[:3]
+		for j := range picked {
+			picked[j]++
+		}
+		slices.Sort(picked)
+		plans[i] = picked
+	}
+	return plans
+}
+
+// TestKillWorkerAtManyPoints is "kill -9 at random points loses nothing":
+// each run's worker is killed three times at points counted in durable
+// events seen, and every invariant is checked on every run.
+func TestKillWorkerAtManyPoints(t *testing.T) {
+	ctx := testContext(t, 6*time.Minute)
+	s := newKillStack(t, manyStepsScript)
+	// Six kills would each cost another 4 s waiting for the dead worker's
+	// sticky queue; the Kill tests above run with Temporal's default.
+	s.spec.StickyTimeout = time.Second
+	for i, plan := range killPlans(t) {
+		t.Run(fmt.Sprintf("kills_after_%v", strings.Trim(strings.ReplaceAll(fmt.Sprint(plan), " ", "_"), "[]")), func(t *testing.T) {
+			sessID := fmt.Sprintf("kill-many-%d", i)
+			w := s.startWorker()
+			sess := s.client.Session(sessID)
+			run, err := sess.Send(ctx, "count a, b and c", killConfig("tally", "sleep"))
+			require.NoError(t, err)
+			f := followRun(ctx, run)
+			var kills []killSnapshot
+			for _, k := range plan {
+				f.waitFor(t, ctx, fmt.Sprintf("%d durable events", k), countDurable(k))
+				w.kill()
+				kills = append(kills, killSnapshot{gen: w.gen, tallied: len(s.tally()),
+					completed: toolCallsCompleted(t, ctx, s.client.Temporal(), run.ID)})
+				w = s.startWorker()
+			}
+			out, err := run.Outcome(ctx)
+			require.NoError(t, err)
+			require.Equal(t, "All counted.", out.Text)
+			followed := durable(f.wait(t, ctx))
+
+			log, err := sess.EventsAfter(ctx, 0)
+			require.NoError(t, err)
+			requireSessionLog(t, log)
+			requireSameEvents(t, runEvents(log, run.ID), followed)
+			require.Equal(t, keel.TypeRunCompleted, log[len(log)-1].Type)
+			requireToolEffects(t, s.tally(), run.ID, []string{"a", "b", "c"}, kills)
+			// Killing a model turn adds a reset, a retry and a usage
+			// report; nothing else may differ from an undisturbed run.
+			var extra int
+			for _, ev := range log {
+				switch ev.Type {
+				case keel.TypeProviderStreamReset, keel.TypeProviderRetry:
+					extra++
+				case keel.TypeUsageUpdated:
+					if decode[keel.UsageUpdated](ev).Attempt > 1 {
+						extra++
+					}
+				}
+			}
+			require.Equal(t, manyStepsEvents, len(log)-extra, "events: %v", types(log))
+			runs := map[string]int{}
+			for _, l := range s.tally() {
+				if l.RunID == run.ID && l.Phase == "start" {
+					runs[l.ToolCallID]++
+				}
+			}
+			t.Logf("%d events recorded by a killed model turn; tally executions per call: %v", extra, runs)
+			requireTranscript(t, ctx, sess, []transcriptShape{
+				{Role: keel.RoleUser, Content: "count a, b and c"},
+				{Role: keel.RoleAssistant, Content: "Counting a.", Calls: []string{"a:tally"}},
+				{Role: keel.RoleTool, Content: "counted a", Tool: "a", Status: keel.ToolOK},
+				{Role: keel.RoleAssistant, Content: "Counting b, resting.", Calls: []string{"b:tally", "nap:sleep"}},
+				{Role: keel.RoleTool, Content: "counted b", Tool: "b", Status: keel.ToolOK},
+				{Role: keel.RoleTool, Content: "slept 1s", Tool: "nap", Status: keel.ToolOK},
+				{Role: keel.RoleAssistant, Content: "Counting c.", Calls: []string{"c:tally"}},
+				{Role: keel.RoleTool, Content: "counted c", Tool: "c", Status: keel.ToolOK},
+				{Role: keel.RoleAssistant, Content: "All counted."},
+			})
+			// The next plan starts a worker of its own.
+			w.kill()
+		})
+	}
+}
+
+const shortSleepScript = `{"turns":[
+  {"text":["Napping."],"tool_calls":[{"id":"nap","name":"sleep","arguments":{"seconds":2}}]},
+  {"text":["Awake."]}
+]}`
+
+// TestQueryAfterWorkerLossShowsOnlyCommittedEvents asks a run for its
+// events while its worker is dead and its sleep's timer fires: whatever
+// worker answers, the answer may only hold events the run commits, byte
+// for byte, or a follower would deliver an event that never happened.
+func TestQueryAfterWorkerLossShowsOnlyCommittedEvents(t *testing.T) {
+	ctx := testContext(t, 3*time.Minute)
+	s := newKillStack(t, shortSleepScript)
+	first := s.startWorker()
+	sess := s.client.Session("query-after-loss")
+	run, err := sess.Send(ctx, "nap", killConfig("sleep"))
+	require.NoError(t, err)
+	f := followRun(ctx, run)
+	f.waitFor(t, ctx, "tool.started of the sleep", sawToolStarted("sleep"))
+	first.kill()
+
+	// The query is sent while no worker runs, so it waits for one; the
+	// timer fires before it is answered.
+	type answer struct {
+		page workflows.EventsPage
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		var a answer
+		v, err := s.client.Temporal().QueryWorkflow(ctx, run.ID, "", workflows.QueryEvents, workflows.EventsQuery{})
+		if a.err = err; err == nil {
+			a.err = v.Get(&a.page)
+		}
+		answered <- a
+	}()
+	s.startWorker()
+	var a answer
+	select {
+	case a = <-answered:
+	case <-ctx.Done():
+		t.Fatal("query not answered")
+	}
+	require.NoError(t, a.err)
+	_, err = run.Outcome(ctx)
+	require.NoError(t, err)
+	f.wait(t, ctx)
+	log, err := sess.EventsAfter(ctx, 0)
+	require.NoError(t, err)
+	t.Logf("query answered with %d events: %v", len(a.page.Events), types(a.page.Events))
+	for _, ev := range a.page.Events {
+		require.LessOrEqual(t, ev.Seq, int64(len(log)))
+		committed := log[ev.Seq-1]
+		if diff := cmp.Diff(committed, ev); diff != "" {
+			t.Errorf("query answered seq %d with an event the run never committed (-committed +answered):\n%s", ev.Seq, diff)
+		}
+	}
+}
