@@ -44,6 +44,10 @@ type Options struct {
 	// Live is the live channel for deltas. Without it, event streams carry
 	// durable events only.
 	Live live.Channel
+	// LiveBuffer is how many deltas a stream holds for a reader that falls
+	// behind before it reports a *live.LaggedError. Default
+	// live.DefaultBuffer.
+	LiveBuffer int
 	// Logger for the Temporal client. Default: warnings to stderr.
 	Logger *slog.Logger
 	// Config holds the defaults of new sessions (model, tools, ...).
@@ -55,6 +59,7 @@ type Client struct {
 	tc        client.Client
 	namespace string
 	live      live.Channel
+	liveBuf   int
 	owned     bool
 	config    workflows.RunConfig
 }
@@ -64,7 +69,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
 	}
-	c := &Client{namespace: opts.Namespace, live: opts.Live, config: opts.Config, tc: opts.Temporal}
+	c := &Client{namespace: opts.Namespace, live: opts.Live, liveBuf: opts.LiveBuffer, config: opts.Config, tc: opts.Temporal}
 	if c.tc != nil {
 		return c, nil
 	}

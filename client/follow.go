@@ -152,7 +152,7 @@ func (c *Client) stream(ctx context.Context, f *follower) iter.Seq2[keel.Envelop
 
 		var deltas <-chan deltaItem
 		if c.live != nil {
-			sub, err := c.live.Subscribe(ctx, f.session, live.SubscribeOptions{})
+			sub, err := c.live.Subscribe(ctx, f.session, live.SubscribeOptions{Buffer: c.liveBuf})
 			if err != nil {
 				yield(keel.Envelope{}, err)
 				return
@@ -247,7 +247,9 @@ type deltaItem struct {
 }
 
 func pumpLive(ctx context.Context, sub live.Subscription) <-chan deltaItem {
-	out := make(chan deltaItem, 64)
+	// Unbuffered: the subscription's own bounded buffer is where a slow
+	// reader's backlog waits, so its lag count covers everything lost.
+	out := make(chan deltaItem)
 	go func() {
 		for {
 			env, err := sub.Next(ctx)
