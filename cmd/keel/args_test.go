@@ -67,6 +67,15 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"dev", "--log-level", "loud"}, `--log-level "loud"`},
 		{[]string{"worker", "--stop-timeout", "0s"}, "--stop-timeout must be positive"},
 		{[]string{"help", "nope"}, `unknown command "nope"`},
+		{[]string{"steer", "s"}, "missing argument TEXT"},
+		{[]string{"steer", "s", " "}, "the steering text is empty"},
+		{[]string{"steer", "--run", "-1", "s", "go"}, "--run must be a run number"},
+		{[]string{"retract", "s"}, "missing argument STEERING_ID"},
+		{[]string{"retract", "s", "a", "b"}, `unexpected argument "b"`},
+		{[]string{"respond"}, "missing argument SESSION"},
+		{[]string{"respond", "s", "q1"}, "missing argument ANSWER"},
+		{[]string{"respond", "s", "q1", "yes", "extra"}, `unexpected argument "extra"`},
+		{[]string{"shutdown"}, "confirm with --yes"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, stdout, stderr := call(t, tc.args...)
@@ -141,6 +150,25 @@ func TestFlagsAfterArguments(t *testing.T) {
 	}
 }
 
+func TestAnswerJSON(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		asString bool
+		want     string
+	}{
+		{`{"approve":true}`, false, `{"approve":true}`},
+		{`42`, false, `42`},
+		{`"quoted"`, false, `"quoted"`},
+		{`yes please`, false, `"yes please"`},
+		{`42`, true, `"42"`},
+		{`{"a":`, false, `"{\"a\":"`},
+	} {
+		if got := string(answerJSON(tc.in, tc.asString)); got != tc.want {
+			t.Errorf("answerJSON(%q, %v) = %s, want %s", tc.in, tc.asString, got, tc.want)
+		}
+	}
+}
+
 func TestPromptConfig(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -190,6 +218,10 @@ func TestUnreachableServer(t *testing.T) {
 		{"state", "--address", addr, "s1"},
 		{"history", "--address", addr, "s1"},
 		{"cancel", "--address", addr, "s1"},
+		{"steer", "--address", addr, "s1", "go"},
+		{"retract", "--address", addr, "s1", "st-1"},
+		{"respond", "--address", addr, "s1", "q1", "yes"},
+		{"shutdown", "--address", addr, "--yes"},
 		{"worker", "--address", addr, "--nats", "", "--workspace", t.TempDir()},
 	} {
 		code, _, stderr := call(t, args...)

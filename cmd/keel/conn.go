@@ -138,3 +138,19 @@ func hintFor(err error) string {
 	}
 	return ""
 }
+
+// targetRun returns run number n of the session, or with n == 0 its
+// active run; no active run is an error that says so.
+func targetRun(ctx context.Context, sess *client.Session, n int) (*client.Run, error) {
+	if n > 0 {
+		return sess.Run(n), nil
+	}
+	run, err := sess.ActiveRun(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if run == nil {
+		return nil, keel.Errorf(keel.CodeNotAccepting, "session %s has no active run", sess.ID())
+	}
+	return run, nil
+}

@@ -336,6 +336,65 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("steer_and_retract", func(t *testing.T) {
+		// Steering staged while a tool batch runs cannot apply before the
+		// batch ends, so retracting it always wins here.
+		model := writeScript(t, `{"turns":[{"tool_calls":[{"id":"z","name":"sleep","arguments":{"seconds":3600}}]},{"text":["woke"]}]}`)
+		var o, e bytes.Buffer
+		if code := keel(ctx, &o, &e, withConn("send", "--session", "e2e-steer", "--model", model, "--tools", "sleep", "nap")...); code != exitOK {
+			t.Fatalf("send: status %d: %s", code, e.String())
+		}
+		o.Reset()
+		if code := keel(ctx, &o, &e, withConn("steer", "e2e-steer", "wake", "up")...); code != exitOK {
+			t.Fatalf("steer: status %d: %s", code, e.String())
+		}
+		id := strings.TrimSpace(o.String())
+		if id == "" || strings.ContainsAny(id, " \n") {
+			t.Fatalf("steer printed %q, want one steering ID", o.String())
+		}
+		o.Reset()
+		if code := keel(ctx, &o, &e, withConn("retract", "e2e-steer", id)...); code != exitOK || o.String() != "retracted\n" {
+			t.Errorf("retract: status %d, stdout %q, stderr %q", code, o.String(), e.String())
+		}
+		o.Reset()
+		if code := keel(ctx, &o, &e, withConn("retract", "e2e-steer", id)...); code != exitFailed || o.String() != "not_found\n" {
+			t.Errorf("second retract: status %d, stdout %q", code, o.String())
+		}
+		if code := keel(ctx, &o, &e, withConn("cancel", "e2e-steer")...); code != exitOK {
+			t.Errorf("cancel: status %d: %s", code, e.String())
+		}
+	})
+
+	t.Run("respond", func(t *testing.T) {
+		model := writeScript(t, `{"turns":[
+		  {"tool_calls":[{"id":"q","name":"ask_user","arguments":{"question":"Proceed?"}}]},
+		  {"text":["Thanks."]}]}`)
+		out := newWatchWriter("waiting for an answer: keel respond e2e-ask ")
+		var errOut bytes.Buffer
+		done := make(chan int, 1)
+		go func() {
+			done <- dispatch(ctx, withConn("run", "--session", "e2e-ask", "--model", model, "--tools", "ask_user", "ask me"), out, &errOut)
+		}()
+		out.wait(t, ctx)
+		var o, e bytes.Buffer
+		if code := keel(ctx, &o, &e, withConn("respond", "e2e-ask")...); code != exitOK || !strings.Contains(o.String(), "Proceed?") {
+			t.Fatalf("respond (list): status %d, stdout %q, stderr %q", code, o.String(), e.String())
+		}
+		reqID := strings.Fields(o.String())[0]
+		o.Reset()
+		if code := keel(ctx, &o, &e, withConn("respond", "e2e-ask", reqID, "yes")...); code != exitOK {
+			t.Fatalf("respond: status %d, stderr %q", code, e.String())
+		}
+		if code := <-done; code != exitOK {
+			t.Fatalf("run: status %d\n%s\n%s", code, out.String(), errOut.String())
+		}
+		for _, want := range []string{"? Proceed?", "└ ✓ ask_user", "Thanks.", "✓ completed in 2 steps"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("output lacks %q:\n%s", want, out.String())
+			}
+		}
+	})
+
 	t.Run("send", func(t *testing.T) {
 		var out, errOut bytes.Buffer
 		code := keel(ctx, &out, &errOut, withConn("send", "--session", "e2e-send", "--model", writeScript(t, `{"turns":[{"text":["ok"]}]}`), "hi")...)

@@ -41,7 +41,11 @@ var commands = []command{
 	{"events", "print a session's durable events, or follow them live", cmdEvents},
 	{"state", "print a session's (or a run's) state as JSON", cmdState},
 	{"history", "print a session's transcript", cmdHistory},
+	{"steer", "send more input to a running run", cmdSteer},
+	{"retract", "withdraw steering that has not been applied yet", cmdRetract},
+	{"respond", "answer a tool's question to the host, or list open ones", cmdRespond},
 	{"cancel", "cancel a session's active run, or a given run", cmdCancel},
+	{"shutdown", "cancel every active run and refuse new ones (namespace-wide)", cmdShutdown},
 }
 
 func main() {
@@ -105,7 +109,7 @@ with "keel dev", then try "keel run \"Give me a tour\"" in another terminal.
 Commands:
 `)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
 Run "keel COMMAND --help" for a command's flags.

@@ -132,7 +132,7 @@ func (r *renderer) Render(env keel.Envelope) {
 		r.toolFinished(e)
 	case keel.HostInputRequested:
 		r.line(styleYellow, "? %s", sanitizeLine(e.Prompt))
-		r.line(styleDim, "  waiting for an answer to request %s (tool call %s)", sanitizeLine(e.RequestID), sanitizeLine(e.ToolCallID))
+		r.line(styleDim, "  waiting for an answer: keel respond %s %s ANSWER", sanitizeLine(env.SessionID), sanitizeLine(e.RequestID))
 	case keel.HostInputResolved:
 		if e.Interrupted {
 			r.line(styleDim, "  request %s closed unanswered", sanitizeLine(e.RequestID))

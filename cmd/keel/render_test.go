@@ -168,6 +168,8 @@ var renderCases = []struct {
 			b.durable(keel.ToolProposed{ToolCallID: "z", Name: "sleep", Arguments: args(`{"seconds":3600}`)},
 				keel.ToolStarted{ToolCallID: "z", Name: "sleep"},
 				keel.SteeringAccepted{SteeringID: "st1", Text: "wake up\nnow"},
+				keel.HostInputRequested{RequestID: "q1", ToolCallID: "z", Prompt: "Really sleep?"},
+				keel.HostInputResolved{RequestID: "q1", ToolCallID: "z", Interrupted: true},
 				keel.ToolFinished{ToolCallID: "z", Name: "sleep", Status: keel.ToolInterrupted,
 					Output: "interrupted: the run was cancelled", Duration: dur(1300 * time.Millisecond)},
 				keel.RunCancelled{Revision: 3})

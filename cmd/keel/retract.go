@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/workflows"
+)
+
+const retractDesc = `Withdraws steering that "keel steer" sent, by its STEERING_ID, from the
+active run of SESSION (or run number --run). The run decides atomically and
+the command prints its answer: "retracted" (exit 0: the text never enters the
+conversation), "already_applied" (exit 1: it is in the conversation) or
+"not_found" (exit 1: no such steering in that run).`
+
+func cmdRetract(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("retract", "keel retract [flags] SESSION STEERING_ID", retractDesc)
+	var conn connFlags
+	conn.register(fs, false)
+	runN := fs.Int("run", 0, "retract from run number `N` instead of the active run")
+	pos, code, ok := fs.parse(args, stdout, stderr, 2, 2)
+	if !ok {
+		return code
+	}
+	if err := keel.ValidateSessionID(pos[0]); err != nil {
+		return fs.usageError(stderr, "%v", err)
+	}
+	if *runN < 0 {
+		return fs.usageError(stderr, "--run must be a run number from 1, got %d", *runN)
+	}
+	kc, err := conn.dial(ctx, stderr, workflows.RunConfig{})
+	if err != nil {
+		return fail(stderr, "retract", err)
+	}
+	defer kc.close()
+	run, err := targetRun(ctx, kc.Session(pos[0]), *runN)
+	if err != nil {
+		return fail(stderr, "retract", err)
+	}
+	res, err := run.RetractSteering(ctx, pos[1])
+	if err != nil {
+		return fail(stderr, "retract", err)
+	}
+	fmt.Fprintln(stdout, res)
+	if res != workflows.Retracted {
+		return exitFailed
+	}
+	return exitOK
+}
