@@ -1,0 +1,112 @@
+package workflows_test
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/activity"
+	sdkclient "go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/worker"
+	"github.com/keelrun/keel/workflows"
+)
+
+// Replay tests guard determinism: today's workflow code must make the same
+// commands, in the same order, as the code that wrote these histories, or
+// every session and run in flight during a deploy would fail. The histories
+// were recorded from real runs on the embedded server by TestRecordHistories
+// in e2e/record_test.go; docs/testing.md says when and how to re-record.
+
+// recordedHistory is one file of testdata and what it must cover, so a
+// re-recording cannot silently drop a code path from the guard.
+type recordedHistory struct {
+	file         string
+	workflowType string
+	// atLeast counts events the history must hold, by event type (activity
+	// scheduling by activity name instead).
+	atLeast map[string]int
+}
+
+var recordedHistories = []recordedHistory{
+	{file: "session.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED.String():       2,
+		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 2,
+		enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED.String():       2,
+	}},
+	{file: "run_tool_retry.json", workflowType: workflows.RunWorkflowName, atLeast: map[string]int{
+		activities.ModelTurnName:                                 3, // the 429, its retry, the last turn
+		enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED.String():         1,
+		enumspb.EVENT_TYPE_TIMER_STARTED.String():                1, // the wait before the retry
+		activities.ToolName:                                      1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
+	}},
+	{file: "run_cancelled.json", workflowType: workflows.RunWorkflowName, atLeast: map[string]int{
+		enumspb.EVENT_TYPE_TIMER_STARTED.String():                1, // the sleep tool
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():  1, // cancel
+		enumspb.EVENT_TYPE_TIMER_CANCELED.String():               1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
+	}},
+}
+
+func TestReplayRecordedHistories(t *testing.T) {
+	for _, h := range recordedHistories {
+		t.Run(h.file, func(t *testing.T) {
+			path := filepath.Join("testdata", h.file)
+			requireCoverage(t, path, h)
+
+			r := sdkworker.NewWorkflowReplayer()
+			worker.Register(replayRegistry{r}, &activities.Activities{})
+			logger := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err := r.ReplayWorkflowHistoryFromJSONFile(logger, path); err != nil {
+				t.Fatalf("replaying %s with today's workflows: %v\n"+
+					"A nondeterminism error means this change would break workflows in flight: "+
+					"guard it with workflow.GetVersion, or, if breaking them is intended, re-record (docs/testing.md).", path, err)
+			}
+		})
+	}
+}
+
+// replayRegistry registers keel's workflows on a replayer through
+// worker.Register, so they replay under exactly the names workers use.
+// Activities do not run in a replay; their results come from history.
+type replayRegistry struct{ sdkworker.WorkflowReplayer }
+
+func (replayRegistry) RegisterActivityWithOptions(any, activity.RegisterOptions) {}
+
+// requireCoverage checks that the history is of the expected workflow type
+// and holds the events that make it worth replaying.
+func requireCoverage(t *testing.T, path string, h recordedHistory) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	hist, err := sdkclient.HistoryFromJSON(f, sdkclient.HistoryJSONOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, hist.GetEvents())
+	require.Equal(t, h.workflowType,
+		hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName())
+	counts := countEvents(hist)
+	for what, n := range h.atLeast {
+		require.GreaterOrEqual(t, counts[what], n, "%s: %s events", h.file, what)
+	}
+}
+
+func countEvents(h *historypb.History) map[string]int {
+	counts := map[string]int{}
+	for _, ev := range h.GetEvents() {
+		counts[ev.GetEventType().String()]++
+		if ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED {
+			counts[ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()]++
+		}
+	}
+	return counts
+}
