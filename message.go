@@ -28,6 +28,9 @@ type Message struct {
 	Aborted bool `json:"aborted,omitempty"`
 	// SteeringID is set on user messages that entered through steering.
 	SteeringID string `json:"steering_id,omitempty"`
+	// CompactedTurns is set on the summary that compaction put in place of
+	// earlier messages: the number of assistant turns it stands for.
+	CompactedTurns int `json:"compacted_turns,omitempty"`
 }
 
 // ToolCall is one call a model asked for.

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"go.temporal.io/sdk/temporal"
@@ -65,7 +66,9 @@ type cacheEntry struct {
 	msgs []keel.Message
 }
 
-func cacheKey(ref TranscriptRef) string { return ref.WorkflowID + "\x00" + ref.RunID }
+func cacheKey(ref TranscriptRef) string {
+	return ref.WorkflowID + "\x00" + ref.RunID + "\x00" + strconv.Itoa(ref.Generation)
+}
 
 func (c *transcriptCache) get(ref TranscriptRef, tail []keel.Message) ([]keel.Message, bool) {
 	c.mu.Lock()

@@ -27,6 +27,10 @@ type TranscriptRef struct {
 	WorkflowID string `json:"workflow_id"`
 	RunID      string `json:"run_id"`
 	Len        int    `json:"len"`
+	// Generation counts the compactions of the run so far: a compaction
+	// replaces the transcript, so cached prefixes of an older generation
+	// no longer apply.
+	Generation int `json:"generation,omitempty"`
 }
 
 // ModelTurnInput is one attempt at one model turn.
@@ -122,4 +126,24 @@ const RuntimeStateName = "RuntimeState"
 // ShutdownResult says how many active runs a shutdown cancelled.
 type ShutdownResult struct {
 	Cancelled int `json:"cancelled"`
+}
+
+// CompactName is the activity that summarizes a conversation.
+const CompactName = "Compact"
+
+// CompactInput asks for a summary of the first Cut messages of a
+// transcript.
+type CompactInput struct {
+	SessionID  string         `json:"session_id"`
+	RunID      string         `json:"run_id"`
+	Model      string         `json:"model"`
+	Transcript TranscriptRef  `json:"transcript"`
+	Tail       []keel.Message `json:"tail,omitempty"`
+	Cut        int            `json:"cut"`
+}
+
+// CompactResult is the summary that replaces the compacted messages.
+type CompactResult struct {
+	Summary string     `json:"summary"`
+	Usage   keel.Usage `json:"usage"`
 }

@@ -26,6 +26,10 @@ type Request struct {
 	// failures.
 	Step    int
 	Attempt int
+	// Compaction marks a request that asks for a summary of the
+	// conversation, to replace it (the scripted provider answers it
+	// without playing a turn).
+	Compaction bool
 }
 
 // Chunk is one piece of a streamed response. Exactly one field is set.

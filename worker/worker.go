@@ -130,6 +130,7 @@ func Register(r Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.RunWorkflow, workflow.RegisterOptions{Name: workflows.RunWorkflowName})
 	r.RegisterActivityWithOptions(acts.ModelTurn, activity.RegisterOptions{Name: activities.ModelTurnName})
 	r.RegisterActivityWithOptions(acts.Tool, activity.RegisterOptions{Name: activities.ToolName})
+	r.RegisterActivityWithOptions(acts.Compact, activity.RegisterOptions{Name: activities.CompactName})
 	r.RegisterWorkflowWithOptions(workflows.RuntimeWorkflow, workflow.RegisterOptions{Name: workflows.RuntimeWorkflowName})
 	r.RegisterActivityWithOptions(acts.RecoverRun, activity.RegisterOptions{Name: activities.RecoverRunName})
 	r.RegisterActivityWithOptions(acts.Shutdown, activity.RegisterOptions{Name: activities.ShutdownName})

@@ -27,8 +27,9 @@ func (m scriptModels) Resolve(spec string) (provider.Provider, string, error) {
 	return m.p, "test-model", nil
 }
 
-// testTools are tools with observable behaviour for workflow tests.
-func testTools(t *testing.T) *tool.Registry {
+// testTools are tools with observable behaviour for workflow tests, plus
+// extra ones a test brings.
+func testTools(t *testing.T, extra ...tool.Tool) *tool.Registry {
 	type echoArgs struct {
 		Text string `json:"text"`
 	}
@@ -44,6 +45,9 @@ func testTools(t *testing.T) *tool.Registry {
 			func(ctx context.Context, _ json.RawMessage) (tool.Result, error) { panic("boom") }),
 	)
 	require.NoError(t, err)
+	for _, x := range extra {
+		require.NoError(t, reg.Register(x))
+	}
 	return reg
 }
 
@@ -53,7 +57,7 @@ type runEnv struct {
 }
 
 // newRunEnv returns a test environment running script with the test tools.
-func newRunEnv(t *testing.T, script string) *runEnv {
+func newRunEnv(t *testing.T, script string, extra ...tool.Tool) *runEnv {
 	t.Helper()
 	s, err := scripted.Parse([]byte(script))
 	require.NoError(t, err)
@@ -61,7 +65,7 @@ func newRunEnv(t *testing.T, script string) *runEnv {
 	env := suite.NewTestWorkflowEnvironment()
 	mem := live.NewMemory()
 	t.Cleanup(func() { _ = mem.Close() })
-	acts := &activities.Activities{Models: scriptModels{scripted.New(s)}, Tools: testTools(t), Live: mem}
+	acts := &activities.Activities{Models: scriptModels{scripted.New(s)}, Tools: testTools(t, extra...), Live: mem}
 	worker.Register(env, acts)
 	return &runEnv{TestWorkflowEnvironment: env, live: mem}
 }

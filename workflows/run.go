@@ -25,6 +25,11 @@ type run struct {
 	// this run's. shipped counts those already sent to a model turn.
 	messages []keel.Message
 	shipped  int
+	// base is where the run's own messages start in messages; -1 once a
+	// compaction replaced the session's part.
+	base int
+	// generation counts compactions (see activities.TranscriptRef).
+	generation int
 	// toolTokens is the last known estimate of the tool schemas' size.
 	toolTokens int
 
@@ -51,6 +56,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
 		root:     ctx,
 		seq:      in.BaseSeq,
 		messages: append([]keel.Message(nil), in.Transcript...),
+		base:     len(in.Transcript),
 		state:    keel.StateRunning,
 		exec:     info.WorkflowExecution,
 		parent:   info.ParentWorkflowExecution,
@@ -61,7 +67,13 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
 		return nil, err
 	}
 	r.loop()
-	return &RunResult{Outcome: *r.outcome, Messages: r.messages[len(in.Transcript):], Events: r.events}, nil
+	res := &RunResult{Outcome: *r.outcome, Events: r.events}
+	if r.base < 0 {
+		res.Messages, res.Replaced = r.messages, true
+	} else {
+		res.Messages = r.messages[r.base:]
+	}
+	return res, nil
 }
 
 func (r *run) registerHandlers(ctx workflow.Context) error {
@@ -169,6 +181,11 @@ func (r *run) loop() {
 			return
 		}
 		r.boundary()
+		r.maybeCompact()
+		if r.cancelled() {
+			r.finishCancelled("")
+			return
+		}
 		if r.step >= r.cfg.MaxSteps {
 			r.finishFailed(&keel.Error{Code: keel.CodeMaxSteps,
 				Message: fmt.Sprintf("run reached its limit of %d steps", r.cfg.MaxSteps)}, "")

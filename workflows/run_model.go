@@ -90,7 +90,7 @@ func (r *run) modelAttempt(attempt int) (*activities.ModelTurnResult, *activitie
 	in := activities.ModelTurnInput{
 		SessionID: r.in.SessionID, RunID: r.in.RunID, Step: r.step, Attempt: attempt,
 		Model: r.cfg.Model, System: r.cfg.System, MaxTokens: r.cfg.MaxTokens, Tools: r.cfg.Tools,
-		Transcript: activities.TranscriptRef{WorkflowID: r.exec.ID, RunID: r.exec.RunID, Len: len(r.messages)},
+		Transcript: r.transcriptRef(),
 		Tail:       r.messages[r.shipped:],
 		AfterSeq:   r.seq,
 	}

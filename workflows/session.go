@@ -267,7 +267,11 @@ func (s *session) commit(res RunResult) {
 		s.events = append(s.events, ev)
 		s.seq = ev.Seq
 	}
-	s.transcript = append(s.transcript, res.Messages...)
+	if res.Replaced {
+		s.transcript = res.Messages
+	} else {
+		s.transcript = append(s.transcript, res.Messages...)
+	}
 	o := res.Outcome
 	s.revision = o.Revision
 	s.usage = s.usage.Add(o.UsageTotal)

@@ -24,6 +24,11 @@ type RunConfig struct {
 	// Timeouts of the activities. Optional; defaults below.
 	ModelTimeout   keel.Duration `json:"model_timeout,omitempty"`
 	HeartbeatAfter keel.Duration `json:"heartbeat_timeout,omitempty"`
+	// CompactAt is the context estimate (tokens) above which the run
+	// compacts its history before a model step: the older messages are
+	// replaced by a summary the model writes. Default DefaultCompactAt;
+	// negative disables compaction.
+	CompactAt int `json:"compact_at,omitempty"`
 	// Approvals sets a policy per tool name: "allow" (run it), "ask" (ask
 	// the host first, through host input) or "deny" (refuse it). The key "*"
 	// sets the default. Optional; default "allow".
@@ -57,6 +62,7 @@ const (
 	DefaultMaxSteps       = 32
 	DefaultModelTimeout   = keel.Duration(10 * time.Minute)
 	DefaultHeartbeatAfter = keel.Duration(15 * time.Second)
+	DefaultCompactAt      = 100_000
 )
 
 func (c RunConfig) withDefaults() RunConfig {
@@ -71,6 +77,9 @@ func (c RunConfig) withDefaults() RunConfig {
 	}
 	if c.HeartbeatAfter <= 0 {
 		c.HeartbeatAfter = DefaultHeartbeatAfter
+	}
+	if c.CompactAt == 0 {
+		c.CompactAt = DefaultCompactAt
 	}
 	return c
 }
@@ -103,6 +112,9 @@ func (c RunConfig) merge(o *RunConfig) RunConfig {
 	}
 	if o.Approvals != nil {
 		c.Approvals = o.Approvals
+	}
+	if o.CompactAt != 0 {
+		c.CompactAt = o.CompactAt
 	}
 	return c
 }
@@ -173,8 +185,10 @@ type RunInput struct {
 // RunResult is what a Run workflow returns to its session.
 type RunResult struct {
 	Outcome keel.Outcome `json:"outcome"`
-	// Messages are the messages the run adds to the transcript.
+	// Messages are the messages the run adds to the transcript or, when
+	// Replaced is set (the run compacted it), the whole new transcript.
 	Messages []keel.Message `json:"messages"`
+	Replaced bool           `json:"replaced,omitempty"`
 	// Events are the run's durable events, numbered from BaseSeq+1.
 	Events []keel.Envelope `json:"events"`
 }

@@ -37,10 +37,12 @@ func New(s *Script) *Provider { return &Provider{script: s} }
 func (p *Provider) Name() string { return "scripted" }
 
 // TurnIndex returns the index of the turn a request plays: the number of its
-// completed assistant messages.
+// completed assistant messages, counting those a compaction summary stands
+// for.
 func TurnIndex(req provider.Request) int {
 	n := 0
 	for _, m := range req.Messages {
+		n += m.CompactedTurns
 		if m.Role == keel.RoleAssistant && !m.Aborted {
 			n++
 		}
@@ -48,9 +50,24 @@ func TurnIndex(req provider.Request) int {
 	return n
 }
 
+// summarize answers a compaction request without playing a turn.
+func summarize(req provider.Request, yield func(provider.Chunk, error) bool) {
+	text := fmt.Sprintf("Summary of %d earlier messages (%d turns).", len(req.Messages), TurnIndex(req))
+	for _, c := range []provider.Chunk{{Text: text}, {Usage: &keel.Usage{InputTokens: int64(len(req.Messages)), OutputTokens: 10}},
+		{Finish: provider.FinishStop}} {
+		if !yield(c, nil) {
+			return
+		}
+	}
+}
+
 // Stream plays the turn for req.
 func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Chunk, error] {
 	return func(yield func(provider.Chunk, error) bool) {
+		if req.Compaction {
+			summarize(req, yield)
+			return
+		}
 		i := TurnIndex(req)
 		if i >= len(p.script.Turns) {
 			yield(provider.Chunk{}, &keel.ProviderError{

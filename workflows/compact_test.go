@@ -1,0 +1,106 @@
+package workflows_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/tool"
+)
+
+// longTranscript is a committed session transcript of n exchanges.
+func longTranscript(n int) []keel.Message {
+	var msgs []keel.Message
+	for range n {
+		msgs = append(msgs, keel.UserMessage(strings.Repeat("question ", 20)),
+			keel.Message{Role: keel.RoleAssistant, Content: strings.Repeat("answer ", 20)})
+	}
+	return msgs
+}
+
+// Rule 11: compaction.started comes before the compactor is called,
+// compaction.completed after the replacement history is committed; the
+// step that follows sees the summary; the session gets the replaced
+// transcript.
+func TestRule11Compaction(t *testing.T) {
+	// Ten earlier exchanges mean ten turns were played: this run plays
+	// turn 11, even after compaction replaced them.
+	turns := strings.Repeat(`{"text":["old"]},`, 10)
+	env := newRunEnv(t, `{"turns":[`+turns+`{"text":["after compaction"]}]}`)
+	in := runInput("next question")
+	in.Transcript = longTranscript(10)
+	in.Config.CompactAt = 200
+	res := env.execRun(t, in)
+
+	types := types(res.Events)
+	started := slices.Index(types, keel.TypeCompactionStarted)
+	completed := slices.Index(types, keel.TypeCompactionCompleted)
+	step := slices.Index(types, keel.TypeStepStarted)
+	require.True(t, started >= 0 && started < completed && completed < step, "%v", types)
+	c := find[keel.CompactionCompleted](t, res.Events)[0]
+	require.Equal(t, 21, c.MessagesBefore)
+	require.Less(t, c.MessagesAfter, c.MessagesBefore)
+
+	require.True(t, res.Replaced)
+	require.Equal(t, "after compaction", res.Outcome.Text)
+	kept := 0
+	for _, m := range res.Messages[1:] {
+		if m.Role == keel.RoleAssistant {
+			kept++
+		}
+	}
+	// The summary stands for the turns it replaced; with the ones kept and
+	// this run's answer, all eleven are accounted for.
+	require.Equal(t, 11, res.Messages[0].CompactedTurns+kept)
+	require.Contains(t, res.Messages[0].Content, "Summary of")
+	// The compaction request is billed like any other.
+	require.Equal(t, 2, res.Outcome.UsageTotal.Requests)
+}
+
+// Compaction is skipped while a detached job is pending, and happens at
+// the first boundary after it finished.
+func TestCompactionSkippedWhileJobsPending(t *testing.T) {
+	release := make(chan struct{})
+	type noArgs struct{}
+	long := strings.Repeat("lots of words ", 100)
+	// Four earlier exchanges played four turns.
+	env := newRunEnv(t, `{"turns":[`+strings.Repeat(`{"text":["old"]},`, 4)+`
+	  {"text":["`+long+`"],"tool_calls":[{"id":"j","name":"slow_bg","arguments":{}}]},
+	  {"text":["waiting for the job"]},
+	  {"text":["job done"]}]}`,
+		tool.New("slow_bg", "Detached and slow.", func(ctx context.Context, _ noArgs) (string, error) {
+			select {
+			case <-release:
+				return "finished", nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}, tool.Detached()))
+	in := runInput("go", "slow_bg")
+	in.Transcript = longTranscript(4)
+	in.Config.CompactAt = 600 // passed once turn 1's long text is in history
+	// While the job runs, timers follow the wall clock: this releases it
+	// after turn 2 ended and the run waits for the job.
+	env.RegisterDelayedCallback(func() { close(release) }, time.Second)
+	res := env.execRun(t, in)
+
+	types := types(res.Events)
+	var steps []int
+	for i, ty := range types {
+		if ty == keel.TypeStepStarted {
+			steps = append(steps, i)
+		}
+	}
+	require.Len(t, steps, 3)
+	started := slices.Index(types, keel.TypeCompactionStarted)
+	finished := slices.Index(types, keel.TypeToolFinished)
+	require.Greater(t, started, steps[1], "no compaction while the job was pending: %v", types)
+	require.Greater(t, started, finished)
+	require.Less(t, started, steps[2])
+	require.Equal(t, "job done", res.Outcome.Text)
+}
