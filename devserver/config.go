@@ -138,6 +138,11 @@ func portOrDefault(name string, port, def int) (int, error) {
 	return port, nil
 }
 
+// ErrDataDirInUse reports that another server, in this process or another,
+// runs on Config.DataDir: two servers on one database would both claim its
+// history shard.
+var ErrDataDirInUse = errors.New("devserver: data dir in use")
+
 // ErrPortInUse reports that a fixed port asked for in Config is taken, for
 // example by another dev server.
 var ErrPortInUse = errors.New("devserver: port in use")

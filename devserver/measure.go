@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -133,74 +131,6 @@ func activityLoopWorkflow(ctx workflow.Context, n int) error {
 		}
 	}
 	return nil
-}
-
-// MeasureSignalToHistory measures n times how long a signal sent with
-// signaler takes to be seen by a history long-poll (GetWorkflowHistory with
-// WaitNewEvent) made with observer, another client: the path keel's live
-// subscribers use to learn of new durable events. The target workflow has no
-// worker, so each signal appends exactly one event.
-func MeasureSignalToHistory(ctx context.Context, signaler, observer client.Client, n int) (Latencies, error) {
-	if n < 1 {
-		return nil, errors.New("devserver: n must be positive")
-	}
-	id := uniqueName("probe-signal")
-	run, err := signaler.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:        id,
-		TaskQueue: uniqueName("probe-signal"), // nobody polls it
-	}, probeWorkflow)
-	if err != nil {
-		return nil, fmt.Errorf("devserver: start probe workflow: %w", err)
-	}
-	defer func() {
-		_ = signaler.TerminateWorkflow(context.WithoutCancel(ctx), id, run.GetRunID(), "probe done")
-	}()
-	// The SDK's long-poll iterator blocks in HasNext until the next event
-	// is committed, exactly what a live subscriber does.
-	events := observer.GetWorkflowHistory(ctx, id, run.GetRunID(), true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for {
-		e, err := next(events)
-		if err != nil {
-			return nil, fmt.Errorf("devserver: read probe history: %w", err)
-		}
-		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED {
-			break // the history before the first signal is complete
-		}
-	}
-
-	type seen struct {
-		at    time.Time
-		event *historypb.HistoryEvent
-		err   error
-	}
-	lat := make(Latencies, 0, n)
-	for i := range n {
-		ch := make(chan seen, 1)
-		go func() {
-			e, err := next(events)
-			ch <- seen{time.Now(), e, err}
-		}()
-		sent := time.Now()
-		if err := signaler.SignalWorkflow(ctx, id, run.GetRunID(), probeStop, i); err != nil {
-			return nil, fmt.Errorf("devserver: signal probe workflow: %w", err)
-		}
-		r := <-ch
-		if r.err != nil {
-			return nil, fmt.Errorf("devserver: long-poll probe history: %w", r.err)
-		}
-		if r.event.GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
-			return nil, fmt.Errorf("devserver: long poll saw %v, want a signal", r.event.GetEventType())
-		}
-		lat = append(lat, r.at.Sub(sent))
-	}
-	return lat, nil
-}
-
-func next(events client.HistoryEventIterator) (*historypb.HistoryEvent, error) {
-	if !events.HasNext() {
-		return nil, errors.New("history ended")
-	}
-	return events.Next()
 }
 
 // MeasureQueryRoundTrip measures n queries to a running workflow whose

@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -37,6 +39,7 @@ type Server struct {
 	temporal temporal.Server
 	ui       *webUI
 	logger   serverLogger
+	unlock   func() // releases DataDir
 
 	stopOnce sync.Once
 	stopErr  error
@@ -65,6 +68,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 func start(ctx context.Context, cfg Config) (s *Server, err error) {
 	logger := newServerLogger(cfg.Logger, cfg.LogLevel)
+	var undo []func() // releases what this attempt acquired, if it fails
 	defer func() {
 		// The server reports unusable configuration through its Fatal log
 		// path, which panics with a fatalError here (see serverLogger).
@@ -74,6 +78,11 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 				panic(r)
 			}
 			s, err = nil, fatal
+		}
+		if err != nil {
+			for _, f := range slices.Backward(undo) {
+				f()
+			}
 		}
 	}()
 
@@ -91,12 +100,18 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 		if uiListener, err = net.Listen("tcp", addr); err != nil {
 			return nil, fmt.Errorf("%w: web UI on %s: %v", ErrPortInUse, addr, err)
 		}
-		defer func() {
-			if err != nil {
-				_ = uiListener.Close()
-			}
-		}()
+		undo = append(undo, func() { _ = uiListener.Close() })
 		cfg.UIPort = uiListener.Addr().(*net.TCPAddr).Port
+	}
+	unlock := func() {}
+	if cfg.DataDir != "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("devserver: data dir: %w", err)
+		}
+		if unlock, err = lockDataDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
+		undo = append(undo, unlock)
 	}
 
 	sqlCfg, err := sqlConfig(cfg)
@@ -124,9 +139,12 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("devserver: build temporal server: %w", err)
 	}
-	if err := ts.Start(); err != nil {
+	// Stopping a server whose Start failed releases what it did start.
+	undo = append(undo, func() {
 		logger.stopping.Store(true)
 		_ = ts.Stop()
+	})
+	if err := ts.Start(); err != nil {
 		return nil, fmt.Errorf("devserver: start temporal server: %w", err)
 	}
 	s = &Server{
@@ -134,13 +152,8 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 		address:  net.JoinHostPort(dialableIP(cfg.IP), strconv.Itoa(cfg.Port)),
 		temporal: ts,
 		logger:   logger,
+		unlock:   unlock,
 	}
-	defer func() {
-		if err != nil {
-			logger.stopping.Store(true)
-			_ = ts.Stop()
-		}
-	}()
 	if err := s.waitReady(ctx); err != nil {
 		return nil, err
 	}
@@ -172,6 +185,16 @@ func (s *Server) waitReady(ctx context.Context) error {
 	return nil
 }
 
+// fileConnectAttributes open the database file. WAL with synchronous=NORMAL
+// commits without an fsync per transaction: a killed process loses nothing,
+// a power cut may lose the last commits but never corrupts the file. A
+// variable only so the tuning benchmark can compare SQLite's defaults.
+var fileConnectAttributes = map[string]string{
+	"mode":         "rwc",
+	"journal_mode": "wal",
+	"synchronous":  "1",
+}
+
 // sqlConfig returns the SQLite settings, creating the schema in a new
 // database file.
 func sqlConfig(cfg Config) (*config.SQL, error) {
@@ -186,21 +209,11 @@ func sqlConfig(cfg Config) (*config.SQL, error) {
 			ConnectAttributes: map[string]string{"mode": "memory", "cache": "shared"},
 		}, nil
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("devserver: data dir: %w", err)
-	}
 	path := filepath.Join(cfg.DataDir, DatabaseFile)
 	sqlCfg := &config.SQL{
-		PluginName:   sqliteplugin.PluginName,
-		DatabaseName: path,
-		ConnectAttributes: map[string]string{
-			"mode": "rwc",
-			// WAL with synchronous=NORMAL commits without an fsync per
-			// transaction; a killed process loses nothing, a power cut
-			// may lose the last commits but never corrupts the file.
-			"journal_mode": "wal",
-			"synchronous":  "1",
-		},
+		PluginName:        sqliteplugin.PluginName,
+		DatabaseName:      path,
+		ConnectAttributes: maps.Clone(fileConnectAttributes),
 	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		if err := sqliteschema.SetupSchema(sqlCfg); err != nil {
@@ -313,6 +326,7 @@ func (s *Server) Stop() error {
 			errs = append(errs, s.ui.stop())
 		}
 		errs = append(errs, s.temporal.Stop())
+		s.unlock()
 		s.stopErr = errors.Join(errs...)
 	})
 	return s.stopErr

@@ -179,6 +179,8 @@ func TestRestartKeepsWorkflows(t *testing.T) {
 	first := StartForTest(t, Config{DataDir: dir})
 	_, err := os.Stat(filepath.Join(dir, DatabaseFile))
 	require.NoError(t, err)
+	_, err = Start(ctx, Config{DataDir: dir, Port: AnyPort, DisableUI: true, Logger: TestLogger(t)})
+	require.ErrorIs(t, err, ErrDataDirInUse, "two servers on one database")
 
 	// One client and one worker across the restart, as a keel worker that
 	// outlives `keel dev` would be.
