@@ -282,12 +282,24 @@ func TestFaultsWorkerStopMidStreamE2E(t *testing.T) {
 	first.Stop()
 	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: p})
 
-	out, err := run.Outcome(ctx)
-	events, evErr := run.Session().EventsAfter(ctx, 0)
-	require.NoError(t, evErr)
-	require.NoError(t, err, "events: %v", faultsTypes(events))
+	// A retry takes a second (or the 15 s heartbeat timeout if the stopped
+	// worker never reported); a run that has not ended long after is stuck.
+	octx, ocancel := context.WithTimeout(ctx, 45*time.Second)
+	defer ocancel()
+	out, err := run.Outcome(octx)
+	tc := keeltest.Dial(t, srv)
+	if octx.Err() != nil {
+		d, derr := tc.DescribeWorkflowExecution(ctx, run.ID, "")
+		require.NoError(t, derr)
+		t.Fatalf("the run did not end; its pending workflow task: %v", d.GetPendingWorkflowTask())
+	}
+	// The Run workflow's own result, not the session's log: reading that
+	// takes a query, which is not what this test is about.
+	var res workflows.RunResult
+	require.NoError(t, tc.GetWorkflow(ctx, run.ID, "").Get(ctx, &res))
+	require.NoError(t, err, "events: %v", faultsTypes(res.Events))
 	require.Equal(t, "Hello world", out.Text)
 	require.Equal(t, int32(2), p.requests.Load())
 	require.Equal(t, 2, out.UsageTotal.Requests)
-	require.Len(t, faultsFind[keel.ProviderStreamReset](t, events), 1, "the abandoned attempt is reset")
+	require.Len(t, faultsFind[keel.ProviderStreamReset](t, res.Events), 1, "the abandoned attempt is reset")
 }
