@@ -37,7 +37,7 @@ func (s *Session) EventsAfter(ctx context.Context, after int64) ([]keel.Envelope
 // event. With a live channel, deltas are merged in order. A reader that
 // lagged or reconnected resumes with EventsFrom(last sequence it saw).
 func (s *Session) EventsFrom(ctx context.Context, after int64) iter.Seq2[keel.Envelope, error] {
-	return s.c.stream(ctx, &follower{c: s.c, session: s.id, after: after})
+	return s.c.stream(ctx, &follower{c: s.c, session: s.id, after: after}, nil)
 }
 
 // Events follows the session live from now.

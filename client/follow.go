@@ -145,17 +145,19 @@ var errRunDone = errors.New("run done")
 // (AfterSeq); it is delivered after that event, held back while the
 // durable stream has not reached it. Lag on the live channel is yielded as
 // a *live.LaggedError element and the stream goes on.
-func (c *Client) stream(ctx context.Context, f *follower) iter.Seq2[keel.Envelope, error] {
+func (c *Client) stream(ctx context.Context, f *follower, early live.Subscription) iter.Seq2[keel.Envelope, error] {
 	return func(yield func(keel.Envelope, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 
 		var deltas <-chan deltaItem
-		if c.live != nil {
-			sub, err := c.live.Subscribe(ctx, f.session, live.SubscribeOptions{Buffer: c.liveBuf})
-			if err != nil {
-				yield(keel.Envelope{}, err)
-				return
+		if sub := early; sub != nil || c.live != nil {
+			if sub == nil {
+				var err error
+				if sub, err = c.live.Subscribe(ctx, f.session, live.SubscribeOptions{Buffer: c.liveBuf}); err != nil {
+					yield(keel.Envelope{}, err)
+					return
+				}
 			}
 			defer sub.Close()
 			deltas = pumpLive(ctx, sub)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"sync"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/workflows"
 )
 
@@ -27,6 +30,40 @@ type Run struct {
 	// SteeringID is set when Send (with OrSteer) delivered the prompt to
 	// this already active run as steering.
 	SteeringID string
+
+	early *earlySub
+}
+
+// earlySub is a live subscription Send opened before the run started, so
+// the first Events stream of the run misses none of its deltas. Unclaimed,
+// it closes itself after earlyTTL.
+type earlySub struct {
+	mu  sync.Mutex
+	sub live.Subscription
+}
+
+const earlyTTL = 30 * time.Second
+
+func newEarlySub(sub live.Subscription) *earlySub {
+	e := &earlySub{sub: sub}
+	time.AfterFunc(earlyTTL, func() {
+		if s := e.take(); s != nil {
+			_ = s.Close()
+		}
+	})
+	return e
+}
+
+// take hands the subscription to its one user.
+func (e *earlySub) take() live.Subscription {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.sub
+	e.sub = nil
+	return s
 }
 
 // Session returns the run's session.
@@ -45,7 +82,7 @@ func (r *Run) Events(ctx context.Context) iter.Seq2[keel.Envelope, error] {
 			return
 		}
 		f := &follower{c: r.s.c, session: r.s.id, after: base, run: r.ID}
-		for ev, err := range r.s.c.stream(ctx, f) {
+		for ev, err := range r.s.c.stream(ctx, f, r.early.take()) {
 			if !yield(ev, err) {
 				return
 			}

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/workflows"
 )
 
@@ -89,6 +90,29 @@ func (s *Session) Send(ctx context.Context, prompt string, opts ...SendOption) (
 }
 
 func (s *Session) send(ctx context.Context, req workflows.SendRequest) (*Run, error) {
+	// Subscribe to deltas before the run can start, so its first Events
+	// stream misses none.
+	var early live.Subscription
+	if s.c.live != nil {
+		sub, err := s.c.live.Subscribe(ctx, s.id, live.SubscribeOptions{Buffer: s.c.liveBuf})
+		if err == nil {
+			early = sub
+		}
+	}
+	run, err := s.sendUpdate(ctx, req)
+	if err != nil {
+		if early != nil {
+			_ = early.Close()
+		}
+		return nil, err
+	}
+	if early != nil {
+		run.early = newEarlySub(early)
+	}
+	return run, nil
+}
+
+func (s *Session) sendUpdate(ctx context.Context, req workflows.SendRequest) (*Run, error) {
 	start := s.c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       s.id,
 		TaskQueue:                workflows.TaskQueue,

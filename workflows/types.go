@@ -15,8 +15,9 @@ type RunConfig struct {
 	Model string `json:"model,omitempty"`
 	// System is the system prompt. Optional.
 	System string `json:"system,omitempty"`
-	// Tools names the tools the model may call. Optional.
-	Tools []string `json:"tools,omitempty"`
+	// Tools names the tools the model may call. Optional: nil takes the
+	// session's; an empty list means none (so no omitempty).
+	Tools []string `json:"tools"`
 	// MaxSteps bounds the model turns of one run. Default DefaultMaxSteps.
 	MaxSteps int `json:"max_steps,omitempty"`
 	// MaxTokens caps each response. Optional; the provider's default.

@@ -16,7 +16,10 @@ type Script struct {
 	// ChunkDelay is the pause before each chunk, to make streaming visible.
 	// Optional; default none.
 	ChunkDelay keel.Duration `json:"chunk_delay,omitempty"`
-	Turns      []Turn        `json:"turns"`
+	// Repeat plays the turns again from the first once they are used up,
+	// so one script can serve run after run of a session.
+	Repeat bool   `json:"repeat,omitempty"`
+	Turns  []Turn `json:"turns"`
 }
 
 // Turn is one model turn: what a successful attempt streams, and failures

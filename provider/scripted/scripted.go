@@ -69,6 +69,9 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 			return
 		}
 		i := TurnIndex(req)
+		if p.script.Repeat {
+			i %= len(p.script.Turns)
+		}
 		if i >= len(p.script.Turns) {
 			yield(provider.Chunk{}, &keel.ProviderError{
 				Provider: "scripted", Kind: keel.ProviderInvalidRequest,
