@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/keelrun/keel"
@@ -638,4 +640,49 @@ func TestCancelDuringStream(t *testing.T) {
 	// WaitForCancellation or not. e2e/cancel_test.go proves the aborted
 	// assistant message on a real server.
 	require.Equal(t, keel.UserMessage("go"), res.Messages[0])
+}
+
+// A worker that stops mid-turn (a deploy) cancels the ModelTurn activity
+// without the run asking. What reaches the workflow then is not a
+// requested cancellation: the SDK reports the activity failed, either with
+// the activity's CanceledError wrapped ("unexpected activity cancel
+// error") or with a bare "context canceled". Both were seen on the
+// embedded server (e2e TestFaultsWorkerStopMidStreamE2E). Either way the
+// attempt is abandoned by the worker, not refused by the provider: the
+// turn must be retried, as after a crash (worker_lost), and the run must
+// end with one terminal event.
+func TestFaultWorkerStopIsRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"CanceledError the run did not ask for", temporal.NewCanceledError(activities.TurnFailure{
+			Usage: keel.Usage{Requests: 1}, Partial: "Hel"})},
+		{"bare context.Canceled", context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newFaultEnv(t, `{"turns":[{`+faultTurn+`}]}`)
+			real := &activities.Activities{Models: scriptModels{env.calls}}
+			env.OnActivity(activities.ModelTurnName, mock.Anything, mock.Anything).Return(
+				func(ctx context.Context, in activities.ModelTurnInput) (*activities.ModelTurnResult, error) {
+					if in.Attempt == 1 {
+						return nil, tc.err
+					}
+					return real.ModelTurn(ctx, in)
+				})
+			env.ExecuteWorkflow(workflows.RunWorkflowName, runInput("go"))
+			require.True(t, env.IsWorkflowCompleted())
+			require.NoError(t, env.GetWorkflowError(), "the Run workflow itself must not fail")
+			var res workflows.RunResult
+			require.NoError(t, env.GetWorkflowResult(&res))
+			checkLog(t, 0, res.Events)
+			if diff := cmp.Diff(faultSeq(t, "started step usage reset retry usage call completed"), types(res.Events)); diff != "" {
+				t.Fatalf("events (-want +got):\n%s", diff)
+			}
+			retry := find[keel.ProviderRequestRetry](t, res.Events)
+			require.True(t, retry[0].Kind.Retryable(), "retried as %s", retry[0].Kind)
+			require.Equal(t, keel.StatusCompleted, res.Outcome.Status)
+			require.Equal(t, 2, res.Outcome.UsageTotal.Requests)
+		})
+	}
 }
