@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -192,6 +193,11 @@ func TestKillWorkerWhileModelStreams(t *testing.T) {
 	require.Positive(t, abandoned)
 	require.Equal(t, full, retryText.String())
 	t.Logf("deltas seen: %d of the abandoned attempt, %d of the retry", abandoned, retried)
+	// The abandoned attempt's partial text is not part of the conversation.
+	requireTranscript(t, ctx, sess, []transcriptShape{
+		{Role: keel.RoleUser, Content: "talk slowly"},
+		{Role: keel.RoleAssistant, Content: full},
+	})
 }
 
 // manyStepsScript is a four-step run with three tally calls held in flight
@@ -322,18 +328,23 @@ func TestKillWorkerAtManyPoints(t *testing.T) {
 	}
 }
 
-const shortSleepScript = `{"turns":[
-  {"text":["Napping."],"tool_calls":[{"id":"nap","name":"sleep","arguments":{"seconds":2}}]},
+const lossSleepScript = `{"turns":[
+  {"text":["Napping."],"tool_calls":[{"id":"nap","name":"sleep","arguments":{"seconds":4}}]},
   {"text":["Awake."]}
 ]}`
 
 // TestQueryAfterWorkerLossShowsOnlyCommittedEvents asks a run for its
-// events while its worker is dead and its sleep's timer fires: whatever
-// worker answers, the answer may only hold events the run commits, byte
-// for byte, or a follower would deliver an event that never happened.
+// events while its worker is dead, then cancels it. The query waits on the
+// dead worker's sticky queue for 5 s and then goes to the new worker; the
+// sleep's timer fires at 4 s, but the workflow task that processes it waits
+// for the sticky queue too, until about 9 s. So the query is answered while
+// TimerFired is in history and unprocessed, and the cancel signal lands
+// before that task runs. Whatever answers the query, its events must be the
+// ones the run commits, and a client following the run must see its
+// terminal event.
 func TestQueryAfterWorkerLossShowsOnlyCommittedEvents(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
-	s := newKillStack(t, shortSleepScript)
+	s := newKillStack(t, lossSleepScript)
 	first := s.startWorker()
 	sess := s.client.Session("query-after-loss")
 	run, err := sess.Send(ctx, "nap", killConfig("sleep"))
@@ -342,8 +353,6 @@ func TestQueryAfterWorkerLossShowsOnlyCommittedEvents(t *testing.T) {
 	f.waitFor(t, ctx, "tool.started of the sleep", sawToolStarted("sleep"))
 	first.kill()
 
-	// The query is sent while no worker runs, so it waits for one; the
-	// timer fires before it is answered.
 	type answer struct {
 		page workflows.EventsPage
 		err  error
@@ -365,17 +374,34 @@ func TestQueryAfterWorkerLossShowsOnlyCommittedEvents(t *testing.T) {
 		t.Fatal("query not answered")
 	}
 	require.NoError(t, a.err)
+	require.NoError(t, run.Cancel(ctx))
 	_, err = run.Outcome(ctx)
-	require.NoError(t, err)
-	f.wait(t, ctx)
+	require.ErrorIs(t, err, keel.ErrCancelled)
+
 	log, err := sess.EventsAfter(ctx, 0)
 	require.NoError(t, err)
-	t.Logf("query answered with %d events: %v", len(a.page.Events), types(a.page.Events))
+	requireSessionLog(t, log)
+	t.Logf("query answered with %v; the session committed %v", types(a.page.Events), types(log))
 	for _, ev := range a.page.Events {
-		require.LessOrEqual(t, ev.Seq, int64(len(log)))
-		committed := log[ev.Seq-1]
-		if diff := cmp.Diff(committed, ev); diff != "" {
+		if ev.Seq > int64(len(log)) {
+			t.Errorf("query answered seq %d (%s), which the run never committed", ev.Seq, ev.Type)
+			continue
+		}
+		if diff := cmp.Diff(log[ev.Seq-1], ev); diff != "" {
 			t.Errorf("query answered seq %d with an event the run never committed (-committed +answered):\n%s", ev.Seq, diff)
 		}
 	}
+
+	// The session has committed the run, so its terminal event is there to
+	// be read; the guard only bounds the failure.
+	guard, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	select {
+	case <-f.done:
+	case <-guard.Done():
+		f.stop()
+		t.Fatalf("the follower never delivered the run's terminal event (seq %d); it saw %v",
+			len(log), types(durable(f.stop())))
+	}
+	requireSameEvents(t, log, durable(f.wait(t, ctx)))
 }
