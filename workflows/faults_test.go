@@ -663,12 +663,16 @@ func TestFaultWorkerStopIsRetried(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newFaultEnv(t, `{"turns":[{`+faultTurn+`}]}`)
 			real := &activities.Activities{Models: scriptModels{env.calls}}
+			// Every attempt runs the real activity (one worker, so its
+			// transcript cache serves the retry); the first one's worker then
+			// "stops" and reports tc.err instead of the response.
 			env.OnActivity(activities.ModelTurnName, mock.Anything, mock.Anything).Return(
 				func(ctx context.Context, in activities.ModelTurnInput) (*activities.ModelTurnResult, error) {
+					res, err := real.ModelTurn(ctx, in)
 					if in.Attempt == 1 {
 						return nil, tc.err
 					}
-					return real.ModelTurn(ctx, in)
+					return res, err
 				})
 			env.ExecuteWorkflow(workflows.RunWorkflowName, runInput("go"))
 			require.True(t, env.IsWorkflowCompleted())
