@@ -39,6 +39,10 @@ const sleepScript = `{"chunk_delay":"10ms","turns":[
   {"text":["Done ","waiting."]}
 ]}`
 
+// TestKillWorkerWhileToolSleeps kills the worker while the run waits in the
+// sleep tool's durable timer, after a tally call finished: the new worker
+// picks the run up when the timer fires, and the tally call is not run
+// again.
 func TestKillWorkerWhileToolSleeps(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	s := newKillStack(t, sleepScript)
@@ -99,6 +103,9 @@ func streamScript() string {
 	return `{"chunk_delay":"100ms","turns":[{"text":["` + strings.Join(streamChunks, `","`) + `"]}]}`
 }
 
+// TestKillWorkerWhileModelStreams kills the worker at the first text delta
+// of a slow model turn: the turn's heartbeat times out, the run records the
+// abandoned attempt and retries it on the new worker.
 func TestKillWorkerWhileModelStreams(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	s := newKillStack(t, streamScript())

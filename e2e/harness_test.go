@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"sync"
@@ -105,7 +106,7 @@ type eventFollower struct {
 }
 
 // follow consumes events in a goroutine until it ends or stop is called.
-func follow(ctx context.Context, events func(context.Context) func(func(keel.Envelope, error) bool)) *eventFollower {
+func follow(ctx context.Context, events func(context.Context) iter.Seq2[keel.Envelope, error]) *eventFollower {
 	ctx, cancel := context.WithCancel(ctx)
 	f := &eventFollower{changed: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
 	go func() {
@@ -130,7 +131,7 @@ func follow(ctx context.Context, events func(context.Context) func(func(keel.Env
 
 // followRun follows one run from its first event to its terminal event.
 func followRun(ctx context.Context, run *client.Run) *eventFollower {
-	return follow(ctx, func(ctx context.Context) func(func(keel.Envelope, error) bool) { return run.Events(ctx) })
+	return follow(ctx, run.Events)
 }
 
 // waitFor blocks until cond holds for what was seen so far and returns it.
@@ -284,7 +285,7 @@ func requireNoRepeats(t *testing.T, evs []keel.Envelope) {
 	for _, ev := range evs {
 		switch ev.Type {
 		case keel.TypeRunStarted, keel.TypeRunCompleted, keel.TypeRunCancelled, keel.TypeRunFailed:
-			once(ev, "terminal-or-start")
+			once(ev, "of the run")
 		case keel.TypeStepStarted:
 			once(ev, fmt.Sprint(decode[keel.StepStarted](ev).Step))
 		case keel.TypeModelCallCompleted:

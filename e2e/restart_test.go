@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"iter"
 	"testing"
 	"time"
 
@@ -45,7 +46,10 @@ func TestServerRestartMidSession(t *testing.T) {
 	run2, err := sess.Send(ctx, "sleep through a restart",
 		client.WithConfig(workflows.RunConfig{Tools: []string{"sleep"}}))
 	require.NoError(t, err)
-	before := durable(followRun(ctx, run2).waitFor(t, ctx, "tool.started of the sleep", sawToolStarted("sleep")))
+	f := followRun(ctx, run2)
+	f.waitFor(t, ctx, "tool.started of the sleep", sawToolStarted("sleep"))
+	// The client goes away with the server; it keeps what it saw.
+	before := durable(f.stop())
 	lastSeen := before[len(before)-1].Seq
 
 	require.NoError(t, s.srv.Stop())
@@ -61,7 +65,7 @@ func TestServerRestartMidSession(t *testing.T) {
 	// A new client, as after a client restart, resumes from its cursor.
 	c2 := keeltest.Client(t, srv, s.live)
 	sess = c2.Session("restart")
-	after := follow(ctx, func(ctx context.Context) func(func(keel.Envelope, error) bool) {
+	after := follow(ctx, func(ctx context.Context) iter.Seq2[keel.Envelope, error] {
 		return sess.EventsFrom(ctx, lastSeen)
 	})
 	out2, err := sess.Run(2).Outcome(ctx)
