@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -135,7 +136,10 @@ func (r *run) awaitCancellable(fut workflow.Future, valuePtr any) error {
 	return temporal.NewCanceledError()
 }
 
-// decodeTurnFailure reads what a failed attempt left behind.
+// decodeTurnFailure reads what a failed attempt left behind. A failure
+// that is neither the provider's nor a malformed response comes back with
+// Provider set to what keel makes of it, so the caller always has one of
+// the two unless the attempt was cancelled.
 func decodeTurnFailure(err error) *activities.TurnFailure {
 	f := &activities.TurnFailure{}
 	var canceled *temporal.CanceledError
@@ -143,33 +147,54 @@ func decodeTurnFailure(err error) *activities.TurnFailure {
 		if canceled.HasDetails() {
 			_ = canceled.Details(f)
 		}
+		// Cancelled without the run asking (checked by the caller): the
+		// worker went away mid-request, as in a deploy.
+		f.Provider = workerLost()
 		return f
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
-		switch keel.Code(appErr.Type()) {
-		case keel.CodeProvider, keel.CodeMalformedResponse:
+		code := keel.Code(appErr.Type())
+		switch {
+		case code == keel.CodeProvider || code == keel.CodeMalformedResponse:
 			if appErr.HasDetails() && appErr.Details(f) == nil && (f.Provider != nil || f.Malformed != "") {
 				return f
 			}
+		case strings.HasPrefix(string(code), "keel.") || appErr.NonRetryable():
+			// keel refused the request (a configuration problem): retrying
+			// cannot help.
+			f.Provider = &keel.ProviderError{Provider: "keel", Kind: keel.ProviderInvalidRequest,
+				Message: "model turn failed: " + appErr.Message()}
+			return f
 		}
-		// Anything else from the activity (a panic, a configuration error) is
-		// not the provider's fault and will not heal by retrying.
-		f.Provider = &keel.ProviderError{Provider: "keel", Kind: keel.ProviderInvalidRequest,
-			Message: "model turn failed: " + appErr.Error()}
+		// Any other error from the worker (a stopped worker's context, a
+		// transcript that could not be fetched) is transient.
+		f.Provider = &keel.ProviderError{Provider: "keel", Kind: keel.ProviderWorkerLost, Retryable: true,
+			Message: "model turn failed on the worker: " + appErr.Message()}
 		return f
 	}
 	var timeout *temporal.TimeoutError
 	if errors.As(err, &timeout) {
 		// A missed heartbeat means the worker stopped mid-request; a
 		// start-to-close timeout means the provider never finished.
-		kind, msg := keel.ProviderTimeout, "model turn timed out"
+		f.Provider = &keel.ProviderError{Provider: "keel", Kind: keel.ProviderTimeout, Retryable: true,
+			Message: "model turn timed out"}
 		if timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT {
-			kind, msg = keel.ProviderWorkerLost, "worker stopped during the model turn"
+			f.Provider = workerLost()
 		}
-		f.Provider = &keel.ProviderError{Provider: "keel", Kind: kind, Retryable: true, Message: msg}
+		return f
+	}
+	var panicErr *temporal.PanicError
+	if errors.As(err, &panicErr) {
+		f.Provider = &keel.ProviderError{Provider: "keel", Kind: keel.ProviderInvalidRequest,
+			Message: "model turn panicked: " + panicErr.Error()}
 		return f
 	}
 	f.Provider = &keel.ProviderError{Provider: "keel", Kind: keel.ProviderServer, Retryable: true, Message: err.Error()}
 	return f
+}
+
+func workerLost() *keel.ProviderError {
+	return &keel.ProviderError{Provider: "keel", Kind: keel.ProviderWorkerLost, Retryable: true,
+		Message: "the worker stopped during the model turn"}
 }
