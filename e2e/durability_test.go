@@ -229,11 +229,18 @@ const manyStepsScript = `{"chunk_delay":"150ms","turns":[
 // manyStepsEvents is the number of durable events of manyStepsScript's run.
 const manyStepsEvents = 26
 
+// atTerminal in a kill plan kills the worker as soon as the run's terminal
+// event was seen: the Run workflow has ended and its session has yet to
+// commit it.
+const atTerminal = 0
+
 // defaultKillPlans kill each run three times, after the given number of
-// durable events were seen: while a model turn streams (2, 17, 23), while
-// a tool call is in flight (6, 21; 14 also with the sleep's timer running),
-// and between steps (22).
-var defaultKillPlans = [][]int{{2, 14, 22}, {6, 17, 23}}
+// durable events were seen (numbered as in manyStepsScript's comment, plus
+// three after each killed model turn): while a model turn streams (2, 17),
+// while a tool call is in flight (6; 14 also with the sleep's timer
+// running), between steps (22), and between the run's end and the
+// session's commit.
+var defaultKillPlans = [][]int{{2, 14, 22}, {6, 17, atTerminal}}
 
 // killPlans returns defaultKillPlans, or with KEEL_KILL_SEED set (a number,
 // or "random") two plans of three kill points drawn at random.
@@ -250,15 +257,36 @@ func killPlans(t *testing.T) [][]int {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	plans := make([][]int, 2)
 	for i := range plans {
-		// Distinct points in 1..manyStepsEvents-1, in order.
-		picked := rng.Perm(manyStepsEvents - 1)[:3]
-		for j := range picked {
-			picked[j]++
-		}
+		// Distinct points in 1..manyStepsEvents-1 or atTerminal, in order.
+		picked := rng.Perm(manyStepsEvents)[:3]
 		slices.Sort(picked)
+		if picked[0] == atTerminal {
+			picked = append(picked[1:], atTerminal)
+		}
 		plans[i] = picked
 	}
 	return plans
+}
+
+// killPoint returns what a kill plan's point waits for.
+func killPoint(k int) (string, func([]keel.Envelope) bool) {
+	if k == atTerminal {
+		return "the terminal event", func(seen []keel.Envelope) bool {
+			return slices.ContainsFunc(seen, keel.Envelope.Terminal)
+		}
+	}
+	return fmt.Sprintf("%d durable events", k), countDurable(k)
+}
+
+func planName(plan []int) string {
+	parts := make([]string, len(plan))
+	for i, k := range plan {
+		parts[i] = strconv.Itoa(k)
+		if k == atTerminal {
+			parts[i] = "terminal"
+		}
+	}
+	return "kills_after_" + strings.Join(parts, "_")
 }
 
 // TestKillWorkerAtManyPoints is "kill -9 at random points loses nothing":
@@ -271,7 +299,7 @@ func TestKillWorkerAtManyPoints(t *testing.T) {
 	// sticky queue; the Kill tests above run with Temporal's default.
 	s.spec.StickyTimeout = time.Second
 	for i, plan := range killPlans(t) {
-		t.Run(fmt.Sprintf("kills_after_%v", strings.Trim(strings.ReplaceAll(fmt.Sprint(plan), " ", "_"), "[]")), func(t *testing.T) {
+		t.Run(planName(plan), func(t *testing.T) {
 			sessID := fmt.Sprintf("kill-many-%d", i)
 			w := s.startWorker()
 			sess := s.client.Session(sessID)
@@ -280,7 +308,8 @@ func TestKillWorkerAtManyPoints(t *testing.T) {
 			f := followRun(ctx, run)
 			var kills []killSnapshot
 			for _, k := range plan {
-				f.waitFor(t, ctx, fmt.Sprintf("%d durable events", k), countDurable(k))
+				what, cond := killPoint(k)
+				f.waitFor(t, ctx, what, cond)
 				w.kill()
 				kills = append(kills, killSnapshot{gen: w.gen, tallied: len(s.tally()),
 					completed: toolCallsCompleted(t, ctx, s.client.Temporal(), run.ID)})
