@@ -24,7 +24,8 @@ func TunedDynamicConfig() map[string]any {
 
 		// Activities scheduled on the workflow's own task queue start in the
 		// response to the workflow task that scheduled them, skipping a trip
-		// through the transfer queue and matching.
+		// through the transfer queue and matching. Already the default in
+		// server 1.32; pinned because keel's step latency relies on it.
 		dynamicconfig.EnableActivityEagerExecution.Key().String(): true,
 
 		// One server, one shard: task queue partitions only add forwarding

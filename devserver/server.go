@@ -58,8 +58,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	// set of ports fixes it.
 	for attempt := 1; ; attempt++ {
 		s, err := start(ctx, cfg)
+		if err != nil && ctx.Err() != nil {
+			// Temporal's persistence layer reports a cancelled context as
+			// an unavailable store; say what happened.
+			return nil, fmt.Errorf("devserver: start: %w: %w", ctx.Err(), err)
+		}
 		var fatal fatalError
-		if err == nil || !errors.As(err, &fatal) || attempt == 3 || ctx.Err() != nil {
+		if err == nil || !errors.As(err, &fatal) || attempt == 3 {
 			return s, err
 		}
 		cfg.Logger.Warn("devserver: retrying start", "error", err)
