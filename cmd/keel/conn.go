@@ -51,7 +51,7 @@ func (c *connFlags) register(fs *flagSet, withNATS bool) {
 type conn struct {
 	*client.Client
 	// live is nil when the live channel is off or unreachable.
-	live *earlyChannel
+	live live.Channel
 }
 
 // close releases the client and the live channel.
@@ -59,16 +59,6 @@ func (c *conn) close() {
 	c.Client.Close()
 	if c.live != nil {
 		_ = c.live.Close()
-	}
-}
-
-// watchEarly subscribes to the session's live events before a prompt is
-// sent, so no delta of its run is missed. Without a live channel it does
-// nothing; if subscribing fails, streamed text is shown from when the run's
-// event stream starts.
-func (c *conn) watchEarly(ctx context.Context, sessionID string) {
-	if c.live != nil {
-		_ = c.live.subscribeEarly(ctx, sessionID)
 	}
 }
 
@@ -84,8 +74,7 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults workflo
 		if err != nil {
 			natsErr = err
 		} else {
-			out.live = newEarlyChannel(n)
-			ch = out.live
+			out.live, ch = n, n
 		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)

@@ -290,9 +290,10 @@ func (s *devStack) runDemo(ctx context.Context, stdout, stderr io.Writer) {
 		fmt.Fprintf(stderr, "keel dev: demo: %s\n", sanitize(err.Error()))
 		return
 	}
-	ch := newEarlyChannel(n)
-	defer ch.Close()
-	kc, err := client.Dial(ctx, client.Options{Temporal: s.temporal, Live: ch})
+	defer n.Close()
+	// Send subscribes to the session's deltas before the run starts, so
+	// the demo's first streamed words are not lost.
+	kc, err := client.Dial(ctx, client.Options{Temporal: s.temporal, Live: n})
 	if err != nil {
 		fmt.Fprintf(stderr, "keel dev: demo: %s\n", sanitize(err.Error()))
 		return
@@ -301,7 +302,6 @@ func (s *devStack) runDemo(ctx context.Context, stdout, stderr io.Writer) {
 	sess := kc.NewSession()
 	cfg := workflows.RunConfig{Model: workflows.DefaultModel, Tools: slices.Clone(scripted.DemoTools)}
 	fmt.Fprintf(stdout, "\nDemo: sending %q to session %s (model %s)\n\n", demoPrompt, sess.ID(), cfg.Model)
-	_ = ch.subscribeEarly(ctx, sess.ID())
 	sendCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	run, err := sess.Send(sendCtx, demoPrompt, client.WithConfig(cfg))
 	cancel()

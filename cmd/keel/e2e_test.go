@@ -205,6 +205,28 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("first_text", func(t *testing.T) {
+		// A model that streams at once, with no chunk delay: its first
+		// deltas are published within milliseconds of the run starting,
+		// before a subscriber opened after Send returned would be in
+		// place. The SDK subscribes inside Send, so none may be lost. The
+		// first step's text is never durable (only the last step's text
+		// is in run.completed), so it shows only if its deltas arrived.
+		model := writeScript(t, `{"turns":[
+		  {"text":["First ","words."],"tool_calls":[{"id":"m","name":"missing","arguments":{}}]},
+		  {"text":["Last."]}]}`)
+		for i := range 5 {
+			var out, errOut bytes.Buffer
+			code := keel(ctx, &out, &errOut, withConn("run", "--model", model, "--tools", "", fmt.Sprint("go ", i))...)
+			if code != exitOK {
+				t.Fatalf("run %d: exit status %d\n%s\n%s", i, code, out.String(), errOut.String())
+			}
+			if !regexp.MustCompile(`· step 1 [^\n]*\nFirst words\.\n┌ missing`).MatchString(out.String()) {
+				t.Errorf("run %d: the first step's streamed text is missing:\n%s", i, out.String())
+			}
+		}
+	})
+
 	t.Run("stream_reset", func(t *testing.T) {
 		model := writeScript(t, `{"turns":[{"failures":[{"kind":"stream_cut","after_chunks":1}],"text":["Half ","and whole."]}]}`)
 		var out, errOut bytes.Buffer

@@ -110,7 +110,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer kc.close()
 	sess := p.sessionOf(kc)
-	kc.watchEarly(ctx, sess.ID())
 	run, err := sess.Send(ctx, prompt, client.WithConfig(cfg))
 	if err != nil {
 		return fail(stderr, "run", fmt.Errorf("send to session %s: %w", sess.ID(), err))
