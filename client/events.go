@@ -20,12 +20,19 @@ func (s *Session) EventsAfter(ctx context.Context, after int64) ([]keel.Envelope
 		}
 		return nil
 	}
-	active, err := f.readLog(ctx, s.id, deliver)
+	limit, err := s.c.committedNow(ctx, s.id)
+	if err != nil {
+		return out, err
+	}
+	active, err := f.readLog(ctx, s.id, limit, deliver)
 	if err != nil {
 		return out, err
 	}
 	if active != nil {
-		if _, err := f.readLog(ctx, active.RunID, deliver); err != nil {
+		if limit, err = s.c.committedNow(ctx, active.RunID); err != nil {
+			return out, err
+		}
+		if _, err := f.readLog(ctx, active.RunID, limit, deliver); err != nil {
 			return out, err
 		}
 	}

@@ -29,8 +29,6 @@ var errStop = errors.New("stop")
 // follow delivers durable events to emit until emit returns false, ctx
 // ends, or (with f.run set) the run's terminal event was delivered.
 func (f *follower) follow(ctx context.Context, emit func(keel.Envelope) bool) error {
-	sw := f.c.watch(f.session)
-	followed := map[string]bool{}
 	deliver := func(ev keel.Envelope) error {
 		if ev.Seq <= f.after {
 			return nil
@@ -47,8 +45,14 @@ func (f *follower) follow(ctx context.Context, emit func(keel.Envelope) bool) er
 		}
 		return nil
 	}
+	sw := f.c.watch(f.session)
+	limit, err := f.c.committedNow(ctx, f.session)
+	if err != nil {
+		return err
+	}
+	followed := map[string]bool{}
 	for {
-		active, err := f.readLog(ctx, f.session, deliver)
+		active, err := f.readLog(ctx, f.session, limit, deliver)
 		if err != nil {
 			return stopped(err)
 		}
@@ -63,8 +67,9 @@ func (f *follower) follow(ctx context.Context, emit func(keel.Envelope) bool) er
 		if err != nil {
 			return err
 		}
+		limit = max(limit, sw.committed)
 		if closed {
-			_, err := f.readLog(ctx, f.session, deliver)
+			_, err := f.readLog(ctx, f.session, limit, deliver)
 			return stopped(err)
 		}
 	}
@@ -77,11 +82,17 @@ func stopped(err error) error {
 	return err
 }
 
-// readLog delivers the events of a workflow's log after f.after, paging with
-// a pinned snapshot, and returns the session's active run if any.
-func (f *follower) readLog(ctx context.Context, workflowID string, deliver func(keel.Envelope) error) (*workflows.RunRef, error) {
+// readLog delivers the events of a workflow's log after f.after and up to
+// limit, the sequence the workflow has published as committed, paging with
+// a pinned snapshot; it returns the session's active run if any. Events
+// past limit are left for a later read: they may come from state no
+// workflow task has committed.
+func (f *follower) readLog(ctx context.Context, workflowID string, limit int64, deliver func(keel.Envelope) error) (*workflows.RunRef, error) {
 	q := workflows.EventsQuery{After: f.after}
 	for {
+		if q.After >= limit {
+			return f.activeRun(ctx, workflowID)
+		}
 		var page workflows.EventsPage
 		v, err := f.c.tc.QueryWorkflow(ctx, workflowID, "", workflows.QueryEvents, q)
 		if err != nil {
@@ -91,6 +102,9 @@ func (f *follower) readLog(ctx context.Context, workflowID string, deliver func(
 			return nil, err
 		}
 		for _, ev := range page.Events {
+			if ev.Seq > limit {
+				return page.ActiveRun, nil
+			}
 			if err := deliver(ev); err != nil {
 				return nil, err
 			}
@@ -102,11 +116,29 @@ func (f *follower) readLog(ctx context.Context, workflowID string, deliver func(
 	}
 }
 
+// activeRun asks a session for its active run, when readLog had nothing to
+// read (a Run workflow has none).
+func (f *follower) activeRun(ctx context.Context, workflowID string) (*workflows.RunRef, error) {
+	if workflowID != f.session {
+		return nil, nil
+	}
+	var st workflows.SessionStatus
+	v, err := f.c.tc.QueryWorkflow(ctx, workflowID, "", workflows.QueryState)
+	if err != nil {
+		return nil, fromTemporal(err, "workflow "+workflowID)
+	}
+	return st.ActiveRun, v.Get(&st)
+}
+
 // followRun follows a running Run workflow's log until its terminal event
 // or until it closes (a terminated run has no terminal event of its own:
 // the session records one).
 func (f *follower) followRun(ctx context.Context, runID string, deliver func(keel.Envelope) error) error {
 	rw := f.c.watch(runID)
+	limit, err := f.c.committedNow(ctx, runID)
+	if err != nil {
+		return err
+	}
 	terminal := func(ev keel.Envelope) error {
 		if err := deliver(ev); err != nil {
 			return err
@@ -117,7 +149,7 @@ func (f *follower) followRun(ctx context.Context, runID string, deliver func(kee
 		return nil
 	}
 	for {
-		_, err := f.readLog(ctx, runID, terminal)
+		_, err := f.readLog(ctx, runID, limit, terminal)
 		if errors.Is(err, errRunDone) {
 			return nil
 		}
@@ -128,8 +160,9 @@ func (f *follower) followRun(ctx context.Context, runID string, deliver func(kee
 		if err != nil {
 			return err
 		}
+		limit = max(limit, rw.committed)
 		if closed {
-			_, err := f.readLog(ctx, runID, terminal)
+			_, err := f.readLog(ctx, runID, limit, terminal)
 			if errors.Is(err, errRunDone) {
 				return nil
 			}

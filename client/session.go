@@ -170,23 +170,17 @@ func (s *Session) query(ctx context.Context, workflowID, name string, out any, a
 	return v.Get(out)
 }
 
-// waitCommitted waits until the session's committed log reaches seq.
+// waitCommitted waits until the session has committed its log up to seq.
 func (s *Session) waitCommitted(ctx context.Context, seq int64) error {
+	committed, err := s.c.committedNow(ctx, s.id)
+	if err != nil || committed >= seq {
+		return err
+	}
 	w := s.c.watch(s.id)
-	for {
-		st, err := s.State(ctx)
-		if err != nil {
+	for w.committed < seq {
+		if _, err := w.wait(ctx); err != nil {
 			return err
-		}
-		if st.LastSeq >= seq {
-			return nil
-		}
-		closed, err := w.wait(ctx)
-		if err != nil {
-			return err
-		}
-		if closed {
-			return nil
 		}
 	}
+	return nil
 }

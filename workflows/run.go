@@ -66,6 +66,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
 	if err := r.registerHandlers(ctx); err != nil {
 		return nil, err
 	}
+	announce(ctx, func() int64 { return r.seq })
 	r.loop()
 	res := &RunResult{Outcome: *r.outcome, Events: r.events}
 	if r.base < 0 {

@@ -57,6 +57,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		return err
 	}
 	workflow.Go(ctx, s.checkRuntime)
+	announce(ctx, func() int64 { return s.seq })
 	for {
 		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 }); err != nil {
 			// The Session workflow itself was cancelled: nothing runs now,
