@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
@@ -53,8 +54,9 @@ func TestCancelDuringStreamE2E(t *testing.T) {
 	out, err := run.Outcome(ctx)
 	elapsed := time.Since(start)
 	require.ErrorIs(t, err, keel.ErrCancelled)
-	require.Less(t, elapsed, cancelBound, "cancel to outcome")
 	t.Logf("cancel during a hanging stream: outcome after %v", elapsed.Round(time.Millisecond))
+	// Not fatal: what the run committed is checked whatever the time.
+	assert.Less(t, elapsed, cancelBound, "cancel to outcome")
 
 	require.Equal(t, keel.StatusCancelled, out.Status)
 	require.Equal(t, int32(1), p.requests.Load(), "no request after the cancel")
@@ -104,8 +106,8 @@ func TestCancelDuringRetryWaitE2E(t *testing.T) {
 	out, err := run.Outcome(ctx)
 	elapsed := time.Since(start)
 	require.ErrorIs(t, err, keel.ErrCancelled)
-	require.Less(t, elapsed, cancelBound, "cancel to outcome")
 	t.Logf("cancel during a 60 s retry wait: outcome after %v", elapsed.Round(time.Millisecond))
+	assert.Less(t, elapsed, cancelBound, "cancel to outcome")
 
 	require.Equal(t, keel.StatusCancelled, out.Status)
 	require.Equal(t, int32(1), p.requests.Load(), "no request after the cancel")
