@@ -46,6 +46,7 @@ var commands = []command{
 	{"respond", "answer a tool's question to the host, or list open ones", cmdRespond},
 	{"cancel", "cancel a session's active run, or a given run", cmdCancel},
 	{"shutdown", "cancel every active run and refuse new ones (namespace-wide)", cmdShutdown},
+	{"bench", "measure keel's overheads against bare Temporal round trips on this machine", cmdBench},
 }
 
 func main() {

@@ -32,6 +32,10 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	conn.register(fs, true)
 	workspace := fs.String("workspace", "workspace", "`DIR` the file tools may read and write")
 	stopTimeout := fs.Duration("stop-timeout", 10*time.Second, "how long running activities may finish on shutdown")
+	// keel bench runs its latency script, which calls the no-op tool, on a
+	// worker in a child process; nothing else should offer that tool.
+	benchTools := fs.Bool("bench-tools", false, "offer the no-op tool of keel bench too")
+	fs.hide("bench-tools")
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
 	}
@@ -58,6 +62,11 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 
 	opts := worker.Options{Workspace: ws, StopTimeout: *stopTimeout, Logger: logger}
+	if *benchTools {
+		if opts.Tools, err = benchToolsOn(ws); err != nil {
+			return fail(stderr, "worker", err)
+		}
+	}
 	liveNote := "off (--nats \"\")"
 	if conn.nats != "" {
 		// Unlike a reader, a worker lives long: connect whenever NATS comes

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// childStopTimeout bounds how long a child worker may take to stop after
+// SIGINT before it is killed.
+const childStopTimeout = 15 * time.Second
+
+// benchWorker is a `keel worker` child process.
+type benchWorker struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+	stderr *lockedBuffer
+}
+
+// startBenchWorker re-executes this binary as `keel worker --bench-tools`
+// against the bench's server and NATS, and returns once it polls.
+func startBenchWorker(ctx context.Context, address, namespace, natsURL, dir string) (*benchWorker, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find this binary to run a worker process: %w", err)
+	}
+	ws, err := os.MkdirTemp(dir, "workspace-")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "worker", "--address", address, "--namespace", namespace, "--nats", natsURL,
+		"--workspace", filepath.Clean(ws), "--stop-timeout", "1s", "--bench-tools")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	w := &benchWorker{cmd: cmd, exited: make(chan struct{}), stderr: &lockedBuffer{}}
+	cmd.Stderr = w.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start a worker process: %w", err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		// The worker says it polls on its first line; the rest is drained
+		// so the child never blocks on a full pipe.
+		sc := bufio.NewScanner(stdout)
+		once := sync.OnceFunc(func() { close(ready) })
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "keel worker: polling") {
+				once()
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		_ = cmd.Wait()
+		close(w.exited)
+	}()
+	select {
+	case <-ready:
+		return w, nil
+	case <-w.exited:
+		return nil, fmt.Errorf("the worker process exited (%v): %s", cmd.ProcessState, strings.TrimSpace(w.stderr.String()))
+	case <-ctx.Done():
+		w.stop()
+		return nil, ctx.Err()
+	}
+}
+
+// stop asks the child to stop as Ctrl-C would, and kills it if it does not.
+func (w *benchWorker) stop() {
+	if err := w.cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		_ = w.cmd.Process.Kill()
+	}
+	select {
+	case <-w.exited:
+	case <-time.After(childStopTimeout):
+		_ = w.cmd.Process.Kill()
+		<-w.exited
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the writer goroutine of exec and
+// a reader.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
