@@ -70,6 +70,12 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (*ModelTu
 			// said so far so the workflow can keep it as aborted output.
 			return nil, temporal.NewCanceledError(TurnFailure{Usage: asm.Usage(), Partial: asm.Text()})
 		}
+		var mal *provider.MalformedError
+		if errors.As(streamErr, &mal) {
+			// An unparseable chunk is a malformed response, retried within
+			// the turn's budget like any other.
+			return nil, turnError(&TurnFailure{Malformed: mal.Reason, Usage: asm.Usage(), Partial: asm.Text()})
+		}
 		return nil, turnError(&TurnFailure{
 			Provider: asProviderError(p.Name(), streamErr), Usage: asm.Usage(), Partial: asm.Text(),
 		})

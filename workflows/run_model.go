@@ -127,9 +127,12 @@ func (r *run) awaitCancellable(fut workflow.Future, valuePtr any) error {
 	if ready {
 		return err
 	}
-	timer := workflow.NewTimer(dctx, cancelGrace)
-	sel.AddFuture(timer, func(workflow.Future) {})
-	sel.Select(dctx)
+	// A fresh selector: the first one still holds the closed Done channel,
+	// which would be ready again at once.
+	grace := workflow.NewSelector(dctx)
+	grace.AddFuture(fut, func(f workflow.Future) { err = f.Get(dctx, valuePtr); ready = true })
+	grace.AddFuture(workflow.NewTimer(dctx, cancelGrace), func(workflow.Future) {})
+	grace.Select(dctx)
 	if ready {
 		return err
 	}
