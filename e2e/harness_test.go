@@ -23,6 +23,7 @@ import (
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/workflows"
 )
 
 // killStack is an embedded Temporal server, an embedded NATS server, a
@@ -466,4 +467,23 @@ func requireTranscript(t *testing.T, ctx context.Context, sess *client.Session, 
 	if diff := cmp.Diff(want, shapes(page.Messages)); diff != "" {
 		t.Fatalf("transcript (-want +got):\n%s", diff)
 	}
+}
+
+// memoCommittedSeq reads the sequence a running workflow has published as
+// committed (workflows.MemoCommittedSeq).
+func memoCommittedSeq(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID string) int64 {
+	t.Helper()
+	d, err := tc.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		t.Fatalf("describe %s: %v", workflowID, err)
+	}
+	p, ok := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoCommittedSeq]
+	if !ok {
+		t.Fatalf("%s has published no committed sequence", workflowID)
+	}
+	var seq int64
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &seq); err != nil {
+		t.Fatalf("memo %s of %s: %v", workflows.MemoCommittedSeq, workflowID, err)
+	}
+	return seq
 }
