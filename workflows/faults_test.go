@@ -286,6 +286,7 @@ var faultMatrix = []faultCase{
 		usage:  []keel.Usage{faultBad, faultBad, faultBad},
 		events: "started step usage reset usage reset usage failed",
 		status: keel.StatusFailed, code: keel.CodeMalformedResponse, sentinel: keel.ErrMalformedResponse,
+		kind:    keel.ProviderMalformed,
 		partial: "Hello",
 	},
 	{

@@ -49,14 +49,20 @@ func (r *run) modelTurn() (*activities.ModelTurnResult, string, *keel.Error) {
 		if fail.Malformed != "" {
 			malformed++
 			if malformed > MaxMalformedPerTurn || attempt >= MaxRequestsPerTurn {
-				return nil, fail.Partial, &keel.Error{Code: keel.CodeMalformedResponse,
-					Message: fmt.Sprintf("malformed response after %d attempts: %s", attempt, fail.Malformed)}
+				msg := fmt.Sprintf("malformed response after %d attempts: %s", attempt, fail.Malformed)
+				return nil, fail.Partial, &keel.Error{Code: keel.CodeMalformedResponse, Message: msg,
+					Provider: &keel.ProviderError{Provider: providerOf(r.cfg.Model), Kind: keel.ProviderMalformed, Message: msg}}
 			}
 			r.emit(keel.ProviderStreamReset{Step: r.step, Attempt: attempt,
 				Reason: keel.ResetReason{Kind: keel.ResetMalformed, Detail: fail.Malformed}})
 			continue
 		}
 		pe := fail.Provider
+		if pe.Provider == "keel" {
+			// Failures keel itself classified (a lost worker, a timeout)
+			// are named after the run's provider, not "keel: keel: ...".
+			pe.Provider = providerOf(r.cfg.Model)
+		}
 		if !pe.Retryable || attempt >= MaxRequestsPerTurn {
 			return nil, fail.Partial, &keel.Error{Code: keel.CodeProvider, Message: pe.Error(),
 				Retryable: pe.Retryable, Provider: pe}
@@ -200,4 +206,10 @@ func decodeTurnFailure(err error) *activities.TurnFailure {
 func workerLost() *keel.ProviderError {
 	return &keel.ProviderError{Provider: "keel", Kind: keel.ProviderWorkerLost, Retryable: true,
 		Message: "the worker stopped during the model turn"}
+}
+
+// providerOf returns the provider part of a model spec ("openai").
+func providerOf(spec string) string {
+	name, _, _ := strings.Cut(spec, ":")
+	return name
 }
