@@ -309,7 +309,11 @@ func (s *devStack) runDemo(ctx context.Context, stdout, stderr io.Writer) {
 		fail(stderr, "dev", fmt.Errorf("demo: %w", err))
 		return
 	}
-	followRun(ctx, run, newRenderer(stdout, renderOptions{color: useColor(stdout)}), stderr)
+	// A person at the terminal answers the run's questions here.
+	r := newRenderer(stdout, renderOptions{color: useColor(stdout)})
+	ask := newHostInput(ctx, run, r, false)
+	r.opts.answering = ask != nil
+	followRun(ctx, run, r, stderr, ask)
 	if ctx.Err() != nil {
 		return
 	}

@@ -71,6 +71,12 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
+// withNoInput gives commands an empty stdin, so a test run from a
+// terminal does not turn `keel run` interactive.
+func withNoInput(ctx context.Context) context.Context {
+	return withStdin(ctx, strings.NewReader(""))
+}
+
 // writeScript writes a scripted model to a file and returns its model spec.
 func writeScript(t *testing.T, script string) string {
 	t.Helper()
@@ -88,7 +94,7 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Temporal server")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(withNoInput(context.Background()), 3*time.Minute)
 	defer cancel()
 	workspace := t.TempDir()
 	stack, err := startDevStack(ctx, devConfig{noUI: true, workspace: workspace, logger: quietLogger(), logLevel: slog.LevelError})
@@ -417,6 +423,128 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	// toolResults returns the session's tool results by call ID.
+	toolResults := func(t *testing.T, session string) map[string]keelpkg.Message {
+		t.Helper()
+		kc, err := client.Dial(ctx, client.Options{Temporal: stack.temporal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := kc.Session(session).History(ctx, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]keelpkg.Message{}
+		for _, m := range page.Messages {
+			if m.ToolCallID != "" && m.Role == keelpkg.RoleTool {
+				out[m.ToolCallID] = m
+			}
+		}
+		return out
+	}
+
+	t.Run("answer_stdin", func(t *testing.T) {
+		// The first answer does not match the schema: keel run says why
+		// and asks again, and the second one is delivered.
+		model := writeScript(t, `{"turns":[
+		  {"tool_calls":[{"id":"q","name":"ask_user","arguments":{"question":"How many?","schema":{"type":"integer"}}}]},
+		  {"text":["Got it."]}]}`)
+		var out, errOut bytes.Buffer
+		in := withStdin(ctx, strings.NewReader("many\n3\n"))
+		code := keel(in, &out, &errOut, withConn("run", "--session", "e2e-answer", "--answer-stdin", "--model", model, "--tools", "ask_user", "ask")...)
+		if code != exitOK {
+			t.Fatalf("exit status %d\n%s\n%s", code, out.String(), errOut.String())
+		}
+		if !regexp.MustCompile(`\? How many\?\n  answer as JSON matching \{"type":"integer"\}\n› many\n` +
+			`  not a valid answer: answer to "q/ask_user": [^\n]+\n› 3\n(?s:.*)└ ✓ ask_user[^\n]*\n  3\n(?s:.*)✓ completed in 2 steps`).MatchString(out.String()) {
+			t.Errorf("dialogue not as expected:\n%s", out.String())
+		}
+		if strings.Contains(out.String(), "keel respond") {
+			t.Errorf("answering here, yet told to answer elsewhere:\n%s", out.String())
+		}
+		if got := toolResults(t, "e2e-answer")["q"]; got.Content != "3" || got.ToolStatus != keelpkg.ToolOK {
+			t.Errorf("the tool's result is %+v, want ok 3", got)
+		}
+	})
+
+	t.Run("answer_several", func(t *testing.T) {
+		// Two questions open at once are asked one after the other, in
+		// the order the model asked them; the answers were typed ahead.
+		model := writeScript(t, `{"turns":[
+		  {"tool_calls":[{"id":"q1","name":"ask_user","arguments":{"question":"First?"}},
+		                 {"id":"q2","name":"ask_user","arguments":{"question":"Second?"}}]},
+		  {"text":["Done."]}]}`)
+		var out, errOut bytes.Buffer
+		in := withStdin(ctx, strings.NewReader("one\n{\"n\": 2}\n"))
+		code := keel(in, &out, &errOut, withConn("run", "--session", "e2e-several", "--answer-stdin", "--model", model, "--tools", "ask_user", "ask")...)
+		if code != exitOK {
+			t.Fatalf("exit status %d\n%s\n%s", code, out.String(), errOut.String())
+		}
+		if !regexp.MustCompile(`\? First\?\n› one\n(?s:.*)\? Second\?\n› \{"n": 2\}\n`).MatchString(out.String()) {
+			t.Errorf("questions not asked in order:\n%s", out.String())
+		}
+		got := toolResults(t, "e2e-several")
+		if got["q1"].Content != "one" || got["q2"].Content != `{"n":2}` {
+			t.Errorf("results: q1 %q, q2 %q; want one and {\"n\":2}", got["q1"].Content, got["q2"].Content)
+		}
+	})
+
+	t.Run("approve_ask", func(t *testing.T) {
+		// Both calls need approval: the first after an answer that is
+		// neither y/n nor an approval object, the second is refused.
+		model := writeScript(t, `{"turns":[
+		  {"tool_calls":[{"id":"wa","name":"write_file","arguments":{"path":"approved.txt","content":"A"}},
+		                 {"id":"wb","name":"write_file","arguments":{"path":"refused.txt","content":"B"}}]},
+		  {"text":["Done."]}]}`)
+		var out, errOut bytes.Buffer
+		in := withStdin(ctx, strings.NewReader("maybe\ny\nno\n"))
+		code := keel(in, &out, &errOut, withConn("run", "--session", "e2e-approve", "--answer-stdin", "--approve-ask", "write_file",
+			"--model", model, "--tools", "write_file", "write")...)
+		if code != exitOK {
+			t.Fatalf("exit status %d\n%s\n%s", code, out.String(), errOut.String())
+		}
+		hint := `  answer y or n \(or JSON \{"approved": bool, "reason": "\.\.\."\}\)\n`
+		if !regexp.MustCompile(`\? Allow tool write_file with arguments [^\n]*approved\.txt[^\n]*\n` + hint +
+			`› maybe\n  not a valid answer: [^\n]+\n› y\n(?s:.*)` +
+			`\? Allow tool write_file with arguments [^\n]*refused\.txt[^\n]*\n` + hint + `› no\n`).MatchString(out.String()) {
+			t.Errorf("approval dialogue not as expected:\n%s", out.String())
+		}
+		if b, err := os.ReadFile(filepath.Join(workspace, "approved.txt")); err != nil || string(b) != "A" {
+			t.Errorf("approved.txt: %q, %v; want it written", b, err)
+		}
+		if _, err := os.Stat(filepath.Join(workspace, "refused.txt")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("refused.txt: %v; want it never written", err)
+		}
+		got := toolResults(t, "e2e-approve")
+		if got["wa"].ToolStatus != keelpkg.ToolOK || got["wb"].ToolStatus != keelpkg.ToolError ||
+			!strings.Contains(got["wb"].Content, `the host denied tool "write_file"`) {
+			t.Errorf("results: wa %+v, wb %+v", got["wa"], got["wb"])
+		}
+	})
+
+	t.Run("answer_stdin_json", func(t *testing.T) {
+		// With --json, stdout carries envelopes only; the dialogue goes
+		// to stderr.
+		model := writeScript(t, `{"turns":[
+		  {"tool_calls":[{"id":"q","name":"ask_user","arguments":{"question":"Name?"}}]},
+		  {"text":["Hi."]}]}`)
+		var out, errOut bytes.Buffer
+		in := withStdin(ctx, strings.NewReader("Ada\n"))
+		code := keel(in, &out, &errOut, withConn("run", "--json", "--answer-stdin", "--model", model, "--tools", "ask_user", "ask")...)
+		if code != exitOK {
+			t.Fatalf("exit status %d\n%s\n%s", code, out.String(), errOut.String())
+		}
+		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var env keelpkg.Envelope
+			if err := json.Unmarshal([]byte(l), &env); err != nil || env.Type == "" {
+				t.Errorf("stdout line is not an envelope: %q (%v)", l, err)
+			}
+		}
+		if !strings.Contains(errOut.String(), "? Name?\n› Ada\n") {
+			t.Errorf("stderr lacks the dialogue:\n%s", errOut.String())
+		}
+	})
+
 	t.Run("send", func(t *testing.T) {
 		var out, errOut bytes.Buffer
 		code := keel(ctx, &out, &errOut, withConn("send", "--session", "e2e-send", "--model", writeScript(t, `{"turns":[{"text":["ok"]}]}`), "hi")...)
@@ -441,7 +569,7 @@ func TestDevDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Temporal server")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(withNoInput(context.Background()), 3*time.Minute)
 	defer cancel()
 	runCtx, interrupt := context.WithCancel(ctx)
 	defer interrupt()

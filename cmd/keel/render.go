@@ -23,6 +23,9 @@ type renderOptions struct {
 	// reasoning shows reasoning deltas, dimmed. Off by default: reasoning
 	// is long, provisional, and not what the model answers.
 	reasoning bool
+	// answering says the user answers host input here (hostInput asks
+	// the questions), so the renderer leaves them to it.
+	answering bool
 }
 
 // ANSI styles. Only these fixed sequences are ever written: every string
@@ -68,6 +71,8 @@ type renderer struct {
 	usage keel.Usage
 	// terminal says the run's terminal event was rendered.
 	terminal bool
+	// prompted says the input prompt is the last thing written.
+	prompted bool
 }
 
 func newRenderer(out io.Writer, opts renderOptions) *renderer {
@@ -131,9 +136,15 @@ func (r *renderer) Render(env keel.Envelope) {
 	case keel.ToolFinished:
 		r.toolFinished(e)
 	case keel.HostInputRequested:
+		if r.opts.answering {
+			return
+		}
 		r.line(styleYellow, "? %s", sanitizeLine(e.Prompt))
 		r.line(styleDim, "  waiting for an answer: keel respond %s %s ANSWER", sanitizeLine(env.SessionID), sanitizeLine(e.RequestID))
 	case keel.HostInputResolved:
+		if r.opts.answering {
+			return // hostInput says what needs saying
+		}
 		if e.Interrupted {
 			r.line(styleDim, "  request %s closed unanswered", sanitizeLine(e.RequestID))
 		} else {
@@ -175,6 +186,30 @@ func (r *renderer) Render(env keel.Envelope) {
 	default:
 		r.line(styleDim, "· %s", sanitizeLine(env.Type))
 	}
+}
+
+// Note writes a line of the host-input dialogue (prompter).
+func (r *renderer) Note(style, format string, args ...any) { r.line(style, format, args...) }
+
+// Prompt writes the input prompt and leaves the cursor after it.
+func (r *renderer) Prompt(text string) {
+	r.endLine()
+	r.block = ""
+	r.write(styleBold, text)
+	r.prompted = true
+}
+
+// Prompting reports whether the prompt is still the last thing written.
+func (r *renderer) Prompting() bool { return r.prompted }
+
+// Answered notes that a line was read after a Prompt: a terminal has
+// echoed it with its newline; other input is echoed here.
+func (r *renderer) Answered(line string, echo bool) {
+	if echo {
+		r.write("", sanitizeLine(line)+"\n")
+		return
+	}
+	r.midLine = false
 }
 
 // Lagged reports live events lost to a slow reader. Durable events are
@@ -305,6 +340,7 @@ func (r *renderer) write(style, s string) {
 	}
 	_, _ = io.WriteString(r.out, s)
 	r.midLine = !strings.HasSuffix(s, "\n")
+	r.prompted = false
 }
 
 // sanitize makes untrusted text (model output, tool output, error

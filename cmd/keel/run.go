@@ -33,6 +33,8 @@ type promptFlags struct {
 	model    string
 	tools    listFlag
 	maxSteps int
+	// approveAsk names the tools that need the host's approval per call.
+	approveAsk listFlag
 }
 
 func (p *promptFlags) register(fs *flagSet) {
@@ -41,6 +43,7 @@ func (p *promptFlags) register(fs *flagSet) {
 		"model `SPEC`: scripted:demo, scripted:FILE.json, openai:MODEL, anthropic:MODEL")
 	fs.Var(&p.tools, "tools", "comma-separated tool `LIST` (default: the demo's tools for scripted:demo, else none)")
 	fs.IntVar(&p.maxSteps, "max-steps", 0, "most model turns in the run (default 32)")
+	fs.Var(&p.approveAsk, "approve-ask", "comma-separated tool `LIST` whose every call waits for the host's approval (\"*\": all tools)")
 }
 
 // validate checks the flags and the prompt before anything is sent.
@@ -75,6 +78,12 @@ func (p *promptFlags) config() workflows.RunConfig {
 	case p.model == workflows.DefaultModel:
 		cfg.Tools = slices.Clone(scripted.DemoTools)
 	}
+	for _, name := range p.approveAsk.items {
+		if cfg.Approvals == nil {
+			cfg.Approvals = map[string]workflows.Approval{}
+		}
+		cfg.Approvals[name] = workflows.ApprovalAsk
+	}
 	return cfg
 }
 
@@ -94,6 +103,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	conn.register(fs, true)
 	asJSON := fs.Bool("json", false, "print one JSON event envelope per line instead of rendering")
 	reasoning := fs.Bool("reasoning", false, "show the model's reasoning, dimmed")
+	answerStdin := fs.Bool("answer-stdin", false, "ask the run's questions (ask_user, approvals) and read the answers from stdin even if it is not a terminal")
 	pos, code, ok := fs.parse(args, stdout, stderr, 1, -1)
 	if !ok {
 		return code
@@ -119,12 +129,19 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "session %s · run %s\n", sess.ID(), run.ID)
 	}
 	var sink eventSink
+	var ask *hostInput
 	if *asJSON {
+		// stdout carries envelopes only: questions go to stderr.
 		sink = newJSONSink(stdout, stderr)
+		ask = newHostInput(ctx, run, &plainPrompter{w: stderr}, *answerStdin)
 	} else {
-		sink = newRenderer(stdout, renderOptions{color: useColor(stdout), reasoning: *reasoning})
+		r := newRenderer(stdout, renderOptions{color: useColor(stdout), reasoning: *reasoning})
+		if ask = newHostInput(ctx, run, r, *answerStdin); ask != nil {
+			r.opts.answering = true
+		}
+		sink = r
 	}
-	return followRun(ctx, run, sink, stderr)
+	return followRun(ctx, run, sink, stderr, ask)
 }
 
 // eventSink is where followRun puts a run's events: the renderer, or JSON
@@ -136,23 +153,52 @@ type eventSink interface {
 }
 
 // followRun shows run's events until its terminal event, then reads its
-// authoritative outcome and returns the matching exit status. If ctx ends
-// first, the run goes on and followRun says how to get back to it.
-func followRun(ctx context.Context, run *client.Run, sink eventSink, stderr io.Writer) int {
+// authoritative outcome and returns the matching exit status. With ask set
+// it also puts the run's host-input questions to the user and delivers the
+// answers (see hostInput). If ctx ends first, the run goes on and
+// followRun says how to get back to it.
+func followRun(ctx context.Context, run *client.Run, sink eventSink, stderr io.Writer, ask *hostInput) int {
 	sessionID := run.Session().ID()
-	for env, err := range run.Events(ctx) {
-		if err != nil {
-			var lag *live.LaggedError
-			if errors.As(err, &lag) {
-				sink.Lagged(lag.Missed)
-				continue
-			}
-			if ctx.Err() == nil {
-				fmt.Fprintf(stderr, "keel: following the run broke off: %s\n", sanitize(err.Error()))
-			}
-			break
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	events := pumpEvents(fctx, run)
+	var lines <-chan string
+	if ask != nil {
+		lines = readLines(stdinOf(ctx), fctx.Done())
+	}
+loop:
+	for {
+		// Lines are taken only while a question waits for one, so lines
+		// typed ahead answer the next questions in order.
+		var waiting <-chan string
+		if ask != nil && ask.waiting() {
+			waiting = lines
 		}
-		sink.Render(env)
+		select {
+		case it, ok := <-events:
+			if !ok {
+				break loop
+			}
+			if it.err != nil {
+				var lag *live.LaggedError
+				if errors.As(it.err, &lag) {
+					sink.Lagged(lag.Missed)
+					continue
+				}
+				if ctx.Err() == nil {
+					fmt.Fprintf(stderr, "keel: following the run broke off: %s\n", sanitize(it.err.Error()))
+				}
+				break loop
+			}
+			sink.Render(it.env)
+			if ask != nil {
+				ask.observe(it.env)
+			}
+		case line, ok := <-waiting:
+			ask.answer(ctx, line, ok)
+		case <-ctx.Done():
+			break loop
+		}
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintf(stderr, "\nkeel: stopped following; run %s goes on.\n"+
@@ -173,6 +219,47 @@ func followRun(ctx context.Context, run *client.Run, sink eventSink, stderr io.W
 	}
 	sink.Outcome(outcome)
 	return exitOK
+}
+
+// eventItem is one element of a run's event stream.
+type eventItem struct {
+	env keel.Envelope
+	err error
+}
+
+// pumpEvents turns the run's event stream into a channel, closed when the
+// stream ends or ctx does, so followRun can wait for input at the same time.
+func pumpEvents(ctx context.Context, run *client.Run) <-chan eventItem {
+	out := make(chan eventItem)
+	go func() {
+		defer close(out)
+		for env, err := range run.Events(ctx) {
+			select {
+			case out <- eventItem{env, err}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// newHostInput returns the asker of followRun when the user answers host
+// input here: forced, or stdin is a terminal. It asks through p.
+func newHostInput(ctx context.Context, run *client.Run, p prompter, force bool) *hostInput {
+	in := stdinOf(ctx)
+	tty := isTerminalReader(in)
+	if !force && !tty {
+		return nil
+	}
+	return &hostInput{
+		respond: func(ctx context.Context, id string, answer json.RawMessage) error {
+			return run.Respond(ctx, id, answer)
+		},
+		out:       p,
+		echo:      !tty,
+		sessionID: run.Session().ID(),
+	}
 }
 
 // jsonSink prints envelopes as JSON lines, for programs.
