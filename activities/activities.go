@@ -32,7 +32,7 @@ type RunReader interface {
 // HeartbeatInterval is how often a running activity heartbeats while it has
 // nothing else to report. With the worker's heartbeat throttle at or below
 // this, a cancellation reaches the activity within about this long.
-const HeartbeatInterval = 200 * time.Millisecond
+const HeartbeatInterval = 100 * time.Millisecond
 
 // Activities holds what keel's activities need on a worker.
 type Activities struct {

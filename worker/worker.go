@@ -60,7 +60,7 @@ type Options struct {
 }
 
 // DefaultHeartbeatThrottle is the default Options.HeartbeatThrottle.
-const DefaultHeartbeatThrottle = 250 * time.Millisecond
+const DefaultHeartbeatThrottle = 100 * time.Millisecond
 
 // New returns a worker for c with keel's workflows and activities
 // registered. Start it with Run or Start.

@@ -149,7 +149,10 @@ func (r *run) setState(st keel.SessionState) {
 		return
 	}
 	r.state = st
-	if r.parent != nil && r.outcome == nil {
+	// Cancelling is not sent: a signal costs this run an extra workflow
+	// task right when it should wind down fast, and the run commits in
+	// moments anyway (a cancel sent through the session sets it there).
+	if r.parent != nil && r.outcome == nil && st != keel.StateCancelling {
 		// Fire and forget: the session only displays it.
 		workflow.SignalExternalWorkflow(r.root, r.parent.ID, "", signalRunState,
 			runStateSignal{RunID: r.in.RunID, State: st})
