@@ -180,6 +180,12 @@ func TestPromptConfig(t *testing.T) {
 			workflows.RunConfig{Model: "openai:gpt-x", Tools: []string{"read_file", "list_files"}}},
 		{[]string{"--tools", ""}, workflows.RunConfig{Model: "scripted:demo", Tools: []string{}}},
 		{[]string{"--max-steps", "3"}, workflows.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools, MaxSteps: 3}},
+		{[]string{"--approve-ask", "write_file, sleep"}, workflows.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools,
+			Approvals: map[string]workflows.Approval{"write_file": workflows.ApprovalAsk, "sleep": workflows.ApprovalAsk}}},
+		{[]string{"--approve-ask", "*"}, workflows.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools,
+			Approvals: map[string]workflows.Approval{"*": workflows.ApprovalAsk}}},
+		// An empty list asks for nothing: no policy at all, not an empty one.
+		{[]string{"--approve-ask", ""}, workflows.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools}},
 	} {
 		fs := newFlagSet("t", "keel t", "test")
 		var p promptFlags
