@@ -71,20 +71,46 @@ func (a *Activities) publish(ctx context.Context, sessionID, runID string, after
 	}
 }
 
-// heartbeat records heartbeats on a ticker until ctx ends, so cancellation
-// reaches an activity that is waiting on a slow provider or tool.
-func heartbeat(ctx context.Context) {
-	t := time.NewTicker(HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+// heartbeater records an activity's heartbeats from its own goroutine: on
+// a ticker, so cancellation reaches an activity waiting on a slow provider
+// or tool, and when nudged (on every streamed chunk). The SDK sends the
+// first heartbeat synchronously to the server; doing it here keeps that
+// round trip off the stream.
+type heartbeater struct {
+	nudges chan struct{}
+	stop   context.CancelFunc
+}
+
+// startHeartbeats starts heartbeating for the activity of ctx until Stop.
+func startHeartbeats(ctx context.Context) *heartbeater {
+	hctx, stop := context.WithCancel(ctx)
+	h := &heartbeater{nudges: make(chan struct{}, 1), stop: stop}
+	go func() {
+		t := time.NewTicker(HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-t.C:
+			case <-h.nudges:
+			}
 			activity.RecordHeartbeat(ctx)
 		}
+	}()
+	return h
+}
+
+// Nudge asks for a heartbeat without waiting for it.
+func (h *heartbeater) Nudge() {
+	select {
+	case h.nudges <- struct{}{}:
+	default: // one is already pending
 	}
 }
+
+// Stop ends the heartbeats.
+func (h *heartbeater) Stop() { h.stop() }
 
 func truncateOutput(s string) string {
 	if len(s) <= MaxToolOutput {

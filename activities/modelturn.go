@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/keelrun/keel"
@@ -38,9 +37,8 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (*ModelTu
 		}
 	}
 
-	hbCtx, stopHB := context.WithCancel(ctx)
-	defer stopHB()
-	go heartbeat(hbCtx)
+	hb := startHeartbeats(ctx)
+	defer hb.Stop()
 
 	req := provider.Request{
 		Model: model, System: in.System, Messages: messages, Tools: specs,
@@ -54,7 +52,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (*ModelTu
 			streamErr = err
 			break
 		}
-		activity.RecordHeartbeat(ctx)
+		hb.Nudge()
 		if firstToken == 0 && (chunk.Text != "" || chunk.Reasoning != "" || chunk.ToolCall != nil) {
 			firstToken = time.Since(start)
 		}

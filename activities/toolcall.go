@@ -28,9 +28,7 @@ func (a *Activities) Tool(ctx context.Context, in ToolInput) (*ToolOutput, error
 		return &ToolOutput{Status: keel.ToolUnavailable,
 			Output: fmt.Sprintf("tool %q is not available", in.Call.Name)}, nil
 	}
-	hbCtx, stopHB := context.WithCancel(ctx)
-	defer stopHB()
-	go heartbeat(hbCtx)
+	defer startHeartbeats(ctx).Stop()
 
 	info := activity.GetInfo(ctx)
 	callCtx := tool.WithCall(ctx, tool.CallInfo{

@@ -18,9 +18,6 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -106,10 +103,4 @@ func (c *Client) Temporal() client.Client { return c.tc }
 func (c *Client) Session(id string) *Session { return &Session{c: c, id: id} }
 
 // NewSession returns a handle on a session with a fresh random ID.
-func (c *Client) NewSession() *Session {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(errors.New("keel: no randomness for a session ID"))
-	}
-	return c.Session("s-" + hex.EncodeToString(b[:]))
-}
+func (c *Client) NewSession() *Session { return c.Session("s-" + newID()[:12]) }

@@ -65,14 +65,14 @@ func (r *Run) Requests(ctx context.Context) ([]workflows.HostRequest, error) {
 }
 
 func (r *Run) update(ctx context.Context, name string, out any, arg any) error {
-	h, err := r.s.c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: r.ID, UpdateName: name, Args: []any{arg},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
+	updateID := newID()
+	err := r.s.c.resumeUpdate(ctx, r.ID, updateID, out, func() (client.WorkflowUpdateHandle, error) {
+		return r.s.c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: r.ID, UpdateID: updateID, UpdateName: name, Args: []any{arg},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
 	})
 	if err != nil {
-		return r.updateError(err)
-	}
-	if err := h.Get(ctx, out); err != nil {
 		return r.updateError(err)
 	}
 	return nil

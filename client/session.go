@@ -122,18 +122,20 @@ func (s *Session) sendUpdate(ctx context.Context, req workflows.SendRequest) (*R
 		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrSessionID.ValueSet(s.id)),
 		StaticSummary:         "keel session " + s.id,
 	}, workflows.SessionWorkflowName, workflows.SessionInput{SessionID: s.id, Config: s.c.config})
-	h, err := s.c.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateName: workflows.UpdateSend, Args: []any{req},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
+	// The update has an ID of our own so that a call that timed out while
+	// the server was busy can be resumed, never sent twice.
+	updateID := newID()
+	var res workflows.SendResult
+	err := s.c.resumeUpdate(ctx, s.id, updateID, &res, func() (client.WorkflowUpdateHandle, error) {
+		return s.c.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: start,
+			UpdateOptions: client.UpdateWorkflowOptions{
+				UpdateID: updateID, UpdateName: workflows.UpdateSend, Args: []any{req},
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+			},
+		})
 	})
 	if err != nil {
-		return nil, fromTemporal(err, "session "+s.id)
-	}
-	var res workflows.SendResult
-	if err := h.Get(ctx, &res); err != nil {
 		return nil, fromTemporal(err, "session "+s.id)
 	}
 	return &Run{s: s, ID: res.RunID, Number: res.Number, Revision: res.Revision, BaseSeq: res.BaseSeq, Queued: res.Queued}, nil
