@@ -2,6 +2,7 @@ package devserver
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -85,9 +86,9 @@ func BenchmarkTuning(b *testing.B) {
 		{"stock+rps100", Config{Untuned: true, DynamicConfig: pollRPS(100)}},
 		{"stock+rps1000", Config{Untuned: true, DynamicConfig: pollRPS(1000)}},
 		{"tuned-no-eager", Config{DynamicConfig: map[string]any{"system.enableActivityEagerExecution": false}}},
-		{"tuned-4-partitions", Config{DynamicConfig: map[string]any{
-			"matching.numTaskqueueReadPartitions":  4,
-			"matching.numTaskqueueWritePartitions": 4,
+		{"tuned-1-partition", Config{DynamicConfig: map[string]any{
+			"matching.numTaskqueueReadPartitions":  1,
+			"matching.numTaskqueueWritePartitions": 1,
 		}}},
 		{"tuned-rps200", tunedRPS(200)},
 		{"tuned", Config{}},
@@ -97,7 +98,16 @@ func BenchmarkTuning(b *testing.B) {
 	})
 }
 
+var benchOnly = flag.String("variants", "", "comma-separated variants of BenchmarkTuning to run (default all)")
+
 func runLatencyBenchmark(b *testing.B, variants []benchVariant) {
+	if *benchOnly != "" {
+		only := strings.Split(*benchOnly, ",")
+		variants = slices.DeleteFunc(variants, func(v benchVariant) bool { return !slices.Contains(only, v.name) })
+		if len(variants) == 0 {
+			b.Fatalf("no variant in -variants=%s", *benchOnly)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	type target struct{ c, observer client.Client }

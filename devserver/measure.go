@@ -54,6 +54,7 @@ func (l Latencies) Mean() time.Duration {
 	return sum / time.Duration(len(l))
 }
 
+// String summarizes the samples: count, p50, p99 and mean.
 func (l Latencies) String() string {
 	return fmt.Sprintf("n=%d p50=%v p99=%v mean=%v", len(l), l.P50(), l.P99(), l.Mean())
 }
