@@ -6,10 +6,9 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
-
-	"github.com/keelrun/keel/workflows"
 )
 
 // historyWatcher long-polls a workflow's history to learn when its state
@@ -21,9 +20,9 @@ type historyWatcher struct {
 	workflowID string
 	token      []byte
 	closed     bool
-	// committed is the highest sequence the workflow published as
-	// committed (workflows.MemoCommittedSeq) in the history read so far;
-	// unlimited once the workflow closed.
+	// committed is the highest sequence the workflow recorded as committed
+	// (a workflows.Committed marker) in the history read so far; unlimited
+	// once the workflow closed.
 	committed int64
 }
 
@@ -48,7 +47,7 @@ func (w *historyWatcher) wait(ctx context.Context) (closed bool, err error) {
 		w.token = resp.GetNextPageToken()
 		changed := false
 		for _, ev := range resp.GetHistory().GetEvents() {
-			if seq, ok := committedSeq(ev.GetWorkflowPropertiesModifiedEventAttributes().GetUpsertedMemo()); ok && seq > w.committed {
+			if seq, ok := committedSeq(ev.GetMarkerRecordedEventAttributes()); ok && seq > w.committed {
 				w.committed = seq
 			}
 			switch ev.GetEventType() {
@@ -73,30 +72,60 @@ func (w *historyWatcher) wait(ctx context.Context) (closed bool, err error) {
 	return true, nil
 }
 
-// committedSeq reads workflows.MemoCommittedSeq from a memo.
-func committedSeq(memo *commonpb.Memo) (int64, bool) {
-	p, ok := memo.GetFields()[workflows.MemoCommittedSeq]
-	if !ok {
+// committedSeq reads a workflows.Committed marker. A side-effect marker
+// keeps its value under "data", as the SDK's replay reads it back.
+func committedSeq(m *historypb.MarkerRecordedEventAttributes) (int64, bool) {
+	if m.GetMarkerName() != "SideEffect" {
 		return 0, false
 	}
-	var seq int64
-	if err := converter.GetDefaultDataConverter().FromPayload(p, &seq); err != nil {
+	var c struct {
+		KeelSeq *int64 `json:"keel_seq"`
+	}
+	if err := converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()["data"], &c); err != nil || c.KeelSeq == nil {
 		return 0, false
 	}
-	return seq, true
+	return *c.KeelSeq, true
 }
 
-// committedNow returns the sequence a workflow has committed, from its
-// current memo; unlimited for a closed workflow.
+// committedNow returns the sequence a workflow has committed: unlimited for
+// a closed workflow, else the last Committed marker in its history.
 func (c *Client) committedNow(ctx context.Context, workflowID string) (int64, error) {
-	d, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
-	if err != nil {
-		return 0, fromTemporal(err, "workflow "+workflowID)
+	w := c.watch(workflowID)
+	if err := w.readAll(ctx); err != nil {
+		return 0, err
 	}
-	info := d.GetWorkflowExecutionInfo()
-	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return math.MaxInt64, nil
+	return w.committed, nil
+}
+
+// readAll reads the history there is now, without waiting for more.
+func (w *historyWatcher) readAll(ctx context.Context) error {
+	for {
+		resp, err := w.c.tc.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
+			Namespace:              w.c.namespace,
+			Execution:              &commonpb.WorkflowExecution{WorkflowId: w.workflowID},
+			NextPageToken:          w.token,
+			HistoryEventFilterType: enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT,
+		})
+		if err != nil {
+			return fromTemporal(err, "workflow "+w.workflowID)
+		}
+		for _, ev := range resp.GetHistory().GetEvents() {
+			if seq, ok := committedSeq(ev.GetMarkerRecordedEventAttributes()); ok && seq > w.committed {
+				w.committed = seq
+			}
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
+				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
+				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
+				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+				w.closed, w.committed = true, math.MaxInt64
+			}
+		}
+		w.token = resp.GetNextPageToken()
+		if len(w.token) == 0 {
+			return nil
+		}
 	}
-	seq, _ := committedSeq(info.GetMemo())
-	return seq, nil
 }

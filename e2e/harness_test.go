@@ -469,21 +469,28 @@ func requireTranscript(t *testing.T, ctx context.Context, sess *client.Session, 
 	}
 }
 
-// memoCommittedSeq reads the sequence a running workflow has published as
-// committed (workflows.MemoCommittedSeq).
+// memoCommittedSeq reads the sequence a running workflow has recorded as
+// committed: its last workflows.Committed marker.
 func memoCommittedSeq(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID string) int64 {
 	t.Helper()
-	d, err := tc.DescribeWorkflowExecution(ctx, workflowID, "")
-	if err != nil {
-		t.Fatalf("describe %s: %v", workflowID, err)
+	it := tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	seq, found := int64(0), false
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", workflowID, err)
+		}
+		m := ev.GetMarkerRecordedEventAttributes()
+		if m.GetMarkerName() != "SideEffect" {
+			continue
+		}
+		var c workflows.Committed
+		if err := converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()["data"], &c); err == nil && c.KeelSeq > 0 {
+			seq, found = c.KeelSeq, true
+		}
 	}
-	p, ok := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoCommittedSeq]
-	if !ok {
-		t.Fatalf("%s has published no committed sequence", workflowID)
-	}
-	var seq int64
-	if err := converter.GetDefaultDataConverter().FromPayload(p, &seq); err != nil {
-		t.Fatalf("memo %s of %s: %v", workflows.MemoCommittedSeq, workflowID, err)
+	if !found {
+		t.Fatalf("%s has recorded no committed sequence", workflowID)
 	}
 	return seq
 }
