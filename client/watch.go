@@ -34,34 +34,12 @@ func (c *Client) watch(workflowID string) *historyWatcher {
 // whether the workflow has closed; after that it returns at once.
 func (w *historyWatcher) wait(ctx context.Context) (closed bool, err error) {
 	for !w.closed {
-		resp, err := w.c.tc.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
-			Namespace:              w.c.namespace,
-			Execution:              &commonpb.WorkflowExecution{WorkflowId: w.workflowID},
-			NextPageToken:          w.token,
-			WaitNewEvent:           true,
-			HistoryEventFilterType: enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT,
-		})
+		more, changed, err := w.fetch(ctx, true)
 		if err != nil {
-			return false, fromTemporal(err, "workflow "+w.workflowID)
+			return false, err
 		}
-		w.token = resp.GetNextPageToken()
-		changed := false
-		for _, ev := range resp.GetHistory().GetEvents() {
-			if seq, ok := committedSeq(ev.GetMarkerRecordedEventAttributes()); ok && seq > w.committed {
-				w.committed = seq
-			}
-			switch ev.GetEventType() {
-			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
-				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
-				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
-				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
-				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
-				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
-				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-				changed = true
-			}
-		}
-		if len(w.token) == 0 {
+		if !more {
+			// A long poll ends its token only when the workflow closed.
 			w.closed, w.committed = true, math.MaxInt64
 			return true, nil
 		}
@@ -70,6 +48,53 @@ func (w *historyWatcher) wait(ctx context.Context) (closed bool, err error) {
 		}
 	}
 	return true, nil
+}
+
+// readAll reads the history there is now, without waiting for more.
+func (w *historyWatcher) readAll(ctx context.Context) error {
+	for {
+		more, _, err := w.fetch(ctx, false)
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// fetch reads the next page of history, long-polling for new events if
+// asked, and takes in what it says: committed-sequence markers, and
+// whether the workflow closed. changed reports an event after which
+// queries may answer differently (a completed workflow task, a close);
+// more reports a token to continue from.
+func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, changed bool, err error) {
+	resp, err := w.c.tc.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
+		Namespace:              w.c.namespace,
+		Execution:              &commonpb.WorkflowExecution{WorkflowId: w.workflowID},
+		NextPageToken:          w.token,
+		WaitNewEvent:           longPoll,
+		HistoryEventFilterType: enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT,
+	})
+	if err != nil {
+		return false, false, fromTemporal(err, "workflow "+w.workflowID)
+	}
+	for _, ev := range resp.GetHistory().GetEvents() {
+		if seq, ok := committedSeq(ev.GetMarkerRecordedEventAttributes()); ok && seq > w.committed {
+			w.committed = seq
+		}
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			changed = true
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+			changed = true
+			w.closed, w.committed = true, math.MaxInt64
+		}
+	}
+	w.token = resp.GetNextPageToken()
+	return len(w.token) > 0, changed, nil
 }
 
 // committedSeq reads a workflows.Committed marker. A side-effect marker
@@ -95,37 +120,4 @@ func (c *Client) committedNow(ctx context.Context, workflowID string) (int64, er
 		return 0, err
 	}
 	return w.committed, nil
-}
-
-// readAll reads the history there is now, without waiting for more.
-func (w *historyWatcher) readAll(ctx context.Context) error {
-	for {
-		resp, err := w.c.tc.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
-			Namespace:              w.c.namespace,
-			Execution:              &commonpb.WorkflowExecution{WorkflowId: w.workflowID},
-			NextPageToken:          w.token,
-			HistoryEventFilterType: enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT,
-		})
-		if err != nil {
-			return fromTemporal(err, "workflow "+w.workflowID)
-		}
-		for _, ev := range resp.GetHistory().GetEvents() {
-			if seq, ok := committedSeq(ev.GetMarkerRecordedEventAttributes()); ok && seq > w.committed {
-				w.committed = seq
-			}
-			switch ev.GetEventType() {
-			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
-				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
-				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
-				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
-				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
-				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-				w.closed, w.committed = true, math.MaxInt64
-			}
-		}
-		w.token = resp.GetNextPageToken()
-		if len(w.token) == 0 {
-			return nil
-		}
-	}
 }
