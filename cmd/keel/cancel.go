@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/workflows"
 )
 
 const cancelDesc = `Cancels the active run of SESSION, or with --run N the session's run
@@ -18,27 +17,23 @@ events SESSION --follow".`
 
 func cmdCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("cancel", "keel cancel [flags] SESSION", cancelDesc)
-	var conn connFlags
-	conn.register(fs, false)
-	runN := fs.Int("run", 0, "cancel run number `N` instead of the active run")
+	var target runTarget
+	target.register(fs, "cancel")
 	pos, code, ok := fs.parse(args, stdout, stderr, 1, 1)
 	if !ok {
 		return code
 	}
 	session := pos[0]
-	if err := keel.ValidateSessionID(session); err != nil {
-		return fs.usageError(stderr, "%v", err)
+	if code, ok := target.check(fs, stderr, session); !ok {
+		return code
 	}
-	if *runN < 0 {
-		return fs.usageError(stderr, "--run must be a run number from 1, got %d", *runN)
-	}
-	kc, err := conn.dial(ctx, stderr, workflows.RunConfig{})
+	kc, err := target.dial(ctx, stderr)
 	if err != nil {
 		return fail(stderr, "cancel", err)
 	}
 	defer kc.close()
 	sess := kc.Session(session)
-	n := *runN
+	n := target.n
 	if n == 0 {
 		// Find the active run and cancel that one by number: a session-wide
 		// cancel could reach the next run if this one ends in between.

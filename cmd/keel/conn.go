@@ -143,3 +143,50 @@ func targetRun(ctx context.Context, sess *client.Session, n int) (*client.Run, e
 	}
 	return run, nil
 }
+
+// runTarget is what the commands that act on one run of a session share:
+// where the server is, and which run: --run N, or the session's active run.
+type runTarget struct {
+	conn connFlags
+	n    int
+}
+
+// register adds the connection flags and --run; verb says what the command
+// does to the run ("steer", "cancel").
+func (t *runTarget) register(fs *flagSet, verb string) {
+	t.conn.register(fs, false)
+	fs.IntVar(&t.n, "run", 0, verb+" run number `N` instead of the active run")
+}
+
+// check validates the SESSION argument and --run. On a bad one it prints
+// the usage error and returns its exit status with ok false.
+func (t *runTarget) check(fs *flagSet, stderr io.Writer, session string) (code int, ok bool) {
+	if err := keel.ValidateSessionID(session); err != nil {
+		return fs.usageError(stderr, "%v", err), false
+	}
+	if t.n < 0 {
+		return fs.usageError(stderr, "--run must be a run number from 1, got %d", t.n), false
+	}
+	return 0, true
+}
+
+// dial connects to the server, without the live channel: these commands
+// only read state and send requests.
+func (t *runTarget) dial(ctx context.Context, stderr io.Writer) (*conn, error) {
+	return t.conn.dial(ctx, stderr, workflows.RunConfig{})
+}
+
+// open dials and finds the targeted run of session; the caller closes the
+// connection when err is nil.
+func (t *runTarget) open(ctx context.Context, stderr io.Writer, session string) (*conn, *client.Run, error) {
+	kc, err := t.dial(ctx, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	run, err := targetRun(ctx, kc.Session(session), t.n)
+	if err != nil {
+		kc.close()
+		return nil, nil, err
+	}
+	return kc, run, nil
+}

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-
-	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/workflows"
 )
 
 const respondDesc = `Answers a question a tool asked the host (a host_input.requested event, as
@@ -20,9 +17,8 @@ command lists the run's open requests instead.`
 
 func cmdRespond(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("respond", "keel respond [flags] SESSION [REQUEST_ID ANSWER]", respondDesc)
-	var conn connFlags
-	conn.register(fs, false)
-	runN := fs.Int("run", 0, "answer in run number `N` instead of the active run")
+	var target runTarget
+	target.register(fs, "answer in")
 	asString := fs.Bool("string", false, "send ANSWER as a JSON string even if it parses as JSON")
 	pos, code, ok := fs.parse(args, stdout, stderr, 1, 3)
 	if !ok {
@@ -31,21 +27,14 @@ func cmdRespond(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if len(pos) == 2 {
 		return fs.usageError(stderr, "missing argument ANSWER")
 	}
-	if err := keel.ValidateSessionID(pos[0]); err != nil {
-		return fs.usageError(stderr, "%v", err)
+	if code, ok := target.check(fs, stderr, pos[0]); !ok {
+		return code
 	}
-	if *runN < 0 {
-		return fs.usageError(stderr, "--run must be a run number from 1, got %d", *runN)
-	}
-	kc, err := conn.dial(ctx, stderr, workflows.RunConfig{})
+	kc, run, err := target.open(ctx, stderr, pos[0])
 	if err != nil {
 		return fail(stderr, "respond", err)
 	}
 	defer kc.close()
-	run, err := targetRun(ctx, kc.Session(pos[0]), *runN)
-	if err != nil {
-		return fail(stderr, "respond", err)
-	}
 	if len(pos) == 1 {
 		reqs, err := run.Requests(ctx)
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/workflows"
 )
 
@@ -17,28 +16,20 @@ conversation), "already_applied" (exit 1: it is in the conversation) or
 
 func cmdRetract(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("retract", "keel retract [flags] SESSION STEERING_ID", retractDesc)
-	var conn connFlags
-	conn.register(fs, false)
-	runN := fs.Int("run", 0, "retract from run number `N` instead of the active run")
+	var target runTarget
+	target.register(fs, "retract from")
 	pos, code, ok := fs.parse(args, stdout, stderr, 2, 2)
 	if !ok {
 		return code
 	}
-	if err := keel.ValidateSessionID(pos[0]); err != nil {
-		return fs.usageError(stderr, "%v", err)
+	if code, ok := target.check(fs, stderr, pos[0]); !ok {
+		return code
 	}
-	if *runN < 0 {
-		return fs.usageError(stderr, "--run must be a run number from 1, got %d", *runN)
-	}
-	kc, err := conn.dial(ctx, stderr, workflows.RunConfig{})
+	kc, run, err := target.open(ctx, stderr, pos[0])
 	if err != nil {
 		return fail(stderr, "retract", err)
 	}
 	defer kc.close()
-	run, err := targetRun(ctx, kc.Session(pos[0]), *runN)
-	if err != nil {
-		return fail(stderr, "retract", err)
-	}
 	res, err := run.RetractSteering(ctx, pos[1])
 	if err != nil {
 		return fail(stderr, "retract", err)

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-
-	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/workflows"
 )
 
 const stateDesc = `Prints the state of SESSION as indented JSON: its state (idle, running,
@@ -18,28 +15,25 @@ state".`
 
 func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("state", "keel state [flags] SESSION", stateDesc)
-	var conn connFlags
-	conn.register(fs, false)
-	runN := fs.Int("run", 0, "show run number `N` of the session instead")
+	var target runTarget
+	target.conn.register(fs, false)
+	fs.IntVar(&target.n, "run", 0, "show run number `N` of the session instead")
 	pos, code, ok := fs.parse(args, stdout, stderr, 1, 1)
 	if !ok {
 		return code
 	}
-	if err := keel.ValidateSessionID(pos[0]); err != nil {
-		return fs.usageError(stderr, "%v", err)
+	if code, ok := target.check(fs, stderr, pos[0]); !ok {
+		return code
 	}
-	if *runN < 0 {
-		return fs.usageError(stderr, "--run must be a run number from 1, got %d", *runN)
-	}
-	kc, err := conn.dial(ctx, stderr, workflows.RunConfig{})
+	kc, err := target.dial(ctx, stderr)
 	if err != nil {
 		return fail(stderr, "state", err)
 	}
 	defer kc.close()
 	sess := kc.Session(pos[0])
 	var v any
-	if *runN > 0 {
-		v, err = sess.Run(*runN).State(ctx)
+	if target.n > 0 {
+		v, err = sess.Run(target.n).State(ctx)
 	} else {
 		v, err = sess.State(ctx)
 	}
