@@ -96,6 +96,22 @@ func Classify(provider string, err error) error {
 	return classifyTransport(provider, err)
 }
 
+// Failure is Classify for a provider's final word on a failed stream:
+// what Classify does not recognize happened before a request went out
+// (building it failed), so it becomes a permanent invalid_request error.
+// Context errors and *MalformedError still pass through unchanged.
+func Failure(provider string, err error) error {
+	err = Classify(provider, err)
+	var pe *keel.ProviderError
+	var me *MalformedError
+	if err == nil || errors.As(err, &pe) || errors.As(err, &me) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return &keel.ProviderError{Provider: provider, Kind: keel.ProviderInvalidRequest,
+		Message: Sanitize(err.Error())}
+}
+
 // RetryDelay is how long to wait after failedAttempt (from 1) failed
 // retryably: max(min(retryAfter, MaxRetryAfter), backoff), where backoff is
 // 1 s, 2 s, 4 s for failed attempts 1, 2, 3 (and keeps doubling after).

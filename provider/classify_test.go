@@ -327,3 +327,22 @@ func ExampleRetryDelay() {
 	// 1s 2s 4s
 	// 10s 1m0s
 }
+
+// Failure gives every error a runtime meaning: what Classify leaves alone
+// and is not a context error or a malformed response is permanent.
+func TestFailure(t *testing.T) {
+	var pe *keel.ProviderError
+	if err := Failure("p", errors.New("json: unsupported value: NaN")); !errors.As(err, &pe) ||
+		pe.Kind != keel.ProviderInvalidRequest || pe.Retryable || pe.Provider != "p" {
+		t.Errorf("unrecognized error became %#v, want a permanent invalid_request", err)
+	}
+	if err := Failure("p", &HTTPError{Status: 503}); !errors.As(err, &pe) || pe.Kind != keel.ProviderOverloaded || !pe.Retryable {
+		t.Errorf("503 became %v, want retryable overloaded", err)
+	}
+	malformed := &MalformedError{Reason: "bad"}
+	for _, err := range []error{nil, context.Canceled, context.DeadlineExceeded, malformed} {
+		if got := Failure("p", err); got != err {
+			t.Errorf("Failure(%v) = %v, want it unchanged", err, got)
+		}
+	}
+}

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"strings"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -75,12 +72,8 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = DefaultBaseURL
 	}
-	u, err := url.Parse(cfg.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: %q", ErrBadBaseURL, cfg.BaseURL)
-	}
-	if cfg.APIKey == "" && !isLocal(u) {
-		return nil, ErrNoAPIKey
+	if err := provider.CheckEndpoint(cfg.BaseURL, cfg.APIKey, ErrBadBaseURL, ErrNoAPIKey); err != nil {
+		return nil, err
 	}
 	if cfg.MaxTokens <= 0 {
 		cfg.MaxTokens = DefaultMaxTokens
@@ -140,19 +133,8 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 		// A stop reason means the answer is complete even if message_stop
 		// never came; without either the answer was cut off.
 		if !st.stopped && !st.finished {
-			yield(provider.Chunk{}, settle(provider.Classify(Name,
-				fmt.Errorf("%w: connection closed before message_stop", provider.ErrStreamCut))))
+			yield(provider.Chunk{}, provider.Failure(Name,
+				fmt.Errorf("%w: connection closed before message_stop", provider.ErrStreamCut)))
 		}
 	}
-}
-
-// isLocal reports whether u names a host that plausibly needs no API key.
-func isLocal(u *url.URL) bool {
-	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
-	if ip := net.ParseIP(host); ip != nil {
-		return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified()
-	}
-	return host == "localhost" || !strings.Contains(host, ".") ||
-		strings.HasSuffix(host, ".localhost") || strings.HasSuffix(host, ".local") ||
-		strings.HasSuffix(host, ".internal")
 }

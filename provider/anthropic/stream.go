@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -199,19 +198,5 @@ func failure(err error, res *http.Response) error {
 		// The response had begun, so the body broke off mid-stream.
 		err = fmt.Errorf("%w: %w", provider.ErrStreamCut, err)
 	}
-	return settle(provider.Classify(Name, err))
-}
-
-// settle makes sure a failure is one the runtime understands: anything
-// Classify did not recognize happened before a request went out (building
-// it failed), so it is permanent.
-func settle(err error) error {
-	var pe *keel.ProviderError
-	var me *provider.MalformedError
-	if err == nil || errors.As(err, &pe) || errors.As(err, &me) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
-		Message: provider.Sanitize(err.Error())}
+	return provider.Failure(Name, err)
 }

@@ -3,13 +3,9 @@ package openai
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"strings"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -79,12 +75,8 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = DefaultBaseURL
 	}
-	u, err := url.Parse(cfg.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: %q", ErrBadBaseURL, cfg.BaseURL)
-	}
-	if cfg.APIKey == "" && !isLocal(u) {
-		return nil, ErrNoAPIKey
+	if err := provider.CheckEndpoint(cfg.BaseURL, cfg.APIKey, ErrBadBaseURL, ErrNoAPIKey); err != nil {
+		return nil, err
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}
@@ -133,15 +125,4 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 		defer res.Body.Close()
 		readStream(ctx, res, yield)
 	}
-}
-
-// isLocal reports whether u names a host that plausibly needs no API key.
-func isLocal(u *url.URL) bool {
-	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
-	if ip := net.ParseIP(host); ip != nil {
-		return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified()
-	}
-	return host == "localhost" || !strings.Contains(host, ".") ||
-		strings.HasSuffix(host, ".localhost") || strings.HasSuffix(host, ".local") ||
-		strings.HasSuffix(host, ".internal")
 }

@@ -43,7 +43,7 @@ func readStream(ctx context.Context, res *http.Response, yield func(provider.Chu
 			break
 		}
 		if ev.Type == "error" || hasErrorField(data) {
-			yield(provider.Chunk{}, settle(provider.Classify(Name, &provider.HTTPError{Status: res.StatusCode, Body: data})))
+			yield(provider.Chunk{}, provider.Failure(Name, &provider.HTTPError{Status: res.StatusCode, Body: data}))
 			return
 		}
 		var chunk oai.ChatCompletionChunk
@@ -69,7 +69,7 @@ func readStream(ctx context.Context, res *http.Response, yield func(provider.Chu
 	if err := dec.Err(); err != nil {
 		cut = fmt.Errorf("%w: %w", provider.ErrStreamCut, err)
 	}
-	yield(provider.Chunk{}, settle(provider.Classify(Name, cut)))
+	yield(provider.Chunk{}, provider.Failure(Name, cut))
 }
 
 // notStreamed handles a server that answered with one JSON document instead
@@ -77,7 +77,7 @@ func readStream(ctx context.Context, res *http.Response, yield func(provider.Chu
 func notStreamed(res *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 	if hasErrorField(body) {
-		return settle(provider.Classify(Name, &provider.HTTPError{Status: res.StatusCode, Body: body}))
+		return provider.Failure(Name, &provider.HTTPError{Status: res.StatusCode, Body: body})
 	}
 	return &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
 		Message: "server answered with a JSON document instead of an event stream; it may not support streaming"}
@@ -283,19 +283,5 @@ func failure(ctx context.Context, err error, f *failedResponse) error {
 	case f.status >= 400:
 		err = &provider.HTTPError{Status: f.status, Header: f.header, Body: f.body}
 	}
-	return settle(provider.Classify(Name, err))
-}
-
-// settle makes sure a failure is one the runtime understands: anything
-// Classify did not recognize happened before a request went out (building
-// it failed), so it is permanent.
-func settle(err error) error {
-	var pe *keel.ProviderError
-	var me *provider.MalformedError
-	if err == nil || errors.As(err, &pe) || errors.As(err, &me) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
-		Message: provider.Sanitize(err.Error())}
+	return provider.Failure(Name, err)
 }
