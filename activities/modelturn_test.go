@@ -4,14 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,52 +25,20 @@ import (
 	"github.com/keelrun/keel/provider"
 	"github.com/keelrun/keel/provider/anthropic"
 	"github.com/keelrun/keel/provider/openai"
+	"github.com/keelrun/keel/provider/providertest"
 )
-
-// turnServer is an httptest server playing one handler per request, in
-// order (the last one repeats), and recording the request bodies.
-type turnServer struct {
-	*httptest.Server
-	mu       sync.Mutex
-	bodies   [][]byte
-	handlers []http.HandlerFunc
-}
-
-func newTurnServer(t *testing.T, handlers ...http.HandlerFunc) *turnServer {
-	t.Helper()
-	s := &turnServer{handlers: handlers}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		s.mu.Lock()
-		n := len(s.bodies)
-		s.bodies = append(s.bodies, body)
-		s.mu.Unlock()
-		s.handlers[min(n, len(s.handlers)-1)](w, r)
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *turnServer) requests() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.bodies)
-}
 
 // messagesOf returns the "role: content" of the chat messages of request i
 // (OpenAI's wire format).
-func (s *turnServer) messagesOf(t *testing.T, i int) []string {
+func messagesOf(t *testing.T, srv *providertest.Server, i int) []string {
 	t.Helper()
-	s.mu.Lock()
-	body := s.bodies[i]
-	s.mu.Unlock()
 	var req struct {
 		Messages []struct {
 			Role    string `json:"role"`
 			Content any    `json:"content"`
 		} `json:"messages"`
 	}
-	require.NoError(t, json.Unmarshal(body, &req))
+	require.NoError(t, json.Unmarshal(srv.Requests()[i].Body, &req))
 	var out []string
 	for _, m := range req.Messages {
 		c, _ := m.Content.(string)
@@ -83,42 +47,9 @@ func (s *turnServer) messagesOf(t *testing.T, i int) []string {
 	return out
 }
 
-// sseFile streams a fixture of a provider's testdata event by event. An
-// event that is the line "!cut" drops the connection mid-body.
-func sseFile(t *testing.T, backend, name string) http.HandlerFunc {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "provider", backend, "testdata", name))
-	require.NoError(t, err)
-	return sseEvents(strings.SplitAfter(string(data), "\n\n")...)
-}
-
-func sseEvents(events ...string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		for _, ev := range events {
-			if strings.TrimSpace(ev) == "!cut" {
-				panic(http.ErrAbortHandler)
-			}
-			_, _ = io.WriteString(w, ev)
-			w.(http.Flusher).Flush()
-		}
-	}
-}
-
-// httpError answers with status, header and a fixture body.
-func httpError(t *testing.T, backend string, status int, header http.Header, name string) http.HandlerFunc {
-	t.Helper()
-	body, err := os.ReadFile(filepath.Join("..", "provider", backend, "testdata", name))
-	require.NoError(t, err)
-	return func(w http.ResponseWriter, r *http.Request) {
-		for k, v := range header {
-			w.Header()[k] = v
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = w.Write(body)
-	}
+// testdata is the path of a fixture of a provider's tests.
+func testdata(backend, name string) string {
+	return filepath.Join("..", "provider", backend, "testdata", name)
 }
 
 // fixedModels resolves every spec to one provider.
@@ -167,7 +98,7 @@ func turnInput(msgs ...keel.Message) activities.ModelTurnInput {
 }
 
 // runTurn runs one ModelTurn activity against backend served by srv.
-func runTurn(t *testing.T, backend string, srv *turnServer, in activities.ModelTurnInput) (*activities.ModelTurnResult, error) {
+func runTurn(t *testing.T, backend string, srv *providertest.Server, in activities.ModelTurnInput) (*activities.ModelTurnResult, error) {
 	t.Helper()
 	env := newTurnEnv(&activities.Activities{Models: fixedModels{backendFor(t, backend, srv.URL)}})
 	v, err := env.ExecuteActivity(activities.ModelTurnName, in)
@@ -217,7 +148,7 @@ func TestModelTurnHTTPFailures(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.backend+"/"+strconv.Itoa(tc.status), func(t *testing.T) {
-			srv := newTurnServer(t, httpError(t, tc.backend, tc.status, tc.header, tc.fixture))
+			srv := providertest.NewServer(t, providertest.Error(t, tc.status, tc.header, testdata(tc.backend, tc.fixture)))
 			_, err := runTurn(t, tc.backend, srv, turnInput(keel.UserMessage("hi")))
 			f := turnFailure(t, err, keel.CodeProvider)
 			require.NotNil(t, f.Provider)
@@ -231,7 +162,7 @@ func TestModelTurnHTTPFailures(t *testing.T) {
 			require.NotContains(t, err.Error()+pe.Message, "SECRET", "error text is sanitized")
 			require.Empty(t, f.Partial)
 			require.Equal(t, keel.Usage{Requests: 1}, f.Usage)
-			require.Equal(t, 1, srv.requests(), "one physical request per attempt")
+			require.Equal(t, 1, srv.Count(), "one physical request per attempt")
 		})
 	}
 }
@@ -250,7 +181,7 @@ func TestModelTurnStreamCutKeepsPartial(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.backend, func(t *testing.T) {
-			srv := newTurnServer(t, sseFile(t, tc.backend, "cut.sse"))
+			srv := providertest.NewServer(t, providertest.SSE(t, testdata(tc.backend, "cut.sse")))
 			_, err := runTurn(t, tc.backend, srv, turnInput(keel.UserMessage("hi")))
 			f := turnFailure(t, err, keel.CodeProvider)
 			require.NotNil(t, f.Provider)
@@ -275,7 +206,7 @@ func TestModelTurnMalformed(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.backend+"/"+tc.fixture, func(t *testing.T) {
-			srv := newTurnServer(t, sseFile(t, tc.backend, tc.fixture))
+			srv := providertest.NewServer(t, providertest.SSE(t, testdata(tc.backend, tc.fixture)))
 			_, err := runTurn(t, tc.backend, srv, turnInput(keel.UserMessage("hi")))
 			f := turnFailure(t, err, keel.CodeMalformedResponse)
 			require.Nil(t, f.Provider)
@@ -294,7 +225,7 @@ func TestModelTurnBadChunkIsMalformed(t *testing.T) {
 		{anthropic.Name, "bad_event.sse"},
 	} {
 		t.Run(tc.backend, func(t *testing.T) {
-			srv := newTurnServer(t, sseFile(t, tc.backend, tc.fixture))
+			srv := providertest.NewServer(t, providertest.SSE(t, testdata(tc.backend, tc.fixture)))
 			_, err := runTurn(t, tc.backend, srv, turnInput(keel.UserMessage("hi")))
 			f := turnFailure(t, err, keel.CodeMalformedResponse)
 			require.Contains(t, f.Malformed, "not valid JSON")
@@ -316,7 +247,7 @@ func openaiChunk(delta string, finish string) string {
 // each carrying the run, the attempt and the last durable sequence before
 // the turn (AfterSeq), so readers can merge them with durable events.
 func TestModelTurnPublishesDeltasInOrder(t *testing.T) {
-	srv := newTurnServer(t, sseEvents(
+	srv := providertest.NewServer(t, providertest.SSEEvents(
 		openaiChunk(`{"role":"assistant","reasoning_content":"Think"}`, ""),
 		openaiChunk(`{"content":"A"}`, ""),
 		openaiChunk(`{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"echo","arguments":"{\"te"}}]}`, ""),
@@ -421,21 +352,21 @@ func withTail(n int, tail ...keel.Message) activities.ModelTurnInput {
 // worker rebuilds the rest from its cache, or reads it from the run.
 func TestModelTurnTranscriptCache(t *testing.T) {
 	t.Run("second turn with only a tail", func(t *testing.T) {
-		srv := newTurnServer(t, sseEvents(textStream...))
+		srv := providertest.NewServer(t, providertest.SSEEvents(textStream...))
 		env := newTurnEnv(&activities.Activities{Models: fixedModels{backendFor(t, openai.Name, srv.URL)}})
 		_, err := env.ExecuteActivity(activities.ModelTurnName, withTail(1, u1))
 		require.NoError(t, err)
 		_, err = env.ExecuteActivity(activities.ModelTurnName, withTail(3, a1, u2))
 		require.NoError(t, err)
-		require.Equal(t, []string{"user: first", "assistant: one", "user: second"}, srv.messagesOf(t, 1))
+		require.Equal(t, []string{"user: first", "assistant: one", "user: second"}, messagesOf(t, srv, 1))
 		// A retry of the same turn sends no tail at all.
 		_, err = env.ExecuteActivity(activities.ModelTurnName, withTail(3))
 		require.NoError(t, err)
-		require.Equal(t, srv.messagesOf(t, 1), srv.messagesOf(t, 2))
+		require.Equal(t, messagesOf(t, srv, 1), messagesOf(t, srv, 2))
 	})
 
 	t.Run("cache miss without a run reader fails clearly", func(t *testing.T) {
-		srv := newTurnServer(t, sseEvents(textStream...))
+		srv := providertest.NewServer(t, providertest.SSEEvents(textStream...))
 		env := newTurnEnv(&activities.Activities{Models: fixedModels{backendFor(t, openai.Name, srv.URL)}})
 		_, err := env.ExecuteActivity(activities.ModelTurnName, withTail(3, a1, u2))
 		require.Error(t, err)
@@ -445,32 +376,32 @@ func TestModelTurnTranscriptCache(t *testing.T) {
 		require.True(t, appErr.NonRetryable())
 		require.Contains(t, appErr.Error(), "s1/run-1")
 		require.Contains(t, appErr.Error(), "no run reader")
-		require.Zero(t, srv.requests(), "no provider request without the transcript")
+		require.Zero(t, srv.Count(), "no provider request without the transcript")
 	})
 
 	t.Run("cache miss reads the run", func(t *testing.T) {
-		srv := newTurnServer(t, sseEvents(textStream...))
+		srv := providertest.NewServer(t, providertest.SSEEvents(textStream...))
 		runs := &fakeRuns{msgs: []keel.Message{u1, a1, u2, a2, u3}}
 		env := newTurnEnv(&activities.Activities{Models: fixedModels{backendFor(t, openai.Name, srv.URL)}, Runs: runs})
 		_, err := env.ExecuteActivity(activities.ModelTurnName, withTail(3, a1, u2))
 		require.NoError(t, err)
 		require.Equal(t, []activities.TranscriptRef{{WorkflowID: "s1/run-1", RunID: "exec-1", Len: 3}}, runs.reads())
-		require.Equal(t, []string{"user: first", "assistant: one", "user: second"}, srv.messagesOf(t, 0))
+		require.Equal(t, []string{"user: first", "assistant: one", "user: second"}, messagesOf(t, srv, 0))
 
 		// The fetched prefix is cached: the next turn needs only its tail.
 		_, err = env.ExecuteActivity(activities.ModelTurnName, withTail(5, a2, u3))
 		require.NoError(t, err)
 		require.Len(t, runs.reads(), 1, "no second read")
 		require.Equal(t, []string{"user: first", "assistant: one", "user: second", "assistant: two", "user: third"},
-			srv.messagesOf(t, 1))
+			messagesOf(t, srv, 1))
 	})
 
 	t.Run("a short transcript from the run is refused", func(t *testing.T) {
-		srv := newTurnServer(t, sseEvents(textStream...))
+		srv := providertest.NewServer(t, providertest.SSEEvents(textStream...))
 		runs := &fakeRuns{msgs: []keel.Message{u1}}
 		env := newTurnEnv(&activities.Activities{Models: fixedModels{backendFor(t, openai.Name, srv.URL)}, Runs: runs})
 		_, err := env.ExecuteActivity(activities.ModelTurnName, withTail(3, a1, u2))
 		require.ErrorContains(t, err, "has 1 messages, want 3")
-		require.Zero(t, srv.requests())
+		require.Zero(t, srv.Count())
 	})
 }

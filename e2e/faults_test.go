@@ -2,14 +2,9 @@ package e2e_test
 
 import (
 	"context"
-	"io"
 	"iter"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +20,7 @@ import (
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/provider"
 	"github.com/keelrun/keel/provider/openai"
+	"github.com/keelrun/keel/provider/providertest"
 	"github.com/keelrun/keel/provider/scripted"
 	"github.com/keelrun/keel/workflows"
 )
@@ -116,70 +112,15 @@ func faultsFind[E keel.Event](t *testing.T, evs []keel.Envelope) []E {
 	return out
 }
 
-// faultsOpenAI is an OpenAI-compatible httptest server that answers the
-// n-th request with the n-th handler (the last one repeats) and records
-// when each request arrived.
-type faultsOpenAI struct {
-	*httptest.Server
-	mu       sync.Mutex
-	arrivals []time.Time
-}
-
-func newFaultsOpenAI(t *testing.T, handlers ...http.HandlerFunc) *faultsOpenAI {
-	t.Helper()
-	s := &faultsOpenAI{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		s.mu.Lock()
-		n := len(s.arrivals)
-		s.arrivals = append(s.arrivals, time.Now())
-		s.mu.Unlock()
-		handlers[min(n, len(handlers)-1)](w, r)
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *faultsOpenAI) requests() []time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Time(nil), s.arrivals...)
-}
-
-func faultsFixture(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "provider", "openai", "testdata", name))
-	require.NoError(t, err)
-	return b
-}
-
-// faultsSSE streams an OpenAI fixture event by event.
-func faultsSSE(t *testing.T, name string) http.HandlerFunc {
-	data := faultsFixture(t, name)
-	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		for _, ev := range strings.SplitAfter(string(data), "\n\n") {
-			_, _ = io.WriteString(w, ev)
-			w.(http.Flusher).Flush()
-		}
-	}
-}
-
-func faultsRateLimited(t *testing.T, retryAfter string) http.HandlerFunc {
-	body := faultsFixture(t, "error_429.json")
-	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Retry-After", retryAfter)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusTooManyRequests)
-		_, _ = w.Write(body)
-	}
+// faultsFixture is the path of a fixture of the OpenAI backend's tests.
+func faultsFixture(name string) string {
+	return filepath.Join("..", "provider", "openai", "testdata", name)
 }
 
 // faultsOpenAIRun runs one prompt through the whole chain: client, server,
 // Run workflow, ModelTurn activity, the OpenAI backend and the httptest
 // server's wire format.
-func faultsOpenAIRun(t *testing.T, hs *faultsOpenAI, session string) (keel.Outcome, error, []keel.Envelope) {
+func faultsOpenAIRun(t *testing.T, hs *providertest.Server, session string) (keel.Outcome, error, []keel.Envelope) {
 	t.Helper()
 	p, err := openai.New(openai.Config{BaseURL: hs.URL, APIKey: "sk-test-key"})
 	require.NoError(t, err)
@@ -197,7 +138,9 @@ func faultsOpenAIRun(t *testing.T, hs *faultsOpenAI, session string) (keel.Outco
 // chain on a real server: the run completes after two physical requests,
 // at least the announced second apart, with the retry recorded in order.
 func TestFaultsOpenAIRetryAfterE2E(t *testing.T) {
-	hs := newFaultsOpenAI(t, faultsRateLimited(t, "1"), faultsSSE(t, "text.sse"))
+	hs := providertest.NewServer(t,
+		providertest.Error(t, http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}}, faultsFixture("error_429.json")),
+		providertest.SSE(t, faultsFixture("text.sse")))
 	out, err, events := faultsOpenAIRun(t, hs, "faults-openai-429")
 	require.NoError(t, err)
 	require.Equal(t, keel.StatusCompleted, out.Status)
@@ -213,9 +156,9 @@ func TestFaultsOpenAIRetryAfterE2E(t *testing.T) {
 		require.Equal(t, int64(i+1), ev.Seq)
 	}
 
-	arrivals := hs.requests()
-	require.Len(t, arrivals, 2, "physical requests at the server")
-	require.GreaterOrEqual(t, arrivals[1].Sub(arrivals[0]), time.Second, "the retry waited for Retry-After")
+	reqs := hs.Requests()
+	require.Len(t, reqs, 2, "physical requests at the server")
+	require.GreaterOrEqual(t, reqs[1].Arrived.Sub(reqs[0].Arrived), time.Second, "the retry waited for Retry-After")
 
 	retry := faultsFind[keel.ProviderRequestRetry](t, events)
 	require.Len(t, retry, 1)
@@ -241,11 +184,12 @@ func TestFaultsOpenAIRetryAfterE2E(t *testing.T) {
 // A stream chunk that is not JSON is a malformed response: the contract
 // retries it at once, so a good second stream completes the run.
 func TestFaultsOpenAIBadChunkRetriedE2E(t *testing.T) {
-	hs := newFaultsOpenAI(t, faultsSSE(t, "bad_chunk.sse"), faultsSSE(t, "text.sse"))
+	hs := providertest.NewServer(t,
+		providertest.SSE(t, faultsFixture("bad_chunk.sse")), providertest.SSE(t, faultsFixture("text.sse")))
 	out, err, events := faultsOpenAIRun(t, hs, "faults-openai-bad-chunk")
 	require.NoError(t, err, "events: %v", faultsTypes(events))
 	require.Equal(t, "Hello, world!", out.Text)
-	require.Len(t, hs.requests(), 2)
+	require.Len(t, hs.Requests(), 2)
 	want := []string{keel.TypeRunStarted, keel.TypeStepStarted,
 		keel.TypeUsageUpdated, keel.TypeProviderStreamReset,
 		keel.TypeUsageUpdated, keel.TypeModelCallCompleted, keel.TypeRunCompleted}

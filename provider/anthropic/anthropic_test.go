@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +14,21 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/provider"
+	"github.com/keelrun/keel/provider/providertest"
 )
+
+const testKey = "sk-ant-test-SECRET-abcdef123456"
+
+// subject is the Anthropic backend, for the shared checks and the tests.
+var subject = providertest.Subject{
+	Name: Name,
+	New: func(baseURL string, client *http.Client) (provider.Provider, error) {
+		return New(Config{BaseURL: baseURL, APIKey: testKey, HTTPClient: client})
+	},
+	Request: provider.Request{Model: "claude-test", Messages: []keel.Message{keel.UserMessage("Say hello")}},
+	FirstEvent: "event: content_block_delta\n" +
+		`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"first"}}` + "\n\n",
+}
 
 func TestNewConfig(t *testing.T) {
 	tests := []struct {
@@ -87,18 +102,18 @@ func jsonValue(t *testing.T, b []byte) any {
 }
 
 func TestRequestBody(t *testing.T) {
-	srv := newServer(t, sseFixture(t, "text.sse"))
-	if _, err := collect(t, newProvider(t, srv.URL).Stream(context.Background(), weatherTranscript())); err != nil {
+	srv := providertest.NewServer(t, providertest.SSE(t, "testdata/text.sse"))
+	if _, err := providertest.Collect(t, subject.Provider(t, srv.URL).Stream(context.Background(), weatherTranscript())); err != nil {
 		t.Fatal(err)
 	}
-	got := srv.lastRequest()
+	got := srv.Last()
 	if got.Method != http.MethodPost || got.Path != "/v1/messages" {
 		t.Errorf("request %s %s, want POST /v1/messages", got.Method, got.Path)
 	}
 	if v := got.Header.Get("Anthropic-Version"); v == "" {
 		t.Error("no anthropic-version header")
 	}
-	want := jsonValue(t, fixture(t, "request_transcript.json"))
+	want := jsonValue(t, providertest.Fixture(t, "testdata/request_transcript.json"))
 	if diff := cmp.Diff(want, jsonValue(t, got.Body)); diff != "" {
 		t.Errorf("request body (-want +got):\n%s", diff)
 	}
@@ -117,17 +132,17 @@ func TestRequestMaxTokens(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, sseFixture(t, "text.sse"))
+			srv := providertest.NewServer(t, providertest.SSE(t, "testdata/text.sse"))
 			p, err := New(Config{BaseURL: srv.URL, APIKey: testKey, MaxTokens: tt.cfg})
 			if err != nil {
 				t.Fatal(err)
 			}
-			req := simpleRequest
+			req := subject.Request
 			req.MaxTokens = tt.reqMax
-			if _, err := collect(t, p.Stream(context.Background(), req)); err != nil {
+			if _, err := providertest.Collect(t, p.Stream(context.Background(), req)); err != nil {
 				t.Fatal(err)
 			}
-			body := jsonValue(t, srv.lastRequest().Body).(map[string]any)
+			body := jsonValue(t, srv.Last().Body).(map[string]any)
 			if body["max_tokens"] != tt.want {
 				t.Errorf("max_tokens = %v, want %v", body["max_tokens"], tt.want)
 			}
@@ -139,13 +154,13 @@ func TestRequestMaxTokens(t *testing.T) {
 // echoes it does not carry it into the error.
 func TestAPIKeyOnlyInHeader(t *testing.T) {
 	t.Setenv("ANTHROPIC_AUTH_TOKEN", "ambient-token-should-not-leak")
-	srv := newServer(t, errorFixture(t, http.StatusUnauthorized, nil, "error_401.json"))
-	_, err := collect(t, newProvider(t, srv.URL).Stream(context.Background(), weatherTranscript()))
+	srv := providertest.NewServer(t, providertest.Error(t, http.StatusUnauthorized, nil, "testdata/error_401.json"))
+	_, err := providertest.Collect(t, subject.Provider(t, srv.URL).Stream(context.Background(), weatherTranscript()))
 	var pe *keel.ProviderError
 	if !errors.As(err, &pe) || pe.Kind != keel.ProviderAuth || pe.Retryable {
 		t.Fatalf("error = %v, want permanent auth ProviderError", err)
 	}
-	req := srv.lastRequest()
+	req := srv.Last()
 	if got := req.Header.Get("X-Api-Key"); got != testKey {
 		t.Errorf("x-api-key = %q", got)
 	}
@@ -159,7 +174,7 @@ func TestAPIKeyOnlyInHeader(t *testing.T) {
 			}
 		}
 	}
-	if contains(req.Body, testKey) || strings.Contains(req.Path+req.RawQuery, testKey) {
+	if bytes.Contains(req.Body, []byte(testKey)) || strings.Contains(req.Path+req.RawQuery, testKey) {
 		t.Error("key found in the body or URL")
 	}
 	if strings.Contains(err.Error(), "SECRET") {
@@ -169,152 +184,40 @@ func TestAPIKeyOnlyInHeader(t *testing.T) {
 
 func TestHTTPErrors(t *testing.T) {
 	soon := time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat)
-	tests := []struct {
-		name             string
-		status           int
-		header           http.Header
-		fixture          string
-		wantKind         keel.ProviderErrorKind
-		retryable        bool
-		minWait, maxWait time.Duration
-		wantMsg          string
-	}{
-		{name: "400", status: 400, fixture: "error_400.json", wantKind: keel.ProviderInvalidRequest, wantMsg: "max_tokens: Field required"},
-		{name: "401", status: 401, fixture: "error_401.json", wantKind: keel.ProviderAuth, wantMsg: "invalid x-api-key"},
-		{name: "403", status: 403, wantKind: keel.ProviderAuth},
-		{name: "404 model", status: 404, fixture: "error_404.json", wantKind: keel.ProviderUnknownModel, wantMsg: "claude-nope"},
-		{name: "429 seconds", status: 429, header: http.Header{"Retry-After": {"12"}}, fixture: "error_429.json",
-			wantKind: keel.ProviderRateLimited, retryable: true, minWait: 12 * time.Second, maxWait: 12 * time.Second, wantMsg: "rate limit"},
-		{name: "429 date", status: 429, header: http.Header{"Retry-After": {soon}}, fixture: "error_429.json",
-			wantKind: keel.ProviderRateLimited, retryable: true, minWait: 27 * time.Second, maxWait: 30 * time.Second},
-		{name: "500", status: 500, fixture: "error_500.json", wantKind: keel.ProviderServer, retryable: true, wantMsg: "Internal server error"},
-		{name: "503 plain text", status: 503, header: http.Header{"Content-Type": {"text/plain"}}, fixture: "error_503.json",
-			wantKind: keel.ProviderOverloaded, retryable: true, wantMsg: "upstream connect error"},
-		{name: "529", status: 529, header: http.Header{"Retry-After": {"3"}}, fixture: "error_529.json",
-			wantKind: keel.ProviderOverloaded, retryable: true, minWait: 3 * time.Second, maxWait: 3 * time.Second, wantMsg: "Overloaded"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, errorFixture(t, tt.status, tt.header, tt.fixture))
-			chunks, err := collect(t, newProvider(t, srv.URL).Stream(context.Background(), simpleRequest))
-			if len(chunks) != 0 {
-				t.Errorf("got chunks %+v before the error", chunks)
-			}
-			var pe *keel.ProviderError
-			if !errors.As(err, &pe) {
-				t.Fatalf("error = %T %v, want *keel.ProviderError", err, err)
-			}
-			got := [4]any{pe.Provider, pe.Kind, pe.Status, pe.Retryable}
-			if diff := cmp.Diff([4]any{"anthropic", tt.wantKind, tt.status, tt.retryable}, got); diff != "" {
-				t.Errorf("provider, kind, status, retryable (-want +got):\n%s", diff)
-			}
-			if wait := pe.RetryAfter.Std(); wait < tt.minWait || wait > tt.maxWait {
-				t.Errorf("RetryAfter = %v, want in [%v, %v]", wait, tt.minWait, tt.maxWait)
-			}
-			if !strings.Contains(pe.Message, tt.wantMsg) {
-				t.Errorf("message %q does not contain %q", pe.Message, tt.wantMsg)
-			}
-			// SDK retries are off: one physical request, whatever the status.
-			if n := srv.requests.Load(); n != 1 {
-				t.Errorf("server saw %d requests, want exactly 1", n)
-			}
-		})
-	}
+	providertest.CheckHTTPErrors(t, subject, []providertest.HTTPError{
+		{Name: "400", Status: 400, Fixture: "error_400.json", Kind: keel.ProviderInvalidRequest, Message: "max_tokens: Field required"},
+		{Name: "401", Status: 401, Fixture: "error_401.json", Kind: keel.ProviderAuth, Message: "invalid x-api-key"},
+		{Name: "403", Status: 403, Kind: keel.ProviderAuth},
+		{Name: "404 model", Status: 404, Fixture: "error_404.json", Kind: keel.ProviderUnknownModel, Message: "claude-nope"},
+		{Name: "429 seconds", Status: 429, Header: http.Header{"Retry-After": {"12"}}, Fixture: "error_429.json",
+			Kind: keel.ProviderRateLimited, Retryable: true, MinWait: 12 * time.Second, MaxWait: 12 * time.Second, Message: "rate limit"},
+		{Name: "429 date", Status: 429, Header: http.Header{"Retry-After": {soon}}, Fixture: "error_429.json",
+			Kind: keel.ProviderRateLimited, Retryable: true, MinWait: 27 * time.Second, MaxWait: 30 * time.Second},
+		{Name: "500", Status: 500, Fixture: "error_500.json", Kind: keel.ProviderServer, Retryable: true, Message: "Internal server error"},
+		{Name: "503 plain text", Status: 503, Header: http.Header{"Content-Type": {"text/plain"}}, Fixture: "error_503.json",
+			Kind: keel.ProviderOverloaded, Retryable: true, Message: "upstream connect error"},
+		{Name: "529", Status: 529, Header: http.Header{"Retry-After": {"3"}}, Fixture: "error_529.json",
+			Kind: keel.ProviderOverloaded, Retryable: true, MinWait: 3 * time.Second, MaxWait: 3 * time.Second, Message: "Overloaded"},
+	})
 }
 
-func TestConnectionRefused(t *testing.T) {
-	srv := newServer(t, sseFixture(t, "text.sse"))
-	url := srv.URL
-	srv.Close()
-	_, err := collect(t, newProvider(t, url).Stream(context.Background(), simpleRequest))
-	var pe *keel.ProviderError
-	if !errors.As(err, &pe) || pe.Kind != keel.ProviderConnection || !pe.Retryable {
-		t.Fatalf("error = %v, want retryable connection ProviderError", err)
-	}
-}
+func TestConnectionRefused(t *testing.T) { providertest.CheckConnectionRefused(t, subject) }
 
 // Stopping early (yield returns false) releases the connection at once.
-func TestEarlyStopClosesBody(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
-	srv := newServer(t, blockAfterFirst(release))
-	rec := &closeRecorder{}
-	p, err := New(Config{BaseURL: srv.URL, APIKey: testKey, HTTPClient: &http.Client{Transport: rec}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []provider.Chunk
-	for c, err := range p.Stream(context.Background(), simpleRequest) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, c)
-		break
-	}
-	if diff := cmp.Diff([]provider.Chunk{{Text: "first"}}, got); diff != "" {
-		t.Errorf("chunks (-want +got):\n%s", diff)
-	}
-	if !rec.closed.Load() {
-		t.Error("response body still open after the consumer stopped")
-	}
-}
+func TestEarlyStopClosesBody(t *testing.T) { providertest.CheckEarlyStopClosesBody(t, subject) }
 
 // Cancelling the caller's context ends the stream with the context's own
 // error, unclassified.
-func TestCancelMidStream(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
-	srv := newServer(t, blockAfterFirst(release))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var chunks []provider.Chunk
-	var failure error
-	for c, err := range newProvider(t, srv.URL).Stream(ctx, simpleRequest) {
-		if err != nil {
-			failure = err
-			continue
-		}
-		chunks = append(chunks, c)
-		cancel()
-	}
-	if !errors.Is(failure, context.Canceled) {
-		t.Fatalf("error = %v, want context.Canceled", failure)
-	}
-	var pe *keel.ProviderError
-	if errors.As(failure, &pe) {
-		t.Errorf("cancellation was classified as %v", pe)
-	}
-	if len(chunks) != 1 {
-		t.Errorf("got %d chunks, want 1", len(chunks))
-	}
-}
+func TestCancelMidStream(t *testing.T) { providertest.CheckCancelMidStream(t, subject) }
 
 func TestRequestErrorsArePermanent(t *testing.T) {
-	srv := newServer(t, sseFixture(t, "text.sse"))
-	p := newProvider(t, srv.URL)
-	tests := []struct {
-		name string
-		req  provider.Request
-		kind keel.ProviderErrorKind
-	}{
-		{"no model", provider.Request{Messages: simpleRequest.Messages}, keel.ProviderUnknownModel},
-		{"bad role", provider.Request{Model: "m", Messages: []keel.Message{{Role: "robot", Content: "x"}}}, keel.ProviderInvalidRequest},
-		{"bad schema", provider.Request{Model: "m", Messages: simpleRequest.Messages,
-			Tools: []keel.ToolSpec{{Name: "t", Parameters: json.RawMessage(`"string"`)}}}, keel.ProviderInvalidRequest},
-		{"bad arguments", provider.Request{Model: "m", Messages: []keel.Message{
+	providertest.CheckBadRequests(t, subject, []providertest.BadRequest{
+		{Name: "no model", Request: provider.Request{Messages: subject.Request.Messages}, Kind: keel.ProviderUnknownModel},
+		{Name: "bad role", Request: provider.Request{Model: "m", Messages: []keel.Message{{Role: "robot", Content: "x"}}}, Kind: keel.ProviderInvalidRequest},
+		{Name: "bad schema", Request: provider.Request{Model: "m", Messages: subject.Request.Messages,
+			Tools: []keel.ToolSpec{{Name: "t", Parameters: json.RawMessage(`"string"`)}}}, Kind: keel.ProviderInvalidRequest},
+		{Name: "bad arguments", Request: provider.Request{Model: "m", Messages: []keel.Message{
 			{Role: keel.RoleAssistant, ToolCalls: []keel.ToolCall{{ID: "c", Name: "t", Arguments: json.RawMessage(`{"a":`)}}}}},
-			keel.ProviderInvalidRequest},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := collect(t, p.Stream(context.Background(), tt.req))
-			var pe *keel.ProviderError
-			if !errors.As(err, &pe) || pe.Kind != tt.kind || pe.Retryable {
-				t.Fatalf("error = %v, want permanent %s", err, tt.kind)
-			}
-		})
-	}
-	if n := srv.requests.Load(); n != 0 {
-		t.Errorf("server saw %d requests for requests that cannot be built", n)
-	}
+			Kind: keel.ProviderInvalidRequest},
+	})
 }

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +14,21 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/provider"
+	"github.com/keelrun/keel/provider/providertest"
 )
+
+const testKey = "sk-test-SECRET-1234567890"
+
+// subject is the OpenAI backend, for the shared checks and the tests here.
+// Its base URL ends in /v1, as OpenAI-compatible servers' URLs do.
+var subject = providertest.Subject{
+	Name: Name,
+	New: func(baseURL string, client *http.Client) (provider.Provider, error) {
+		return New(Config{BaseURL: baseURL + "/v1", APIKey: testKey, HTTPClient: client})
+	},
+	Request:    provider.Request{Model: "gpt-test", Messages: []keel.Message{keel.UserMessage("Say hello")}},
+	FirstEvent: `data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"first"},"finish_reason":null}]}` + "\n\n",
+}
 
 func TestNewConfig(t *testing.T) {
 	tests := []struct {
@@ -93,19 +108,19 @@ func jsonValue(t *testing.T, b []byte) any {
 }
 
 func TestRequestBody(t *testing.T) {
-	srv := newServer(t, sseFixture(t, "text.sse"))
-	_, err := collect(t, newProvider(t, srv.URL).Stream(context.Background(), weatherTranscript()))
+	srv := providertest.NewServer(t, providertest.SSE(t, "testdata/text.sse"))
+	_, err := providertest.Collect(t, subject.Provider(t, srv.URL).Stream(context.Background(), weatherTranscript()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := srv.lastRequest()
+	got := srv.Last()
 	if got.Method != http.MethodPost || got.Path != "/v1/chat/completions" {
 		t.Errorf("request %s %s, want POST /v1/chat/completions", got.Method, got.Path)
 	}
 	if ct := got.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type = %q", ct)
 	}
-	want := jsonValue(t, fixture(t, "request_transcript.json"))
+	want := jsonValue(t, providertest.Fixture(t, "testdata/request_transcript.json"))
 	if diff := cmp.Diff(want, jsonValue(t, got.Body)); diff != "" {
 		t.Errorf("request body (-want +got):\n%s", diff)
 	}
@@ -125,18 +140,18 @@ func TestRequestMaxTokens(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, sseFixture(t, "text.sse"))
+			srv := providertest.NewServer(t, providertest.SSE(t, "testdata/text.sse"))
 			tt.cfg.BaseURL = srv.URL + "/v1"
 			p, err := New(tt.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			req := simpleRequest
+			req := subject.Request
 			req.MaxTokens = tt.reqMax
-			if _, err := collect(t, p.Stream(context.Background(), req)); err != nil {
+			if _, err := providertest.Collect(t, p.Stream(context.Background(), req)); err != nil {
 				t.Fatal(err)
 			}
-			body := jsonValue(t, srv.lastRequest().Body).(map[string]any)
+			body := jsonValue(t, srv.Last().Body).(map[string]any)
 			got := map[string]any{}
 			for _, k := range []string{"max_tokens", "max_completion_tokens"} {
 				if v, ok := body[k]; ok {
@@ -154,13 +169,13 @@ func TestRequestMaxTokens(t *testing.T) {
 // other headers, the URL or the body, and not in the error a 401 produces
 // even when the server echoes it.
 func TestAPIKeyOnlyInAuthorization(t *testing.T) {
-	srv := newServer(t, errorFixture(t, http.StatusUnauthorized, nil, "error_401.json"))
-	_, err := collect(t, newProvider(t, srv.URL).Stream(context.Background(), weatherTranscript()))
+	srv := providertest.NewServer(t, providertest.Error(t, http.StatusUnauthorized, nil, "testdata/error_401.json"))
+	_, err := providertest.Collect(t, subject.Provider(t, srv.URL).Stream(context.Background(), weatherTranscript()))
 	var pe *keel.ProviderError
 	if !errors.As(err, &pe) || pe.Kind != keel.ProviderAuth {
 		t.Fatalf("error = %v, want auth ProviderError", err)
 	}
-	req := srv.lastRequest()
+	req := srv.Last()
 	for name, values := range req.Header {
 		for _, v := range values {
 			if strings.Contains(v, testKey) && name != "Authorization" {
@@ -171,7 +186,7 @@ func TestAPIKeyOnlyInAuthorization(t *testing.T) {
 	if got := req.Header.Get("Authorization"); got != "Bearer "+testKey {
 		t.Errorf("Authorization = %q", got)
 	}
-	if contains(req.Body, testKey) || strings.Contains(req.Path+req.RawQuery, testKey) {
+	if bytes.Contains(req.Body, []byte(testKey)) || strings.Contains(req.Path+req.RawQuery, testKey) {
 		t.Error("key found in the body or URL")
 	}
 	for _, s := range []string{testKey, "SECRET"} {
@@ -186,15 +201,15 @@ func TestAPIKeyOnlyInAuthorization(t *testing.T) {
 func TestNoKeyForLocalServer(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-ambient-should-not-leak")
 	t.Setenv("OPENAI_ADMIN_KEY", "sk-admin-should-not-leak")
-	srv := newServer(t, sseFixture(t, "text.sse"))
+	srv := providertest.NewServer(t, providertest.SSE(t, "testdata/text.sse"))
 	p, err := New(Config{BaseURL: srv.URL + "/v1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := collect(t, p.Stream(context.Background(), simpleRequest)); err != nil {
+	if _, err := providertest.Collect(t, p.Stream(context.Background(), subject.Request)); err != nil {
 		t.Fatal(err)
 	}
-	req := srv.lastRequest()
+	req := srv.Last()
 	if got := req.Header.Get("Authorization"); got != "" {
 		t.Errorf("Authorization = %q, want none", got)
 	}
@@ -209,164 +224,51 @@ func TestNoKeyForLocalServer(t *testing.T) {
 
 func TestHTTPErrors(t *testing.T) {
 	soon := time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat)
-	tests := []struct {
-		name      string
-		status    int
-		header    http.Header
-		fixture   string
-		wantKind  keel.ProviderErrorKind
-		retryable bool
-		// Retry-After window; both zero means none.
-		minWait, maxWait time.Duration
-		wantMsg          string
-	}{
-		{name: "400", status: 400, fixture: "error_400.json", wantKind: keel.ProviderInvalidRequest, wantMsg: "'robot' is not one of"},
-		{name: "401", status: 401, fixture: "error_401.json", wantKind: keel.ProviderAuth, wantMsg: "Incorrect API key provided: sk-[redacted]"},
-		{name: "404 model", status: 404, fixture: "error_404_model.json", wantKind: keel.ProviderUnknownModel, wantMsg: "gpt-nope"},
-		{name: "404 ollama", status: 404, fixture: "error_404_ollama.json", wantKind: keel.ProviderInvalidRequest, wantMsg: `model "llama9" not found`},
-		{name: "429 seconds", status: 429, header: http.Header{"Retry-After": {"20"}}, fixture: "error_429.json",
-			wantKind: keel.ProviderRateLimited, retryable: true, minWait: 20 * time.Second, maxWait: 20 * time.Second, wantMsg: "Rate limit reached"},
-		{name: "429 date", status: 429, header: http.Header{"Retry-After": {soon}}, fixture: "error_429.json",
-			wantKind: keel.ProviderRateLimited, retryable: true, minWait: 27 * time.Second, maxWait: 30 * time.Second},
-		{name: "429 ms", status: 429, header: http.Header{"Retry-After-Ms": {"1200"}, "Retry-After": {"2"}}, fixture: "error_429.json",
-			wantKind: keel.ProviderRateLimited, retryable: true, minWait: 1200 * time.Millisecond, maxWait: 1200 * time.Millisecond},
-		{name: "500", status: 500, fixture: "error_500.json", wantKind: keel.ProviderServer, retryable: true, wantMsg: "The server had an error"},
-		{name: "502 html", status: 502, header: http.Header{"Content-Type": {"text/html"}}, fixture: "error_502.html", wantKind: keel.ProviderServer, retryable: true, wantMsg: "502 Bad Gateway"},
-		{name: "503", status: 503, header: http.Header{"Retry-After": {"5"}}, fixture: "error_503.json",
-			wantKind: keel.ProviderOverloaded, retryable: true, minWait: 5 * time.Second, maxWait: 5 * time.Second, wantMsg: "overloaded"},
-		{name: "529", status: 529, fixture: "error_529.json", wantKind: keel.ProviderOverloaded, retryable: true, wantMsg: "Overloaded"},
-		{name: "empty 500", status: 500, wantKind: keel.ProviderServer, retryable: true, wantMsg: "Internal Server Error"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, errorFixture(t, tt.status, tt.header, tt.fixture))
-			chunks, err := collect(t, newProvider(t, srv.URL).Stream(context.Background(), simpleRequest))
-			if len(chunks) != 0 {
-				t.Errorf("got chunks %+v before the error", chunks)
-			}
-			var pe *keel.ProviderError
-			if !errors.As(err, &pe) {
-				t.Fatalf("error = %T %v, want *keel.ProviderError", err, err)
-			}
-			got := [4]any{pe.Provider, pe.Kind, pe.Status, pe.Retryable}
-			if diff := cmp.Diff([4]any{"openai", tt.wantKind, tt.status, tt.retryable}, got); diff != "" {
-				t.Errorf("provider, kind, status, retryable (-want +got):\n%s", diff)
-			}
-			if wait := pe.RetryAfter.Std(); wait < tt.minWait || wait > tt.maxWait {
-				t.Errorf("RetryAfter = %v, want in [%v, %v]", wait, tt.minWait, tt.maxWait)
-			}
-			if !strings.Contains(pe.Message, tt.wantMsg) {
-				t.Errorf("message %q does not contain %q", pe.Message, tt.wantMsg)
-			}
-			// SDK retries are off: one physical request, whatever the status.
-			if n := srv.requests.Load(); n != 1 {
-				t.Errorf("server saw %d requests, want exactly 1", n)
-			}
-		})
-	}
+	providertest.CheckHTTPErrors(t, subject, []providertest.HTTPError{
+		{Name: "400", Status: 400, Fixture: "error_400.json", Kind: keel.ProviderInvalidRequest, Message: "'robot' is not one of"},
+		{Name: "401", Status: 401, Fixture: "error_401.json", Kind: keel.ProviderAuth, Message: "Incorrect API key provided: sk-[redacted]"},
+		{Name: "404 model", Status: 404, Fixture: "error_404_model.json", Kind: keel.ProviderUnknownModel, Message: "gpt-nope"},
+		{Name: "404 ollama", Status: 404, Fixture: "error_404_ollama.json", Kind: keel.ProviderInvalidRequest, Message: `model "llama9" not found`},
+		{Name: "429 seconds", Status: 429, Header: http.Header{"Retry-After": {"20"}}, Fixture: "error_429.json",
+			Kind: keel.ProviderRateLimited, Retryable: true, MinWait: 20 * time.Second, MaxWait: 20 * time.Second, Message: "Rate limit reached"},
+		{Name: "429 date", Status: 429, Header: http.Header{"Retry-After": {soon}}, Fixture: "error_429.json",
+			Kind: keel.ProviderRateLimited, Retryable: true, MinWait: 27 * time.Second, MaxWait: 30 * time.Second},
+		{Name: "429 ms", Status: 429, Header: http.Header{"Retry-After-Ms": {"1200"}, "Retry-After": {"2"}}, Fixture: "error_429.json",
+			Kind: keel.ProviderRateLimited, Retryable: true, MinWait: 1200 * time.Millisecond, MaxWait: 1200 * time.Millisecond},
+		{Name: "500", Status: 500, Fixture: "error_500.json", Kind: keel.ProviderServer, Retryable: true, Message: "The server had an error"},
+		{Name: "502 html", Status: 502, Header: http.Header{"Content-Type": {"text/html"}}, Fixture: "error_502.html", Kind: keel.ProviderServer, Retryable: true, Message: "502 Bad Gateway"},
+		{Name: "503", Status: 503, Header: http.Header{"Retry-After": {"5"}}, Fixture: "error_503.json",
+			Kind: keel.ProviderOverloaded, Retryable: true, MinWait: 5 * time.Second, MaxWait: 5 * time.Second, Message: "overloaded"},
+		{Name: "529", Status: 529, Fixture: "error_529.json", Kind: keel.ProviderOverloaded, Retryable: true, Message: "Overloaded"},
+		{Name: "empty 500", Status: 500, Kind: keel.ProviderServer, Retryable: true, Message: "Internal Server Error"},
+	})
 }
 
-func TestConnectionRefused(t *testing.T) {
-	srv := newServer(t, sseFixture(t, "text.sse"))
-	url := srv.URL
-	srv.Close()
-	_, err := collect(t, newProvider(t, url).Stream(context.Background(), simpleRequest))
-	var pe *keel.ProviderError
-	if !errors.As(err, &pe) || pe.Kind != keel.ProviderConnection || !pe.Retryable {
-		t.Fatalf("error = %v, want retryable connection ProviderError", err)
-	}
-}
+func TestConnectionRefused(t *testing.T) { providertest.CheckConnectionRefused(t, subject) }
 
 // Stopping early (yield returns false) releases the connection at once.
-func TestEarlyStopClosesBody(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
-	srv := newServer(t, blockAfterFirst(release))
-	rec := &closeRecorder{}
-	p, err := New(Config{BaseURL: srv.URL + "/v1", HTTPClient: &http.Client{Transport: rec}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []provider.Chunk
-	for c, err := range p.Stream(context.Background(), simpleRequest) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, c)
-		break
-	}
-	if diff := cmp.Diff([]provider.Chunk{{Text: "first"}}, got); diff != "" {
-		t.Errorf("chunks (-want +got):\n%s", diff)
-	}
-	if !rec.closed.Load() {
-		t.Error("response body still open after the consumer stopped")
-	}
-}
+func TestEarlyStopClosesBody(t *testing.T) { providertest.CheckEarlyStopClosesBody(t, subject) }
 
 // Cancelling the caller's context ends the stream with the context's own
 // error, unclassified, so the runtime sees a cancellation.
-func TestCancelMidStream(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
-	srv := newServer(t, blockAfterFirst(release))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var chunks []provider.Chunk
-	var failure error
-	for c, err := range newProvider(t, srv.URL).Stream(ctx, simpleRequest) {
-		if err != nil {
-			failure = err
-			continue
-		}
-		chunks = append(chunks, c)
-		cancel() // after the first chunk
-	}
-	if !errors.Is(failure, context.Canceled) {
-		t.Fatalf("error = %v, want context.Canceled", failure)
-	}
-	var pe *keel.ProviderError
-	if errors.As(failure, &pe) {
-		t.Errorf("cancellation was classified as %v", pe)
-	}
-	if len(chunks) != 1 {
-		t.Errorf("got %d chunks, want 1", len(chunks))
-	}
-}
+func TestCancelMidStream(t *testing.T) { providertest.CheckCancelMidStream(t, subject) }
 
 func TestRequestErrorsArePermanent(t *testing.T) {
-	srv := newServer(t, sseFixture(t, "text.sse"))
-	p := newProvider(t, srv.URL)
-	tests := []struct {
-		name string
-		req  provider.Request
-		kind keel.ProviderErrorKind
-	}{
-		{"no model", provider.Request{Messages: simpleRequest.Messages}, keel.ProviderUnknownModel},
-		{"bad role", provider.Request{Model: "m", Messages: []keel.Message{{Role: "robot", Content: "x"}}}, keel.ProviderInvalidRequest},
-		{"bad schema", provider.Request{Model: "m", Messages: simpleRequest.Messages,
-			Tools: []keel.ToolSpec{{Name: "t", Parameters: json.RawMessage(`[1,2]`)}}}, keel.ProviderInvalidRequest},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := collect(t, p.Stream(context.Background(), tt.req))
-			var pe *keel.ProviderError
-			if !errors.As(err, &pe) || pe.Kind != tt.kind || pe.Retryable {
-				t.Fatalf("error = %v, want permanent %s", err, tt.kind)
-			}
-		})
-	}
-	if n := srv.requests.Load(); n != 0 {
-		t.Errorf("server saw %d requests for requests that cannot be built", n)
-	}
+	providertest.CheckBadRequests(t, subject, []providertest.BadRequest{
+		{Name: "no model", Request: provider.Request{Messages: subject.Request.Messages}, Kind: keel.ProviderUnknownModel},
+		{Name: "bad role", Request: provider.Request{Model: "m", Messages: []keel.Message{{Role: "robot", Content: "x"}}}, Kind: keel.ProviderInvalidRequest},
+		{Name: "bad schema", Request: provider.Request{Model: "m", Messages: subject.Request.Messages,
+			Tools: []keel.ToolSpec{{Name: "t", Parameters: json.RawMessage(`[1,2]`)}}}, Kind: keel.ProviderInvalidRequest},
+	})
 }
 
 // A server that ignores "stream" and answers with one JSON document.
 func TestNotStreamed(t *testing.T) {
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := providertest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`))
 	})
-	_, err := collect(t, newProvider(t, srv.URL).Stream(context.Background(), simpleRequest))
+	_, err := providertest.Collect(t, subject.Provider(t, srv.URL).Stream(context.Background(), subject.Request))
 	var pe *keel.ProviderError
 	if !errors.As(err, &pe) || pe.Kind != keel.ProviderInvalidRequest || pe.Retryable {
 		t.Fatalf("error = %v, want permanent invalid_request", err)
