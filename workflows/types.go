@@ -233,7 +233,10 @@ type SessionStatus struct {
 	SessionID string            `json:"session_id"`
 	State     keel.SessionState `json:"state"`
 	Revision  int64             `json:"revision"`
-	// LastSeq is the last sequence of the session's committed log.
+	// LastSeq is the last sequence in the session's own log, which takes
+	// a run's events when the run ends. The active run's events follow it,
+	// numbered from ActiveRun.BaseSeq+1; the run's state query reports how
+	// far they go (RunStatus.LastSeq), and EventsFrom reads both.
 	LastSeq   int64         `json:"last_seq"`
 	Runs      int           `json:"runs"`
 	ActiveRun *RunRef       `json:"active_run,omitempty"`
