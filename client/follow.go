@@ -46,10 +46,10 @@ func (f *follower) follow(ctx context.Context, emit func(keel.Envelope) bool) er
 		return nil
 	}
 	sw := f.c.watch(f.session)
-	limit, err := f.c.committedNow(ctx, f.session)
-	if err != nil {
+	if err := sw.catchUp(ctx); err != nil {
 		return err
 	}
+	limit := sw.committed
 	followed := map[string]bool{}
 	for {
 		active, err := f.readLog(ctx, f.session, limit, deliver)
@@ -135,10 +135,10 @@ func (f *follower) activeRun(ctx context.Context, workflowID string) (*workflows
 // the session records one).
 func (f *follower) followRun(ctx context.Context, runID string, deliver func(keel.Envelope) error) error {
 	rw := f.c.watch(runID)
-	limit, err := f.c.committedNow(ctx, runID)
-	if err != nil {
+	if err := rw.catchUp(ctx); err != nil {
 		return err
 	}
+	limit := rw.committed
 	terminal := func(ev keel.Envelope) error {
 		if err := deliver(ev); err != nil {
 			return err

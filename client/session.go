@@ -174,11 +174,10 @@ func (s *Session) query(ctx context.Context, workflowID, name string, out any, a
 
 // waitCommitted waits until the session has committed its log up to seq.
 func (s *Session) waitCommitted(ctx context.Context, seq int64) error {
-	committed, err := s.c.committedNow(ctx, s.id)
-	if err != nil || committed >= seq {
+	w := s.c.watch(s.id)
+	if err := w.catchUp(ctx); err != nil {
 		return err
 	}
-	w := s.c.watch(s.id)
 	for w.committed < seq {
 		if _, err := w.wait(ctx); err != nil {
 			return err

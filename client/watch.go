@@ -24,6 +24,8 @@ type historyWatcher struct {
 	// (a workflows.Committed marker) in the history read so far; unlimited
 	// once the workflow closed.
 	committed int64
+	// last is the ID of the last history event read.
+	last int64
 }
 
 func (c *Client) watch(workflowID string) *historyWatcher {
@@ -48,6 +50,28 @@ func (w *historyWatcher) wait(ctx context.Context) (closed bool, err error) {
 		}
 	}
 	return true, nil
+}
+
+// catchUp reads the history there is now in long-poll mode, so that wait
+// goes on from its end without reading it again. The history's length,
+// taken first, says where "now" ends: a long poll gives no other sign of
+// having reached the end short of blocking there.
+func (w *historyWatcher) catchUp(ctx context.Context) error {
+	desc, err := w.c.tc.DescribeWorkflowExecution(ctx, w.workflowID, "")
+	if err != nil {
+		return fromTemporal(err, "workflow "+w.workflowID)
+	}
+	length := desc.GetWorkflowExecutionInfo().GetHistoryLength()
+	for !w.closed && w.last < length {
+		more, _, err := w.fetch(ctx, true)
+		if err != nil {
+			return err
+		}
+		if !more {
+			w.closed, w.committed = true, math.MaxInt64
+		}
+	}
+	return nil
 }
 
 // readAll reads the history there is now, without waiting for more.
@@ -77,6 +101,7 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 		return false, false, fromTemporal(err, "workflow "+w.workflowID)
 	}
 	for _, ev := range resp.GetHistory().GetEvents() {
+		w.last = ev.GetEventId()
 		if seq, ok := committedSeq(ev.GetMarkerRecordedEventAttributes()); ok && seq > w.committed {
 			w.committed = seq
 		}
