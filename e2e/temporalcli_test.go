@@ -34,11 +34,13 @@ import (
 // cliPayloads built from JSON text with encoding json/plain, sent with the
 // raw WorkflowService calls (SignalWorkflowExecution, QueryWorkflow) the
 // CLI makes, never the SDK's typed helpers or data converter; answers read
-// as the JSON text of the result payload. The real CLI cannot be built
-// here (its module replaces a nested module the proxy does not serve), so
-// TestTemporalCLIScript runs scripts/temporal-cli.sh against a stand-in
-// with the same flags and wire behaviour: TestHelperTemporalCLI, this test
-// binary re-executed.
+// as the JSON text of the result payload. The real CLI does not build from
+// the module proxy alone (its module replaces a nested module the proxy
+// does not serve), so by default TestTemporalCLIScript runs
+// scripts/temporal-cli.sh against a stand-in with the same flags, wire
+// calls and printed output: TestHelperTemporalCLI, this test binary
+// re-executed. With KEEL_TEMPORAL_CLI naming a real temporal binary it runs
+// against that instead.
 
 // cliJSONPlain is the encoding the temporal CLI gives --input payloads.
 const cliJSONPlain = "json/plain"
@@ -385,13 +387,28 @@ func cliSeqTypes(envs []keel.Envelope) []cliSeqType {
 	return out
 }
 
+// cliQueryHeader is what the temporal CLI prints before a query's answer
+// in its default text output; the answer follows as JSON on one line.
+const cliQueryHeader = "Query result:\n  QueryResult  "
+
+// cliAnswer reads the JSON answer out of the CLI's printed query result.
+func cliAnswer[T any](t *testing.T, printed string) T {
+	t.Helper()
+	text, ok := strings.CutPrefix(printed, cliQueryHeader)
+	if !ok {
+		t.Fatalf("not a query result as the temporal CLI prints one:\n%s", printed)
+	}
+	return cliParse[T](t, text)
+}
+
 // envTemporalStandIn makes TestHelperTemporalCLI act as the temporal CLI.
 const envTemporalStandIn = "KEEL_TEST_TEMPORAL_STAND_IN"
 
 // TestHelperTemporalCLI is not a test: re-executed by TestTemporalCLIScript
 // as `temporal` (through a wrapper script), it runs one `temporal workflow
 // query` or `temporal workflow signal` with the real CLI's flags and wire
-// calls, prints what it got (a query's JSON answer on one line) and exits.
+// calls, prints what it got as the real CLI does (a query's JSON answer on
+// one line, after the CLI's header) and exits.
 func TestHelperTemporalCLI(t *testing.T) {
 	if os.Getenv(envTemporalStandIn) != "1" {
 		t.Skip("run by TestTemporalCLIScript as a stand-in for the temporal CLI")
@@ -435,7 +452,7 @@ func temporalStandIn(ctx context.Context, args []string, stdout io.Writer) error
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintln(stdout, answer)
+		_, err = fmt.Fprintf(stdout, cliQueryHeader+"%s\n", answer)
 		return err
 	}
 	if err := w.signal(ctx, *workflowID, name, inputs...); err != nil {
@@ -445,8 +462,8 @@ func temporalStandIn(ctx context.Context, args []string, stdout io.Writer) error
 	return err
 }
 
-// TestTemporalCLIScript runs scripts/temporal-cli.sh, with the stand-in as
-// its temporal CLI, to steer and answer one run, cancel another through
+// TestTemporalCLIScript runs scripts/temporal-cli.sh, with the stand-in
+// (or KEEL_TEMPORAL_CLI) as its temporal CLI, to steer and answer one run, cancel another through
 // the session, and read state, events and history.
 func TestTemporalCLIScript(t *testing.T) {
 	if testing.Short() {
@@ -459,9 +476,15 @@ func TestTemporalCLIScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrapper := filepath.Join(t.TempDir(), "temporal")
-	if err := os.WriteFile(wrapper, []byte("#!/bin/sh\nexec \"$KEEL_TEST_BINARY\" -test.run='^TestHelperTemporalCLI$' -- \"$@\"\n"), 0o700); err != nil {
-		t.Fatal(err)
+	// KEEL_TEMPORAL_CLI naming a real temporal binary runs the script
+	// against it; otherwise against the stand-in, which answers as the
+	// real one does (checked that way with temporal v1.8.2).
+	wrapper := os.Getenv("KEEL_TEMPORAL_CLI")
+	if wrapper == "" {
+		wrapper = filepath.Join(t.TempDir(), "temporal")
+		if err := os.WriteFile(wrapper, []byte("#!/bin/sh\nexec \"$KEEL_TEST_BINARY\" -test.run='^TestHelperTemporalCLI$' -- \"$@\"\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
 	}
 	scriptPath, err := filepath.Abs(filepath.Join("..", "scripts", "temporal-cli.sh"))
 	if err != nil {
@@ -496,7 +519,7 @@ func TestTemporalCLIScript(t *testing.T) {
 	if want := fmt.Sprintf(prefix, "query") + "cli-script/run-1 --type state\n"; errOut != want {
 		t.Errorf("state printed %q, want %q", errOut, want)
 	}
-	rs := cliParse[workflows.RunStatus](t, out)
+	rs := cliAnswer[workflows.RunStatus](t, out)
 	if len(rs.Requests) != 1 {
 		t.Fatalf("run state: %+v", rs)
 	}
@@ -523,12 +546,12 @@ func TestTemporalCLIScript(t *testing.T) {
 	}
 
 	out, _ = script(t, 0, "events", "cli-script", "--after", "0", "--limit", "3")
-	page := cliParse[workflows.EventsPage](t, out)
+	page := cliAnswer[workflows.EventsPage](t, out)
 	if got := cliSeqTypes(page.Events); len(got) != 3 || got[0] != (cliSeqType{1, keel.TypeRunStarted}) || got[2].Seq != 3 || !page.More {
 		t.Errorf("events --after 0 --limit 3: %v, more %v", got, page.More)
 	}
 	out, _ = script(t, 0, "history", "cli-script")
-	hist := cliParse[workflows.HistoryPage](t, out)
+	hist := cliAnswer[workflows.HistoryPage](t, out)
 	var contents []string
 	for _, m := range hist.Messages {
 		contents = append(contents, m.Content)
@@ -549,7 +572,7 @@ func TestTemporalCLIScript(t *testing.T) {
 		t.Fatalf("outcome of run 2: %v, want cancelled", err)
 	}
 	out, _ = script(t, 0, "state", "cli-script-2")
-	if ss := cliParse[workflows.SessionStatus](t, out); ss.Runs != 1 || ss.Last == nil || ss.Last.Status != keel.StatusCancelled {
+	if ss := cliAnswer[workflows.SessionStatus](t, out); ss.Runs != 1 || ss.Last == nil || ss.Last.Status != keel.StatusCancelled {
 		t.Errorf("session state: %+v", ss)
 	}
 
