@@ -249,6 +249,7 @@ func TestStreamFaults(t *testing.T) {
 	t.Run("hang until cancelled", func(t *testing.T) {
 		s := mustParse(t, `{"turns":[{"failures":[{"kind":"hang","after_chunks":1}],`+turn+`}]}`)
 		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
 		var got []provider.Chunk
 		var failure error
 		for c, err := range New(s).Stream(ctx, after(0, 1)) {
