@@ -79,13 +79,15 @@ func (a *Activities) publish(ctx context.Context, sessionID, runID string, after
 type heartbeater struct {
 	nudges chan struct{}
 	stop   context.CancelFunc
+	done   chan struct{}
 }
 
 // startHeartbeats starts heartbeating for the activity of ctx until Stop.
 func startHeartbeats(ctx context.Context) *heartbeater {
 	hctx, stop := context.WithCancel(ctx)
-	h := &heartbeater{nudges: make(chan struct{}, 1), stop: stop}
+	h := &heartbeater{nudges: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
 	go func() {
+		defer close(h.done)
 		t := time.NewTicker(HeartbeatInterval)
 		defer t.Stop()
 		for {
@@ -109,8 +111,12 @@ func (h *heartbeater) Nudge() {
 	}
 }
 
-// Stop ends the heartbeats.
-func (h *heartbeater) Stop() { h.stop() }
+// Stop ends the heartbeats and waits for one in flight: the activity's
+// context must not be used once the activity has returned.
+func (h *heartbeater) Stop() {
+	h.stop()
+	<-h.done
+}
 
 func truncateOutput(s string) string {
 	if len(s) <= MaxToolOutput {
