@@ -97,6 +97,9 @@ func startHeartbeats(ctx context.Context) *heartbeater {
 			case <-t.C:
 			case <-h.nudges:
 			}
+			if hctx.Err() != nil {
+				return // stopped while a nudge was pending: select picked either
+			}
 			activity.RecordHeartbeat(ctx)
 		}
 	}()
