@@ -24,7 +24,6 @@ import (
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/provider"
 	"github.com/keelrun/keel/provider/scripted"
-	"github.com/keelrun/keel/worker"
 	"github.com/keelrun/keel/workflows"
 )
 
@@ -43,37 +42,18 @@ func (c *faultCounter) Stream(ctx context.Context, req provider.Request) iter.Se
 
 // faultEnv is a Run workflow test environment whose provider is counted.
 type faultEnv struct {
-	*testsuite.TestWorkflowEnvironment
-	live  *live.Memory
+	*runEnv
 	calls *faultCounter
 }
 
 func newFaultEnv(t *testing.T, script string) *faultEnv {
 	t.Helper()
-	s, err := scripted.Parse([]byte(script))
-	require.NoError(t, err)
 	var suite testsuite.WorkflowTestSuite
 	// Injected failures make the SDK log every failed attempt as an error;
 	// the assertions say what matters, so -v prints the matrix, not noise.
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
-	env := suite.NewTestWorkflowEnvironment()
-	mem := live.NewMemory()
-	t.Cleanup(func() { _ = mem.Close() })
-	calls := &faultCounter{Provider: scripted.New(s)}
-	acts := &activities.Activities{Models: scriptModels{calls}, Tools: testTools(t), Live: mem}
-	worker.Register(env, acts)
-	return &faultEnv{TestWorkflowEnvironment: env, live: mem, calls: calls}
-}
-
-func (e *faultEnv) run(t *testing.T, in workflows.RunInput) workflows.RunResult {
-	t.Helper()
-	e.ExecuteWorkflow(workflows.RunWorkflowName, in)
-	require.True(t, e.IsWorkflowCompleted())
-	require.NoError(t, e.GetWorkflowError())
-	var res workflows.RunResult
-	require.NoError(t, e.GetWorkflowResult(&res))
-	checkLog(t, in.BaseSeq, res.Events)
-	return res
+	calls := &faultCounter{Provider: scripted.New(parseScript(t, script))}
+	return &faultEnv{runEnv: newEnvOf(t, &suite, calls), calls: calls}
 }
 
 // faultEvents spells event sequences in the matrix with short words.
@@ -381,7 +361,7 @@ func TestFaultMatrix(t *testing.T) {
 	for _, tc := range faultMatrix {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newFaultEnv(t, `{"turns":[{"failures":`+tc.failures+`,`+faultTurn+`}]}`)
-			res := env.run(t, runInput("go"))
+			res := env.execRun(t, runInput("go"))
 			waits := checkFaultCase(t, tc, env, res)
 			// The row shows what was measured (it equals the case's
 			// expectation once the checks passed).
@@ -576,7 +556,7 @@ func TestCancelDuringRetryWait(t *testing.T) {
 					}
 				}, 10*time.Second)
 			})
-			res := env.run(t, runInput("go"))
+			res := env.execRun(t, runInput("go"))
 
 			if diff := cmp.Diff(faultSeq(t, "started step usage reset retry cancelled"), types(res.Events)); diff != "" {
 				t.Fatalf("events (-want +got):\n%s", diff)
@@ -622,7 +602,7 @@ func TestCancelDuringStream(t *testing.T) {
 		cancelAt.Store(&now)
 		env.SignalWorkflow(workflows.SignalCancel, nil)
 	}()
-	res := env.run(t, runInput("go"))
+	res := env.execRun(t, runInput("go"))
 
 	if diff := cmp.Diff(faultSeq(t, "started step usage cancelled"), types(res.Events)); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)

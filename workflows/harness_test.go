@@ -59,13 +59,25 @@ type runEnv struct {
 // newRunEnv returns a test environment running script with the test tools.
 func newRunEnv(t *testing.T, script string, extra ...tool.Tool) *runEnv {
 	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	return newEnvOf(t, &suite, scripted.New(parseScript(t, script)), extra...)
+}
+
+func parseScript(t *testing.T, script string) *scripted.Script {
+	t.Helper()
 	s, err := scripted.Parse([]byte(script))
 	require.NoError(t, err)
-	var suite testsuite.WorkflowTestSuite
+	return s
+}
+
+// newEnvOf returns an environment of suite whose every model is p, with
+// the test tools and an in-process live channel.
+func newEnvOf(t *testing.T, suite *testsuite.WorkflowTestSuite, p provider.Provider, extra ...tool.Tool) *runEnv {
+	t.Helper()
 	env := suite.NewTestWorkflowEnvironment()
 	mem := live.NewMemory()
 	t.Cleanup(func() { _ = mem.Close() })
-	acts := &activities.Activities{Models: scriptModels{scripted.New(s)}, Tools: testTools(t, extra...), Live: mem}
+	acts := &activities.Activities{Models: scriptModels{p}, Tools: testTools(t, extra...), Live: mem}
 	worker.Register(env, acts)
 	return &runEnv{TestWorkflowEnvironment: env, live: mem}
 }
