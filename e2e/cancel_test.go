@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/internal/keeltest"
-	"github.com/keelrun/keel/provider/scripted"
 	"github.com/keelrun/keel/workflows"
 )
 
@@ -21,18 +21,27 @@ import (
 // a durable retry timer, and the run must end at once.
 const cancelBound = time.Second
 
-func cancelScripted(t *testing.T, script string) *faultsProvider {
+// cancelAndTime cancels run and waits for its outcome, which must be
+// ErrCancelled; the time from the cancel to the outcome is logged and held
+// to cancelBound (not fatally: what the run committed is checked whatever
+// the time).
+func cancelAndTime(t *testing.T, ctx context.Context, run *client.Run, what string) keel.Outcome {
 	t.Helper()
-	s, err := scripted.Parse([]byte(script))
-	require.NoError(t, err)
-	return newFaultsProvider(scripted.New(s))
+	start := time.Now()
+	require.NoError(t, run.Cancel(ctx))
+	out, err := run.Outcome(ctx)
+	elapsed := time.Since(start)
+	require.ErrorIs(t, err, keel.ErrCancelled)
+	t.Logf("cancel during %s: outcome after %v", what, elapsed.Round(time.Millisecond))
+	assert.Less(t, elapsed, cancelBound, "cancel to outcome")
+	return out
 }
 
 // Cancel while the provider stream hangs after two chunks: the outcome is
 // ErrCancelled within a second of the cancel, the streamed text is kept as
 // an aborted assistant message, and no further request is made.
 func TestCancelDuringStreamE2E(t *testing.T) {
-	p := cancelScripted(t, `{"turns":[{"failures":[{"kind":"hang","after_chunks":2}],
+	p := scriptedFaults(t, `{"turns":[{"failures":[{"kind":"hang","after_chunks":2}],
 	  "text":["Hel","lo"," world"],"usage":{"input_tokens":10,"output_tokens":5}}]}`)
 	c, srv := faultsStack(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -41,22 +50,9 @@ func TestCancelDuringStreamE2E(t *testing.T) {
 	run, err := c.Session("cancel-stream").Send(ctx, "go")
 	require.NoError(t, err)
 	// Wait until the activity has taken both chunks; the stream then hangs.
-	for range 2 {
-		select {
-		case <-p.texts:
-		case <-ctx.Done():
-			t.Fatal("the stream never started")
-		}
-	}
+	p.awaitTexts(t, ctx, 2)
 
-	start := time.Now()
-	require.NoError(t, run.Cancel(ctx))
-	out, err := run.Outcome(ctx)
-	elapsed := time.Since(start)
-	require.ErrorIs(t, err, keel.ErrCancelled)
-	t.Logf("cancel during a hanging stream: outcome after %v", elapsed.Round(time.Millisecond))
-	// Not fatal: what the run committed is checked whatever the time.
-	assert.Less(t, elapsed, cancelBound, "cancel to outcome")
+	out := cancelAndTime(t, ctx, run, "a hanging stream")
 
 	require.Equal(t, keel.StatusCancelled, out.Status)
 	require.Equal(t, int32(1), p.requests.Load(), "no request after the cancel")
@@ -69,8 +65,7 @@ func TestCancelDuringStreamE2E(t *testing.T) {
 	if diff := cmp.Diff(want, res.Messages); diff != "" {
 		t.Fatalf("messages (-want +got):\n%s", diff)
 	}
-	types := faultsTypes(res.Events)
-	if diff := cmp.Diff([]string{keel.TypeRunStarted, keel.TypeStepStarted, keel.TypeUsageUpdated, keel.TypeRunCancelled}, types); diff != "" {
+	if diff := cmp.Diff([]string{keel.TypeRunStarted, keel.TypeStepStarted, keel.TypeUsageUpdated, keel.TypeRunCancelled}, types(res.Events)); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)
 	}
 }
@@ -78,7 +73,7 @@ func TestCancelDuringStreamE2E(t *testing.T) {
 // Cancel during the 60 s wait a 429 asked for: the outcome is ErrCancelled
 // within a second of the cancel, and the second request never happens.
 func TestCancelDuringRetryWaitE2E(t *testing.T) {
-	p := cancelScripted(t, `{"turns":[{"failures":[{"kind":"rate_limited","status":429,"retry_after":"60s"}],
+	p := scriptedFaults(t, `{"turns":[{"failures":[{"kind":"rate_limited","status":429,"retry_after":"60s"}],
 	  "text":["Hello"]}]}`)
 	c, _ := faultsStack(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -101,13 +96,7 @@ func TestCancelDuringRetryWaitE2E(t *testing.T) {
 	require.Len(t, retry, 1)
 	require.Equal(t, keel.Duration(60*time.Second), retry[0].Delay)
 
-	start := time.Now()
-	require.NoError(t, run.Cancel(ctx))
-	out, err := run.Outcome(ctx)
-	elapsed := time.Since(start)
-	require.ErrorIs(t, err, keel.ErrCancelled)
-	t.Logf("cancel during a 60 s retry wait: outcome after %v", elapsed.Round(time.Millisecond))
-	assert.Less(t, elapsed, cancelBound, "cancel to outcome")
+	out := cancelAndTime(t, ctx, run, "a 60 s retry wait")
 
 	require.Equal(t, keel.StatusCancelled, out.Status)
 	require.Equal(t, int32(1), p.requests.Load(), "no request after the cancel")
@@ -115,7 +104,7 @@ func TestCancelDuringRetryWaitE2E(t *testing.T) {
 	require.NoError(t, err)
 	want := []string{keel.TypeRunStarted, keel.TypeStepStarted, keel.TypeUsageUpdated,
 		keel.TypeProviderStreamReset, keel.TypeProviderRetry, keel.TypeRunCancelled}
-	if diff := cmp.Diff(want, faultsTypes(events)); diff != "" {
+	if diff := cmp.Diff(want, types(events)); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)
 	}
 }

@@ -59,6 +59,26 @@ func (f *faultsProvider) Stream(ctx context.Context, req provider.Request) iter.
 	}
 }
 
+// scriptedFaults is a faultsProvider playing a scripted-provider script.
+func scriptedFaults(t *testing.T, script string) *faultsProvider {
+	t.Helper()
+	s, err := scripted.Parse([]byte(script))
+	require.NoError(t, err)
+	return newFaultsProvider(scripted.New(s))
+}
+
+// awaitTexts waits until the activity has taken n text chunks.
+func (f *faultsProvider) awaitTexts(t *testing.T, ctx context.Context, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-f.texts:
+		case <-ctx.Done():
+			t.Fatal("the stream never started")
+		}
+	}
+}
+
 // Resolve makes faultsProvider its own resolver: every model spec is it.
 func (f *faultsProvider) Resolve(string) (provider.Provider, string, error) {
 	return f, "test-model", nil
@@ -87,14 +107,6 @@ func faultsDurable(ctx context.Context, t *testing.T, run *client.Run) []keel.En
 		if ev.Durable() {
 			out = append(out, ev)
 		}
-	}
-	return out
-}
-
-func faultsTypes(evs []keel.Envelope) []string {
-	out := make([]string, len(evs))
-	for i, ev := range evs {
-		out[i] = ev.Type
 	}
 	return out
 }
@@ -149,7 +161,7 @@ func TestFaultsOpenAIRetryAfterE2E(t *testing.T) {
 	want := []string{keel.TypeRunStarted, keel.TypeStepStarted,
 		keel.TypeUsageUpdated, keel.TypeProviderStreamReset, keel.TypeProviderRetry,
 		keel.TypeUsageUpdated, keel.TypeModelCallCompleted, keel.TypeRunCompleted}
-	if diff := cmp.Diff(want, faultsTypes(events)); diff != "" {
+	if diff := cmp.Diff(want, types(events)); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)
 	}
 	for i, ev := range events {
@@ -187,13 +199,13 @@ func TestFaultsOpenAIBadChunkRetriedE2E(t *testing.T) {
 	hs := providertest.NewServer(t,
 		providertest.SSE(t, faultsFixture("bad_chunk.sse")), providertest.SSE(t, faultsFixture("text.sse")))
 	out, err, events := faultsOpenAIRun(t, hs, "faults-openai-bad-chunk")
-	require.NoError(t, err, "events: %v", faultsTypes(events))
+	require.NoError(t, err, "events: %v", types(events))
 	require.Equal(t, "Hello, world!", out.Text)
 	require.Len(t, hs.Requests(), 2)
 	want := []string{keel.TypeRunStarted, keel.TypeStepStarted,
 		keel.TypeUsageUpdated, keel.TypeProviderStreamReset,
 		keel.TypeUsageUpdated, keel.TypeModelCallCompleted, keel.TypeRunCompleted}
-	if diff := cmp.Diff(want, faultsTypes(events)); diff != "" {
+	if diff := cmp.Diff(want, types(events)); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)
 	}
 }
@@ -202,10 +214,8 @@ func TestFaultsOpenAIBadChunkRetriedE2E(t *testing.T) {
 // streams abandons that attempt; the run must go on on another worker, as
 // after a crash, not fail.
 func TestFaultsWorkerStopMidStreamE2E(t *testing.T) {
-	s, err := scripted.Parse([]byte(`{"turns":[{"failures":[{"kind":"hang","after_chunks":2}],
-	  "text":["Hel","lo"," world"],"usage":{"input_tokens":10,"output_tokens":5}}]}`))
-	require.NoError(t, err)
-	p := newFaultsProvider(scripted.New(s))
+	p := scriptedFaults(t, `{"turns":[{"failures":[{"kind":"hang","after_chunks":2}],
+	  "text":["Hel","lo"," world"],"usage":{"input_tokens":10,"output_tokens":5}}]}`)
 	srv := keeltest.StartServer(t, devserver.Config{})
 	first := keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: p})
 	c := keeltest.Client(t, srv, nil)
@@ -214,13 +224,7 @@ func TestFaultsWorkerStopMidStreamE2E(t *testing.T) {
 
 	run, err := c.Session("faults-worker-stop").Send(ctx, "go")
 	require.NoError(t, err)
-	for range 2 {
-		select {
-		case <-p.texts:
-		case <-ctx.Done():
-			t.Fatal("the stream never started")
-		}
-	}
+	p.awaitTexts(t, ctx, 2)
 	// The stream hangs; the worker drains for its stop timeout, then
 	// cancels the activity and exits. Another worker takes over.
 	first.Stop()
@@ -241,7 +245,7 @@ func TestFaultsWorkerStopMidStreamE2E(t *testing.T) {
 	// takes a query, which is not what this test is about.
 	var res workflows.RunResult
 	require.NoError(t, tc.GetWorkflow(ctx, run.ID, "").Get(ctx, &res))
-	require.NoError(t, err, "events: %v", faultsTypes(res.Events))
+	require.NoError(t, err, "events: %v", types(res.Events))
 	require.Equal(t, "Hello world", out.Text)
 	require.Equal(t, int32(2), p.requests.Load())
 	require.Equal(t, 2, out.UsageTotal.Requests)

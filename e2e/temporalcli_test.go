@@ -192,7 +192,7 @@ func (c *cliEventCursor) until(typ string) keel.Envelope {
 	for {
 		env, err, ok := c.next()
 		if !ok {
-			c.t.Fatalf("the run's events ended before %s; seen: %v", typ, cliTypes(c.seen))
+			c.t.Fatalf("the run's events ended before %s; seen: %v", typ, types(c.seen))
 		}
 		if err != nil {
 			c.t.Fatalf("events: %v", err)
@@ -202,14 +202,6 @@ func (c *cliEventCursor) until(typ string) keel.Envelope {
 			return env
 		}
 	}
-}
-
-func cliTypes(envs []keel.Envelope) []string {
-	out := make([]string, len(envs))
-	for i, e := range envs {
-		out[i] = e.Type
-	}
-	return out
 }
 
 // cliInOrder reports whether want occurs in got in this order, not
@@ -304,7 +296,7 @@ func TestTemporalCLIWire(t *testing.T) {
 		}
 		want := []string{keel.TypeRunStarted, keel.TypeHostInputRequested, keel.TypeSteeringAccepted,
 			keel.TypeHostInputResolved, keel.TypeToolFinished, keel.TypeSteeringApplied, keel.TypeRunCompleted}
-		if got := cliTypes(page.Events); !cliInOrder(got, want) {
+		if got := types(page.Events); !cliInOrder(got, want) {
 			t.Errorf("events %v do not contain %v in order", got, want)
 		}
 
@@ -347,7 +339,7 @@ func TestTemporalCLIWire(t *testing.T) {
 		}
 		page := cliQuery[workflows.EventsPage](t, ctx, w, "cli-cancel", "events", `{"after":0}`)
 		want := []string{keel.TypeRunStarted, keel.TypeToolStarted, keel.TypeToolFinished, keel.TypeRunCancelled}
-		if got := cliTypes(page.Events); !cliInOrder(got, want) || got[len(got)-1] != keel.TypeRunCancelled {
+		if got := types(page.Events); !cliInOrder(got, want) || got[len(got)-1] != keel.TypeRunCancelled {
 			t.Errorf("events %v: want %v in order, ending with the cancel", got, want)
 		}
 		// The run's workflow is closed: the CLI's signal now fails, loudly.
