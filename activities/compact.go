@@ -17,11 +17,7 @@ const compactSystem = `You compact conversations between a user and an AI agent.
 // Compact asks the run's model for a summary of the first in.Cut messages
 // of the conversation, which the Run workflow puts in their place.
 func (a *Activities) Compact(ctx context.Context, in CompactInput) (*CompactResult, error) {
-	p, model, err := a.Models.Resolve(in.Model)
-	if err != nil {
-		return nil, turnError(&TurnFailure{Provider: asProviderError(in.Model, err)})
-	}
-	messages, err := a.transcript(ctx, in.Transcript, in.Tail)
+	p, model, messages, err := a.prepare(ctx, in.Model, in.Transcript, in.Tail)
 	if err != nil {
 		return nil, err
 	}

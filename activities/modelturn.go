@@ -20,11 +20,7 @@ import (
 // detail; cancellation returns a CanceledError carrying the partial text.
 func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (*ModelTurnResult, error) {
 	start := time.Now()
-	p, model, err := a.Models.Resolve(in.Model)
-	if err != nil {
-		return nil, turnError(&TurnFailure{Provider: asProviderError(in.Model, err)})
-	}
-	messages, err := a.transcript(ctx, in.Transcript, in.Tail)
+	p, model, messages, err := a.prepare(ctx, in.Model, in.Transcript, in.Tail)
 	if err != nil {
 		return nil, err
 	}

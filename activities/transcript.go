@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/provider"
 )
 
 // transcript rebuilds the conversation a turn refers to: from the worker's
@@ -116,4 +117,19 @@ func (c *transcriptCache) putLocked(ref TranscriptRef, msgs []keel.Message) {
 		c.order.Remove(old)
 		delete(c.entries, old.Value.(*cacheEntry).key)
 	}
+}
+
+// prepare resolves a model spec and rebuilds the conversation a model
+// request is about. An unusable spec fails as a turn failure the Run
+// workflow does not retry.
+func (a *Activities) prepare(ctx context.Context, spec string, ref TranscriptRef, tail []keel.Message) (provider.Provider, string, []keel.Message, error) {
+	p, model, err := a.Models.Resolve(spec)
+	if err != nil {
+		return nil, "", nil, turnError(&TurnFailure{Provider: asProviderError(spec, err)})
+	}
+	messages, err := a.transcript(ctx, ref, tail)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return p, model, messages, nil
 }
