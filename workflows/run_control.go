@@ -118,11 +118,8 @@ func (r *run) requestCancel() {
 }
 
 func (r *run) validateSteer(req SteerRequest) error {
-	switch {
-	case req.Text == "":
-		return wireError(keel.Errorf(keel.CodeInvalidInput, "steering text is empty"))
-	case len(req.Text) > MaxPromptBytes:
-		return wireError(keel.Errorf(keel.CodeInvalidInput, "steering text is %d bytes; the limit is %d", len(req.Text), MaxPromptBytes))
+	if err := checkText("steering text", req.Text); err != nil {
+		return err
 	}
 	return r.accepting()
 }

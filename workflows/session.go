@@ -163,11 +163,8 @@ func (s *session) activeRef() *RunRef {
 
 // validateSend rejects a prompt before it enters history.
 func (s *session) validateSend(req SendRequest) error {
-	switch {
-	case req.Prompt == "":
-		return wireError(keel.Errorf(keel.CodeInvalidInput, "prompt is empty"))
-	case len(req.Prompt) > MaxPromptBytes:
-		return wireError(keel.Errorf(keel.CodeInvalidInput, "prompt is %d bytes; the limit is %d", len(req.Prompt), MaxPromptBytes))
+	if err := checkText("prompt", req.Prompt); err != nil {
+		return err
 	}
 	switch req.IfActive {
 	case "", IfActiveReject, IfActiveQueue:

@@ -161,6 +161,18 @@ type SendRequest struct {
 // MaxPromptBytes bounds a prompt or steering text.
 const MaxPromptBytes = 256 << 10
 
+// checkText refuses an empty text or one over MaxPromptBytes; what names
+// it in the error ("prompt", "steering text").
+func checkText(what, text string) error {
+	switch {
+	case text == "":
+		return wireError(keel.Errorf(keel.CodeInvalidInput, "%s is empty", what))
+	case len(text) > MaxPromptBytes:
+		return wireError(keel.Errorf(keel.CodeInvalidInput, "%s is %d bytes; the limit is %d", what, len(text), MaxPromptBytes))
+	}
+	return nil
+}
+
 // SendResult is the answer of the "send" update.
 type SendResult struct {
 	RunID    string `json:"run_id"`
