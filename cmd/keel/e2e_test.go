@@ -55,6 +55,17 @@ func (w *watchWriter) String() string {
 
 // wait returns once the output contains the string, or fails the test
 // when ctx ends first.
+// inBackground runs a keel command in a goroutine and returns once its
+// stdout shows want; the command's exit status arrives on done.
+func inBackground(t *testing.T, ctx context.Context, want string, run func(stdout, stderr io.Writer) int) (out *watchWriter, errOut *bytes.Buffer, done <-chan int) {
+	t.Helper()
+	out, errOut = newWatchWriter(want), &bytes.Buffer{}
+	status := make(chan int, 1)
+	go func() { status <- run(out, errOut) }()
+	out.wait(t, ctx)
+	return out, errOut, status
+}
+
 func (w *watchWriter) wait(t *testing.T, ctx context.Context) {
 	t.Helper()
 	select {
@@ -259,13 +270,9 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("cancel", func(t *testing.T) {
 		model := writeScript(t, `{"turns":[{"tool_calls":[{"id":"z","name":"sleep","arguments":{"seconds":3600}}]},{"text":["woke"]}]}`)
-		out := newWatchWriter("┌ sleep")
-		var errOut bytes.Buffer
-		done := make(chan int, 1)
-		go func() {
-			done <- dispatch(ctx, withConn("run", "--session", "e2e-cancel", "--model", model, "--tools", "sleep", "nap"), out, &errOut)
-		}()
-		out.wait(t, ctx)
+		out, errOut, done := inBackground(t, ctx, "┌ sleep", func(stdout, stderr io.Writer) int {
+			return dispatch(ctx, withConn("run", "--session", "e2e-cancel", "--model", model, "--tools", "sleep", "nap"), stdout, stderr)
+		})
 
 		// A second prompt while the run is active is refused, with a hint.
 		var o2, e2 bytes.Buffer
@@ -306,13 +313,9 @@ func TestEndToEnd(t *testing.T) {
 		// Ctrl-C while following: keel run returns, the run goes on.
 		runCtx, interrupt := context.WithCancel(ctx)
 		defer interrupt()
-		out := newWatchWriter("┌ sleep")
-		var errOut bytes.Buffer
-		done := make(chan int, 1)
-		go func() {
-			done <- dispatch(runCtx, withConn("run", "--session", "e2e-detach", "--model", model, "--tools", "sleep", "nap"), out, &errOut)
-		}()
-		out.wait(t, ctx)
+		_, errOut, done := inBackground(t, ctx, "┌ sleep", func(stdout, stderr io.Writer) int {
+			return dispatch(runCtx, withConn("run", "--session", "e2e-detach", "--model", model, "--tools", "sleep", "nap"), stdout, stderr)
+		})
 		interrupt()
 		if code := <-done; code != exitDetached {
 			t.Errorf("exit status %d after Ctrl-C, want %d", code, exitDetached)
@@ -397,13 +400,9 @@ func TestEndToEnd(t *testing.T) {
 		model := writeScript(t, `{"turns":[
 		  {"tool_calls":[{"id":"q","name":"ask_user","arguments":{"question":"Proceed?"}}]},
 		  {"text":["Thanks."]}]}`)
-		out := newWatchWriter("waiting for an answer: keel respond e2e-ask ")
-		var errOut bytes.Buffer
-		done := make(chan int, 1)
-		go func() {
-			done <- dispatch(ctx, withConn("run", "--session", "e2e-ask", "--model", model, "--tools", "ask_user", "ask me"), out, &errOut)
-		}()
-		out.wait(t, ctx)
+		out, errOut, done := inBackground(t, ctx, "waiting for an answer: keel respond e2e-ask ", func(stdout, stderr io.Writer) int {
+			return dispatch(ctx, withConn("run", "--session", "e2e-ask", "--model", model, "--tools", "ask_user", "ask me"), stdout, stderr)
+		})
 		var o, e bytes.Buffer
 		if code := keel(ctx, &o, &e, withConn("respond", "e2e-ask")...); code != exitOK || !strings.Contains(o.String(), "Proceed?") {
 			t.Fatalf("respond (list): status %d, stdout %q, stderr %q", code, o.String(), e.String())
@@ -574,13 +573,9 @@ func TestDevDemo(t *testing.T) {
 	runCtx, interrupt := context.WithCancel(ctx)
 	defer interrupt()
 	dataDir := t.TempDir()
-	out := newWatchWriter("Everything stays up until Ctrl-C.")
-	var errOut bytes.Buffer
-	done := make(chan int, 1)
-	go func() {
-		done <- cmdDev(runCtx, []string{"--data-dir", dataDir, "--port", "0", "--ui-port", "0", "--nats-port", "0", "--demo"}, out, &errOut)
-	}()
-	out.wait(t, ctx)
+	out, errOut, done := inBackground(t, ctx, "Everything stays up until Ctrl-C.", func(stdout, stderr io.Writer) int {
+		return cmdDev(runCtx, []string{"--data-dir", dataDir, "--port", "0", "--ui-port", "0", "--nats-port", "0", "--demo"}, stdout, stderr)
+	})
 	interrupt()
 	var code int
 	select {
