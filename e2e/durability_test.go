@@ -383,9 +383,9 @@ const lossSleepScript = `{"turns":[
 // TimerFired included (tool.finished and step.started, with a stale clock),
 // and the cancel signal sent right after lands before the real task, which
 // commits run.cancelled where the query said step.started. Workflows
-// publish the sequence they committed in their memo
-// (workflows.MemoCommittedSeq) for exactly this reason: a query answer can
-// be trusted only up to it.
+// record the sequence they committed in a side-effect marker
+// (workflows.Committed) for exactly this reason: a query answer can be
+// trusted only up to it.
 func TestFollowAcrossWorkerLossDeliversOnlyCommittedEvents(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	s := newKillStack(t, lossSleepScript)
@@ -396,7 +396,7 @@ func TestFollowAcrossWorkerLossDeliversOnlyCommittedEvents(t *testing.T) {
 	f := followRun(ctx, run)
 	f.waitFor(t, ctx, "tool.started of the sleep", sawToolStarted("sleep"))
 	first.kill()
-	committed := memoCommittedSeq(t, ctx, s.client.Temporal(), run.ID)
+	committed := markedCommittedSeq(t, ctx, s.client.Temporal(), run.ID)
 
 	type answer struct {
 		page workflows.EventsPage

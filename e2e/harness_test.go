@@ -469,9 +469,9 @@ func requireTranscript(t *testing.T, ctx context.Context, sess *client.Session, 
 	}
 }
 
-// memoCommittedSeq reads the sequence a running workflow has recorded as
+// markedCommittedSeq reads the sequence a running workflow has recorded as
 // committed: its last workflows.Committed marker.
-func memoCommittedSeq(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID string) int64 {
+func markedCommittedSeq(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID string) int64 {
 	t.Helper()
 	it := tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	seq, found := int64(0), false
