@@ -36,16 +36,11 @@ func (c *Client) watch(workflowID string) *historyWatcher {
 // whether the workflow has closed; after that it returns at once.
 func (w *historyWatcher) wait(ctx context.Context) (closed bool, err error) {
 	for !w.closed {
-		more, changed, err := w.fetch(ctx, true)
+		_, changed, err := w.fetch(ctx, true)
 		if err != nil {
 			return false, err
 		}
-		if !more {
-			// A long poll ends its token only when the workflow closed.
-			w.closed, w.committed = true, math.MaxInt64
-			return true, nil
-		}
-		if changed {
+		if changed && !w.closed {
 			return false, nil
 		}
 	}
@@ -63,12 +58,8 @@ func (w *historyWatcher) catchUp(ctx context.Context) error {
 	}
 	length := desc.GetWorkflowExecutionInfo().GetHistoryLength()
 	for !w.closed && w.last < length {
-		more, _, err := w.fetch(ctx, true)
-		if err != nil {
+		if _, _, err := w.fetch(ctx, true); err != nil {
 			return err
-		}
-		if !more {
-			w.closed, w.committed = true, math.MaxInt64
 		}
 	}
 	return nil
@@ -119,6 +110,11 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 		}
 	}
 	w.token = resp.GetNextPageToken()
+	if longPoll && len(w.token) == 0 {
+		// A long poll ends its token only when the workflow closed.
+		changed = true
+		w.closed, w.committed = true, math.MaxInt64
+	}
 	return len(w.token) > 0, changed, nil
 }
 
