@@ -1,9 +1,9 @@
 package provider
 
 import (
+	"fmt"
 	"net"
 	"net/url"
-	"strconv"
 	"strings"
 )
 
@@ -15,21 +15,13 @@ import (
 func CheckEndpoint(baseURL, apiKey string, badURL, noKey error) error {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return &endpointError{err: badURL, url: baseURL}
+		return fmt.Errorf("%w: %q", badURL, baseURL)
 	}
 	if apiKey == "" && !IsLocal(u) {
 		return noKey
 	}
 	return nil
 }
-
-type endpointError struct {
-	err error
-	url string
-}
-
-func (e *endpointError) Error() string { return e.err.Error() + ": " + strconv.Quote(e.url) }
-func (e *endpointError) Unwrap() error { return e.err }
 
 // IsLocal reports whether u names a host that plausibly needs no API key:
 // loopback, private, link-local or unspecified addresses, localhost,
