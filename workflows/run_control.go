@@ -69,24 +69,8 @@ func (r *run) registerControl(ctx workflow.Context) error {
 		handle func(workflow.Context, workflow.ReceiveChannel)
 	}{
 		{SignalCancel, func(ctx workflow.Context, ch workflow.ReceiveChannel) { ch.Receive(ctx, nil); r.requestCancel() }},
-		{UpdateSteer, func(ctx workflow.Context, ch workflow.ReceiveChannel) {
-			var req SteerRequest
-			ch.Receive(ctx, &req)
-			if err := r.validateSteer(req); err != nil {
-				workflow.GetLogger(ctx).Warn("steer signal dropped", "err", err)
-				return
-			}
-			r.steer(req)
-		}},
-		{UpdateRespond, func(ctx workflow.Context, ch workflow.ReceiveChannel) {
-			var req RespondRequest
-			ch.Receive(ctx, &req)
-			if err := r.validateRespond(req); err != nil {
-				workflow.GetLogger(ctx).Warn("respond signal dropped", "err", err)
-				return
-			}
-			r.respond(req)
-		}},
+		{UpdateSteer, commandSignal("steer", r.validateSteer, func(req SteerRequest) { r.steer(req) })},
+		{UpdateRespond, commandSignal("respond", r.validateRespond, r.respond)},
 	}
 	for _, s := range signals {
 		ch := workflow.GetSignalChannel(ctx, s.name)
@@ -98,6 +82,20 @@ func (r *run) registerControl(ctx workflow.Context) error {
 		})
 	}
 	return nil
+}
+
+// commandSignal handles one signal carrying a command that is also an
+// update: the same validation, and a refused command is logged and dropped.
+func commandSignal[Req any](name string, validate func(Req) error, apply func(Req)) func(workflow.Context, workflow.ReceiveChannel) {
+	return func(ctx workflow.Context, ch workflow.ReceiveChannel) {
+		var req Req
+		ch.Receive(ctx, &req)
+		if err := validate(req); err != nil {
+			workflow.GetLogger(ctx).Warn(name+" signal dropped", "err", err)
+			return
+		}
+		apply(req)
+	}
 }
 
 // accepting reports whether the run still takes commands.
