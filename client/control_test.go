@@ -118,11 +118,18 @@ func TestRetractSteering(t *testing.T) {
 }
 
 // A retraction racing the boundary that applies the steer: every answer
-// must match history.
+// must match history. Runs retract at points across the first turn, up to
+// its last delta, when the turn ends while the retraction travels; and
+// after the steering was applied, while the second turn streams. Both
+// answers must turn up, so the race is run from both sides.
 func TestRetractRace(t *testing.T) {
 	c, ctx := newClient(t), testCtx(t)
-	model := shared.book.Add(t, t.Name(), `{"chunk_delay":"2ms","turns":[
-	  {"text":["a","b","c","d","e","f","g","h"]},{"text":["after steering"]}]}`)
+	model := shared.book.Add(t, t.Name(), `{"chunk_delay":"30ms","turns":[
+	  {"text":["a","b","c","d","e","f","g","h"]},
+	  {"text":["after"," the"," steering"," was"," applied",","," still"," streaming"]}]}`)
+	// Deltas of the first turn to see before retracting; -1: retract once
+	// steering.applied is seen.
+	points := []int{0, 4, 7, 8, -1}
 	seen := map[workflows.Retraction]int{}
 	for i := range 12 {
 		sess := c.Session("race-" + string(rune('a'+i)))
@@ -133,14 +140,13 @@ func TestRetractRace(t *testing.T) {
 			continue // the run finished first
 		}
 		require.NoError(t, err)
-		// Retract after a varying number of durable events.
-		n := 0
+		point, deltas := points[i%len(points)], 0
 		for ev, err := range run.Events(ctx) {
 			require.NoError(t, err)
-			if ev.Durable() {
-				n++
+			if ev.Type == keel.TypeTextDelta {
+				deltas++
 			}
-			if n >= 2+i%5 || ev.Terminal() {
+			if ev.Terminal() || (point < 0 && ev.Type == keel.TypeSteeringApplied) || (point >= 0 && deltas >= point) {
 				break
 			}
 		}
@@ -164,6 +170,8 @@ func TestRetractRace(t *testing.T) {
 		}
 	}
 	t.Logf("retraction outcomes: %v", seen)
+	require.Positive(t, seen[workflows.Retracted], "no retraction won the race")
+	require.Positive(t, seen[workflows.AlreadyApplied], "no retraction came after the steering was applied")
 }
 
 // A tool asks the host; a bad answer is refused with a typed error and
