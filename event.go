@@ -28,6 +28,16 @@ type Envelope struct {
 	Data      json.RawMessage `json:"data"`
 }
 
+// Size estimates the bytes of the envelope's JSON form, for paging by
+// size: its data plus the envelope's own fields.
+func (e Envelope) Size() int {
+	return len(e.Data) + len(e.Type) + len(e.SessionID) + len(e.RunID) + envelopeOverhead
+}
+
+// envelopeOverhead bounds the JSON of the envelope's names, numbers and
+// time.
+const envelopeOverhead = 120
+
 // Durable reports whether the envelope is a durable event.
 func (e Envelope) Durable() bool { return e.Seq > 0 }
 

@@ -5,7 +5,8 @@ package keel
 type SessionState string
 
 // The states of a session. Completed and Failed stay until the next run
-// starts; a cancelled run returns the session to Idle.
+// starts; a cancelled run returns the session to Idle. Terminated (and
+// Failed, for a session whose workflow itself failed) is final.
 const (
 	StateIdle                SessionState = "idle"
 	StateRunning             SessionState = "running"
@@ -13,6 +14,10 @@ const (
 	StateCancelling          SessionState = "cancelling"
 	StateCompleted           SessionState = "completed"
 	StateFailed              SessionState = "failed"
+	// StateTerminated is a session whose workflow was stopped from
+	// outside (an operator, or a Temporal limit): it takes no more
+	// prompts, and its events and transcript stay readable.
+	StateTerminated SessionState = "terminated"
 )
 
 // Active reports whether a run is in progress in this state.

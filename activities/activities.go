@@ -41,6 +41,7 @@ type Activities struct {
 	Live      live.Publisher // Optional: deltas are dropped without it.
 	Runs      RunReader      // Optional: without it a cache miss fails the turn.
 	Lifecycle Lifecycle      // Optional: without it Shutdown fails.
+	Segments  SegmentStore   // Optional: without it sessions keep their logs in memory.
 	Logger    *slog.Logger   // Optional.
 	// CacheRuns bounds the transcript cache. Optional; default 256 runs.
 	CacheRuns int

@@ -135,6 +135,7 @@ func Register(r Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts.RecoverRun, activity.RegisterOptions{Name: activities.RecoverRunName})
 	r.RegisterActivityWithOptions(acts.Shutdown, activity.RegisterOptions{Name: activities.ShutdownName})
 	r.RegisterActivityWithOptions(acts.RuntimeState, activity.RegisterOptions{Name: activities.RuntimeStateName})
+	r.RegisterActivityWithOptions(acts.StoreEvents, activity.RegisterOptions{Name: activities.StoreEventsName})
 }
 
 // SearchAttributes lists the custom search attributes keel's workflows set.

@@ -54,6 +54,7 @@ func testTools(t *testing.T, extra ...tool.Tool) *tool.Registry {
 type runEnv struct {
 	*testsuite.TestWorkflowEnvironment
 	live *live.Memory
+	acts *activities.Activities
 }
 
 // newRunEnv returns a test environment running script with the test tools.
@@ -61,6 +62,12 @@ func newRunEnv(t *testing.T, script string, extra ...tool.Tool) *runEnv {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	return newEnvOf(t, &suite, scripted.New(parseScript(t, script)), extra...)
+}
+
+// scriptedProvider returns the scripted provider playing script.
+func scriptedProvider(t *testing.T, script string) provider.Provider {
+	t.Helper()
+	return scripted.New(parseScript(t, script))
 }
 
 func parseScript(t *testing.T, script string) *scripted.Script {
@@ -79,7 +86,7 @@ func newEnvOf(t *testing.T, suite *testsuite.WorkflowTestSuite, p provider.Provi
 	t.Cleanup(func() { _ = mem.Close() })
 	acts := &activities.Activities{Models: scriptModels{p}, Tools: testTools(t, extra...), Live: mem}
 	worker.Register(env, acts)
-	return &runEnv{TestWorkflowEnvironment: env, live: mem}
+	return &runEnv{TestWorkflowEnvironment: env, live: mem, acts: acts}
 }
 
 // runInput is a Run workflow input for tests.

@@ -1,26 +1,27 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
+	"sort"
 
 	"github.com/keelrun/keel"
 )
+
+// MaxPageBytes bounds the events or messages of one query answer (by
+// their JSON size), well under Temporal's payload limits (2 MB), so no
+// page of a session however large can fail to be returned. A page holds
+// at least one item: a single event or message is smaller than this.
+const MaxPageBytes = 1 << 20
 
 // pageEvents answers an events query over a dense log holding sequences
 // base+1 .. last. It implements the three cursor forms: no snapshot
 // captures the current high-watermark; a snapshot pins the page to it, so
 // paging neither skips nor repeats while the log grows.
 func pageEvents(log []keel.Envelope, base, last int64, q EventsQuery) (EventsPage, error) {
-	if q.After < 0 {
-		return EventsPage{}, keel.Errorf(keel.CodeInvalidInput, "events after %d: the cursor cannot be negative", q.After)
-	}
-	snap := last
-	if q.Snapshot > 0 {
-		if q.Snapshot > last {
-			return EventsPage{}, keel.Errorf(keel.CodeInvalidInput,
-				"snapshot %d is ahead of the log, which ends at %d", q.Snapshot, last)
-		}
-		snap = q.Snapshot
+	snap, err := snapshotOf(q, last)
+	if err != nil {
+		return EventsPage{}, err
 	}
 	limit := q.Limit
 	if limit <= 0 || limit > DefaultEventsLimit {
@@ -36,15 +37,55 @@ func pageEvents(log []keel.Envelope, base, last int64, q EventsQuery) (EventsPag
 	}
 	lo := int(from - base)
 	hi := int(snap - base)
-	if hi-lo > limit {
-		hi = lo + limit
-		page.More = true
-	}
 	if hi > len(log) || log[lo].Seq != from+1 {
 		return EventsPage{}, fmt.Errorf("event log is not dense at %d", from+1)
 	}
+	bytes := 0
+	for i := lo; i < hi; i++ {
+		bytes += log[i].Size()
+		if i-lo == limit || (i > lo && bytes > MaxPageBytes) {
+			hi = i
+			page.More = true
+			break
+		}
+	}
 	page.Events = log[lo:hi]
 	return page, nil
+}
+
+// snapshotOf checks a query's cursor and returns the high-watermark its
+// page is read at.
+func snapshotOf(q EventsQuery, last int64) (int64, error) {
+	if q.After < 0 {
+		return 0, keel.Errorf(keel.CodeInvalidInput, "events after %d: the cursor cannot be negative", q.After)
+	}
+	if q.Snapshot > 0 {
+		if q.Snapshot > last {
+			return 0, keel.Errorf(keel.CodeInvalidInput,
+				"snapshot %d is ahead of the log, which ends at %d", q.Snapshot, last)
+		}
+		return q.Snapshot, nil
+	}
+	return last, nil
+}
+
+// pageEvents answers the session's events query: from memory for the
+// tail, or with the segment of the content store that holds the events
+// after the cursor.
+func (s *session) pageEvents(q EventsQuery) (EventsPage, error) {
+	if q.After >= s.tailBase || len(s.segments) == 0 {
+		return pageEvents(s.events, s.tailBase, s.seq, q)
+	}
+	snap, err := snapshotOf(q, s.seq)
+	if err != nil {
+		return EventsPage{}, err
+	}
+	i := sort.Search(len(s.segments), func(i int) bool { return s.segments[i].Last > q.After })
+	if i == len(s.segments) {
+		return EventsPage{}, fmt.Errorf("no segment holds event %d", q.After+1)
+	}
+	seg := s.segments[i]
+	return EventsPage{Events: []keel.Envelope{}, Snapshot: snap, Segment: &seg, More: seg.Last < snap}, nil
 }
 
 // pageHistory answers a history query.
@@ -60,9 +101,12 @@ func pageHistory(msgs []keel.Message, rev int64, q HistoryQuery) HistoryPage {
 	if off > len(msgs) {
 		off = len(msgs)
 	}
-	end := off + limit
-	if end > len(msgs) {
-		end = len(msgs)
+	end := off
+	for bytes := 0; end < len(msgs) && end-off < limit; end++ {
+		b, _ := json.Marshal(msgs[end])
+		if bytes += len(b); end > off && bytes > MaxPageBytes {
+			break
+		}
 	}
 	return HistoryPage{Messages: msgs[off:end], Offset: off, Total: len(msgs), Revision: rev}
 }

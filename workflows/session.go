@@ -22,11 +22,23 @@ type session struct {
 	transcript []keel.Message
 	revision   int64
 	seq        int64
-	events     []keel.Envelope
-	runs       int // runs started
-	usage      keel.Usage
-	state      keel.SessionState
-	last       *keel.Outcome
+	// events is the tail of the durable log held in memory: sequences
+	// tailBase+1 .. seq. The events up to tailBase are in segments, in
+	// the content store.
+	events   []keel.Envelope
+	tailBase int64
+	segments []EventSegment
+	runs     int // runs started
+	usage    keel.Usage
+	state    keel.SessionState
+	last     *keel.Outcome
+
+	// limits bound this execution; handOvers counts the executions before
+	// it. runsHere and tailBytesHere count what this execution added.
+	limits        HandOverLimits
+	handOvers     int
+	runsHere      int
+	tailBytesHere int
 
 	queue    []*pendingRun
 	active   *pendingRun
@@ -40,6 +52,8 @@ type pendingRun struct {
 	number  int
 	req     SendRequest
 	started bool
+	// waiting is set while a send waits for this run to start.
+	waiting bool
 	result  SendResult
 	err     error
 	cancel  workflow.CancelFunc
@@ -52,13 +66,26 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	if err := keel.ValidateSessionID(in.SessionID); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), string(keel.CodeInvalidInput), nil)
 	}
-	s := &session{id: in.SessionID, cfg: in.Config, root: ctx, state: keel.StateIdle}
+	s := &session{id: in.SessionID, cfg: in.Config, root: ctx, state: keel.StateIdle, limits: in.HandOver.withDefaults()}
+	if in.Carry != nil {
+		s.restore(in.Carry)
+	}
 	if err := s.registerHandlers(ctx); err != nil {
 		return err
 	}
-	workflow.Go(ctx, s.checkRuntime)
+	if !s.checked {
+		workflow.Go(ctx, s.checkRuntime)
+	}
 	announce(ctx, func() int64 { return s.seq })
 	for {
+		if s.handOverDue(ctx) && s.quiet(ctx) {
+			s.flushEvents(ctx)
+			// A prompt that arrived while the events were stored runs
+			// first; the next quiet point hands over.
+			if s.quiet(ctx) {
+				return s.handOver(ctx)
+			}
+		}
 		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 }); err != nil {
 			// The Session workflow itself was cancelled: nothing runs now,
 			// so there is nothing to commit.
@@ -80,14 +107,15 @@ func (s *session) registerHandlers(ctx workflow.Context) error {
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (SessionStatus, error) {
 		st := SessionStatus{SessionID: s.id, State: s.state, Revision: s.revision, LastSeq: s.seq,
-			Runs: s.runs, Queued: len(s.queue), Usage: s.usage, Last: s.last, Shutdown: s.shutdown}
+			Runs: s.runs, Queued: len(s.queue), Usage: s.usage, Last: s.last, Shutdown: s.shutdown,
+			HandOvers: s.handOvers}
 		st.ActiveRun = s.activeRef()
 		return st, nil
 	}); err != nil {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryEvents, func(q EventsQuery) (EventsPage, error) {
-		page, err := pageEvents(s.events, 0, s.seq, q)
+		page, err := s.pageEvents(q)
 		page.ActiveRun = s.activeRef()
 		return page, err
 	}); err != nil {
@@ -201,6 +229,8 @@ func (s *session) send(ctx workflow.Context, req SendRequest) (SendResult, error
 	if s.active != nil || len(s.queue) > 1 {
 		return SendResult{RunID: keel.RunID(s.id, p.number), Number: p.number, Queued: true}, nil
 	}
+	p.waiting = true
+	defer func() { p.waiting = false }()
 	if err := workflow.Await(ctx, func() bool { return p.started }); err != nil {
 		return SendResult{}, err
 	}
@@ -264,7 +294,9 @@ func (s *session) commit(res RunResult) {
 		}
 		s.events = append(s.events, ev)
 		s.seq = ev.Seq
+		s.tailBytesHere += ev.Size()
 	}
+	s.runsHere++
 	if res.Replaced {
 		s.transcript = res.Messages
 	} else {

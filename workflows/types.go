@@ -140,6 +140,12 @@ type SessionInput struct {
 	SessionID string `json:"session_id"`
 	// Config holds the session's defaults for its runs.
 	Config RunConfig `json:"config"`
+	// HandOver bounds each execution of the session before it continues
+	// as new. Optional; zero fields take the defaults of HandOverLimits.
+	HandOver HandOverLimits `json:"hand_over,omitempty"`
+	// Carry is what the previous execution of the session handed over when
+	// it continued as new; nil for a new session.
+	Carry *SessionCarry `json:"carry,omitempty"`
 }
 
 // IfActive says what Send does while a run is active.
@@ -226,6 +232,10 @@ type EventsPage struct {
 	Snapshot int64 `json:"snapshot"`
 	// More says events up to Snapshot remain after this page.
 	More bool `json:"more"`
+	// Segment, when set, holds the events after the cursor instead of
+	// Events: they are in the content store (EventSegment.Key), read with
+	// the client's data converter. The next page continues after its Last.
+	Segment *EventSegment `json:"segment,omitempty"`
 	// Done says the log will not grow: the run ended (Run workflow only).
 	Done bool `json:"done,omitempty"`
 	// ActiveRun is the run in progress, whose events are not in the
@@ -256,6 +266,21 @@ type SessionStatus struct {
 	Usage     keel.Usage    `json:"usage"`
 	Last      *keel.Outcome `json:"last_outcome,omitempty"`
 	Shutdown  bool          `json:"shutdown,omitempty"`
+	// HandOvers counts the times the session continued as new.
+	HandOvers int `json:"hand_overs,omitempty"`
+	// Closed is set when the Session workflow is no longer running
+	// (terminated by an operator or by a Temporal limit, or failed): State
+	// is then StateTerminated or StateFailed. Only clients fill it in.
+	Closed *ClosedSession `json:"closed,omitempty"`
+}
+
+// ClosedSession says why a Session workflow stopped running.
+type ClosedSession struct {
+	// Status is Temporal's execution status, such as "Terminated".
+	Status string `json:"status"`
+	// Reason is the operator's or Temporal's reason, when one was given.
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // RunStatus is the answer of the Run's "state" query.

@@ -1,0 +1,183 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/activities"
+)
+
+// HandOverLimits bound one execution of a Session workflow. Past any of
+// them, or when Temporal suggests it, the session continues as new at the
+// next quiet point (docs/contract.md, sessions without end). Zero fields
+// take the defaults below.
+type HandOverLimits struct {
+	// Events is the history length (events) of one execution. Default
+	// DefaultHandOverEvents.
+	Events int `json:"events,omitempty"`
+	// Bytes is the history size of one execution. Default
+	// DefaultHandOverBytes.
+	Bytes int `json:"bytes,omitempty"`
+	// TailBytes is how many bytes of durable events the session keeps in
+	// memory before it moves them to the content store as a segment.
+	// Default DefaultHandOverTailBytes.
+	TailBytes int `json:"tail_bytes,omitempty"`
+}
+
+// Defaults of HandOverLimits. With large values in the content store a run
+// adds a few kilobytes and about a dozen events to its session's history,
+// so an execution hands over after a few hundred runs at most, far below
+// Temporal's limits (50 MB, 51,200 events).
+const (
+	DefaultHandOverEvents    = 4000
+	DefaultHandOverBytes     = 4 << 20
+	DefaultHandOverTailBytes = 1 << 20
+)
+
+func (l HandOverLimits) withDefaults() HandOverLimits {
+	if l.Events <= 0 {
+		l.Events = DefaultHandOverEvents
+	}
+	if l.Bytes <= 0 {
+		l.Bytes = DefaultHandOverBytes
+	}
+	if l.TailBytes <= 0 {
+		l.TailBytes = DefaultHandOverTailBytes
+	}
+	return l
+}
+
+// EventSegment is a run of a session's durable events kept in the content
+// store; see activities.EventSegment.
+type EventSegment = activities.EventSegment
+
+// SessionCarry is the state one execution of a session hands to the next
+// when it continues as new: small values, and references for the rest.
+// Large values in it (the transcript) reach history as content-store
+// references through the payload codec.
+type SessionCarry struct {
+	Revision  int64             `json:"revision"`
+	Seq       int64             `json:"seq"`
+	Runs      int               `json:"runs"`
+	Usage     keel.Usage        `json:"usage"`
+	Last      *keel.Outcome     `json:"last_outcome,omitempty"`
+	State     keel.SessionState `json:"state"`
+	Shutdown  bool              `json:"shutdown,omitempty"`
+	HandOvers int               `json:"hand_overs"`
+	// Transcript is the committed conversation.
+	Transcript []keel.Message `json:"transcript,omitempty"`
+	// Segments index the durable events 1..Seq that live in the content
+	// store, in order; Tail holds the events after the last segment (all
+	// of them on a worker without a content store).
+	Segments []EventSegment  `json:"segments,omitempty"`
+	Tail     []keel.Envelope `json:"tail,omitempty"`
+	// Queue holds the prompts accepted with IfActiveQueue and not started.
+	Queue []SendRequest `json:"queue,omitempty"`
+}
+
+// carry captures the session's state for the next execution.
+func (s *session) carry() *SessionCarry {
+	c := &SessionCarry{Revision: s.revision, Seq: s.seq, Runs: s.runs, Usage: s.usage, Last: s.last,
+		State: s.state, Shutdown: s.shutdown, HandOvers: s.handOvers + 1, Transcript: s.transcript,
+		Segments: s.segments, Tail: s.events}
+	for _, p := range s.queue {
+		c.Queue = append(c.Queue, p.req)
+	}
+	return c
+}
+
+// restore takes over the state a previous execution handed over.
+func (s *session) restore(c *SessionCarry) {
+	s.revision, s.seq, s.runs, s.usage, s.last = c.Revision, c.Seq, c.Runs, c.Usage, c.Last
+	s.state, s.shutdown, s.handOvers = c.State, c.Shutdown, c.HandOvers
+	s.transcript, s.segments, s.events = c.Transcript, c.Segments, c.Tail
+	s.tailBase = s.seq - int64(len(s.events))
+	// The previous execution learned whether keel is shut down.
+	s.checked = true
+	for i, req := range c.Queue {
+		s.queue = append(s.queue, &pendingRun{number: s.runs + i + 1, req: req})
+	}
+}
+
+// handOverDue reports whether this execution should continue as new: it
+// committed a run and passed a limit, or Temporal suggests it.
+func (s *session) handOverDue(ctx workflow.Context) bool {
+	if s.runsHere == 0 {
+		// A new execution always runs once first, so that a large carried
+		// state cannot make executions hand over in a loop.
+		return false
+	}
+	info := workflow.GetInfo(ctx)
+	due := info.GetContinueAsNewSuggested() ||
+		info.GetCurrentHistoryLength() >= s.limits.Events ||
+		info.GetCurrentHistorySize() >= s.limits.Bytes ||
+		s.tailBytesHere >= s.limits.TailBytes
+	if !due {
+		return false
+	}
+	// Sessions started before hand-overs existed replay their histories
+	// without one here: GetVersion answers DefaultVersion when replaying a
+	// history that has no marker for the change. Each check point has its
+	// own change ID, so such a session still hands over at its first check
+	// after the upgrade instead of never.
+	return workflow.GetVersion(ctx, fmt.Sprintf("hand-over-%d", s.runs), workflow.DefaultVersion, 1) == 1
+}
+
+// quiet waits until every update and signal handler has finished, so none
+// is cut off by the hand-over. It reports false when a prompt is waiting
+// for its run to start: that run goes first, and the hand-over waits for
+// the next quiet point.
+func (s *session) quiet(ctx workflow.Context) bool {
+	waiting := func() bool { return len(s.queue) > 0 && s.queue[0].waiting }
+	if err := workflow.Await(ctx, func() bool { return waiting() || workflow.AllHandlersFinished(ctx) }); err != nil {
+		return false
+	}
+	return !waiting()
+}
+
+// flushEvents moves the events held in memory to the content store as one
+// segment. Without a store (or while it fails) they stay in memory and
+// travel in the carried state instead: nothing is dropped.
+func (s *session) flushEvents(ctx workflow.Context) {
+	if len(s.events) == 0 {
+		return
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrNoStore}},
+	})
+	var seg EventSegment
+	if err := workflow.ExecuteLocalActivity(lctx, activities.StoreEventsName, s.events).Get(ctx, &seg); err != nil {
+		workflow.GetLogger(ctx).Warn("durable events stay in the session's memory", "err", err)
+		return
+	}
+	if seg.First != s.tailBase+1 || seg.Last != s.seq {
+		workflow.GetLogger(ctx).Error("stored segment does not match the log", "first", seg.First, "last", seg.Last)
+		return
+	}
+	s.segments = append(s.segments, seg)
+	s.events = nil
+	s.tailBase = s.seq
+}
+
+// handOver ends this execution and continues the session as new with its
+// carried state. Signals delivered but not yet handled are taken first:
+// a shutdown must not be lost with this execution.
+func (s *session) handOver(ctx workflow.Context) error {
+	for workflow.GetSignalChannel(ctx, SignalShutdown).ReceiveAsync(nil) {
+		s.shutdown, s.queue = true, nil
+	}
+	// Nothing runs now, so a cancel has nothing to stop; run_state signals
+	// come only from a running run.
+	for workflow.GetSignalChannel(ctx, SignalCancel).ReceiveAsync(nil) {
+	}
+	workflow.GetLogger(ctx).Info("session continues as new", "runs", s.runs, "seq", s.seq,
+		"segments", len(s.segments), "queued", len(s.queue))
+	return workflow.NewContinueAsNewError(ctx, SessionWorkflowName,
+		SessionInput{SessionID: s.id, Config: s.cfg, HandOver: s.limits, Carry: s.carry()})
+}
