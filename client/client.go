@@ -23,6 +23,7 @@ import (
 	"os"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/keelrun/keel/live"
@@ -49,6 +50,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Config holds the defaults of new sessions (model, tools, ...).
 	Config workflows.RunConfig
+	// HandOver bounds each execution of new sessions before they continue
+	// as new. Optional; the defaults of workflows.HandOverLimits.
+	HandOver workflows.HandOverLimits
+	// DataConverter decodes what workers wrote. Workers move large values
+	// to a content store and leave references in Temporal; give the client
+	// a converter whose codec can read them: store.NewDataConverter over
+	// the workers' store, or over store.NewRemoteCodec for keel's codec
+	// endpoint. With Options.Temporal it must be that client's converter.
+	// Optional; default Temporal's, which reads small values only.
+	DataConverter converter.DataConverter
 }
 
 // Client talks to keel through Temporal.
@@ -59,6 +70,8 @@ type Client struct {
 	liveBuf   int
 	owned     bool
 	config    workflows.RunConfig
+	handOver  workflows.HandOverLimits
+	dc        converter.DataConverter
 }
 
 // Dial connects to Temporal.
@@ -66,7 +79,11 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
 	}
-	c := &Client{namespace: opts.Namespace, live: opts.Live, liveBuf: opts.LiveBuffer, config: opts.Config, tc: opts.Temporal}
+	if opts.DataConverter == nil {
+		opts.DataConverter = converter.GetDefaultDataConverter()
+	}
+	c := &Client{namespace: opts.Namespace, live: opts.Live, liveBuf: opts.LiveBuffer, config: opts.Config,
+		handOver: opts.HandOver, dc: opts.DataConverter, tc: opts.Temporal}
 	if c.tc != nil {
 		return c, nil
 	}
@@ -79,6 +96,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	}
 	tc, err := client.DialContext(ctx, client.Options{
 		HostPort: opts.HostPort, Namespace: opts.Namespace, Logger: tlog.NewStructuredLogger(logger),
+		DataConverter: opts.DataConverter,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("keel: connect to Temporal at %s: %w", opts.HostPort, err)

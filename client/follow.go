@@ -101,6 +101,29 @@ func (f *follower) readLog(ctx context.Context, workflowID string, limit int64, 
 		if err := v.Get(&page); err != nil {
 			return nil, err
 		}
+		if seg := page.Segment; seg != nil {
+			// Older events live in the content store.
+			evs, err := f.c.segment(ctx, *seg)
+			if err != nil {
+				return nil, err
+			}
+			for _, ev := range evs {
+				if ev.Seq <= q.After {
+					continue
+				}
+				if ev.Seq > limit || ev.Seq > page.Snapshot {
+					return page.ActiveRun, nil
+				}
+				if err := deliver(ev); err != nil {
+					return nil, err
+				}
+			}
+			if !page.More {
+				return page.ActiveRun, nil
+			}
+			q = workflows.EventsQuery{After: seg.Last, Snapshot: page.Snapshot}
+			continue
+		}
 		for _, ev := range page.Events {
 			if ev.Seq > limit {
 				return page.ActiveRun, nil

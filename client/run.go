@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/keelrun/keel"
@@ -121,6 +122,14 @@ func (r *Run) base(ctx context.Context) (int64, error) {
 func (r *Run) Outcome(ctx context.Context) (keel.Outcome, error) {
 	var res workflows.RunResult
 	err := r.s.c.tc.GetWorkflow(ctx, r.ID, "").Get(ctx, &res)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		// A queued run has no workflow until its turn comes.
+		if err := r.waitStarted(ctx); err != nil {
+			return keel.Outcome{}, err
+		}
+		err = r.s.c.tc.GetWorkflow(ctx, r.ID, "").Get(ctx, &res)
+	}
 	if err == nil {
 		if n := len(res.Events); n > 0 {
 			if err := r.s.waitCommitted(ctx, res.Events[n-1].Seq); err != nil {
@@ -137,6 +146,32 @@ func (r *Run) Outcome(ctx context.Context) (keel.Outcome, error) {
 		return r.outcomeFromLog(ctx)
 	}
 	return keel.Outcome{}, fromTemporal(err, "run "+r.ID)
+}
+
+// waitStarted waits until the session has started the run (its Run
+// workflow exists), or reports that it never will.
+func (r *Run) waitStarted(ctx context.Context) error {
+	w := r.s.c.watch(r.s.id)
+	if err := w.catchUp(ctx); err != nil {
+		return err
+	}
+	for {
+		st, err := r.s.State(ctx)
+		if err != nil {
+			return err
+		}
+		switch {
+		case st.Runs >= r.Number:
+			return nil
+		case st.Closed != nil:
+			return r.s.closedError(ctx)
+		case st.Queued == 0 && st.ActiveRun == nil:
+			return &keel.Error{Code: keel.CodeNotFound, Message: "run " + r.ID + " not found"}
+		}
+		if _, err := w.wait(ctx); err != nil {
+			return err
+		}
+	}
 }
 
 // outcomeFromLog reads a run's outcome from its terminal event in the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -121,7 +122,7 @@ func (s *Session) sendUpdate(ctx context.Context, req workflows.SendRequest) (*R
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrSessionID.ValueSet(s.id)),
 		StaticSummary:         "keel session " + s.id,
-	}, workflows.SessionWorkflowName, workflows.SessionInput{SessionID: s.id, Config: s.c.config})
+	}, workflows.SessionWorkflowName, workflows.SessionInput{SessionID: s.id, Config: s.c.config, HandOver: s.c.handOver})
 	// The update has an ID of our own so that a call that timed out while
 	// the server was busy can be resumed, never sent twice.
 	updateID := newID()
@@ -135,6 +136,10 @@ func (s *Session) sendUpdate(ctx context.Context, req workflows.SendRequest) (*R
 			},
 		})
 	})
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return nil, s.closedError(ctx)
+	}
 	if err != nil {
 		return nil, fromTemporal(err, "session "+s.id)
 	}
@@ -146,10 +151,11 @@ func (s *Session) Run(n int) *Run {
 	return &Run{s: s, ID: keel.RunID(s.id, n), Number: n, BaseSeq: -1}
 }
 
-// State returns the session's state.
+// State returns the session's state. For a session whose workflow was
+// terminated or failed, State is keel.StateTerminated or keel.StateFailed
+// and Closed says when and why.
 func (s *Session) State(ctx context.Context) (workflows.SessionStatus, error) {
-	var st workflows.SessionStatus
-	return st, s.query(ctx, s.id, workflows.QueryState, &st)
+	return s.state(ctx)
 }
 
 // History returns a page of the committed transcript: at most limit

@@ -14,6 +14,7 @@ import (
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/live/livetest"
+	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/workflows"
 )
 
@@ -31,7 +32,8 @@ func natsStack(t *testing.T, script string, tools ...string) (srv *devserver.Ser
 
 func natsClient(t *testing.T, srv *devserver.Server, url string, buffer int) *client.Client {
 	c, err := client.Dial(context.Background(), client.Options{Temporal: keeltest.Dial(t, srv),
-		Live: livetest.DialNATS(t, url, live.NATSOptions{}), LiveBuffer: buffer})
+		Live: livetest.DialNATS(t, url, live.NATSOptions{}), LiveBuffer: buffer,
+		DataConverter: store.NewDataConverter(keeltest.Codec(t, srv))})
 	require.NoError(t, err)
 	return c
 }

@@ -15,11 +15,16 @@ import (
 // may have changed: a workflow task completed (so queries see new state) or
 // the workflow closed. This is how a subscriber hears about a durable event
 // only after Temporal committed it, without polling queries on a timer.
+// A workflow that continues as new is followed into its next execution:
+// for a session that is a hand-over, not an end.
 type historyWatcher struct {
 	c          *Client
 	workflowID string
-	token      []byte
-	closed     bool
+	// runID is the execution being read; "" until the first read, which
+	// takes the current one.
+	runID  string
+	token  []byte
+	closed bool
 	// committed is the highest sequence the workflow recorded as committed
 	// (a workflows.Committed marker) in the history read so far; unlimited
 	// once the workflow closed.
@@ -56,8 +61,11 @@ func (w *historyWatcher) catchUp(ctx context.Context) error {
 	if err != nil {
 		return fromTemporal(err, "workflow "+w.workflowID)
 	}
-	length := desc.GetWorkflowExecutionInfo().GetHistoryLength()
-	for !w.closed && w.last < length {
+	info := desc.GetWorkflowExecutionInfo()
+	w.runID = info.GetExecution().GetRunId()
+	length := info.GetHistoryLength()
+	run := w.runID
+	for !w.closed && w.runID == run && w.last < length {
 		if _, _, err := w.fetch(ctx, true); err != nil {
 			return err
 		}
@@ -83,7 +91,7 @@ func (w *historyWatcher) readAll(ctx context.Context) error {
 func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, changed bool, err error) {
 	resp, err := w.c.tc.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
 		Namespace:              w.c.namespace,
-		Execution:              &commonpb.WorkflowExecution{WorkflowId: w.workflowID},
+		Execution:              &commonpb.WorkflowExecution{WorkflowId: w.workflowID, RunId: w.runID},
 		NextPageToken:          w.token,
 		WaitNewEvent:           longPoll,
 		HistoryEventFilterType: enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT,
@@ -91,6 +99,7 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 	if err != nil {
 		return false, false, fromTemporal(err, "workflow "+w.workflowID)
 	}
+	var next string
 	for _, ev := range resp.GetHistory().GetEvents() {
 		w.last = ev.GetEventId()
 		if seq, ok := committedSeq(ev.GetMarkerRecordedEventAttributes()); ok && seq > w.committed {
@@ -103,13 +112,21 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
-			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
-			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
 			changed = true
 			w.closed, w.committed = true, math.MaxInt64
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+			changed = true
+			next = ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
 		}
 	}
 	w.token = resp.GetNextPageToken()
+	if next != "" {
+		// The next execution starts its history anew; its first marker
+		// announces the sequence it took over.
+		w.runID, w.token, w.last = next, nil, 0
+		return true, changed, nil
+	}
 	if longPoll && len(w.token) == 0 {
 		// A long poll ends its token only when the workflow closed.
 		changed = true

@@ -24,6 +24,7 @@ import (
 
 	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/tool"
 	"github.com/keelrun/keel/workflows"
 )
@@ -57,6 +58,14 @@ type Options struct {
 	// Worker overrides the Temporal worker options (task queue and the
 	// fields above win).
 	Worker sdkworker.Options
+	// Codec is the content store's codec that the Temporal client's data
+	// converter uses (store.NewDataConverter): large values (tool output,
+	// transcripts, run results) go to the store and histories hold
+	// references, and sessions move their older events there as segments.
+	// Optional: without it every value stays in Temporal and a session
+	// carries its whole event log when it continues as new, so its
+	// length is bounded by Temporal's limits after all.
+	Codec *store.Codec
 }
 
 // DefaultHeartbeatThrottle is the default Options.HeartbeatThrottle.
@@ -109,6 +118,9 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 		}
 	}
 	acts := &activities.Activities{Models: models, Tools: tools, Live: opts.Live, Logger: opts.Logger}
+	if opts.Codec != nil {
+		acts.Segments = codecSegments{opts.Codec}
+	}
 	if c != nil {
 		acts.Runs = runReader{c: c}
 		acts.Lifecycle = lifecycle{c: c, namespace: opts.Namespace}

@@ -4,6 +4,7 @@ package keeltest
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/provider"
 	"github.com/keelrun/keel/provider/scripted"
+	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/tool"
 	"github.com/keelrun/keel/worker"
 )
@@ -41,10 +43,40 @@ func StartServer(tb testing.TB, cfg devserver.Config) *devserver.Server {
 	return srv
 }
 
-// Dial returns a Temporal client of srv, closed when tb ends.
+// Codec returns the content store's codec that the workers and clients of
+// srv share, as in a real deployment: a directory under the server's data
+// directory (so it outlives a restart on the same directory), or memory
+// for an in-memory server.
+func Codec(tb testing.TB, srv *devserver.Server) *store.Codec {
+	tb.Helper()
+	key := any(srv)
+	if dir := srv.Config().DataDir; dir != "" {
+		key = dir
+	}
+	if c, ok := codecs.Load(key); ok {
+		return c.(*store.Codec)
+	}
+	url := "mem://"
+	if dir, ok := key.(string); ok {
+		url = "file://" + filepath.Join(dir, "store")
+	}
+	st, err := store.Open(context.Background(), url)
+	if err != nil {
+		tb.Fatalf("content store: %v", err)
+	}
+	c, _ := codecs.LoadOrStore(key, store.NewCodec(st, store.CodecOptions{}))
+	return c.(*store.Codec)
+}
+
+// codecs holds the codec of each server (or data directory) for the
+// life of the test binary: a restarted server finds its values again.
+var codecs sync.Map
+
+// Dial returns a Temporal client of srv, closed when tb ends. It encodes
+// and decodes payloads through srv's content store (Codec).
 func Dial(tb testing.TB, srv *devserver.Server) sdkclient.Client {
 	tb.Helper()
-	c, err := srv.Dial(context.Background(), sdkclient.Options{})
+	c, err := srv.Dial(context.Background(), sdkclient.Options{DataConverter: store.NewDataConverter(Codec(tb, srv))})
 	if err != nil {
 		tb.Fatalf("dial: %v", err)
 	}
@@ -79,7 +111,8 @@ func StartWorker(tb testing.TB, srv *devserver.Server, opts WorkerOptions) sdkwo
 			tb.Fatalf("tools: %v", err)
 		}
 	}
-	w, err := worker.New(c, worker.Options{Models: models, Tools: tools, Live: opts.Live, StopTimeout: time.Second})
+	w, err := worker.New(c, worker.Options{Models: models, Tools: tools, Live: opts.Live, StopTimeout: time.Second,
+		Codec: Codec(tb, srv)})
 	if err != nil {
 		tb.Fatalf("worker: %v", err)
 	}
@@ -110,7 +143,8 @@ func (s *stopOnce) Stop() {
 // Client returns a keel client of srv with its own Temporal connection.
 func Client(tb testing.TB, srv *devserver.Server, ch live.Channel) *client.Client {
 	tb.Helper()
-	c, err := client.Dial(context.Background(), client.Options{Temporal: Dial(tb, srv), Live: ch})
+	c, err := client.Dial(context.Background(), client.Options{Temporal: Dial(tb, srv), Live: ch,
+		DataConverter: store.NewDataConverter(Codec(tb, srv))})
 	if err != nil {
 		tb.Fatalf("client: %v", err)
 	}
