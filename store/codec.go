@@ -1,0 +1,129 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/proto"
+)
+
+// Defaults for CodecOptions.
+const (
+	// DefaultThreshold keeps small values inline, where a reference would
+	// save little and cost a store round trip.
+	DefaultThreshold = 4 << 10
+	// DefaultTimeout bounds each Encode or Decode: PayloadCodec methods take
+	// no context, and a hung store must fail the call, not hang the worker.
+	DefaultTimeout = 30 * time.Second
+)
+
+// CodecOptions configures a Codec.
+type CodecOptions struct {
+	// Threshold is the proto-marshaled size in bytes above which a payload
+	// is offloaded. Zero means DefaultThreshold.
+	Threshold int
+	// Timeout bounds the store calls of one Encode or Decode. Zero means
+	// DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Codec is a claim-check converter.PayloadCodec: Encode moves large
+// payloads into a Store and leaves small references in their place; Decode
+// brings them back. It is deterministic (the same payload always becomes
+// the same reference), as Temporal's replay requires.
+type Codec struct {
+	store     *Store
+	threshold int
+	timeout   time.Duration
+}
+
+var _ converter.PayloadCodec = (*Codec)(nil)
+
+// NewCodec returns a Codec that offloads to s.
+func NewCodec(s *Store, opts CodecOptions) *Codec {
+	c := &Codec{store: s, threshold: opts.Threshold, timeout: opts.Timeout}
+	if c.threshold <= 0 {
+		c.threshold = DefaultThreshold
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
+	return c
+}
+
+// NewDataConverter returns Temporal's default data converter with c applied
+// to every payload, for client.Options.DataConverter.
+func NewDataConverter(c *Codec) converter.DataConverter {
+	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
+}
+
+// marshal is deterministic so that equal payloads (maps included) give equal
+// bytes, hence equal keys.
+var marshal = proto.MarshalOptions{Deterministic: true}
+
+// Encode replaces each payload whose marshaled size exceeds the threshold
+// with a reference to it. Smaller payloads and references pass unchanged.
+// If the store fails, Encode fails: a value is never dropped.
+func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	out := make([]*commonpb.Payload, len(payloads))
+	for i, p := range payloads {
+		out[i] = p
+		if p == nil || IsReference(p) || proto.Size(p) <= c.threshold {
+			continue
+		}
+		ref, err := c.PutPayload(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ref
+	}
+	return out, nil
+}
+
+// PutPayload stores p whatever its size and returns its reference, for
+// values that should stay out of a history even when small, such as
+// event-log segments.
+func (c *Codec) PutPayload(ctx context.Context, p *commonpb.Payload) (*commonpb.Payload, error) {
+	data, err := marshal.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("store: claim-check a payload for %s: marshal: %w", c.store.url, err)
+	}
+	key, err := c.store.Put(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	return Reference(key, len(data)), nil
+}
+
+// Decode replaces each reference with the payload it names, verified
+// against its key. Other payloads pass unchanged.
+func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	out := make([]*commonpb.Payload, len(payloads))
+	for i, p := range payloads {
+		out[i] = p
+		if !IsReference(p) {
+			continue
+		}
+		key, _, err := ParseReference(p)
+		if err != nil {
+			return nil, err
+		}
+		data, err := c.store.Get(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		var orig commonpb.Payload
+		if err := proto.Unmarshal(data, &orig); err != nil {
+			return nil, fmt.Errorf("%w: %s in %s holds no payload: %w", ErrInvalidReference, key, c.store.url, err)
+		}
+		out[i] = &orig
+	}
+	return out, nil
+}

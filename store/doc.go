@@ -1,0 +1,34 @@
+// Package store keeps large values out of Temporal workflow histories.
+//
+// A Store is a content-addressed store of immutable values in a blob
+// bucket (a directory, S3 or an S3-compatible service, or memory): a value's
+// key is the SHA-256 of its bytes, so storing the same bytes twice is a
+// no-op, and every read is checked against its key.
+//
+// A Codec is a Temporal PayloadCodec on top of a Store that applies the
+// claim-check pattern: payloads above a size threshold are stored and
+// replaced with a small reference payload (encoding "keel/claim-check",
+// data {"key":"sha256:...","size":N}), and references are resolved on the
+// way back. Histories stay small, and since the codec is deterministic,
+// replay sees the same references that were recorded.
+//
+// Workers, which can reach the store, install the codec in their data
+// converter:
+//
+//	s, err := store.Open(ctx, "s3://keel-values?region=eu-west-1")
+//	if err != nil {
+//		return err
+//	}
+//	defer s.Close()
+//	dc := store.NewDataConverter(store.NewCodec(s, store.CodecOptions{}))
+//	c, err := client.Dial(client.Options{DataConverter: dc})
+//
+// Processes that cannot reach the store (a CLI, the Temporal Web UI) decode
+// through an HTTP endpoint served by Codec.Handler, the UI directly and Go
+// programs with NewRemoteCodec:
+//
+//	http.Handle("/codec/", codec.Handler(store.HandlerOptions{AllowOrigin: "http://localhost:8233"}))
+//
+//	remote := store.NewRemoteCodec("http://worker:8080/codec", store.RemoteOptions{})
+//	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), remote)
+package store

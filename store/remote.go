@@ -1,0 +1,115 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+)
+
+// RemoteOptions configures NewRemoteCodec.
+type RemoteOptions struct {
+	// Client sends the requests; nil means a client with Timeout.
+	Client *http.Client
+	// Timeout bounds a request when Client is nil. Zero means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// ModifyRequest, if set, edits each request before it is sent, for
+	// example to add authentication or an X-Namespace header.
+	ModifyRequest func(*http.Request) error
+}
+
+// remoteCodec decodes references through a codec endpoint (Codec.Handler)
+// for processes that cannot reach the store themselves.
+type remoteCodec struct {
+	endpoint string // without credentials, for messages
+	remote   converter.PayloadCodec
+}
+
+// NewRemoteCodec returns a PayloadCodec for clients that cannot reach the
+// store: Decode sends only claim-check references to endpoint + "/decode"
+// (other payloads never cause a request), and Encode changes nothing,
+// because offloading is the workers' job.
+func NewRemoteCodec(endpoint string, opts RemoteOptions) converter.PayloadCodec {
+	endpoint = strings.TrimSuffix(endpoint, "/")
+	safe := endpoint
+	if u, err := url.Parse(endpoint); err == nil {
+		safe = redact(u)
+	}
+	client := opts.Client
+	if client == nil {
+		timeout := opts.Timeout
+		if timeout <= 0 {
+			timeout = DefaultTimeout
+		}
+		client = &http.Client{Timeout: timeout}
+	}
+	return &remoteCodec{
+		endpoint: safe,
+		remote: converter.NewRemotePayloadCodec(converter.RemotePayloadCodecOptions{
+			Endpoint:      endpoint,
+			ModifyRequest: opts.ModifyRequest,
+			Client:        *client,
+		}),
+	}
+}
+
+// Encode returns payloads unchanged.
+func (r *remoteCodec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	return payloads, nil
+}
+
+// Decode resolves the references among payloads in one request.
+func (r *remoteCodec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	var refs []*commonpb.Payload
+	var at []int
+	for i, p := range payloads {
+		if IsReference(p) {
+			refs = append(refs, p)
+			at = append(at, i)
+		}
+	}
+	if len(refs) == 0 {
+		return payloads, nil
+	}
+	decoded, err := r.remote.Decode(refs)
+	kind := ErrEndpoint
+	if err != nil {
+		var transport *url.Error
+		if errors.As(err, &transport) {
+			kind = ErrUnreachable
+		}
+		return nil, r.fail(refs, kind, err)
+	}
+	out := append([]*commonpb.Payload(nil), payloads...)
+	for j, p := range decoded {
+		if IsReference(p) {
+			// An endpoint without a claim-check codec echoes references.
+			return nil, r.fail(refs[j:j+1], ErrEndpoint, errors.New("the endpoint returned it undecoded"))
+		}
+		out[at[j]] = p
+	}
+	return out, nil
+}
+
+// fail names the first reference of a failed request and how many others
+// went with it.
+func (r *remoteCodec) fail(refs []*commonpb.Payload, kind, cause error) error {
+	name := "(malformed reference)"
+	if key, _, err := ParseReference(refs[0]); err == nil {
+		name = string(key)
+	}
+	if n := len(refs) - 1; n > 0 {
+		name = fmt.Sprintf("%s (and %d more)", name, n)
+	}
+	return &detailError{
+		msg:   fmt.Sprintf("store: decode claim-check %s through codec endpoint %s", name, r.endpoint),
+		kind:  kind,
+		cause: cause,
+	}
+}

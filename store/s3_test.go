@@ -1,0 +1,111 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// fakeS3 serves the S3 protocol in process and returns its backend, its
+// server and a store URL for bucket "keel" on it.
+func fakeS3(t *testing.T) (*s3mem.Backend, *httptest.Server, string) {
+	t.Helper()
+	// Credentials and config come from the environment only, so that a
+	// developer's ~/.aws cannot change the test.
+	none := filepath.Join(t.TempDir(), "none")
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", none)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", none)
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+	backend := s3mem.New()
+	require.NoError(t, backend.CreateBucket("keel"))
+	srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
+	t.Cleanup(srv.Close)
+	q := url.Values{"endpoint": {srv.URL}, "region": {"us-east-1"}, "use_path_style": {"true"}}
+	return backend, srv, "s3://keel?" + q.Encode()
+}
+
+func TestS3(t *testing.T) {
+	ctx := context.Background()
+	backend, srv, rawURL := fakeS3(t)
+	s := open(t, rawURL)
+	require.NoError(t, s.Check(ctx))
+
+	key, err := s.Put(ctx, []byte("over the wire"))
+	require.NoError(t, err)
+	again, err := s.Put(ctx, []byte("over the wire"))
+	require.NoError(t, err)
+	require.Equal(t, key, again)
+	got, err := s.Get(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, []byte("over the wire"), got)
+
+	_, err = s.Get(ctx, KeyOf([]byte("never stored")))
+	require.ErrorIs(t, err, ErrNotFound)
+
+	c := NewCodec(s, CodecOptions{})
+	large := jsonPayload(t, 100<<10)
+	encoded, err := c.Encode([]*commonpb.Payload{large})
+	require.NoError(t, err)
+	require.True(t, IsReference(encoded[0]))
+	decoded, err := c.Decode(encoded)
+	require.NoError(t, err)
+	require.True(t, proto.Equal(large, decoded[0]))
+
+	// Replace the object behind the store's back. It is deleted first so
+	// that the fake forgets the checksum of the original upload, which the
+	// AWS SDK would otherwise check before the store does.
+	damaged := []byte("not what was written")
+	path := prefix + key.digest()
+	_, err = backend.DeleteObject("keel", path)
+	require.NoError(t, err)
+	_, err = backend.PutObject("keel", path, map[string]string{}, bytes.NewReader(damaged), int64(len(damaged)), nil)
+	require.NoError(t, err)
+	_, err = s.Get(ctx, key)
+	require.ErrorIs(t, err, ErrCorrupt)
+
+	srv.Close()
+	// The SDK retries with backoff (gocloud fixes its retryer, so the
+	// environment cannot shorten it); the calls run side by side so that
+	// the test waits for one backoff, not four.
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	wg.Go(func() { _, errs[0] = s.Put(ctx, []byte("after the server is gone")) })
+	wg.Go(func() { _, errs[1] = s.Get(ctx, key) })
+	wg.Go(func() { _, errs[2] = c.Decode(encoded) })
+	wg.Go(func() { errs[3] = s.Check(ctx) })
+	wg.Wait()
+	for _, err := range errs {
+		require.ErrorIs(t, err, ErrUnreachable)
+		require.ErrorIs(t, err, syscall.ECONNREFUSED, "the cause is kept")
+	}
+	require.ErrorContains(t, errs[0], s.URL())
+}
+
+func TestS3MissingBucket(t *testing.T) {
+	ctx := context.Background()
+	_, _, rawURL := fakeS3(t)
+	s := open(t, "s3://absent"+rawURL[len("s3://keel"):])
+
+	require.ErrorIs(t, s.Check(ctx), ErrUnreachable)
+	_, err := s.Put(ctx, []byte("v"))
+	require.ErrorIs(t, err, ErrUnreachable)
+	_, err = s.Get(ctx, KeyOf([]byte("v")))
+	require.ErrorIs(t, err, ErrUnreachable, "a missing bucket is not a missing value")
+	require.NotErrorIs(t, err, ErrNotFound)
+}
