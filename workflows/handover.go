@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -123,8 +124,12 @@ func (s *session) handOverDue(ctx workflow.Context) bool {
 	// without one here: GetVersion answers DefaultVersion when replaying a
 	// history that has no marker for the change. Each check point has its
 	// own change ID, so such a session still hands over at its first check
-	// after the upgrade instead of never.
-	return workflow.GetVersion(ctx, fmt.Sprintf("hand-over-%d", s.runs), workflow.DefaultVersion, 1) == 1
+	// after the upgrade instead of never. Once an execution has a marker,
+	// it is new code throughout and asks no more.
+	if !s.handOverCode {
+		s.handOverCode = workflow.GetVersion(ctx, fmt.Sprintf("hand-over-%d", s.runs), workflow.DefaultVersion, 1) == 1
+	}
+	return s.handOverCode
 }
 
 // quiet waits until every update and signal handler has finished, so none
@@ -143,7 +148,7 @@ func (s *session) quiet(ctx workflow.Context) bool {
 // segment. Without a store (or while it fails) they stay in memory and
 // travel in the carried state instead: nothing is dropped.
 func (s *session) flushEvents(ctx workflow.Context) {
-	if len(s.events) == 0 {
+	if len(s.events) == 0 || s.noStore {
 		return
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
@@ -154,6 +159,10 @@ func (s *session) flushEvents(ctx workflow.Context) {
 	var seg EventSegment
 	if err := workflow.ExecuteLocalActivity(lctx, activities.StoreEventsName, s.events).Get(ctx, &seg); err != nil {
 		workflow.GetLogger(ctx).Warn("durable events stay in the session's memory", "err", err)
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == activities.ErrNoStore {
+			s.noStore = true
+		}
 		return
 	}
 	if seg.First != s.tailBase+1 || seg.Last != s.seq {
@@ -164,6 +173,36 @@ func (s *session) flushEvents(ctx workflow.Context) {
 	s.events = nil
 	s.tailBase = s.seq
 }
+
+// maxCarryBytes bounds what a session carries in its continue-as-new input
+// when it has no content store to move values to: under Temporal's limit
+// of 2 MB a payload, with room for the rest of the state.
+const maxCarryBytes = 3 << 19
+
+// carryFits reports whether the state to carry fits in a continue-as-new
+// input. With a content store it always does: the codec moves the large
+// parts there. Without one, a session whose log or transcript outgrew the
+// input keeps running in this execution, as sessions did before hand-overs
+// existed, until Temporal's own limits end it.
+func (s *session) carryFits() bool {
+	if !s.noStore {
+		return true
+	}
+	n := 0
+	for _, ev := range s.events {
+		n += ev.Size()
+	}
+	for _, m := range s.transcript {
+		n += len(m.Content) + envelopeOverhead
+		for _, c := range m.ToolCalls {
+			n += len(c.Arguments)
+		}
+	}
+	return n <= maxCarryBytes
+}
+
+// envelopeOverhead bounds the JSON of a message's or event's fixed fields.
+const envelopeOverhead = 160
 
 // handOver ends this execution and continues the session as new with its
 // carried state. Signals delivered but not yet handled are taken first:

@@ -39,6 +39,11 @@ type session struct {
 	handOvers     int
 	runsHere      int
 	tailBytesHere int
+	// noStore is set once the worker said it has no content store.
+	noStore bool
+	// handOverCode is set once this execution recorded that it runs code
+	// that hands over (see handOverDue).
+	handOverCode bool
 
 	queue    []*pendingRun
 	active   *pendingRun
@@ -82,7 +87,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			s.flushEvents(ctx)
 			// A prompt that arrived while the events were stored runs
 			// first; the next quiet point hands over.
-			if s.quiet(ctx) {
+			if s.quiet(ctx) && s.carryFits() {
 				return s.handOver(ctx)
 			}
 		}
