@@ -17,6 +17,7 @@ import (
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/tool"
 	"github.com/keelrun/keel/workflows"
 )
@@ -87,8 +88,15 @@ func TestRecordHistories(t *testing.T) {
 // prints and sdk worker.WorkflowReplayer reads.
 func writeHistory(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID, path string) {
 	t.Helper()
+	writeHistoryOf(t, ctx, tc, workflowID, "", path)
+}
+
+// writeHistoryOf saves the history of one execution (runID; "" for the
+// current one).
+func writeHistoryOf(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID, runID, path string) {
+	t.Helper()
 	h := &historypb.History{}
-	it := tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		require.NoError(t, err)
@@ -98,4 +106,76 @@ func writeHistory(t *testing.T, ctx context.Context, tc sdkclient.Client, workfl
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, append(data, '\n'), 0o644))
 	t.Logf("wrote %s: %d events of %s", path, len(h.Events), workflowID)
+}
+
+// TestRecordHandOverHistories records the histories of a session that
+// hands over, for workflows/replay_test.go, with the content-store objects
+// they reference (workflows/testdata/store):
+//
+//	KEEL_RECORD=1 go test -run TestRecordHandOverHistories ./e2e
+//
+// It writes session_handover_1.json (the first execution: a run, a prompt
+// queued during it, the segment write, the continue-as-new) and
+// session_handover_2.json (the next: the carried prompt's run, then its
+// own hand-over).
+func TestRecordHandOverHistories(t *testing.T) {
+	if os.Getenv(recordEnv) != "1" {
+		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
+	}
+	ctx := testContext(t, 3*time.Minute)
+	data := t.TempDir()
+	srv := keeltest.StartServer(t, devserver.Config{DataDir: data})
+	workspace := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(workspace, "notes.txt"), []byte("notes\n"), 0o600))
+	tools, err := tool.Builtins(workspace)
+	require.NoError(t, err)
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[
+	  {"tool_calls":[{"id":"ls","name":"list_files","arguments":{}}]},
+	  {"text":["The workspace holds notes.txt."]}]}`, Tools: tools})
+	c, err := client.Dial(ctx, client.Options{Temporal: keeltest.Dial(t, srv),
+		DataConverter: store.NewDataConverter(keeltest.Codec(t, srv)),
+		Config:        workflows.RunConfig{Tools: []string{"list_files"}},
+		HandOver:      workflows.HandOverLimits{Events: 1}})
+	require.NoError(t, err)
+	sess := c.Session("replay-handover")
+
+	desc := func() string {
+		d, err := c.Temporal().DescribeWorkflowExecution(ctx, sess.ID(), "")
+		require.NoError(t, err)
+		return d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	}
+	run1, err := sess.Send(ctx, "What is in the workspace?")
+	require.NoError(t, err)
+	first := desc()
+	run2, err := sess.Send(ctx, "And now?", client.Queue())
+	require.NoError(t, err)
+	for _, r := range []*client.Run{run1, run2} {
+		_, err := r.Outcome(ctx)
+		require.NoError(t, err)
+	}
+	st, err := sess.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, st.HandOvers, "a hand-over after each run")
+
+	// The executions in order, from the first one's continue-as-new.
+	second := continuedAsNew(t, ctx, c.Temporal(), sess.ID(), first)
+	dir := filepath.Join("..", "workflows", "testdata")
+	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), first, filepath.Join(dir, "session_handover_1.json"))
+	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), second, filepath.Join(dir, "session_handover_2.json"))
+
+	// The values the histories reference, for the replayer's codec.
+	objects := filepath.Join(dir, "store")
+	require.NoError(t, os.RemoveAll(objects))
+	require.NoError(t, os.CopyFS(objects, os.DirFS(filepath.Join(data, "store"))))
+}
+
+// continuedAsNew returns the run ID the execution runID continued as.
+func continuedAsNew(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID, runID string) string {
+	t.Helper()
+	it := tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	ev, err := it.Next()
+	require.NoError(t, err)
+	next := ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+	require.NotEmpty(t, next, "execution %s continued as new", runID)
+	return next
 }

@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -16,6 +17,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/worker"
 	"github.com/keelrun/keel/workflows"
 )
@@ -49,6 +51,19 @@ var recordedHistories = []recordedHistory{
 		activities.ToolName:                                      1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
 	}},
+	// A session that hands over: the first execution (a run, a prompt
+	// queued during it, its events written to the content store, the
+	// continue-as-new) and the next (started from the carried state).
+	{file: "session_handover_1.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 1,
+		enumspb.EVENT_TYPE_MARKER_RECORDED.String():                          3, // committed, version, segment
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String():      1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String():      2,
+	}},
+	{file: "session_handover_2.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String():      1,
+	}},
 	{file: "run_cancelled.json", workflowType: workflows.RunWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_TIMER_STARTED.String():                1, // the sleep tool
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():  1, // cancel
@@ -63,7 +78,15 @@ func TestReplayRecordedHistories(t *testing.T) {
 			path := filepath.Join("testdata", h.file)
 			requireCoverage(t, path, h)
 
-			r := sdkworker.NewWorkflowReplayer()
+			// Histories hold content-store references; the replayer reads
+			// them from the objects recorded beside the histories.
+			st, err := store.Open(context.Background(), filepath.Join("testdata", "store"))
+			require.NoError(t, err)
+			defer st.Close()
+			r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{
+				DataConverter: store.NewDataConverter(store.NewCodec(st, store.CodecOptions{})),
+			})
+			require.NoError(t, err)
 			worker.Register(replayRegistry{r}, &activities.Activities{})
 			logger := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err := r.ReplayWorkflowHistoryFromJSONFile(logger, path); err != nil {
