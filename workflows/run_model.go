@@ -15,7 +15,7 @@ import (
 	"github.com/keelrun/keel/provider"
 )
 
-// Retry budget of one model turn (seed 000's contract).
+// Retry budget of one model turn (docs/contract.md, retries).
 const (
 	// MaxRequestsPerTurn bounds the physical provider requests of a turn.
 	MaxRequestsPerTurn = 4
