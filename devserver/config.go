@@ -51,6 +51,10 @@ type Config struct {
 
 	// DisableUI runs no Web UI (tests). Optional: default false.
 	DisableUI bool
+	// UICodecEndpoint is the codec endpoint the Web UI decodes payloads
+	// with (keel serves one for its content store), so it shows the values
+	// behind content-store references. Optional: none.
+	UICodecEndpoint string
 
 	// Namespace created on first start, idempotently checked on later
 	// starts, with keel's search attributes registered on it. Optional:

@@ -163,7 +163,7 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 		return nil, err
 	}
 	if uiListener != nil {
-		if s.ui, err = startWebUI(uiListener, s.address, cfg.Namespace); err != nil {
+		if s.ui, err = startWebUI(uiListener, s.address, cfg.Namespace, cfg.UICodecEndpoint); err != nil {
 			return nil, err
 		}
 		s.uiAddr = net.JoinHostPort(dialableIP(cfg.IP), strconv.Itoa(cfg.UIPort))

@@ -37,7 +37,7 @@ type webUI struct {
 	done     chan struct{}
 }
 
-func startWebUI(listener net.Listener, frontend, namespace string) (*webUI, error) {
+func startWebUI(listener net.Listener, frontend, namespace, codecEndpoint string) (*webUI, error) {
 	cfg := &uiconfig.Config{
 		TemporalGRPCAddress: frontend,
 		EnableUI:            true,
@@ -48,6 +48,7 @@ func startWebUI(listener net.Listener, frontend, namespace string) (*webUI, erro
 		// No calls to the internet from a dev server.
 		DisableNewsFetch: true,
 	}
+	cfg.Codec.Endpoint = codecEndpoint
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("devserver: web UI config: %w", err)
 	}

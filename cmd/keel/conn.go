@@ -36,6 +36,7 @@ type connFlags struct {
 	namespace string
 	nats      string
 	withNATS  bool
+	store     storeFlags
 }
 
 func (c *connFlags) register(fs *flagSet, withNATS bool) {
@@ -45,6 +46,7 @@ func (c *connFlags) register(fs *flagSet, withNATS bool) {
 		c.withNATS = true
 		fs.StringVar(&c.nats, "nats", defaultNATS, "NATS `URL` of the live channel (streamed text); \"\" disables it")
 	}
+	c.store.register(fs, fs.Name() == "keel worker")
 }
 
 // conn is a connected keel client and its live channel, if any.
@@ -52,11 +54,14 @@ type conn struct {
 	*client.Client
 	// live is nil when the live channel is off or unreachable.
 	live live.Channel
+	// closeStore releases the content store, if the command opened one.
+	closeStore func()
 }
 
 // close releases the client and the live channel.
 func (c *conn) close() {
 	c.Client.Close()
+	c.closeStore()
 	if c.live != nil {
 		_ = c.live.Close()
 	}
@@ -67,6 +72,11 @@ func (c *conn) close() {
 // facts are all in Temporal, the live channel only adds streamed text.
 func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults workflows.RunConfig) (*conn, error) {
 	out := &conn{}
+	cs, err := c.store.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out.closeStore = cs.close
 	var ch live.Channel
 	var natsErr error
 	if c.withNATS && c.nats != "" {
@@ -80,11 +90,12 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults workflo
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	kc, err := client.Dial(dctx, client.Options{
-		HostPort:  c.address,
-		Namespace: c.namespace,
-		Live:      ch,
-		Config:    defaults,
-		Logger:    slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		HostPort:      c.address,
+		Namespace:     c.namespace,
+		Live:          ch,
+		Config:        defaults,
+		DataConverter: cs.dc,
+		Logger:        slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
 	if err != nil {
 		if out.live != nil {

@@ -6,19 +6,24 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/provider/scripted"
+	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/worker"
 	"github.com/keelrun/keel/workflows"
 )
@@ -41,8 +46,11 @@ type devConfig struct {
 	// dataDir holds the SQLite database; "" keeps it in memory (tests).
 	dataDir string
 	// Ports; 0 picks a free one.
-	port, uiPort, natsPort int
-	noUI                   bool
+	port, uiPort, natsPort, httpPort int
+	// store is the content store's URL; "" puts it under dataDir (or in
+	// memory without one).
+	store string
+	noUI  bool
 	// workspace is the file tools' root, created (and seeded with the
 	// demo's welcome.txt) if missing.
 	workspace string
@@ -55,6 +63,11 @@ type devConfig struct {
 // devStack is a running local stack.
 type devStack struct {
 	server    *devserver.Server
+	store     *store.Store
+	codec     *store.Codec
+	dc        converter.DataConverter
+	http      *http.Server
+	codecURL  string
 	nats      *live.NATSServer
 	publisher *live.NATS
 	temporal  sdkclient.Client
@@ -68,6 +81,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	port := fs.Int("port", devserver.DefaultPort, "Temporal gRPC `port`")
 	uiPort := fs.Int("ui-port", devserver.DefaultUIPort, "Web UI `port`")
 	natsPort := fs.Int("nats-port", live.DefaultNATSPort, "NATS `port`")
+	httpPort := fs.Int("http-port", defaultHTTPPort, "HTTP `port` of keel's endpoints (the content store's codec endpoint)")
+	storeURL := fs.String("store", os.Getenv(envStore), "content store `URL` for large values (default DATA_DIR/store)")
 	noUI := fs.Bool("no-ui", false, "run without the Web UI")
 	workspace := fs.String("workspace", "", "`DIR` the file tools may read and write (default DATA_DIR/workspace)")
 	demo := fs.Bool("demo", false, "send the demo prompt and render its run once the stack is up")
@@ -75,7 +90,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
 	}
-	for name, p := range map[string]int{"--port": *port, "--ui-port": *uiPort, "--nats-port": *natsPort} {
+	for name, p := range map[string]int{"--port": *port, "--ui-port": *uiPort, "--nats-port": *natsPort, "--http-port": *httpPort} {
 		if p < 0 || p > 65535 {
 			return fs.usageError(stderr, "%s %d is not a port (0 picks a free one)", name, p)
 		}
@@ -105,7 +120,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	fmt.Fprintln(stdout, "keel dev: starting Temporal, the Web UI, NATS and a worker…")
 	stack, err := startDevStack(ctx, devConfig{
-		dataDir: *dataDir, port: *port, uiPort: *uiPort, natsPort: *natsPort, noUI: *noUI,
+		dataDir: *dataDir, port: *port, uiPort: *uiPort, natsPort: *natsPort, httpPort: *httpPort, noUI: *noUI,
+		store:     *storeURL,
 		workspace: *workspace,
 		logger:    slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: level})),
 		logLevel:  level,
@@ -147,20 +163,31 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if logger == nil {
 		logger, level = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), slog.LevelWarn
 	}
+	if err := s.openStore(ctx, cfg); err != nil {
+		return s, err
+	}
+	httpListener, err := net.Listen("tcp", net.JoinHostPort(devserver.DefaultIP, strconv.Itoa(cfg.httpPort)))
+	if err != nil {
+		return s, fmt.Errorf("keel dev: HTTP endpoints: %w\nIs another `keel dev` running? Choose another port with --http-port (0 picks a free one)", err)
+	}
+	s.codecURL = "http://" + httpListener.Addr().String() + "/codec"
 	s.server, err = devserver.Start(ctx, devserver.Config{
-		DataDir:   cfg.dataDir,
-		Port:      anyPortIfZero(cfg.port, devserver.AnyPort),
-		UIPort:    anyPortIfZero(cfg.uiPort, devserver.AnyPort),
-		DisableUI: cfg.noUI,
-		Logger:    logger,
-		LogLevel:  level,
+		DataDir:         cfg.dataDir,
+		Port:            anyPortIfZero(cfg.port, devserver.AnyPort),
+		UIPort:          anyPortIfZero(cfg.uiPort, devserver.AnyPort),
+		DisableUI:       cfg.noUI,
+		UICodecEndpoint: s.codecURL,
+		Logger:          logger,
+		LogLevel:        level,
 	})
 	if errors.Is(err, devserver.ErrPortInUse) {
 		return s, fmt.Errorf("%w\nIs another `keel dev` or Temporal dev server running? Stop it, or choose other ports (--port, --ui-port; 0 picks a free one)", err)
 	}
 	if err != nil {
+		_ = httpListener.Close()
 		return s, err
 	}
+	s.serveHTTP(httpListener)
 	s.nats, err = live.StartNATSServer(live.NATSServerOptions{Port: anyPortIfZero(cfg.natsPort, live.RandomPort)})
 	if err != nil {
 		return s, fmt.Errorf("%w\nIs another NATS server (or `keel dev`) using the port? Choose another with --nats-port (0 picks a free one)", err)
@@ -168,13 +195,13 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if s.publisher, err = live.DialNATS(s.nats.ClientURL(), live.NATSOptions{}); err != nil {
 		return s, err
 	}
-	if s.temporal, err = s.server.Dial(ctx, sdkclient.Options{}); err != nil {
+	if s.temporal, err = s.server.Dial(ctx, sdkclient.Options{DataConverter: s.dc}); err != nil {
 		return s, fmt.Errorf("keel dev: connect to the server: %w", err)
 	}
 	if err := worker.EnsureSearchAttributes(ctx, s.temporal, s.server.Namespace()); err != nil {
 		return s, err
 	}
-	w, err := worker.New(s.temporal, worker.Options{Workspace: s.workspace, Live: s.publisher, Logger: logger})
+	w, err := worker.New(s.temporal, worker.Options{Workspace: s.workspace, Live: s.publisher, Logger: logger, Codec: s.codec})
 	if err != nil {
 		return s, err
 	}
@@ -229,8 +256,14 @@ func (s *devStack) stop() error {
 	if s.nats != nil {
 		s.nats.Shutdown()
 	}
+	if s.http != nil {
+		errs = append(errs, s.http.Close())
+	}
 	if s.server != nil {
 		errs = append(errs, s.server.Stop())
+	}
+	if s.store != nil {
+		errs = append(errs, s.store.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -273,13 +306,16 @@ keel dev is up.
   Temporal gRPC  %s  (namespace %s, task queue %s)
   Web UI         %s
   NATS (live)    %s
+  codec endpoint %s  (reads the content store)
   data           %s
+  content store  %s
   workspace      %s
   logs           %s
 
 Try it from another terminal:
   keel run%s "Give me a tour of the workspace"
-`, s.server.Address(), s.server.Namespace(), workflows.TaskQueue, ui, s.nats.ClientURL(), where, s.workspace, logPath, s.addressFlag()+s.natsFlag())
+`, s.server.Address(), s.server.Namespace(), workflows.TaskQueue, ui, s.nats.ClientURL(), s.codecURL, where,
+		s.store.URL(), s.workspace, logPath, s.addressFlag()+s.natsFlag()+s.codecFlag())
 }
 
 // runDemo sends the demo prompt in a new session and renders the run as
@@ -293,7 +329,7 @@ func (s *devStack) runDemo(ctx context.Context, stdout, stderr io.Writer) {
 	defer n.Close()
 	// Send subscribes to the session's deltas before the run starts, so
 	// the demo's first streamed words are not lost.
-	kc, err := client.Dial(ctx, client.Options{Temporal: s.temporal, Live: n})
+	kc, err := client.Dial(ctx, client.Options{Temporal: s.temporal, Live: n, DataConverter: s.dc})
 	if err != nil {
 		fmt.Fprintf(stderr, "keel dev: demo: %s\n", sanitize(err.Error()))
 		return
@@ -321,6 +357,49 @@ func (s *devStack) runDemo(ctx context.Context, stdout, stderr io.Writer) {
 		fmt.Fprintf(stdout, "\nSee it in the Web UI (each model turn and tool call is an activity):\n  %s/namespaces/%s/workflows/%s\n",
 			ui, url.PathEscape(s.server.Namespace()), url.PathEscape(sess.ID()))
 	}
+	flags := s.addressFlag() + s.codecFlag()
 	fmt.Fprintf(stdout, "Or from another terminal:\n  keel history%s %s\n  keel events%s %s\n",
-		s.addressFlag(), sess.ID(), s.addressFlag(), sess.ID())
+		flags, sess.ID(), flags, sess.ID())
+}
+
+// openStore opens the content store: --store, else a directory under the
+// data directory, else (tests, no data directory) memory.
+func (s *devStack) openStore(ctx context.Context, cfg devConfig) error {
+	where := cfg.store
+	if where == "" {
+		where = "mem://"
+		if cfg.dataDir != "" {
+			dir, err := filepath.Abs(filepath.Join(cfg.dataDir, "store"))
+			if err != nil {
+				return fmt.Errorf("content store: %w", err)
+			}
+			where = "file://" + dir
+		}
+	}
+	st, err := store.Open(ctx, where)
+	if err != nil {
+		return fmt.Errorf("content store: %w", err)
+	}
+	s.store, s.codec = st, store.NewCodec(st, store.CodecOptions{})
+	s.dc = store.NewDataConverter(s.codec)
+	return nil
+}
+
+// serveHTTP serves keel's HTTP endpoints on l: the content store's codec
+// endpoint, which the Web UI (from the browser, so CORS allows its origin
+// only) and keel's commands decode references with.
+func (s *devStack) serveHTTP(l net.Listener) {
+	mux := http.NewServeMux()
+	mux.Handle("/codec/", http.StripPrefix("/codec", s.codec.Handler(store.HandlerOptions{AllowOrigin: s.uiURL()})))
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.http.Serve(l) }()
+}
+
+// codecFlag is the flag another keel command needs to read this stack's
+// content store, empty on the default port.
+func (s *devStack) codecFlag() string {
+	if s.codecURL == defaultCodecEndpoint {
+		return ""
+	}
+	return " --codec-endpoint " + s.codecURL
 }

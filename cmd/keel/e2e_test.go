@@ -117,7 +117,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("stop: %v", err)
 		}
 	}()
-	conn := []string{"--address", stack.server.Address(), "--nats", stack.nats.ClientURL()}
+	conn := []string{"--address", stack.server.Address(), "--nats", stack.nats.ClientURL(), "--codec-endpoint", stack.codecURL}
 	keel := func(ctx context.Context, stdout, stderr *bytes.Buffer, args ...string) int {
 		return dispatch(ctx, args, stdout, stderr)
 	}
@@ -125,7 +125,7 @@ func TestEndToEnd(t *testing.T) {
 		if cmd == "events" || cmd == "run" {
 			return append(append([]string{cmd}, conn...), args...)
 		}
-		return append([]string{cmd, "--address", stack.server.Address()}, args...)
+		return append([]string{cmd, "--address", stack.server.Address(), "--codec-endpoint", stack.codecURL}, args...)
 	}
 
 	t.Run("demo", func(t *testing.T) {

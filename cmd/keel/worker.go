@@ -23,7 +23,12 @@ with the file tools confined to --workspace (created if missing). Model API
 keys are read here, from the environment (OPENAI_API_KEY, ANTHROPIC_API_KEY),
 and never travel through Temporal. Streamed text goes to the NATS server at
 --nats; if it is unreachable the worker keeps trying in the background and
-runs go on without streamed text. On SIGINT or SIGTERM it stops polling and
+runs go on without streamed text. Large values (tool output, transcripts,
+run results, old session events) go to the content store at --store and
+Temporal keeps references; every worker of a deployment and every reader
+must reach the same store (readers directly, or through keel's codec
+endpoint). Without --store they stay in Temporal history, which bounds how
+long a session can grow. On SIGINT or SIGTERM it stops polling and
 lets running activities finish for up to --stop-timeout.`
 
 func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -48,9 +53,15 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cs, err := conn.store.open(ctx)
+	if err != nil {
+		return fail(stderr, "worker", err)
+	}
+	defer cs.close()
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	tc, err := sdkclient.DialContext(dctx, sdkclient.Options{
 		HostPort: conn.address, Namespace: conn.namespace, Logger: tlog.NewStructuredLogger(logger),
+		DataConverter: cs.dc,
 	})
 	cancel()
 	if err != nil {
@@ -61,7 +72,11 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, "worker", err)
 	}
 
-	opts := worker.Options{Workspace: ws, StopTimeout: *stopTimeout, Logger: logger}
+	opts := worker.Options{Workspace: ws, StopTimeout: *stopTimeout, Logger: logger, Codec: cs.codec}
+	storeNote := "none: large values stay in Temporal history (--store)"
+	if cs.codec != nil {
+		storeNote = cs.where
+	}
 	if *benchTools {
 		if opts.Tools, err = benchToolsOn(ws); err != nil {
 			return fail(stderr, "worker", err)
@@ -89,8 +104,8 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := w.Start(); err != nil {
 		return fail(stderr, "worker", err)
 	}
-	fmt.Fprintf(stdout, "keel worker: polling task queue %q on %s (namespace %s)\n  workspace  %s\n  live       %s\nCtrl-C or SIGTERM stops it.\n",
-		workflows.TaskQueue, conn.address, conn.namespace, ws, liveNote)
+	fmt.Fprintf(stdout, "keel worker: polling task queue %q on %s (namespace %s)\n  workspace  %s\n  live       %s\n  store      %s\nCtrl-C or SIGTERM stops it.\n",
+		workflows.TaskQueue, conn.address, conn.namespace, ws, liveNote, storeNote)
 	<-ctx.Done()
 	fmt.Fprintf(stdout, "keel worker: stopping; running activities get up to %v to finish…\n", *stopTimeout)
 	w.Stop()

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"go.temporal.io/sdk/converter"
+
+	"github.com/keelrun/keel/store"
+)
+
+// Content-store defaults: `keel dev` serves its codec endpoint here, so a
+// command on the same machine reads the values its worker moved to the
+// store without being told where the store is.
+const (
+	defaultHTTPPort      = 7280
+	defaultCodecEndpoint = "http://127.0.0.1:7280/codec"
+	envStore             = "KEEL_STORE"
+	envCodecEndpoint     = "KEEL_CODEC_ENDPOINT"
+)
+
+// storeFlags say how a command reads (and a worker writes) the values that
+// workers keep in the content store.
+type storeFlags struct {
+	url      string
+	endpoint string
+	worker   bool
+}
+
+func (s *storeFlags) register(fs *flagSet, worker bool) {
+	s.worker = worker
+	fs.StringVar(&s.url, "store", os.Getenv(envStore),
+		"content store `URL` for large values: file:///DIR, s3://BUCKET?endpoint=…&region=…, mem:// (default $"+envStore+")")
+	if !worker {
+		endpoint := os.Getenv(envCodecEndpoint)
+		if endpoint == "" {
+			endpoint = defaultCodecEndpoint
+		}
+		fs.StringVar(&s.endpoint, "codec-endpoint", endpoint,
+			"`URL` of a codec endpoint that reads the content store when --store is not given (default $"+envCodecEndpoint+" or keel dev's)")
+	}
+}
+
+// contentStore is what a command uses of the content store.
+type contentStore struct {
+	// dc is the data converter of the command's Temporal client.
+	dc converter.DataConverter
+	// codec is set with --store: a worker needs it for its segments.
+	codec *store.Codec
+	// where says which store, without secrets, for the worker's banner.
+	where string
+	close func()
+}
+
+// open returns what the command uses of the content store. Without
+// --store a reader decodes through the codec endpoint, asked only for
+// values that were moved to the store; a worker then keeps everything in
+// Temporal.
+func (s *storeFlags) open(ctx context.Context) (*contentStore, error) {
+	cs := &contentStore{dc: converter.GetDefaultDataConverter(), close: func() {}}
+	if s.url == "" {
+		if !s.worker && s.endpoint != "" {
+			remote := store.NewRemoteCodec(s.endpoint, store.RemoteOptions{})
+			cs.dc = converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), remote)
+		}
+		return cs, nil
+	}
+	st, err := store.Open(ctx, s.url)
+	if err != nil {
+		return nil, fmt.Errorf("content store: %w", err)
+	}
+	cs.codec = store.NewCodec(st, store.CodecOptions{})
+	cs.dc, cs.where = store.NewDataConverter(cs.codec), st.URL()
+	cs.close = func() { _ = st.Close() }
+	return cs, nil
+}
