@@ -107,6 +107,11 @@ func (r *Run) base(ctx context.Context) (int64, error) {
 	switch {
 	case err == nil && len(page.Events) > 0:
 		return page.Events[0].Seq - 1, nil
+	case errors.Is(err, keel.ErrNotFound) && st.Runs >= r.Number:
+		// The session started the run, but its workflow is gone (past the
+		// namespace's retention): its events are in the session's log,
+		// somewhere after the start.
+		return 0, nil
 	case err == nil || errors.Is(err, keel.ErrNotFound):
 		return st.LastSeq, nil
 	}
@@ -129,6 +134,11 @@ func (r *Run) Outcome(ctx context.Context) (keel.Outcome, error) {
 			return keel.Outcome{}, err
 		}
 		err = r.s.c.tc.GetWorkflow(ctx, r.ID, "").Get(ctx, &res)
+		if errors.As(err, &nf) {
+			// Started, and its workflow is gone already (retention): the
+			// session's log keeps its terminal event.
+			return r.outcomeFromLog(ctx)
+		}
 	}
 	if err == nil {
 		if n := len(res.Events); n > 0 {
