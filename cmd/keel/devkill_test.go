@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/store"
+	"github.com/keelrun/keel/workflows"
+)
+
+// devKillScript reads the 64 KiB big.txt in every run, so each run writes
+// several values to the content store (the tool's result, the model
+// turn's input that carries it, the run's result), then answers.
+const devKillScript = `{"repeat":true,"turns":[
+  {"tool_calls":[{"id":"read","name":"read_file","arguments":{"path":"big.txt"}}]},
+  {"text":["read it"]}
+]}`
+
+// devProcess is a `keel dev` in a process of its own, so it can be killed
+// with SIGKILL: server, worker and content-store writer all at once.
+type devProcess struct {
+	cmd     *exec.Cmd
+	address string
+}
+
+// startDevProcess runs this test binary as `keel dev` on dataDir with free
+// ports and waits until it printed its addresses.
+func startDevProcess(t *testing.T, dataDir, workspace string) *devProcess {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "dev", "--data-dir", dataDir, "--workspace", workspace, "--no-ui",
+		"--port", "0", "--nats-port", "0", "--http-port", "0")
+	cmd.Env = append(os.Environ(), envRunAsKeel+"=1")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &devProcess{cmd: cmd}
+	t.Cleanup(p.kill)
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		if f := strings.Fields(lines.Text()); len(f) >= 3 && f[0] == "Temporal" && f[1] == "gRPC" {
+			p.address = f[2]
+		}
+		if strings.HasPrefix(lines.Text(), "Try it") {
+			break
+		}
+	}
+	if p.address == "" {
+		t.Fatalf("keel dev did not come up: %v", lines.Err())
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return p
+}
+
+// kill sends SIGKILL and reaps the process.
+func (p *devProcess) kill() {
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+	}
+}
+
+// TestKillDevAcrossHandOvers kills -9 the whole `keel dev` at points where
+// a session hands over (right after a run committed, which is when it
+// writes its events to the store and continues as new) and where the
+// content store is being written (a 64 KiB tool result in flight), then
+// starts it again on the same data directory. Every prompt runs exactly
+// once, every run has exactly one terminal event, the log stays dense from
+// seq 1 across all executions, and every object in the store is intact.
+func TestKillDevAcrossHandOvers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts keel dev processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	data, workspace := filepath.Join(dir, "data"), filepath.Join(dir, "workspace")
+	if err := os.MkdirAll(workspace, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(workspace, "big.txt"), []byte(strings.Repeat("0123456789abcdef", 4096)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	model := writeScript(t, devKillScript)
+	st, err := store.Open(ctx, "file://"+filepath.Join(data, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	dc := store.NewDataConverter(store.NewCodec(st, store.CodecOptions{}))
+	dial := func(p *devProcess) *client.Client {
+		c, err := client.Dial(ctx, client.Options{HostPort: p.address, DataConverter: dc,
+			Config:   workflows.RunConfig{Model: model, Tools: []string{"read_file"}},
+			HandOver: workflows.HandOverLimits{Events: 20}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+
+	var prompts []string
+	send := func(c *client.Client, opts ...client.SendOption) *client.Run {
+		p := fmt.Sprintf("prompt %d", len(prompts)+1)
+		run, err := c.Session("kill-dev").Send(ctx, p, opts...)
+		if err != nil {
+			t.Fatalf("send %q: %v", p, err)
+		}
+		prompts = append(prompts, p)
+		return run
+	}
+	outcome := func(run *client.Run) {
+		if _, err := run.Outcome(ctx); err != nil {
+			t.Fatalf("run %s: %v", run.ID, err)
+		}
+	}
+	// waitFor follows the run until an event of type typ.
+	waitFor := func(run *client.Run, typ string) {
+		for ev, err := range run.Events(ctx) {
+			if err != nil {
+				t.Fatalf("run %s: %v", run.ID, err)
+			}
+			if ev.Type == typ {
+				return
+			}
+		}
+		t.Fatalf("run %s ended without %s", run.ID, typ)
+	}
+
+	// settle waits for the runs the killed process left: each goes on to
+	// its end on the new one.
+	settle := func(c *client.Client) {
+		sess := c.Session("kill-dev")
+		for len(prompts) > 0 {
+			st, err := sess.State(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Runs == len(prompts) && st.ActiveRun == nil && st.Queued == 0 {
+				return
+			}
+			outcome(sess.Run(len(prompts)))
+		}
+	}
+
+	kills := []struct {
+		name string
+		at   func(c *client.Client) // returns at the kill point
+	}{
+		{"after a commit (hand-over)", func(c *client.Client) { outcome(send(c)); outcome(send(c)) }},
+		{"a tool result in flight (store write)", func(c *client.Client) { waitFor(send(c), keel.TypeToolStarted) }},
+		{"a queued prompt carried over", func(c *client.Client) {
+			run := send(c)
+			send(c, client.Queue())
+			outcome(run)
+		}},
+		{"the model turn after the tool (store write of its input)", func(c *client.Client) {
+			waitFor(send(c), keel.TypeToolFinished)
+		}},
+	}
+	p := startDevProcess(t, data, workspace)
+	for _, k := range kills {
+		c := dial(p)
+		settle(c)
+		k.at(c)
+		c.Close()
+		p.kill()
+		t.Logf("killed keel dev: %s (%d prompts sent)", k.name, len(prompts))
+		p = startDevProcess(t, data, workspace)
+	}
+	c := dial(p)
+	defer c.Close()
+	// Every run goes on to its end on the new process; one more run after.
+	settle(c)
+	outcome(send(c))
+	sess := c.Session("kill-dev")
+	state, err := sess.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state.Runs != len(prompts) || state.HandOvers < 2 {
+		t.Fatalf("state: %d runs (want %d), %d hand-overs (want at least 2)", state.Runs, len(prompts), state.HandOvers)
+	}
+	log, err := sess.EventsAfter(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDenseLog(t, log, prompts)
+	if int64(len(log)) != state.LastSeq {
+		t.Fatalf("log has %d events, state says %d", len(log), state.LastSeq)
+	}
+	checkStoreIntact(t, ctx, st, filepath.Join(data, "store"))
+}
+
+// checkDenseLog checks a session's log: dense from 1, each run one
+// run.started and exactly one terminal event, and each prompt started
+// exactly once.
+func checkDenseLog(t *testing.T, log []keel.Envelope, prompts []string) {
+	t.Helper()
+	started := map[string]int{}
+	terminals := map[string]int{}
+	for i, ev := range log {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("log not dense: event %d has seq %d", i+1, ev.Seq)
+		}
+		if ev.Terminal() {
+			terminals[ev.RunID]++
+		}
+		if ev.Type == keel.TypeRunStarted {
+			e, err := ev.Event()
+			if err != nil {
+				t.Fatal(err)
+			}
+			started[e.(keel.RunStarted).Prompt]++
+		}
+	}
+	for _, p := range prompts {
+		if started[p] != 1 {
+			t.Errorf("prompt %q started %d times", p, started[p])
+		}
+	}
+	for run, n := range terminals {
+		if n != 1 {
+			t.Errorf("run %s has %d terminal events", run, n)
+		}
+	}
+	if len(terminals) != len(prompts) {
+		t.Errorf("%d runs ended, %d prompts sent", len(terminals), len(prompts))
+	}
+}
+
+// checkStoreIntact reads back every object of a file store: a kill in the
+// middle of a write must leave either no object or a whole one.
+func checkStoreIntact(t *testing.T, ctx context.Context, st *store.Store, dir string) {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		key, err := store.ParseKey("sha256:" + d.Name())
+		if err != nil {
+			return fmt.Errorf("%s is not an object of the store: %w", path, err)
+		}
+		if _, err := st.Get(ctx, key); err != nil {
+			return err
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("the store holds no objects")
+	}
+	t.Logf("%d store objects intact", n)
+}
