@@ -256,6 +256,35 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("large_values", func(t *testing.T) {
+		// A 64 KiB tool result goes to the content store; the commands read
+		// it back through keel dev's codec endpoint, and say clearly when
+		// they cannot.
+		big := strings.Repeat("keel-", 64<<10/5)
+		if err := os.WriteFile(filepath.Join(workspace, "big.txt"), []byte(big), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		model := writeScript(t, `{"turns":[{"tool_calls":[{"id":"r","name":"read_file","arguments":{"path":"big.txt"}}]},{"text":["read"]}]}`)
+		var out, errOut bytes.Buffer
+		if code := keel(ctx, &out, &errOut, withConn("run", "--session", "e2e-big", "--model", model, "--tools", "read_file", "read it")...); code != exitOK {
+			t.Fatalf("run: status %d\n%s\n%s", code, out.String(), errOut.String())
+		}
+		out.Reset()
+		if code := keel(ctx, &out, &errOut, withConn("events", "e2e-big", "--json")...); code != exitOK {
+			t.Fatalf("events: status %d: %s", code, errOut.String())
+		}
+		if !strings.Contains(out.String(), big) {
+			t.Errorf("events lack the tool's whole output (%d bytes printed)", out.Len())
+		}
+		out.Reset()
+		errOut.Reset()
+		code := keel(ctx, &out, &errOut, "events", "--address", stack.server.Address(), "--nats", "",
+			"--codec-endpoint", "http://127.0.0.1:1/codec", "e2e-big", "--json")
+		if code == exitOK || !strings.Contains(errOut.String(), "codec endpoint http://127.0.0.1:1/codec") {
+			t.Errorf("events without a reachable codec endpoint: status %d, stderr %q", code, errOut.String())
+		}
+	})
+
 	t.Run("failure", func(t *testing.T) {
 		model := writeScript(t, `{"turns":[{"failures":[{"kind":"auth","status":401,"message":"bad key"}],"text":["never"]}]}`)
 		var out, errOut bytes.Buffer
