@@ -87,25 +87,30 @@ func continuedAs(t *testing.T, e *runEnv) workflows.SessionInput {
 	return in
 }
 
-// A session past its limits hands over after the run that crossed them:
-// everything it carries is checked field by field, the prompt queued during
-// that run is carried (not lost, not run twice), and the events move to
-// the content store as one segment.
-func TestSessionHandOverCarriesState(t *testing.T) {
-	segs := &memSegments{}
-	e := newSessionEnv(t, napThen(`{"text":["one"],"usage":{"input_tokens":5,"output_tokens":2}}`), segs)
-	var first, queued workflows.SendResult
-	e.RegisterDelayedCallback(func() {
-		e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first)
-	}, 0)
+// handOverOnce runs a session that is past its limits from the start: a
+// first prompt ("hello") whose run plays script, a second one ("and then")
+// queued while it runs. It returns the input the session continued as new
+// with and the answers of both sends.
+func handOverOnce(t *testing.T, script string, segs *memSegments) (in workflows.SessionInput, first, queued workflows.SendResult) {
+	t.Helper()
+	e := newSessionEnv(t, script, segs)
+	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first) }, 0)
 	e.RegisterDelayedCallback(func() {
 		e.send(t, "queued", workflows.SendRequest{Prompt: "and then", IfActive: workflows.IfActiveQueue}, &queued)
 	}, time.Second)
 	e.SetCurrentHistoryLength(100)
 	e.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{SessionID: "s1", Config: napConfig,
 		HandOver: workflows.HandOverLimits{Events: 1}})
+	return continuedAs(t, e), first, queued
+}
 
-	in := continuedAs(t, e)
+// A session past its limits hands over after the run that crossed them:
+// everything it carries is checked field by field, the prompt queued during
+// that run is carried (not lost, not run twice), and the events move to
+// the content store as one segment.
+func TestSessionHandOverCarriesState(t *testing.T) {
+	segs := &memSegments{}
+	in, first, queued := handOverOnce(t, napThen(`{"text":["one"],"usage":{"input_tokens":5,"output_tokens":2}}`), segs)
 	require.Equal(t, workflows.SendResult{RunID: "s1/run-1", Number: 1, Revision: 0, BaseSeq: 0}, first)
 	require.Equal(t, workflows.SendResult{RunID: "s1/run-2", Number: 2, Queued: true}, queued)
 
@@ -142,16 +147,7 @@ func TestSessionHandOverCarriesState(t *testing.T) {
 // query answers for the stored part with the segment that holds it.
 func TestSessionResumesFromCarry(t *testing.T) {
 	segs := &memSegments{}
-	seed := newSessionEnv(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), segs)
-	var first, queued workflows.SendResult
-	seed.RegisterDelayedCallback(func() { seed.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first) }, 0)
-	seed.RegisterDelayedCallback(func() {
-		seed.send(t, "queued", workflows.SendRequest{Prompt: "and then", IfActive: workflows.IfActiveQueue}, &queued)
-	}, time.Second)
-	seed.SetCurrentHistoryLength(100)
-	seed.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{SessionID: "s1", Config: napConfig,
-		HandOver: workflows.HandOverLimits{Events: 1}})
-	in := continuedAs(t, seed)
+	in, _, _ := handOverOnce(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), segs)
 	carried := in.Carry.Seq
 
 	// The second execution: high limits, so it stays; it ends when the
