@@ -2,6 +2,7 @@ package devserver
 
 import (
 	"maps"
+	"time"
 
 	"go.temporal.io/server/common/dynamicconfig"
 )
@@ -33,6 +34,15 @@ func TunedDynamicConfig() map[string]any {
 		// Task queue partitions stay at the stock 4: one partition measured
 		// no different, for one run or fifty concurrent ones, beyond the
 		// noise between benchmark runs.
+
+		// A history long poll (how clients wait for a workflow's result and
+		// how keel's subscribers hear of new events) can miss its wake-up:
+		// the server keeps one pending notification per poller and drops
+		// the next while it is full, so a poller that took an older one
+		// waits for the expiry. Measured in BenchmarkLongSession: one or
+		// two of 1,000 run outcomes waited the stock 20 s. Polls that expire
+		// after 2 s bound that wait; an idle poller re-polls every 2 s.
+		dynamicconfig.HistoryLongPollExpirationInterval.Key().String(): 2 * time.Second,
 
 		// The Web UI and keel's list commands query visibility often.
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key().String(): 100,
