@@ -43,7 +43,8 @@ type Activities struct {
 	Lifecycle Lifecycle      // Optional: without it Shutdown fails.
 	Segments  SegmentStore   // Optional: without it sessions keep their logs in memory.
 	Logger    *slog.Logger   // Optional.
-	// CacheRuns bounds the transcript cache. Optional; default 256 runs.
+	// CacheRuns bounds the transcript cache, which keeps the latest run's
+	// transcript of each session. Optional; default 256 sessions.
 	CacheRuns int
 
 	cache *transcriptCache

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"go.temporal.io/sdk/temporal"
@@ -52,8 +53,10 @@ func (a *Activities) initCache() {
 	}
 }
 
-// transcriptCache holds the latest known transcript of recent runs. Within
-// one workflow execution a transcript only grows, so a cached prefix plus
+// transcriptCache holds the latest known transcript of recent sessions:
+// one entry a session, for its latest run (a session runs one at a time),
+// so a session's length does not grow the cache. Within one run (and one
+// compaction generation) a transcript only grows, so a cached prefix plus
 // the turn's tail is the whole conversation.
 type transcriptCache struct {
 	mu      sync.Mutex
@@ -63,21 +66,26 @@ type transcriptCache struct {
 }
 
 type cacheEntry struct {
-	key  string
+	session string
+	// of names the run execution and generation msgs belong to.
+	of   string
 	msgs []keel.Message
 }
 
-func cacheKey(ref TranscriptRef) string {
-	return ref.WorkflowID + "\x00" + ref.RunID + "\x00" + strconv.Itoa(ref.Generation)
+// cacheKey returns the session a transcript belongs to (a Run workflow's
+// ID is "<session>/run-<n>") and the identity of the transcript itself.
+func cacheKey(ref TranscriptRef) (session, of string) {
+	session, _, _ = strings.Cut(ref.WorkflowID, "/")
+	return session, ref.WorkflowID + "\x00" + ref.RunID + "\x00" + strconv.Itoa(ref.Generation)
 }
 
 func (c *transcriptCache) get(ref TranscriptRef, tail []keel.Message) ([]keel.Message, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var have []keel.Message
-	if el, ok := c.entries[cacheKey(ref)]; ok {
+	session, of := cacheKey(ref)
+	if el, ok := c.entries[session]; ok && el.Value.(*cacheEntry).of == of {
 		have = el.Value.(*cacheEntry).msgs
-		c.order.MoveToFront(el)
 	}
 	var msgs []keel.Message
 	switch {
@@ -102,20 +110,21 @@ func (c *transcriptCache) put(ref TranscriptRef, msgs []keel.Message) {
 }
 
 func (c *transcriptCache) putLocked(ref TranscriptRef, msgs []keel.Message) {
-	key := cacheKey(ref)
-	if el, ok := c.entries[key]; ok {
+	session, of := cacheKey(ref)
+	if el, ok := c.entries[session]; ok {
 		e := el.Value.(*cacheEntry)
-		if len(msgs) > len(e.msgs) {
-			e.msgs = msgs
+		// Another run or generation of the session replaces the entry.
+		if e.of != of || len(msgs) > len(e.msgs) {
+			e.of, e.msgs = of, msgs
 		}
 		c.order.MoveToFront(el)
 		return
 	}
-	c.entries[key] = c.order.PushFront(&cacheEntry{key: key, msgs: msgs})
+	c.entries[session] = c.order.PushFront(&cacheEntry{session: session, of: of, msgs: msgs})
 	for c.order.Len() > c.max {
 		old := c.order.Back()
 		c.order.Remove(old)
-		delete(c.entries, old.Value.(*cacheEntry).key)
+		delete(c.entries, old.Value.(*cacheEntry).session)
 	}
 }
 
