@@ -4,16 +4,7 @@
 //
 // Handles are cheap values. Closing or dropping one never cancels a run:
 // runs are durable and outlive clients; cancelling is always explicit.
-//
-//	c, err := client.Dial(ctx, client.Options{HostPort: "localhost:7233"})
-//	if err != nil { ... }
-//	defer c.Close()
-//	run, err := c.Session("demo").Send(ctx, "Summarize the workspace")
-//	for ev, err := range run.Events(ctx) {
-//		if err != nil { ... }
-//		if d, ok := ev.Event().(keel.TextDelta); ok { fmt.Print(d.Text) }
-//	}
-//	outcome, err := run.Outcome(ctx)
+// The package's Example shows a whole exchange; `go test` compiles it.
 package client
 
 import (
@@ -27,6 +18,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/workflows"
 )
 
@@ -58,8 +50,30 @@ type Options struct {
 	// a converter whose codec can read them: store.NewDataConverter over
 	// the workers' store, or over store.NewRemoteCodec for keel's codec
 	// endpoint. With Options.Temporal it must be that client's converter.
-	// Optional; default Temporal's, which reads small values only.
+	// Optional; default: Temporal's, asking the codec endpoint at
+	// $KEEL_CODEC_ENDPOINT, else DefaultCodecEndpoint (keel dev's), for
+	// values that were moved to the store, and for nothing else.
 	DataConverter converter.DataConverter
+}
+
+// DefaultCodecEndpoint is where `keel dev` serves its content store's codec
+// endpoint, which a client without Options.DataConverter reads large
+// values through.
+const DefaultCodecEndpoint = "http://127.0.0.1:7280/codec"
+
+// EnvCodecEndpoint names the environment variable that overrides
+// DefaultCodecEndpoint.
+const EnvCodecEndpoint = "KEEL_CODEC_ENDPOINT"
+
+// defaultDataConverter is Temporal's converter with a remote codec that
+// decodes content-store references through the codec endpoint.
+func defaultDataConverter() converter.DataConverter {
+	endpoint := os.Getenv(EnvCodecEndpoint)
+	if endpoint == "" {
+		endpoint = DefaultCodecEndpoint
+	}
+	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(),
+		store.NewRemoteCodec(endpoint, store.RemoteOptions{}))
 }
 
 // Client talks to keel through Temporal.
@@ -80,7 +94,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		opts.Namespace = "default"
 	}
 	if opts.DataConverter == nil {
-		opts.DataConverter = converter.GetDefaultDataConverter()
+		opts.DataConverter = defaultDataConverter()
 	}
 	c := &Client{namespace: opts.Namespace, live: opts.Live, liveBuf: opts.LiveBuffer, config: opts.Config,
 		handOver: opts.HandOver, dc: opts.DataConverter, tc: opts.Temporal}

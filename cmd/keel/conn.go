@@ -117,20 +117,22 @@ func fail(stderr io.Writer, name string, err error) int {
 	// Wrapped keel errors each say "keel: "; once, in front, is enough.
 	msg := strings.ReplaceAll(strings.TrimPrefix(err.Error(), "keel: "), ": keel: ", ": ")
 	fmt.Fprintf(stderr, "keel %s: %s\n", name, sanitize(msg))
-	if hint := hintFor(err); hint != "" {
+	if hint := hintFor(name, err); hint != "" {
 		fmt.Fprintf(stderr, "  %s\n", hint)
 	}
 	return exitFailed
 }
 
-func hintFor(err error) string {
+func hintFor(name string, err error) string {
 	switch {
 	case errors.Is(err, keel.ErrRunActive):
 		return "wait for it, cancel it with `keel cancel SESSION`, or queue this prompt with `keel send --queue`"
 	case errors.Is(err, keel.ErrNotFound):
 		return "check the session ID (`keel run` prints it), --namespace and --address"
-	case errors.Is(err, keel.ErrNotAccepting):
+	case errors.Is(err, keel.ErrNotAccepting) && (name == "run" || name == "send"):
 		return "this session is closed; start a new one (omit --session)"
+	case errors.Is(err, keel.ErrNotAccepting):
+		return "the run has ended and takes no more commands; `keel state SESSION` shows what the session is doing"
 	case errors.Is(err, keel.ErrRuntimeShutdown):
 		return "the runtime was shut down; no new runs start"
 	case errors.Is(err, context.DeadlineExceeded):

@@ -9,7 +9,7 @@ import (
 
 const respondDesc = `Answers a question a tool asked the host (a host_input.requested event, as
 "keel run" shows it) in the active run of SESSION, or run number --run.
-ANSWER is read as JSON when it parses ({"approve": true}, 42, "text"), and
+ANSWER is read as JSON when it parses ({"approved": true}, 42, "text"), and
 sent as a JSON string otherwise, so a plain word needs no quotes; --string
 always sends it as a string. The run checks the answer against the request's
 schema and delivers it exactly once. Without REQUEST_ID and ANSWER, the

@@ -7,6 +7,7 @@ import (
 
 	"go.temporal.io/sdk/converter"
 
+	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/store"
 )
 
@@ -15,9 +16,9 @@ import (
 // store without being told where the store is.
 const (
 	defaultHTTPPort      = 7280
-	defaultCodecEndpoint = "http://127.0.0.1:7280/codec"
+	defaultCodecEndpoint = client.DefaultCodecEndpoint
 	envStore             = "KEEL_STORE"
-	envCodecEndpoint     = "KEEL_CODEC_ENDPOINT"
+	envCodecEndpoint     = client.EnvCodecEndpoint
 )
 
 // storeFlags say how a command reads (and a worker writes) the values that
