@@ -3,9 +3,6 @@ package e2e_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	sdkclient "go.temporal.io/sdk/client"
@@ -24,13 +19,14 @@ import (
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/store"
+	"github.com/keelrun/keel/store/storetest"
 	"github.com/keelrun/keel/tool"
 	"github.com/keelrun/keel/worker"
 	"github.com/keelrun/keel/workflows"
 )
 
-// flakyS3 is a real S3-protocol server (gofakes3) behind a proxy that can
-// refuse every request, as an unreachable bucket would.
+// flakyS3 is a real S3-protocol server (gofakes3) that can refuse every
+// request, as an unreachable bucket would.
 type flakyS3 struct {
 	down    atomic.Bool
 	refused atomic.Int64
@@ -41,35 +37,22 @@ type flakyS3 struct {
 
 func startFlakyS3(t *testing.T) *flakyS3 {
 	t.Helper()
-	none := filepath.Join(t.TempDir(), "none")
-	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-		"AWS_SESSION_TOKEN": "", "AWS_PROFILE": "", "AWS_CONFIG_FILE": none,
-		"AWS_SHARED_CREDENTIALS_FILE": none, "AWS_EC2_METADATA_DISABLED": "true"} {
-		t.Setenv(k, v)
-	}
-	backend := s3mem.New()
-	require.NoError(t, backend.CreateBucket("keel"))
-	s3 := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
-	t.Cleanup(s3.Close)
-	target, err := url.Parse(s3.URL)
-	require.NoError(t, err)
 	f := &flakyS3{refusedSome: make(chan struct{})}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if f.down.Load() {
-			if f.refused.Add(1) == 3 {
-				close(f.refusedSome)
+	_, _, f.url = storetest.S3(t, func(s3 http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if f.down.Load() {
+				if f.refused.Add(1) == 3 {
+					close(f.refusedSome)
+				}
+				// Hang up without an answer, as a dead endpoint does.
+				if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+					_ = conn.Close()
+				}
+				return
 			}
-			// Hang up without an answer, as a dead endpoint does.
-			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
-				_ = conn.Close()
-			}
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	f.url = "s3://keel?" + url.Values{"endpoint": {front.URL}, "region": {"us-east-1"}, "use_path_style": {"true"}}.Encode()
+			s3.ServeHTTP(w, r)
+		})
+	})
 	return f
 }
 

@@ -4,40 +4,23 @@ import (
 	"bytes"
 	"context"
 	"net/http/httptest"
-	"net/url"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
 
-	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/keelrun/keel/store/storetest"
 )
 
 // fakeS3 serves the S3 protocol in process and returns its backend, its
 // server and a store URL for bucket "keel" on it.
 func fakeS3(t *testing.T) (*s3mem.Backend, *httptest.Server, string) {
 	t.Helper()
-	// Credentials and config come from the environment only, so that a
-	// developer's ~/.aws cannot change the test.
-	none := filepath.Join(t.TempDir(), "none")
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_SESSION_TOKEN", "")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_CONFIG_FILE", none)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", none)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-
-	backend := s3mem.New()
-	require.NoError(t, backend.CreateBucket("keel"))
-	srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
-	t.Cleanup(srv.Close)
-	q := url.Values{"endpoint": {srv.URL}, "region": {"us-east-1"}, "use_path_style": {"true"}}
-	return backend, srv, "s3://keel?" + q.Encode()
+	return storetest.S3(t, nil)
 }
 
 func TestS3(t *testing.T) {
