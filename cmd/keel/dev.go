@@ -377,6 +377,11 @@ func (s *devStack) openStore(ctx context.Context, cfg devConfig) error {
 		}
 	}
 	st, err := store.Open(ctx, where)
+	if err == nil {
+		if err = st.Check(ctx); err != nil {
+			_ = st.Close()
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("content store: %w", err)
 	}

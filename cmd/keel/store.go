@@ -71,6 +71,14 @@ func (s *storeFlags) open(ctx context.Context) (*contentStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("content store: %w", err)
 	}
+	if s.worker {
+		// A worker writes: refuse to start on a store it cannot reach
+		// rather than fail the first large value of some run.
+		if err := st.Check(ctx); err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("content store: %w", err)
+		}
+	}
 	cs.codec = store.NewCodec(st, store.CodecOptions{})
 	cs.dc, cs.where = store.NewDataConverter(cs.codec), st.URL()
 	cs.close = func() { _ = st.Close() }
