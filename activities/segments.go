@@ -7,24 +7,12 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 )
 
 // StoreEventsName is the local activity that writes a run of a session's
 // durable events to the content store as one immutable segment.
 const StoreEventsName = "StoreEvents"
-
-// EventSegment is a run of a session's durable events, First..Last, kept as
-// one immutable value in the content store under Key. The session's state
-// holds only these references, so its memory and its continue-as-new input
-// stay small however long the session lives; readers fetch a segment's
-// events through their data converter (docs/contract.md, durable replay).
-type EventSegment struct {
-	First int64  `json:"first"`
-	Last  int64  `json:"last"`
-	Key   string `json:"key"`
-	// Size is the stored value's size in bytes.
-	Size int `json:"size"`
-}
 
 // SegmentStore writes event segments. A worker with a content store
 // provides one; without it the session keeps its whole log in memory.
@@ -37,20 +25,20 @@ type SegmentStore interface {
 // StoreEvents writes events (dense, in sequence order) as one segment. It
 // runs as a local activity: its input never enters history, only the
 // segment's reference does.
-func (a *Activities) StoreEvents(ctx context.Context, events []keel.Envelope) (EventSegment, error) {
+func (a *Activities) StoreEvents(ctx context.Context, events []keel.Envelope) (api.EventSegment, error) {
 	if a.Segments == nil {
-		return EventSegment{}, temporal.NewNonRetryableApplicationError(
+		return api.EventSegment{}, temporal.NewNonRetryableApplicationError(
 			"no content store configured: the session keeps its events in memory", ErrNoStore, nil)
 	}
 	if len(events) == 0 {
-		return EventSegment{}, temporal.NewNonRetryableApplicationError("no events to store", string(keel.CodeInternal), nil)
+		return api.EventSegment{}, temporal.NewNonRetryableApplicationError("no events to store", string(keel.CodeInternal), nil)
 	}
 	key, size, err := a.Segments.StoreSegment(ctx, events)
 	if err != nil {
 		// Retryable: a store that is down now may be back at the next try.
-		return EventSegment{}, fmt.Errorf("store events %d..%d: %w", events[0].Seq, events[len(events)-1].Seq, err)
+		return api.EventSegment{}, fmt.Errorf("store events %d..%d: %w", events[0].Seq, events[len(events)-1].Seq, err)
 	}
-	return EventSegment{First: events[0].Seq, Last: events[len(events)-1].Seq, Key: key, Size: size}, nil
+	return api.EventSegment{First: events[0].Seq, Last: events[len(events)-1].Seq, Key: key, Size: size}, nil
 }
 
 // ErrNoStore is the application error type of StoreEvents on a worker

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 )
 
 // Lifecycle reaches the workflows of a whole namespace: it finds running
@@ -39,14 +40,14 @@ func (a *Activities) Shutdown(ctx context.Context) (*ShutdownResult, error) {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	for _, id := range sessions {
-		if err := a.Lifecycle.Signal(ctx, id, "shutdown"); err != nil {
+		if err := a.Lifecycle.Signal(ctx, id, api.SignalShutdown); err != nil {
 			return nil, fmt.Errorf("signal session %s: %w", id, err)
 		}
 	}
 	// A run found running whose session was not listed yet (visibility
 	// lags a little) still gets cancelled directly.
 	for _, id := range runs {
-		if err := a.Lifecycle.Signal(ctx, id, "cancel"); err != nil {
+		if err := a.Lifecycle.Signal(ctx, id, api.SignalCancel); err != nil {
 			return nil, fmt.Errorf("cancel run %s: %w", id, err)
 		}
 	}

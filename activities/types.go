@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/provider"
 	"github.com/keelrun/keel/tool"
 )
@@ -15,9 +16,8 @@ const (
 	RecoverRunName = "RecoverRun"
 )
 
-// QueryTranscript is the Run workflow's query for its transcript, used when
-// a worker's transcript cache misses. It takes the number of messages wanted.
-const QueryTranscript = "transcript"
+// QueryTranscript is the Run workflow's query for its transcript (api).
+const QueryTranscript = api.QueryTranscript
 
 // TranscriptRef names a prefix of a Run workflow's transcript: the first Len
 // messages of workflow execution (WorkflowID, RunID). Model turns carry a

@@ -17,9 +17,9 @@ import (
 	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/store"
-	"github.com/keelrun/keel/workflows"
 )
 
 // Options configures a Client. Every field is optional.
@@ -41,10 +41,10 @@ type Options struct {
 	// Logger for the Temporal client. Default: warnings to stderr.
 	Logger *slog.Logger
 	// Config holds the defaults of new sessions (model, tools, ...).
-	Config workflows.RunConfig
+	Config api.RunConfig
 	// HandOver bounds each execution of new sessions before they continue
-	// as new. Optional; the defaults of workflows.HandOverLimits.
-	HandOver workflows.HandOverLimits
+	// as new. Optional; the defaults of api.HandOverLimits.
+	HandOver api.HandOverLimits
 	// DataConverter decodes what workers wrote. Workers move large values
 	// to a content store and leave references in Temporal; give the client
 	// a converter whose codec can read them: store.NewDataConverter over
@@ -83,8 +83,8 @@ type Client struct {
 	live      live.Channel
 	liveBuf   int
 	owned     bool
-	config    workflows.RunConfig
-	handOver  workflows.HandOverLimits
+	config    api.RunConfig
+	handOver  api.HandOverLimits
 	dc        converter.DataConverter
 }
 

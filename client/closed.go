@@ -10,17 +10,17 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/workflows"
+	"github.com/keelrun/keel/api"
 )
 
 // state queries a session's state, and says so when its workflow is no
 // longer running: a Session workflow never ends by itself (it continues as
 // new), so a closed one was terminated (by an operator, or by a Temporal
 // limit) or failed.
-func (s *Session) state(ctx context.Context) (workflows.SessionStatus, error) {
-	var st workflows.SessionStatus
+func (s *Session) state(ctx context.Context) (api.SessionStatus, error) {
+	var st api.SessionStatus
 	resp, err := s.c.tc.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
-		WorkflowID: s.id, QueryType: workflows.QueryState,
+		WorkflowID: s.id, QueryType: api.QueryState,
 		QueryRejectCondition: enumspb.QUERY_REJECT_CONDITION_NOT_OPEN,
 	})
 	if err != nil {
@@ -33,13 +33,13 @@ func (s *Session) state(ctx context.Context) (workflows.SessionStatus, error) {
 }
 
 // closedState describes a session whose workflow closed with status.
-func (s *Session) closedState(ctx context.Context, status enumspb.WorkflowExecutionStatus) (workflows.SessionStatus, error) {
+func (s *Session) closedState(ctx context.Context, status enumspb.WorkflowExecutionStatus) (api.SessionStatus, error) {
 	closed := s.c.closeInfo(ctx, s.id, status)
-	var st workflows.SessionStatus
+	var st api.SessionStatus
 	// The state it had when it closed: a query on a closed workflow
 	// replays its history. Keep what answers; the close is what matters.
-	if err := s.query(ctx, s.id, workflows.QueryState, &st); err != nil {
-		st = workflows.SessionStatus{}
+	if err := s.query(ctx, s.id, api.QueryState, &st); err != nil {
+		st = api.SessionStatus{}
 	}
 	st.SessionID, st.ActiveRun, st.Queued = s.id, nil, 0
 	st.State = keel.StateTerminated
@@ -51,9 +51,9 @@ func (s *Session) closedState(ctx context.Context, status enumspb.WorkflowExecut
 }
 
 // closeInfo reads why a workflow closed from its close event.
-func (c *Client) closeInfo(ctx context.Context, workflowID string, status enumspb.WorkflowExecutionStatus) *workflows.ClosedSession {
+func (c *Client) closeInfo(ctx context.Context, workflowID string, status enumspb.WorkflowExecutionStatus) *api.ClosedSession {
 	name := strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_")
-	closed := &workflows.ClosedSession{Status: strings.ToUpper(name[:1]) + strings.ToLower(name[1:])}
+	closed := &api.ClosedSession{Status: strings.ToUpper(name[:1]) + strings.ToLower(name[1:])}
 	it := c.tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
 	if !it.HasNext() {
 		return closed

@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/workflows"
+	"github.com/keelrun/keel/api"
 )
 
 // Steer sends more user input to the run and returns once the run has
@@ -24,8 +24,8 @@ func (r *Run) Steer(ctx context.Context, text string) error {
 // SteerRetractable is Steer returning the steering ID, to retract it with
 // RetractSteering while it is still staged.
 func (r *Run) SteerRetractable(ctx context.Context, text string) (string, error) {
-	var res workflows.SteerResult
-	if err := r.update(ctx, workflows.UpdateSteer, &res, workflows.SteerRequest{Text: text}); err != nil {
+	var res api.SteerResult
+	if err := r.update(ctx, api.UpdateSteer, &res, api.SteerRequest{Text: text}); err != nil {
 		return "", err
 	}
 	return res.SteeringID, nil
@@ -34,9 +34,9 @@ func (r *Run) SteerRetractable(ctx context.Context, text string) (string, error)
 // RetractSteering withdraws staged steering. The run decides atomically:
 // Retracted (it never enters history), AlreadyApplied (it is in history),
 // or NotFound.
-func (r *Run) RetractSteering(ctx context.Context, steeringID string) (workflows.Retraction, error) {
-	var res workflows.RetractResult
-	if err := r.update(ctx, workflows.UpdateRetractSteering, &res, workflows.RetractRequest{SteeringID: steeringID}); err != nil {
+func (r *Run) RetractSteering(ctx context.Context, steeringID string) (api.Retraction, error) {
+	var res api.RetractResult
+	if err := r.update(ctx, api.UpdateRetractSteering, &res, api.RetractRequest{SteeringID: steeringID}); err != nil {
 		return "", err
 	}
 	return res.Result, nil
@@ -55,11 +55,11 @@ func (r *Run) Respond(ctx context.Context, requestID string, answer any) error {
 		}
 		raw = b
 	}
-	return r.update(ctx, workflows.UpdateRespond, nil, workflows.RespondRequest{RequestID: requestID, Answer: raw})
+	return r.update(ctx, api.UpdateRespond, nil, api.RespondRequest{RequestID: requestID, Answer: raw})
 }
 
 // Requests returns the run's open host-input requests.
-func (r *Run) Requests(ctx context.Context) ([]workflows.HostRequest, error) {
+func (r *Run) Requests(ctx context.Context) ([]api.HostRequest, error) {
 	st, err := r.State(ctx)
 	return st.Requests, err
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
-	"github.com/keelrun/keel/workflows"
 )
 
 // Steering accepted during a tool batch enters history after every slot of
@@ -90,10 +90,10 @@ func TestRetractSteering(t *testing.T) {
 	require.NoError(t, err)
 	res, err := run.RetractSteering(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, workflows.Retracted, res)
+	require.Equal(t, api.Retracted, res)
 	res, err = run.RetractSteering(ctx, "steer-99")
 	require.NoError(t, err)
-	require.Equal(t, workflows.NotFound, res)
+	require.Equal(t, api.NotFound, res)
 
 	kept, err := run.SteerRetractable(ctx, "keep this")
 	require.NoError(t, err)
@@ -102,7 +102,7 @@ func TestRetractSteering(t *testing.T) {
 	res, err = run.RetractSteering(ctx, kept)
 	if !errors.Is(err, keel.ErrNotAccepting) { // the run may have ended already
 		require.NoError(t, err)
-		require.Equal(t, workflows.AlreadyApplied, res)
+		require.Equal(t, api.AlreadyApplied, res)
 	}
 	_, err = run.Outcome(ctx)
 	require.NoError(t, err)
@@ -130,10 +130,10 @@ func TestRetractRace(t *testing.T) {
 	// Deltas of the first turn to see before retracting; -1: retract once
 	// steering.applied is seen.
 	points := []int{0, 4, 7, 8, -1}
-	seen := map[workflows.Retraction]int{}
+	seen := map[api.Retraction]int{}
 	for i := range 12 {
 		sess := c.Session("race-" + string(rune('a'+i)))
-		run, err := sess.Send(ctx, "go", client.WithConfig(workflows.RunConfig{Model: model}))
+		run, err := sess.Send(ctx, "go", client.WithConfig(api.RunConfig{Model: model}))
 		require.NoError(t, err)
 		id, err := run.SteerRetractable(ctx, "steer")
 		if errors.Is(err, keel.ErrNotAccepting) {
@@ -161,17 +161,17 @@ func TestRetractRace(t *testing.T) {
 		require.NoError(t, err)
 		applied := slices.Contains(typesOf(logOf(t, ctx, sess), ""), keel.TypeSteeringApplied)
 		switch res {
-		case workflows.Retracted:
+		case api.Retracted:
 			require.False(t, applied, "retracted steering was applied")
-		case workflows.AlreadyApplied, "ended":
+		case api.AlreadyApplied, "ended":
 			require.True(t, applied, "steering reported applied is not in history")
 		default:
 			t.Fatalf("unexpected retraction %q", res)
 		}
 	}
 	t.Logf("retraction outcomes: %v", seen)
-	require.Positive(t, seen[workflows.Retracted], "no retraction won the race")
-	require.Positive(t, seen[workflows.AlreadyApplied], "no retraction came after the steering was applied")
+	require.Positive(t, seen[api.Retracted], "no retraction won the race")
+	require.Positive(t, seen[api.AlreadyApplied], "no retraction came after the steering was applied")
 }
 
 // A tool asks the host; a bad answer is refused with a typed error and
@@ -256,8 +256,8 @@ func TestApprovalPolicies(t *testing.T) {
 	model := shared.book.Add(t, t.Name(), `{"turns":[
 	  {"tool_calls":[{"id":"e1","name":"echo","arguments":{"prompt":"hi"}},{"id":"e2","name":"gate","arguments":{"key":"never"}}]},
 	  {"text":["ok"]}]}`)
-	run, err := sess.Send(ctx, "go", client.WithConfig(workflows.RunConfig{Model: model, Tools: []string{"echo", "gate"},
-		Approvals: map[string]workflows.Approval{"echo": workflows.ApprovalAsk, "gate": workflows.ApprovalDeny}}))
+	run, err := sess.Send(ctx, "go", client.WithConfig(api.RunConfig{Model: model, Tools: []string{"echo", "gate"},
+		Approvals: map[string]api.Approval{"echo": api.ApprovalAsk, "gate": api.ApprovalDeny}}))
 	require.NoError(t, err)
 	ev := waitFor(t, ctx, run, keel.TypeHostInputRequested)
 	e, _ := ev.Event()
@@ -294,7 +294,7 @@ func TestSendWhileActiveQueueOrSteer(t *testing.T) {
 	model := shared.book.Add(t, t.Name(), `{"turns":[
 	  {"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"queue"}}]},
 	  {"text":["first"]},{"text":["second"]}]}`)
-	opt := client.WithConfig(workflows.RunConfig{Model: model, Tools: []string{"gate"}})
+	opt := client.WithConfig(api.RunConfig{Model: model, Tools: []string{"gate"}})
 	run1, err := sess.Send(ctx, "one", opt)
 	require.NoError(t, err)
 	waitFor(t, ctx, run1, keel.TypeToolStarted)

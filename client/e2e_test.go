@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
-	"github.com/keelrun/keel/workflows"
 )
 
 const script = `{"chunk_delay":"5ms","turns":[
@@ -24,7 +24,7 @@ func TestSendFollowOutcome(t *testing.T) {
 	model := shared.book.Add(t, t.Name(), script)
 
 	sess := c.Session("e2e-1")
-	run, err := sess.Send(ctx, "list things", client.WithConfig(workflows.RunConfig{Model: model, Tools: []string{"echo"}}))
+	run, err := sess.Send(ctx, "list things", client.WithConfig(api.RunConfig{Model: model, Tools: []string{"echo"}}))
 	require.NoError(t, err)
 	require.Equal(t, "e2e-1/run-1", run.ID)
 	require.Equal(t, int64(0), run.BaseSeq)
@@ -66,7 +66,7 @@ func TestSendFollowOutcome(t *testing.T) {
 	require.Len(t, all, len(durable))
 
 	// A second run continues the sequence and the transcript.
-	run2, err := sess.Send(ctx, "again", client.WithConfig(workflows.RunConfig{Model: model}))
+	run2, err := sess.Send(ctx, "again", client.WithConfig(api.RunConfig{Model: model}))
 	require.NoError(t, err)
 	require.Equal(t, 2, run2.Number)
 	require.Equal(t, st.LastSeq, run2.BaseSeq)

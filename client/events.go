@@ -5,7 +5,7 @@ import (
 	"iter"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/workflows"
+	"github.com/keelrun/keel/api"
 )
 
 // EventsAfter returns every durable event of the session after sequence
@@ -73,8 +73,8 @@ func (s *Session) lastSeq(ctx context.Context) (int64, error) {
 	if st.ActiveRun == nil {
 		return st.LastSeq, nil
 	}
-	var rs workflows.RunStatus
-	if err := s.query(ctx, st.ActiveRun.RunID, workflows.QueryState, &rs); err != nil {
+	var rs api.RunStatus
+	if err := s.query(ctx, st.ActiveRun.RunID, api.QueryState, &rs); err != nil {
 		return 0, err
 	}
 	return max(rs.LastSeq, st.LastSeq), nil

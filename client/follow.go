@@ -6,8 +6,8 @@ import (
 	"iter"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/live"
-	"github.com/keelrun/keel/workflows"
 )
 
 // follower reads a session's durable log from a cursor and follows it as it
@@ -87,14 +87,14 @@ func stopped(err error) error {
 // a pinned snapshot; it returns the session's active run if any. Events
 // past limit are left for a later read: they may come from state no
 // workflow task has committed.
-func (f *follower) readLog(ctx context.Context, workflowID string, limit int64, deliver func(keel.Envelope) error) (*workflows.RunRef, error) {
-	q := workflows.EventsQuery{After: f.after}
+func (f *follower) readLog(ctx context.Context, workflowID string, limit int64, deliver func(keel.Envelope) error) (*api.RunRef, error) {
+	q := api.EventsQuery{After: f.after}
 	for {
 		if q.After >= limit {
 			return f.activeRun(ctx, workflowID)
 		}
-		var page workflows.EventsPage
-		v, err := f.c.tc.QueryWorkflow(ctx, workflowID, "", workflows.QueryEvents, q)
+		var page api.EventsPage
+		v, err := f.c.tc.QueryWorkflow(ctx, workflowID, "", api.QueryEvents, q)
 		if err != nil {
 			return nil, fromTemporal(err, "workflow "+workflowID)
 		}
@@ -121,7 +121,7 @@ func (f *follower) readLog(ctx context.Context, workflowID string, limit int64, 
 			if !page.More {
 				return page.ActiveRun, nil
 			}
-			q = workflows.EventsQuery{After: seg.Last, Snapshot: page.Snapshot}
+			q = api.EventsQuery{After: seg.Last, Snapshot: page.Snapshot}
 			continue
 		}
 		for _, ev := range page.Events {
@@ -135,18 +135,18 @@ func (f *follower) readLog(ctx context.Context, workflowID string, limit int64, 
 		if !page.More || len(page.Events) == 0 {
 			return page.ActiveRun, nil
 		}
-		q = workflows.EventsQuery{After: page.Events[len(page.Events)-1].Seq, Snapshot: page.Snapshot}
+		q = api.EventsQuery{After: page.Events[len(page.Events)-1].Seq, Snapshot: page.Snapshot}
 	}
 }
 
 // activeRun asks a session for its active run, when readLog had nothing to
 // read (a Run workflow has none).
-func (f *follower) activeRun(ctx context.Context, workflowID string) (*workflows.RunRef, error) {
+func (f *follower) activeRun(ctx context.Context, workflowID string) (*api.RunRef, error) {
 	if workflowID != f.session {
 		return nil, nil
 	}
-	var st workflows.SessionStatus
-	v, err := f.c.tc.QueryWorkflow(ctx, workflowID, "", workflows.QueryState)
+	var st api.SessionStatus
+	v, err := f.c.tc.QueryWorkflow(ctx, workflowID, "", api.QueryState)
 	if err != nil {
 		return nil, fromTemporal(err, "workflow "+workflowID)
 	}

@@ -11,10 +11,10 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
-	"github.com/keelrun/keel/workflows"
 )
 
 // toolEvents returns "type:call:status" for each tool event of the log.
@@ -46,8 +46,8 @@ func TestCancelDuringTools(t *testing.T) {
 	                 {"id":"s","name":"sleep","arguments":{"seconds":3600}},
 	                 {"id":"a","name":"echo","arguments":{"prompt":"needs approval"}}]},
 	  {"text":["never"]}]}`)
-	run, err := sess.Send(ctx, "go", client.WithConfig(workflows.RunConfig{Model: model,
-		Tools: []string{"gate", "sleep", "echo"}, Approvals: map[string]workflows.Approval{"echo": workflows.ApprovalAsk}}))
+	run, err := sess.Send(ctx, "go", client.WithConfig(api.RunConfig{Model: model,
+		Tools: []string{"gate", "sleep", "echo"}, Approvals: map[string]api.Approval{"echo": api.ApprovalAsk}}))
 	require.NoError(t, err)
 	waitFor(t, ctx, run, keel.TypeHostInputRequested)
 
@@ -88,7 +88,7 @@ func TestCancelDuringTools(t *testing.T) {
 	require.Equal(t, []string{"g:interrupted", "s:interrupted", "a:interrupted"}, results)
 
 	// The next prompt starts from the committed history.
-	run2, err := sess.Send(ctx, "again", client.WithConfig(workflows.RunConfig{Model: model}))
+	run2, err := sess.Send(ctx, "again", client.WithConfig(api.RunConfig{Model: model}))
 	require.NoError(t, err)
 	require.Equal(t, int64(1), run2.Revision)
 	_, err = run2.Outcome(ctx)
@@ -186,7 +186,7 @@ func TestDetachedJobsStopAtMaxSteps(t *testing.T) {
 	  {"tool_calls":[{"id":"j","name":"bg","arguments":{"key":"never-opened"}}]},
 	  {"tool_calls":[{"id":"e","name":"echo","arguments":{"prompt":"x"}}]},
 	  {"text":["never"]}]}`)
-	run, err := sess.Send(ctx, "go", client.WithConfig(workflows.RunConfig{Model: model, Tools: []string{"bg", "echo"}, MaxSteps: 2}))
+	run, err := sess.Send(ctx, "go", client.WithConfig(api.RunConfig{Model: model, Tools: []string{"bg", "echo"}, MaxSteps: 2}))
 	require.NoError(t, err)
 	_, err = run.Outcome(ctx)
 	require.ErrorIs(t, err, keel.ErrMaxSteps)
@@ -203,7 +203,7 @@ func TestTerminatedRunGetsOneTerminalEvent(t *testing.T) {
 	sess := c.Session("terminated")
 	model := shared.book.Add(t, t.Name(), `{"turns":[
 	  {"tool_calls":[{"id":"s","name":"sleep","arguments":{"seconds":3600}}]},{"text":["never"]},{"text":["next run"]}]}`)
-	run, err := sess.Send(ctx, "go", client.WithConfig(workflows.RunConfig{Model: model, Tools: []string{"sleep"}}))
+	run, err := sess.Send(ctx, "go", client.WithConfig(api.RunConfig{Model: model, Tools: []string{"sleep"}}))
 	require.NoError(t, err)
 	waitFor(t, ctx, run, keel.TypeToolStarted)
 	require.NoError(t, c.Temporal().TerminateWorkflow(ctx, run.ID, "", "operator says stop"))
@@ -227,7 +227,7 @@ func TestTerminatedRunGetsOneTerminalEvent(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, keel.StateFailed, st.State)
 	require.Equal(t, int64(1), st.Revision)
-	run2, err := sess.Send(ctx, "next", client.WithConfig(workflows.RunConfig{Model: model}))
+	run2, err := sess.Send(ctx, "next", client.WithConfig(api.RunConfig{Model: model}))
 	require.NoError(t, err)
 	_, err = run2.Outcome(ctx)
 	require.NoError(t, err)
@@ -245,7 +245,7 @@ func TestShutdown(t *testing.T) {
 	c1 := keeltest.Client(t, srv, nil)
 	c2 := keeltest.Client(t, srv, nil)
 	ctx := testCtx(t)
-	opt := client.WithConfig(workflows.RunConfig{Model: model, Tools: []string{"sleep"}})
+	opt := client.WithConfig(api.RunConfig{Model: model, Tools: []string{"sleep"}})
 
 	var runs []*client.Run
 	for _, id := range []string{"sd-1", "sd-2"} {
@@ -255,7 +255,7 @@ func TestShutdown(t *testing.T) {
 		runs = append(runs, run)
 	}
 	idle := c1.Session("sd-idle")
-	r, err := idle.Send(ctx, "x", client.WithConfig(workflows.RunConfig{Model: book.Add(t, "quick", `{"turns":[{"text":["hi"]}]}`)}))
+	r, err := idle.Send(ctx, "x", client.WithConfig(api.RunConfig{Model: book.Add(t, "quick", `{"turns":[{"text":["hi"]}]}`)}))
 	require.NoError(t, err)
 	_, err = r.Outcome(ctx)
 	require.NoError(t, err)
@@ -285,7 +285,7 @@ func TestShutdown(t *testing.T) {
 func waitVisible(t *testing.T, ctx context.Context, c *client.Client, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		resp, err := c.Temporal().CountWorkflow(ctx, countRequest(workflows.SessionWorkflowName))
+		resp, err := c.Temporal().CountWorkflow(ctx, countRequest(api.SessionWorkflowName))
 		return err == nil && resp.GetCount() >= int64(n)
 	}, 30*time.Second, 20*time.Millisecond)
 }

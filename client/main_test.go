@@ -12,13 +12,13 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/tool"
 	"github.com/keelrun/keel/worker"
-	"github.com/keelrun/keel/workflows"
 )
 
 // shared is one embedded server and worker for the package's tests; each
@@ -149,7 +149,7 @@ func executions(runID, callID string) int {
 
 // cfg is a run config with a named script and tools.
 func cfg(t *testing.T, script string, tools ...string) client.SendOption {
-	return client.WithConfig(workflows.RunConfig{Model: shared.book.Add(t, t.Name(), script), Tools: tools})
+	return client.WithConfig(api.RunConfig{Model: shared.book.Add(t, t.Name(), script), Tools: tools})
 }
 
 // waitFor follows the run until an event of type typ and returns it.

@@ -11,8 +11,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/live"
-	"github.com/keelrun/keel/workflows"
 )
 
 // Run is a handle on one run. Dropping it never cancels the run.
@@ -102,8 +102,8 @@ func (r *Run) base(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var page workflows.EventsPage
-	err = r.s.query(ctx, r.ID, workflows.QueryEvents, &page, workflows.EventsQuery{Limit: 1})
+	var page api.EventsPage
+	err = r.s.query(ctx, r.ID, api.QueryEvents, &page, api.EventsQuery{Limit: 1})
 	switch {
 	case err == nil && len(page.Events) > 0:
 		return page.Events[0].Seq - 1, nil
@@ -125,7 +125,7 @@ func (r *Run) base(ctx context.Context) (int64, error) {
 // (match with errors.Is / errors.As). It works from any process at any time
 // after the run started.
 func (r *Run) Outcome(ctx context.Context) (keel.Outcome, error) {
-	var res workflows.RunResult
+	var res api.RunResult
 	err := r.s.c.tc.GetWorkflow(ctx, r.ID, "").Get(ctx, &res)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
@@ -218,16 +218,16 @@ func (r *Run) outcomeFromLog(ctx context.Context) (keel.Outcome, error) {
 }
 
 // State returns the run's state.
-func (r *Run) State(ctx context.Context) (workflows.RunStatus, error) {
-	var st workflows.RunStatus
-	return st, r.s.query(ctx, r.ID, workflows.QueryState, &st)
+func (r *Run) State(ctx context.Context) (api.RunStatus, error) {
+	var st api.RunStatus
+	return st, r.s.query(ctx, r.ID, api.QueryState, &st)
 }
 
 // Cancel asks the run to stop. Cancellation is cooperative and idempotent:
 // the run commits what it can, emits run.cancelled, and Outcome returns
 // keel.ErrCancelled.
 func (r *Run) Cancel(ctx context.Context) error {
-	err := fromTemporal(r.s.c.tc.SignalWorkflow(ctx, r.ID, "", workflows.SignalCancel, nil), "run "+r.ID)
+	err := fromTemporal(r.s.c.tc.SignalWorkflow(ctx, r.ID, "", api.SignalCancel, nil), "run "+r.ID)
 	if errors.Is(err, keel.ErrNotFound) {
 		// Cancelling a run that already ended changes nothing; only a run
 		// that never existed is an error.

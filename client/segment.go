@@ -5,14 +5,14 @@ import (
 	"fmt"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/store"
-	"github.com/keelrun/keel/workflows"
 )
 
 // segment reads a segment of a session's durable log from the content
 // store, through the client's data converter: its codec fetches the value
 // from the store, or from a codec endpoint that can reach it.
-func (c *Client) segment(ctx context.Context, seg workflows.EventSegment) ([]keel.Envelope, error) {
+func (c *Client) segment(ctx context.Context, seg api.EventSegment) ([]keel.Envelope, error) {
 	var evs []keel.Envelope
 	if err := c.dc.FromPayload(store.Reference(store.Key(seg.Key), seg.Size), &evs); err != nil {
 		return nil, fmt.Errorf("keel: events %d..%d are in the content store and could not be read "+

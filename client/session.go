@@ -11,8 +11,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/live"
-	"github.com/keelrun/keel/workflows"
 )
 
 // Session is a handle on one session.
@@ -25,29 +25,29 @@ type Session struct {
 func (s *Session) ID() string { return s.id }
 
 // SendOption tunes one Send.
-type SendOption func(*workflows.SendRequest)
+type SendOption func(*api.SendRequest)
 
 // WithConfig sets the run's model, tools and limits; set fields override
 // the session's defaults.
-func WithConfig(cfg workflows.RunConfig) SendOption {
-	return func(r *workflows.SendRequest) { c := cfg; r.Config = &c }
+func WithConfig(cfg api.RunConfig) SendOption {
+	return func(r *api.SendRequest) { c := cfg; r.Config = &c }
 }
 
 // Queue makes Send queue the prompt as the next run when a run is active,
 // instead of failing with keel.ErrRunActive.
 func Queue() SendOption {
-	return func(r *workflows.SendRequest) { r.IfActive = workflows.IfActiveQueue }
+	return func(r *api.SendRequest) { r.IfActive = api.IfActiveQueue }
 }
 
 // OrSteer makes Send, while a run is active, deliver the prompt to that run
 // as steering instead of failing; the returned Run then has SteeringID set.
 func OrSteer() SendOption {
-	return func(r *workflows.SendRequest) { r.IfActive = ifActiveSteer }
+	return func(r *api.SendRequest) { r.IfActive = ifActiveSteer }
 }
 
 // ifActiveSteer is handled by the client: the session only knows reject and
 // queue, and steering must be accepted by the run itself.
-const ifActiveSteer workflows.IfActive = "steer"
+const ifActiveSteer api.IfActive = "steer"
 
 // Send submits a prompt and returns its run once the run has started (or,
 // with Queue, once it is queued). The first Send creates the session.
@@ -56,14 +56,14 @@ func (s *Session) Send(ctx context.Context, prompt string, opts ...SendOption) (
 	if err := keel.ValidateSessionID(s.id); err != nil {
 		return nil, err
 	}
-	req := workflows.SendRequest{Prompt: prompt}
+	req := api.SendRequest{Prompt: prompt}
 	for _, o := range opts {
 		o(&req)
 	}
 	if req.IfActive != ifActiveSteer {
 		return s.send(ctx, req)
 	}
-	req.IfActive = workflows.IfActiveReject
+	req.IfActive = api.IfActiveReject
 	// The active run may end between the two calls; a few rounds settle it.
 	for range 5 {
 		run, err := s.send(ctx, req)
@@ -90,7 +90,7 @@ func (s *Session) Send(ctx context.Context, prompt string, opts ...SendOption) (
 	return nil, &keel.Error{Code: keel.CodeRunActive, Message: "session " + s.id + " kept changing runs; try again"}
 }
 
-func (s *Session) send(ctx context.Context, req workflows.SendRequest) (*Run, error) {
+func (s *Session) send(ctx context.Context, req api.SendRequest) (*Run, error) {
 	// Subscribe to deltas before the run can start, so its first Events
 	// stream misses none.
 	var early live.Subscription
@@ -113,25 +113,25 @@ func (s *Session) send(ctx context.Context, req workflows.SendRequest) (*Run, er
 	return run, nil
 }
 
-func (s *Session) sendUpdate(ctx context.Context, req workflows.SendRequest) (*Run, error) {
+func (s *Session) sendUpdate(ctx context.Context, req api.SendRequest) (*Run, error) {
 	start := s.c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       s.id,
-		TaskQueue:                workflows.TaskQueue,
+		TaskQueue:                api.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		// A closed session is not silently replaced by an empty one.
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrSessionID.ValueSet(s.id)),
+		TypedSearchAttributes: temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(s.id)),
 		StaticSummary:         "keel session " + s.id,
-	}, workflows.SessionWorkflowName, workflows.SessionInput{SessionID: s.id, Config: s.c.config, HandOver: s.c.handOver})
+	}, api.SessionWorkflowName, api.SessionInput{SessionID: s.id, Config: s.c.config, HandOver: s.c.handOver})
 	// The update has an ID of our own so that a call that timed out while
 	// the server was busy can be resumed, never sent twice.
 	updateID := newID()
-	var res workflows.SendResult
+	var res api.SendResult
 	err := s.c.resumeUpdate(ctx, s.id, updateID, &res, func() (client.WorkflowUpdateHandle, error) {
 		return s.c.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 			StartWorkflowOperation: start,
 			UpdateOptions: client.UpdateWorkflowOptions{
-				UpdateID: updateID, UpdateName: workflows.UpdateSend, Args: []any{req},
+				UpdateID: updateID, UpdateName: api.UpdateSend, Args: []any{req},
 				WaitForStage: client.WorkflowUpdateStageCompleted,
 			},
 		})
@@ -154,20 +154,20 @@ func (s *Session) Run(n int) *Run {
 // State returns the session's state. For a session whose workflow was
 // terminated or failed, State is keel.StateTerminated or keel.StateFailed
 // and Closed says when and why.
-func (s *Session) State(ctx context.Context) (workflows.SessionStatus, error) {
+func (s *Session) State(ctx context.Context) (api.SessionStatus, error) {
 	return s.state(ctx)
 }
 
 // History returns a page of the committed transcript: at most limit
 // messages (0 for the default) from offset.
-func (s *Session) History(ctx context.Context, offset, limit int) (workflows.HistoryPage, error) {
-	var page workflows.HistoryPage
-	return page, s.query(ctx, s.id, workflows.QueryHistory, &page, workflows.HistoryQuery{Offset: offset, Limit: limit})
+func (s *Session) History(ctx context.Context, offset, limit int) (api.HistoryPage, error) {
+	var page api.HistoryPage
+	return page, s.query(ctx, s.id, api.QueryHistory, &page, api.HistoryQuery{Offset: offset, Limit: limit})
 }
 
 // Cancel cancels the session's active run, if any. It is idempotent.
 func (s *Session) Cancel(ctx context.Context) error {
-	return fromTemporal(s.c.tc.SignalWorkflow(ctx, s.id, "", workflows.SignalCancel, nil), "session "+s.id)
+	return fromTemporal(s.c.tc.SignalWorkflow(ctx, s.id, "", api.SignalCancel, nil), "session "+s.id)
 }
 
 func (s *Session) query(ctx context.Context, workflowID, name string, out any, args ...any) error {

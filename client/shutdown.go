@@ -6,7 +6,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/keelrun/keel/workflows"
+	"github.com/keelrun/keel/api"
 )
 
 // Shutdown shuts keel down for every client of the namespace: the first
@@ -14,20 +14,20 @@ import (
 // and runs fail with keel.ErrRuntimeShutdown; later calls report zero with
 // AlreadyShutDown set. The state lives in Temporal (the Runtime workflow),
 // not in this process.
-func (c *Client) Shutdown(ctx context.Context) (workflows.ShutdownResult, error) {
+func (c *Client) Shutdown(ctx context.Context) (api.ShutdownResult, error) {
 	start := c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       workflows.RuntimeWorkflowID,
-		TaskQueue:                workflows.TaskQueue,
+		ID:                       api.RuntimeWorkflowID,
+		TaskQueue:                api.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            "keel runtime lifecycle",
-	}, workflows.RuntimeWorkflowName)
+	}, api.RuntimeWorkflowName)
 	h, err := c.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateName: workflows.UpdateShutdown, WaitForStage: client.WorkflowUpdateStageCompleted,
+			UpdateName: api.UpdateShutdown, WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
-	var res workflows.ShutdownResult
+	var res api.ShutdownResult
 	if err != nil {
 		return res, fromTemporal(err, "runtime")
 	}

@@ -9,13 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/live/livetest"
 	"github.com/keelrun/keel/store"
-	"github.com/keelrun/keel/workflows"
 )
 
 // natsStack is a server whose worker publishes deltas to NATS on its own
@@ -27,7 +27,7 @@ func natsStack(t *testing.T, script string, tools ...string) (srv *devserver.Ser
 	model := book.Add(t, "s", script)
 	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: book, Tools: controlTools(),
 		Live: livetest.DialNATS(t, ns.ClientURL(), live.NATSOptions{})})
-	return srv, ns.ClientURL(), client.WithConfig(workflows.RunConfig{Model: model, Tools: tools})
+	return srv, ns.ClientURL(), client.WithConfig(api.RunConfig{Model: model, Tools: tools})
 }
 
 func natsClient(t *testing.T, srv *devserver.Server, url string, buffer int) *client.Client {

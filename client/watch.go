@@ -26,7 +26,7 @@ type historyWatcher struct {
 	token  []byte
 	closed bool
 	// committed is the highest sequence the workflow recorded as committed
-	// (a workflows.Committed marker) in the history read so far; unlimited
+	// (a api.Committed marker) in the history read so far; unlimited
 	// once the workflow closed.
 	committed int64
 	// last is the ID of the last history event read.
@@ -135,7 +135,7 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 	return len(w.token) > 0, changed, nil
 }
 
-// committedSeq reads a workflows.Committed marker. A side-effect marker
+// committedSeq reads a api.Committed marker. A side-effect marker
 // keeps its value under "data", as the SDK's replay reads it back.
 func committedSeq(m *historypb.MarkerRecordedEventAttributes) (int64, bool) {
 	if m.GetMarkerName() != "SideEffect" {

@@ -20,17 +20,17 @@ import (
 	"go.temporal.io/server/common/searchattribute/sadefs"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 
-	"github.com/keelrun/keel/workflows"
+	"github.com/keelrun/keel/api"
 )
 
 // SearchAttributes are the custom search attributes registered on the
 // namespace: the keys keel's workflows upsert, so runs can be listed by
 // session, state, run number and model.
 var SearchAttributes = []temporal.SearchAttributeKey{
-	workflows.AttrSessionID,
-	workflows.AttrState,
-	workflows.AttrRunNumber,
-	workflows.AttrModel,
+	api.AttrSessionID,
+	api.AttrState,
+	api.AttrRunNumber,
+	api.AttrModel,
 }
 
 // ensureNamespace creates the namespace, or brings an existing one to the

@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/keelrun/keel/workflows"
+	"github.com/keelrun/keel/api"
 )
 
 // Tests here never run in parallel: TestInMemoryServer checks that no
@@ -100,10 +100,10 @@ func requireListableBySearchAttributes(t *testing.T, ctx context.Context, c clie
 	w := worker.New(c, tq, worker.Options{})
 	w.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
 		return workflow.UpsertTypedSearchAttributes(ctx,
-			workflows.AttrSessionID.ValueSet("session-1"),
-			workflows.AttrState.ValueSet("running"),
-			workflows.AttrRunNumber.ValueSet(3),
-			workflows.AttrModel.ValueSet("scripted:demo.json"),
+			api.AttrSessionID.ValueSet("session-1"),
+			api.AttrState.ValueSet("running"),
+			api.AttrRunNumber.ValueSet(3),
+			api.AttrModel.ValueSet("scripted:demo.json"),
 		)
 	}, workflow.RegisterOptions{Name: "upsert"})
 	require.NoError(t, w.Start())

@@ -23,6 +23,7 @@ import (
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/live/natsserver"
 	"github.com/keelrun/keel/workflows"
 )
 
@@ -48,7 +49,7 @@ func newKillStack(t *testing.T, script string) *killStack {
 func newKillStackOn(t *testing.T, cfg devserver.Config, script string) *killStack {
 	t.Helper()
 	srv := keeltest.StartServer(t, cfg)
-	ns, err := live.StartNATSServer(live.NATSServerOptions{Port: live.RandomPort})
+	ns, err := natsserver.Start(natsserver.Options{Port: natsserver.RandomPort})
 	if err != nil {
 		t.Fatal(err)
 	}

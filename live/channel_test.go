@@ -12,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/keelrun/keel"
+
+	"github.com/keelrun/keel/live/natsserver"
 )
 
 // guard bounds every wait in these tests. It only turns a hang into a
@@ -74,11 +76,11 @@ func natsRig(t *testing.T) *rig {
 	}
 }
 
-func startNATSServer(t testing.TB) *NATSServer {
+func startNATSServer(t testing.TB) *natsserver.Server {
 	t.Helper()
-	srv, err := StartNATSServer(NATSServerOptions{Port: RandomPort})
+	srv, err := natsserver.Start(natsserver.Options{Port: natsserver.RandomPort})
 	if err != nil {
-		t.Fatalf("StartNATSServer: %v", err)
+		t.Fatalf("start NATS server: %v", err)
 	}
 	t.Cleanup(srv.Shutdown)
 	return srv

@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/keelrun/keel"
+
+	"github.com/keelrun/keel/live/natsserver"
 )
 
 func connect(t *testing.T, url string, opts ...nats.Option) *nats.Conn {
@@ -420,34 +422,6 @@ func TestNATSOptionErrors(t *testing.T) {
 	}
 }
 
-func TestStartNATSServer(t *testing.T) {
-	t.Run("taken port", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		port := l.Addr().(*net.TCPAddr).Port
-		_, err = StartNATSServer(NATSServerOptions{Port: port, ReadyTimeout: guard})
-		if err == nil || !strings.Contains(err.Error(), "cannot listen") {
-			t.Errorf("StartNATSServer on a taken port = %v, want a listen error", err)
-		}
-	})
-	t.Run("all interfaces", func(t *testing.T) {
-		srv, err := StartNATSServer(NATSServerOptions{Host: "0.0.0.0", Port: RandomPort})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Shutdown()
-		if !strings.HasPrefix(srv.ClientURL(), "nats://127.0.0.1:") {
-			t.Errorf("ClientURL() = %q, want a loopback URL", srv.ClientURL())
-		}
-		connect(t, srv.ClientURL())
-		srv.Shutdown()
-		srv.Shutdown() // idempotent
-	})
-}
-
 // Close gives up on a stalled connection instead of hanging the caller.
 func TestNATSCloseOnStalledServerIsBounded(t *testing.T) {
 	srv := startNATSServer(t)
@@ -498,7 +472,7 @@ func TestNATSPublisherStartsBeforeServer(t *testing.T) {
 	t.Cleanup(func() { pub.Close() })
 	publishUnblocked(t, pub, "s1", 1, 5) // nowhere to go yet
 
-	srv, err := StartNATSServer(NATSServerOptions{Port: port})
+	srv, err := natsserver.Start(natsserver.Options{Port: port})
 	if err != nil {
 		t.Fatal(err)
 	}

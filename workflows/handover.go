@@ -8,77 +8,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
 )
-
-// HandOverLimits bound one execution of a Session workflow. Past any of
-// them, or when Temporal suggests it, the session continues as new at the
-// next quiet point (docs/contract.md, sessions without end). Zero fields
-// take the defaults below.
-type HandOverLimits struct {
-	// Events is the history length (events) of one execution. Default
-	// DefaultHandOverEvents.
-	Events int `json:"events,omitempty"`
-	// Bytes is the history size of one execution. Default
-	// DefaultHandOverBytes.
-	Bytes int `json:"bytes,omitempty"`
-	// TailBytes is how many bytes of durable events the session keeps in
-	// memory before it moves them to the content store as a segment.
-	// Default DefaultHandOverTailBytes.
-	TailBytes int `json:"tail_bytes,omitempty"`
-}
-
-// Defaults of HandOverLimits. With large values in the content store a run
-// adds a few kilobytes and about a dozen events to its session's history,
-// so an execution hands over after a few hundred runs at most, far below
-// Temporal's limits (50 MB, 51,200 events).
-const (
-	DefaultHandOverEvents    = 4000
-	DefaultHandOverBytes     = 4 << 20
-	DefaultHandOverTailBytes = 1 << 20
-)
-
-func (l HandOverLimits) withDefaults() HandOverLimits {
-	if l.Events <= 0 {
-		l.Events = DefaultHandOverEvents
-	}
-	if l.Bytes <= 0 {
-		l.Bytes = DefaultHandOverBytes
-	}
-	if l.TailBytes <= 0 {
-		l.TailBytes = DefaultHandOverTailBytes
-	}
-	return l
-}
-
-// EventSegment is a run of a session's durable events kept in the content
-// store; see activities.EventSegment.
-type EventSegment = activities.EventSegment
-
-// SessionCarry is the state one execution of a session hands to the next
-// when it continues as new: small values, and references for the rest.
-// Large values in it (the transcript) reach history as content-store
-// references through the payload codec.
-type SessionCarry struct {
-	Revision  int64             `json:"revision"`
-	Seq       int64             `json:"seq"`
-	Runs      int               `json:"runs"`
-	Usage     keel.Usage        `json:"usage"`
-	Last      *keel.Outcome     `json:"last_outcome,omitempty"`
-	State     keel.SessionState `json:"state"`
-	Shutdown  bool              `json:"shutdown,omitempty"`
-	HandOvers int               `json:"hand_overs"`
-	// Transcript is the committed conversation.
-	Transcript []keel.Message `json:"transcript,omitempty"`
-	// Segments index the durable events 1..Seq that live in the content
-	// store, in order; Tail holds the events after the last segment (all
-	// of them on a worker without a content store).
-	Segments []EventSegment  `json:"segments,omitempty"`
-	Tail     []keel.Envelope `json:"tail,omitempty"`
-	// Queue holds the prompts accepted with IfActiveQueue and not started.
-	Queue []SendRequest `json:"queue,omitempty"`
-}
 
 // carry captures the session's state for the next execution.
 func (s *session) carry() *SessionCarry {

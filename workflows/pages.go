@@ -8,12 +8,6 @@ import (
 	"github.com/keelrun/keel"
 )
 
-// MaxPageBytes bounds the events or messages of one query answer (by
-// their JSON size), well under Temporal's payload limits (2 MB), so no
-// page of a session however large can fail to be returned. A page holds
-// at least one item: a single event or message is smaller than this.
-const MaxPageBytes = 1 << 20
-
 // pageEvents answers an events query over a dense log holding sequences
 // base+1 .. last. It implements the three cursor forms: no snapshot
 // captures the current high-watermark; a snapshot pins the page to it, so

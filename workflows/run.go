@@ -52,7 +52,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
 	info := workflow.GetInfo(ctx)
 	r := &run{
 		in:       in,
-		cfg:      in.Config.withDefaults(),
+		cfg:      in.Config.WithDefaults(),
 		root:     ctx,
 		seq:      in.BaseSeq,
 		messages: append([]keel.Message(nil), in.Transcript...),
@@ -175,7 +175,7 @@ func (r *run) refreshState() {
 func (r *run) loop() {
 	r.emit(keel.RunStarted{Number: r.in.Number, Revision: r.in.Revision, Prompt: r.in.Prompt, Model: r.cfg.Model})
 	r.messages = append(r.messages, keel.UserMessage(r.in.Prompt))
-	if err := r.cfg.validate(); err != nil {
+	if err := r.cfg.Validate(); err != nil {
 		r.finishFailed(err.(*keel.Error), "")
 		return
 	}

@@ -86,13 +86,13 @@ func (r *run) startCall(s *slot) {
 	case r.cancelled():
 		r.closeSlot(s, keel.ToolInterrupted, interruptedOutput, 0)
 		return
-	case r.cfg.approval(s.call.Name) == ApprovalDeny:
+	case r.cfg.ApprovalFor(s.call.Name) == ApprovalDeny:
 		r.closeSlot(s, keel.ToolError, fmt.Sprintf("tool %q is denied by this run's policy", s.call.Name), 0)
 		return
 	}
 	ctx, cancel := workflow.WithCancel(r.work)
 	s.cancel = cancel
-	needsApproval := r.cfg.approval(s.call.Name) == ApprovalAsk
+	needsApproval := r.cfg.ApprovalFor(s.call.Name) == ApprovalAsk
 	if !needsApproval {
 		r.startSlot(s)
 	}

@@ -71,7 +71,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	if err := keel.ValidateSessionID(in.SessionID); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), string(keel.CodeInvalidInput), nil)
 	}
-	s := &session{id: in.SessionID, cfg: in.Config, root: ctx, state: keel.StateIdle, limits: in.HandOver.withDefaults()}
+	s := &session{id: in.SessionID, cfg: in.Config, root: ctx, state: keel.StateIdle, limits: in.HandOver.WithDefaults()}
 	if in.Carry != nil {
 		s.restore(in.Carry)
 	}
@@ -204,7 +204,7 @@ func (s *session) validateSend(req SendRequest) error {
 	default:
 		return wireError(keel.Errorf(keel.CodeInvalidInput, "if_active %q: use %q or %q", req.IfActive, IfActiveReject, IfActiveQueue))
 	}
-	if err := s.cfg.merge(req.Config).validate(); err != nil {
+	if err := s.cfg.Merge(req.Config).Validate(); err != nil {
 		return wireError(err.(*keel.Error))
 	}
 	if s.shutdown {
@@ -246,7 +246,7 @@ func (s *session) send(ctx workflow.Context, req SendRequest) (SendResult, error
 func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 	s.runs++
 	p.number = s.runs
-	cfg := s.cfg.merge(p.req.Config).withDefaults()
+	cfg := s.cfg.Merge(p.req.Config).WithDefaults()
 	runID := keel.RunID(s.id, p.number)
 	cctx, cancel := workflow.WithCancel(ctx)
 	p.cancel = cancel

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/keelrun/keel/bench"
-	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/live/natsserver"
 )
 
 const benchDesc = `Measures keel's overheads on this machine against bare Temporal round trips
@@ -84,7 +84,7 @@ func runBench(ctx context.Context, cfg benchConfig) (*benchReport, error) {
 	if err := os.WriteFile(script, []byte(bench.LatencyScript), 0o600); err != nil {
 		return nil, err
 	}
-	ns, err := live.StartNATSServer(live.NATSServerOptions{Port: live.RandomPort})
+	ns, err := natsserver.Start(natsserver.Options{Port: natsserver.RandomPort})
 	if err != nil {
 		return nil, fmt.Errorf("start NATS: %w", err)
 	}

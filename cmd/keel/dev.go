@@ -22,6 +22,7 @@ import (
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/live/natsserver"
 	"github.com/keelrun/keel/provider/scripted"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/worker"
@@ -68,7 +69,7 @@ type devStack struct {
 	dc        converter.DataConverter
 	http      *http.Server
 	codecURL  string
-	nats      *live.NATSServer
+	nats      *natsserver.Server
 	publisher *live.NATS
 	temporal  sdkclient.Client
 	worker    sdkworker.Worker
@@ -80,7 +81,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dataDir := fs.String("data-dir", ".keel", "`DIR` for the server's SQLite database and the default workspace")
 	port := fs.Int("port", devserver.DefaultPort, "Temporal gRPC `port`")
 	uiPort := fs.Int("ui-port", devserver.DefaultUIPort, "Web UI `port`")
-	natsPort := fs.Int("nats-port", live.DefaultNATSPort, "NATS `port`")
+	natsPort := fs.Int("nats-port", natsserver.DefaultPort, "NATS `port`")
 	httpPort := fs.Int("http-port", defaultHTTPPort, "HTTP `port` of keel's endpoints (the content store's codec endpoint)")
 	storeURL := fs.String("store", os.Getenv(envStore), "content store `URL` for large values (default DATA_DIR/store)")
 	noUI := fs.Bool("no-ui", false, "run without the Web UI")
@@ -188,7 +189,7 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 		return s, err
 	}
 	s.serveHTTP(httpListener)
-	s.nats, err = live.StartNATSServer(live.NATSServerOptions{Port: anyPortIfZero(cfg.natsPort, live.RandomPort)})
+	s.nats, err = natsserver.Start(natsserver.Options{Port: anyPortIfZero(cfg.natsPort, natsserver.RandomPort)})
 	if err != nil {
 		return s, fmt.Errorf("%w\nIs another NATS server (or `keel dev`) using the port? Choose another with --nats-port (0 picks a free one)", err)
 	}

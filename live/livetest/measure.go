@@ -9,13 +9,14 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/live/natsserver"
 )
 
 // StartNATSServer starts an embedded NATS server on a free port and shuts
 // it down when the test ends.
-func StartNATSServer(tb testing.TB) *live.NATSServer {
+func StartNATSServer(tb testing.TB) *natsserver.Server {
 	tb.Helper()
-	srv, err := live.StartNATSServer(live.NATSServerOptions{Port: live.RandomPort})
+	srv, err := natsserver.Start(natsserver.Options{Port: natsserver.RandomPort})
 	if err != nil {
 		tb.Fatalf("start NATS server: %v", err)
 	}

@@ -1,4 +1,7 @@
-package live
+// Package natsserver runs an embedded NATS server for keel's live channel:
+// `keel dev` starts one, and so do tests. It is apart from package live so
+// that a client of the live channel does not compile the NATS server.
+package natsserver
 
 import (
 	"errors"
@@ -11,48 +14,48 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// Defaults of NATSServerOptions.
+// Defaults of Options.
 const (
-	DefaultNATSHost         = "127.0.0.1"
-	DefaultNATSPort         = 4222
-	DefaultNATSReadyTimeout = 5 * time.Second
+	DefaultHost         = "127.0.0.1"
+	DefaultPort         = 4222
+	DefaultReadyTimeout = 5 * time.Second
 	// RandomPort asks for any free port; tests use it.
 	RandomPort = -1
 )
 
-// NATSServerOptions configure an embedded NATS server. Every field is
+// Options configure an embedded NATS server. Every field is
 // optional.
-type NATSServerOptions struct {
-	// Host is the address to listen on. Default DefaultNATSHost
+type Options struct {
+	// Host is the address to listen on. Default DefaultHost
 	// (127.0.0.1): `keel dev` is local unless asked otherwise; use "0.0.0.0"
 	// to accept other machines.
 	Host string
-	// Port to listen on. 0 means DefaultNATSPort (4222, NATS's own
+	// Port to listen on. 0 means DefaultPort (4222, NATS's own
 	// default); RandomPort (-1) picks a free one.
 	Port int
 	// ReadyTimeout bounds the wait for the server to accept connections.
-	// Default DefaultNATSReadyTimeout.
+	// Default DefaultReadyTimeout.
 	ReadyTimeout time.Duration
 }
 
-// NATSServer is an in-process NATS server, for `keel dev` and tests. It logs
+// Server is an in-process NATS server, for `keel dev` and tests. It logs
 // nothing and ignores signals: its host process owns both.
-type NATSServer struct {
+type Server struct {
 	srv *server.Server
 	url string
 }
 
-// StartNATSServer starts an embedded NATS server and returns once it
+// Start starts an embedded NATS server and returns once it
 // accepts connections.
-func StartNATSServer(opts NATSServerOptions) (*NATSServer, error) {
+func Start(opts Options) (*Server, error) {
 	if opts.Host == "" {
-		opts.Host = DefaultNATSHost
+		opts.Host = DefaultHost
 	}
 	if opts.Port == 0 {
-		opts.Port = DefaultNATSPort
+		opts.Port = DefaultPort
 	}
 	if opts.ReadyTimeout <= 0 {
-		opts.ReadyTimeout = DefaultNATSReadyTimeout
+		opts.ReadyTimeout = DefaultReadyTimeout
 	}
 	if opts.Port != RandomPort {
 		// The server only logs a failed listen, and we silence its logs:
@@ -60,7 +63,7 @@ func StartNATSServer(opts NATSServerOptions) (*NATSServer, error) {
 		addr := net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port))
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, fmt.Errorf("live: NATS server cannot listen on %s: %w", addr, err)
+			return nil, fmt.Errorf("natsserver: NATS server cannot listen on %s: %w", addr, err)
 		}
 		l.Close()
 	}
@@ -71,17 +74,17 @@ func StartNATSServer(opts NATSServerOptions) (*NATSServer, error) {
 		NoSigs: true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("live: NATS server: %w", err)
+		return nil, fmt.Errorf("natsserver: NATS server: %w", err)
 	}
 	srv.Start()
 	if !srv.ReadyForConnections(opts.ReadyTimeout) {
 		srv.Shutdown()
-		return nil, fmt.Errorf("live: NATS server on %s:%d not ready after %s", opts.Host, opts.Port, opts.ReadyTimeout)
+		return nil, fmt.Errorf("natsserver: NATS server on %s:%d not ready after %s", opts.Host, opts.Port, opts.ReadyTimeout)
 	}
 	addr, ok := srv.Addr().(*net.TCPAddr)
 	if !ok {
 		srv.Shutdown()
-		return nil, errors.New("live: NATS server has no TCP address")
+		return nil, errors.New("natsserver: NATS server has no TCP address")
 	}
 	host := opts.Host
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
@@ -89,22 +92,22 @@ func StartNATSServer(opts NATSServerOptions) (*NATSServer, error) {
 		host = "127.0.0.1"
 	}
 	u := url.URL{Scheme: "nats", Host: net.JoinHostPort(host, strconv.Itoa(addr.Port))}
-	return &NATSServer{srv: srv, url: u.String()}, nil
+	return &Server{srv: srv, url: u.String()}, nil
 }
 
 // ClientURL returns the URL clients dial, such as nats://127.0.0.1:4222.
-func (s *NATSServer) ClientURL() string { return s.url }
+func (s *Server) ClientURL() string { return s.url }
 
 // InProcessConn returns a connection to the server that bypasses TCP; it
 // makes s a nats.InProcessConnProvider, for nats.InProcessServer(s).
-func (s *NATSServer) InProcessConn() (net.Conn, error) { return s.srv.InProcessConn() }
+func (s *Server) InProcessConn() (net.Conn, error) { return s.srv.InProcessConn() }
 
 // Server returns the underlying nats-server, for inspection.
-func (s *NATSServer) Server() *server.Server { return s.srv }
+func (s *Server) Server() *server.Server { return s.srv }
 
 // Shutdown stops the server, disconnects its clients and waits until it
 // has stopped. It is idempotent.
-func (s *NATSServer) Shutdown() {
+func (s *Server) Shutdown() {
 	s.srv.Shutdown()
 	s.srv.WaitForShutdown()
 }

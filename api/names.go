@@ -1,4 +1,4 @@
-package workflows
+package api
 
 import "go.temporal.io/sdk/temporal"
 
@@ -32,3 +32,7 @@ const (
 	QueryHistory = "history"
 	QueryEvents  = "events"
 )
+
+// QueryTranscript is the Run workflow's query for its transcript, used when
+// a worker's transcript cache misses. It takes the number of messages wanted.
+const QueryTranscript = "transcript"

@@ -1,0 +1,360 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/keelrun/keel"
+)
+
+// RunConfig says which model and tools a run uses. It travels in workflow
+// input and history, so it never holds secrets.
+type RunConfig struct {
+	// Model is a model spec: "scripted:demo", "scripted:FILE.json",
+	// "openai:MODEL", "anthropic:MODEL". Default DefaultModel.
+	Model string `json:"model,omitempty"`
+	// System is the system prompt. Optional.
+	System string `json:"system,omitempty"`
+	// Tools names the tools the model may call. Optional: nil takes the
+	// session's; an empty list means none (so no omitempty).
+	Tools []string `json:"tools"`
+	// MaxSteps bounds the model turns of one run. Default DefaultMaxSteps.
+	MaxSteps int `json:"max_steps,omitempty"`
+	// MaxTokens caps each response. Optional; the provider's default.
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// Timeouts of the activities. Optional; defaults below.
+	ModelTimeout   keel.Duration `json:"model_timeout,omitempty"`
+	HeartbeatAfter keel.Duration `json:"heartbeat_timeout,omitempty"`
+	// CompactAt is the context estimate (tokens) above which the run
+	// compacts its history before a model step: the older messages are
+	// replaced by a summary the model writes. Default DefaultCompactAt;
+	// negative disables compaction.
+	CompactAt int `json:"compact_at,omitempty"`
+	// Approvals sets a policy per tool name: "allow" (run it), "ask" (ask
+	// the host first, through host input) or "deny" (refuse it). The key "*"
+	// sets the default. Optional; default "allow".
+	Approvals map[string]Approval `json:"approvals,omitempty"`
+}
+
+// Approval is a tool's approval policy.
+type Approval string
+
+// The approval policies.
+const (
+	ApprovalAllow Approval = "allow"
+	ApprovalAsk   Approval = "ask"
+	ApprovalDeny  Approval = "deny"
+)
+
+// ApprovalFor returns the policy for a tool.
+func (c RunConfig) ApprovalFor(name string) Approval {
+	if a, ok := c.Approvals[name]; ok {
+		return a
+	}
+	if a, ok := c.Approvals["*"]; ok {
+		return a
+	}
+	return ApprovalAllow
+}
+
+// Defaults of RunConfig.
+const (
+	DefaultModel          = "scripted:demo"
+	DefaultMaxSteps       = 32
+	DefaultModelTimeout   = keel.Duration(10 * time.Minute)
+	DefaultHeartbeatAfter = keel.Duration(15 * time.Second)
+	DefaultCompactAt      = 100_000
+)
+
+// WithDefaults returns c with its unset fields set to the defaults.
+func (c RunConfig) WithDefaults() RunConfig {
+	if c.Model == "" {
+		c.Model = DefaultModel
+	}
+	if c.MaxSteps <= 0 {
+		c.MaxSteps = DefaultMaxSteps
+	}
+	if c.ModelTimeout <= 0 {
+		c.ModelTimeout = DefaultModelTimeout
+	}
+	if c.HeartbeatAfter <= 0 {
+		c.HeartbeatAfter = DefaultHeartbeatAfter
+	}
+	if c.CompactAt == 0 {
+		c.CompactAt = DefaultCompactAt
+	}
+	return c
+}
+
+// Merge returns c with the fields set in o replacing its own.
+func (c RunConfig) Merge(o *RunConfig) RunConfig {
+	if o == nil {
+		return c
+	}
+	if o.Model != "" {
+		c.Model = o.Model
+	}
+	if o.System != "" {
+		c.System = o.System
+	}
+	if o.Tools != nil {
+		c.Tools = o.Tools
+	}
+	if o.MaxSteps > 0 {
+		c.MaxSteps = o.MaxSteps
+	}
+	if o.MaxTokens > 0 {
+		c.MaxTokens = o.MaxTokens
+	}
+	if o.ModelTimeout > 0 {
+		c.ModelTimeout = o.ModelTimeout
+	}
+	if o.HeartbeatAfter > 0 {
+		c.HeartbeatAfter = o.HeartbeatAfter
+	}
+	if o.Approvals != nil {
+		c.Approvals = o.Approvals
+	}
+	if o.CompactAt != 0 {
+		c.CompactAt = o.CompactAt
+	}
+	return c
+}
+
+// Validate checks what WithDefaults cannot fix.
+func (c RunConfig) Validate() error {
+	for name, a := range c.Approvals {
+		switch a {
+		case ApprovalAllow, ApprovalAsk, ApprovalDeny:
+		default:
+			return keel.Errorf(keel.CodeInvalidInput, "approval %q for tool %q: use allow, ask or deny", a, name)
+		}
+	}
+	if c.MaxSteps < 0 {
+		return keel.Errorf(keel.CodeInvalidInput, "max_steps cannot be negative")
+	}
+	return nil
+}
+
+// SessionInput starts a Session workflow.
+type SessionInput struct {
+	SessionID string `json:"session_id"`
+	// Config holds the session's defaults for its runs.
+	Config RunConfig `json:"config"`
+	// HandOver bounds each execution of the session before it continues
+	// as new. Optional; zero fields take the defaults of HandOverLimits.
+	HandOver HandOverLimits `json:"hand_over,omitempty"`
+	// Carry is what the previous execution of the session handed over when
+	// it continued as new; nil for a new session.
+	Carry *SessionCarry `json:"carry,omitempty"`
+}
+
+// IfActive says what Send does while a run is active.
+type IfActive string
+
+// The choices of IfActive.
+const (
+	IfActiveReject IfActive = "reject" // fail with keel.ErrRunActive (default)
+	IfActiveQueue  IfActive = "queue"  // start it as the next run
+)
+
+// SendRequest is the argument of the "send" update.
+type SendRequest struct {
+	Prompt   string     `json:"prompt"`
+	Config   *RunConfig `json:"config,omitempty"`
+	IfActive IfActive   `json:"if_active,omitempty"`
+}
+
+// MaxPromptBytes bounds a prompt or steering text.
+const MaxPromptBytes = 256 << 10
+
+// SendResult is the answer of the "send" update.
+type SendResult struct {
+	RunID    string `json:"run_id"`
+	Number   int    `json:"number"`
+	Revision int64  `json:"revision"`
+	// BaseSeq is the last durable sequence before the run's first event.
+	BaseSeq int64 `json:"base_seq"`
+	Queued  bool  `json:"queued,omitempty"`
+}
+
+// RunInput starts a Run workflow.
+type RunInput struct {
+	SessionID  string         `json:"session_id"`
+	RunID      string         `json:"run_id"`
+	Number     int            `json:"number"`
+	Revision   int64          `json:"revision"`
+	BaseSeq    int64          `json:"base_seq"`
+	Prompt     string         `json:"prompt"`
+	Transcript []keel.Message `json:"transcript,omitempty"`
+	Config     RunConfig      `json:"config"`
+}
+
+// RunResult is what a Run workflow returns to its session.
+type RunResult struct {
+	Outcome keel.Outcome `json:"outcome"`
+	// Messages are the messages the run adds to the transcript or, when
+	// Replaced is set (the run compacted it), the whole new transcript.
+	Messages []keel.Message `json:"messages"`
+	Replaced bool           `json:"replaced,omitempty"`
+	// Events are the run's durable events, numbered from BaseSeq+1.
+	Events []keel.Envelope `json:"events"`
+}
+
+// EventsQuery is the argument of the "events" query: the events after
+// After, at most Limit of them (default and cap DefaultEventsLimit). With
+// Snapshot set, the page is pinned to that high-watermark (a continuation
+// of an earlier page); without it, the query captures the current one.
+type EventsQuery struct {
+	After    int64 `json:"after"`
+	Limit    int   `json:"limit,omitempty"`
+	Snapshot int64 `json:"snapshot,omitempty"`
+}
+
+// DefaultEventsLimit is the default and largest page of the events query.
+const DefaultEventsLimit = 500
+
+// EventsPage is the answer of the "events" query.
+type EventsPage struct {
+	Events []keel.Envelope `json:"events"`
+	// Snapshot is the high-watermark the page was read at.
+	Snapshot int64 `json:"snapshot"`
+	// More says events up to Snapshot remain after this page.
+	More bool `json:"more"`
+	// Segment, when set, holds the events after the cursor instead of
+	// Events: they are in the content store (EventSegment.Key), read with
+	// the client's data converter. The next page continues after its Last.
+	Segment *EventSegment `json:"segment,omitempty"`
+	// Done says the log will not grow: the run ended (Run workflow only).
+	Done bool `json:"done,omitempty"`
+	// ActiveRun is the run in progress, whose events are not in the
+	// session's log yet: read them from that Run workflow (Session only).
+	ActiveRun *RunRef `json:"active_run,omitempty"`
+}
+
+// RunRef names a run.
+type RunRef struct {
+	RunID   string `json:"run_id"`
+	Number  int    `json:"number"`
+	BaseSeq int64  `json:"base_seq"`
+}
+
+// SessionStatus is the answer of the Session's "state" query.
+type SessionStatus struct {
+	SessionID string            `json:"session_id"`
+	State     keel.SessionState `json:"state"`
+	Revision  int64             `json:"revision"`
+	// LastSeq is the last sequence in the session's own log, which takes
+	// a run's events when the run ends. The active run's events follow it,
+	// numbered from ActiveRun.BaseSeq+1; the run's state query reports how
+	// far they go (RunStatus.LastSeq), and EventsFrom reads both.
+	LastSeq   int64         `json:"last_seq"`
+	Runs      int           `json:"runs"`
+	ActiveRun *RunRef       `json:"active_run,omitempty"`
+	Queued    int           `json:"queued,omitempty"`
+	Usage     keel.Usage    `json:"usage"`
+	Last      *keel.Outcome `json:"last_outcome,omitempty"`
+	Shutdown  bool          `json:"shutdown,omitempty"`
+	// HandOvers counts the times the session continued as new.
+	HandOvers int `json:"hand_overs,omitempty"`
+	// Closed is set when the Session workflow is no longer running
+	// (terminated by an operator or by a Temporal limit, or failed): State
+	// is then StateTerminated or StateFailed. Only clients fill it in.
+	Closed *ClosedSession `json:"closed,omitempty"`
+}
+
+// ClosedSession says why a Session workflow stopped running.
+type ClosedSession struct {
+	// Status is Temporal's execution status, such as "Terminated".
+	Status string `json:"status"`
+	// Reason is the operator's or Temporal's reason, when one was given.
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// RunStatus is the answer of the Run's "state" query.
+type RunStatus struct {
+	RunID string            `json:"run_id"`
+	State keel.SessionState `json:"state"`
+	// Requests are the open host-input requests, oldest first.
+	Requests []HostRequest `json:"requests,omitempty"`
+	// Staged are the IDs of accepted steering not yet applied.
+	Staged []string `json:"staged,omitempty"`
+	// Jobs are the tool call IDs of detached calls still running.
+	Jobs     []string      `json:"jobs,omitempty"`
+	Step     int           `json:"step"`
+	LastSeq  int64         `json:"last_seq"`
+	Outcome  *keel.Outcome `json:"outcome,omitempty"`
+	Usage    keel.Usage    `json:"usage"`
+	Revision int64         `json:"revision"`
+}
+
+// HistoryQuery is the argument of the "history" query: a page of the
+// transcript starting at Offset (default 0), at most Limit messages
+// (default DefaultHistoryLimit).
+type HistoryQuery struct {
+	Offset int `json:"offset,omitempty"`
+	Limit  int `json:"limit,omitempty"`
+}
+
+// DefaultHistoryLimit is the default page of the history query.
+const DefaultHistoryLimit = 200
+
+// HistoryPage is the answer of the "history" query.
+type HistoryPage struct {
+	Messages []keel.Message `json:"messages"`
+	Offset   int            `json:"offset"`
+	Total    int            `json:"total"`
+	Revision int64          `json:"revision"`
+}
+
+// SteerRequest is the argument of the "steer" update (and signal).
+type SteerRequest struct {
+	Text string `json:"text"`
+}
+
+// SteerResult is the answer of the "steer" update: the staged input's ID.
+type SteerResult struct {
+	SteeringID string `json:"steering_id"`
+}
+
+// RetractRequest is the argument of the "retract_steering" update.
+type RetractRequest struct {
+	SteeringID string `json:"steering_id"`
+}
+
+// Retraction is how a retraction ended, decided atomically in the run.
+type Retraction string
+
+// The answers of retract_steering.
+const (
+	Retracted      Retraction = "retracted"
+	AlreadyApplied Retraction = "already_applied"
+	NotFound       Retraction = "not_found"
+)
+
+// RetractResult is the answer of the "retract_steering" update.
+type RetractResult struct {
+	Result Retraction `json:"result"`
+}
+
+// RespondRequest is the argument of the "respond" update (and signal): the
+// answer to an open host-input request, which must match its schema.
+type RespondRequest struct {
+	RequestID string          `json:"request_id"`
+	Answer    json.RawMessage `json:"answer"`
+}
+
+// HostRequest is an open host-input request.
+type HostRequest struct {
+	RequestID  string          `json:"request_id"`
+	ToolCallID string          `json:"tool_call_id"`
+	Prompt     string          `json:"prompt"`
+	Schema     json.RawMessage `json:"schema,omitempty"`
+}
+
+// MaxPageBytes bounds the events or messages of one query answer (by
+// their JSON size), well under Temporal's payload limits (2 MB), so no
+// page of a session however large can fail to be returned. A page holds
+// at least one item: a single event or message is smaller than this.
+const MaxPageBytes = 1 << 20
