@@ -1,5 +1,11 @@
 package api
 
+import (
+	"encoding/json"
+
+	historypb "go.temporal.io/api/history/v1"
+)
+
 // Committed is the value of the marker Session and Run workflows record
 // in their history whenever their log grew: the last durable sequence of
 // the log. A marker is part of the workflow task that emitted the events,
@@ -16,6 +22,36 @@ package api
 // The marker is a side effect (workflow.SideEffect) whose data is this
 // struct. A marker costs one history event and nothing else; a memo or
 // search attribute would add a visibility write to every step.
+//
+// In history it reads (this is the encoding CommittedSeq accepts, and
+// the recorded histories in workflows/testdata pin it):
+//
+//	MarkerRecorded
+//	  markerName: "SideEffect"
+//	  details["data"]: one payload, metadata encoding "json/plain",
+//	                   data {"keel_seq": N}
+//
+// Any program that reads histories (another SDK, the temporal CLI's JSON
+// output) can find it by those fields; no SDK is needed to decode it.
 type Committed struct {
 	KeelSeq int64 `json:"keel_seq"`
+}
+
+// CommittedSeq reads a Committed marker: the sequence it records, and
+// whether m is one. Other markers, side effects included, are not.
+func CommittedSeq(m *historypb.MarkerRecordedEventAttributes) (int64, bool) {
+	if m.GetMarkerName() != "SideEffect" {
+		return 0, false
+	}
+	data := m.GetDetails()["data"].GetPayloads()
+	if len(data) != 1 || string(data[0].GetMetadata()["encoding"]) != "json/plain" {
+		return 0, false
+	}
+	var c struct {
+		KeelSeq *int64 `json:"keel_seq"`
+	}
+	if err := json.Unmarshal(data[0].GetData(), &c); err != nil || c.KeelSeq == nil {
+		return 0, false
+	}
+	return *c.KeelSeq, true
 }

@@ -6,9 +6,9 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/converter"
+
+	"github.com/keelrun/keel/api"
 )
 
 // historyWatcher long-polls a workflow's history to learn when its state
@@ -102,7 +102,7 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 	var next string
 	for _, ev := range resp.GetHistory().GetEvents() {
 		w.last = ev.GetEventId()
-		if seq, ok := committedSeq(ev.GetMarkerRecordedEventAttributes()); ok && seq > w.committed {
+		if seq, ok := api.CommittedSeq(ev.GetMarkerRecordedEventAttributes()); ok && seq > w.committed {
 			w.committed = seq
 		}
 		switch ev.GetEventType() {
@@ -133,21 +133,6 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 		w.closed, w.committed = true, math.MaxInt64
 	}
 	return len(w.token) > 0, changed, nil
-}
-
-// committedSeq reads a api.Committed marker. A side-effect marker
-// keeps its value under "data", as the SDK's replay reads it back.
-func committedSeq(m *historypb.MarkerRecordedEventAttributes) (int64, bool) {
-	if m.GetMarkerName() != "SideEffect" {
-		return 0, false
-	}
-	var c struct {
-		KeelSeq *int64 `json:"keel_seq"`
-	}
-	if err := converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()["data"], &c); err != nil || c.KeelSeq == nil {
-		return 0, false
-	}
-	return *c.KeelSeq, true
 }
 
 // committedNow returns the sequence a workflow has committed: unlimited for

@@ -19,12 +19,12 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/live/natsserver"
-	"github.com/keelrun/keel/workflows"
 )
 
 // killStack is an embedded Temporal server, an embedded NATS server, a
@@ -471,7 +471,7 @@ func requireTranscript(t *testing.T, ctx context.Context, sess *client.Session, 
 }
 
 // markedCommittedSeq reads the sequence a running workflow has recorded as
-// committed: its last workflows.Committed marker.
+// committed: its last api.Committed marker.
 func markedCommittedSeq(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID string) int64 {
 	t.Helper()
 	it := tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -481,13 +481,8 @@ func markedCommittedSeq(t *testing.T, ctx context.Context, tc sdkclient.Client, 
 		if err != nil {
 			t.Fatalf("history of %s: %v", workflowID, err)
 		}
-		m := ev.GetMarkerRecordedEventAttributes()
-		if m.GetMarkerName() != "SideEffect" {
-			continue
-		}
-		var c workflows.Committed
-		if err := converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()["data"], &c); err == nil && c.KeelSeq > 0 {
-			seq, found = c.KeelSeq, true
+		if c, ok := api.CommittedSeq(ev.GetMarkerRecordedEventAttributes()); ok && c > 0 {
+			seq, found = c, true
 		}
 	}
 	if !found {
