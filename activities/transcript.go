@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/internal/lru"
 	"github.com/keelrun/keel/provider"
 )
 
@@ -49,7 +49,7 @@ func (a *Activities) initCache() {
 		if n <= 0 {
 			n = 256
 		}
-		a.cache = &transcriptCache{max: n, entries: map[string]*list.Element{}, order: list.New()}
+		a.cache = &transcriptCache{entries: lru.New[*cacheEntry](n)}
 	}
 }
 
@@ -60,13 +60,10 @@ func (a *Activities) initCache() {
 // the turn's tail is the whole conversation.
 type transcriptCache struct {
 	mu      sync.Mutex
-	max     int
-	entries map[string]*list.Element
-	order   *list.List // front = most recent
+	entries *lru.Cache[*cacheEntry] // by session
 }
 
 type cacheEntry struct {
-	session string
 	// of names the run execution and generation msgs belong to.
 	of   string
 	msgs []keel.Message
@@ -84,8 +81,8 @@ func (c *transcriptCache) get(ref TranscriptRef, tail []keel.Message) ([]keel.Me
 	defer c.mu.Unlock()
 	var have []keel.Message
 	session, of := cacheKey(ref)
-	if el, ok := c.entries[session]; ok && el.Value.(*cacheEntry).of == of {
-		have = el.Value.(*cacheEntry).msgs
+	if e, ok := c.entries.Get(session); ok && e.of == of {
+		have = e.msgs
 	}
 	var msgs []keel.Message
 	switch {
@@ -111,21 +108,14 @@ func (c *transcriptCache) put(ref TranscriptRef, msgs []keel.Message) {
 
 func (c *transcriptCache) putLocked(ref TranscriptRef, msgs []keel.Message) {
 	session, of := cacheKey(ref)
-	if el, ok := c.entries[session]; ok {
-		e := el.Value.(*cacheEntry)
+	if e, ok := c.entries.Get(session); ok {
 		// Another run or generation of the session replaces the entry.
 		if e.of != of || len(msgs) > len(e.msgs) {
 			e.of, e.msgs = of, msgs
 		}
-		c.order.MoveToFront(el)
 		return
 	}
-	c.entries[session] = c.order.PushFront(&cacheEntry{session: session, of: of, msgs: msgs})
-	for c.order.Len() > c.max {
-		old := c.order.Back()
-		c.order.Remove(old)
-		delete(c.entries, old.Value.(*cacheEntry).session)
-	}
+	c.entries.Put(session, &cacheEntry{of: of, msgs: msgs})
 }
 
 // prepare resolves a model spec and rebuilds the conversation a model

@@ -1,17 +1,17 @@
 package activities
 
 import (
-	"container/list"
 	"testing"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/internal/lru"
 )
 
 // The cache holds one transcript a session, its latest run's: a session's
 // length does not grow it, and a turn of an earlier run (or an earlier
 // compaction generation) misses rather than reading the wrong messages.
 func TestTranscriptCacheKeepsOneEntryASession(t *testing.T) {
-	c := &transcriptCache{max: 8, entries: map[string]*list.Element{}, order: list.New()}
+	c := &transcriptCache{entries: lru.New[*cacheEntry](8)}
 	msgs := func(n int) []keel.Message {
 		out := make([]keel.Message, n)
 		for i := range out {
@@ -24,7 +24,7 @@ func TestTranscriptCacheKeepsOneEntryASession(t *testing.T) {
 		c.put(ref, msgs(n))
 	}
 	c.put(TranscriptRef{WorkflowID: keel.RunID("s2", 1), RunID: "r", Len: 1}, msgs(1))
-	if got := c.order.Len(); got != 2 {
+	if got := c.entries.Len(); got != 2 {
 		t.Fatalf("cache holds %d entries for 2 sessions", got)
 	}
 	if _, ok := c.get(TranscriptRef{WorkflowID: keel.RunID("s1", 20), RunID: "r", Len: 21}, msgs(21)[20:]); !ok {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/internal/lru"
 )
 
 // DefaultPrefix is the default first token of live-channel NATS subjects.
@@ -117,7 +118,7 @@ type NATS struct {
 
 	mu          sync.Mutex
 	closed      bool
-	streams     *lru[*pubStream]
+	streams     *lru.Cache[*pubStream]
 	incarnation uint64
 	subs        map[*natsSub]struct{}
 
@@ -159,7 +160,7 @@ func NewNATS(nc *nats.Conn, opts NATSOptions) (*NATS, error) {
 		nc:      nc,
 		opts:    opts,
 		id:      rand.Text()[:12],
-		streams: newLRU[*pubStream](maxPubStreams),
+		streams: lru.New[*pubStream](maxPubStreams),
 		subs:    make(map[*natsSub]struct{}),
 		queue:   make(chan outMsg, opts.PublishQueue),
 		stop:    make(chan struct{}),
@@ -242,11 +243,11 @@ func (c *NATS) Publish(_ context.Context, env keel.Envelope) error {
 	if c.closed {
 		return ErrClosed
 	}
-	st, ok := c.streams.get(env.SessionID)
+	st, ok := c.streams.Get(env.SessionID)
 	if !ok {
 		c.incarnation++
 		st = &pubStream{id: c.id + "." + strconv.FormatUint(c.incarnation, 36)}
-		c.streams.put(env.SessionID, st)
+		c.streams.Put(env.SessionID, st)
 	}
 	st.seq++
 	msg.Header = nats.Header{headerLive: []string{st.id + " " + strconv.FormatUint(st.seq, 10)}}
@@ -353,7 +354,7 @@ func (c *NATS) Subscribe(ctx context.Context, sessionID string, opts SubscribeOp
 	s := &natsSub{
 		c:            c,
 		buf:          newBuffer(opts.Buffer),
-		streams:      newLRU[uint64](maxSubStreams),
+		streams:      lru.New[uint64](maxSubStreams),
 		beforeHandle: c.beforeHandle,
 		afterHandle:  c.afterHandle,
 	}
@@ -440,7 +441,7 @@ func (c *NATS) Close() error {
 type natsSub struct {
 	c       *NATS
 	buf     *buffer
-	streams *lru[uint64] // last counter seen per publishing stream
+	streams *lru.Cache[uint64] // last counter seen per publishing stream
 
 	mu    sync.Mutex
 	sub   *nats.Subscription
@@ -484,14 +485,14 @@ func (s *natsSub) handle(m *nats.Msg) {
 	}
 	gap := 0
 	if stream, n, ok := parseLive(m.Header.Get(headerLive)); ok {
-		last, seen := s.streams.get(stream)
+		last, seen := s.streams.Get(stream)
 		if seen && n <= last {
 			return // a repeat; core NATS does not redeliver, but never show one twice
 		}
 		if seen {
 			gap = int(n - last - 1)
 		}
-		s.streams.put(stream, n)
+		s.streams.Put(stream, n)
 	}
 	var env keel.Envelope
 	if err := json.Unmarshal(m.Data, &env); err != nil {
