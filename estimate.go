@@ -15,4 +15,15 @@ func EstimateTokens(system string, messages []Message) int {
 	return n
 }
 
+// EstimateToolTokens estimates the tokens that tool specs take in a
+// request, by the same measure: their name, description and schema, plus
+// a few tokens of framing each.
+func EstimateToolTokens(specs []ToolSpec) int {
+	n := 0
+	for _, sp := range specs {
+		n += 8 + bytesToTokens(len(sp.Name)+len(sp.Description)+len(sp.Parameters))
+	}
+	return n
+}
+
 func bytesToTokens(b int) int { return (b + 3) / 4 }

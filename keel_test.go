@@ -148,6 +148,21 @@ func TestEstimateTokensGrowsWithContent(t *testing.T) {
 	}
 }
 
+// Tool specs are measured like messages: four bytes a token plus framing.
+func TestEstimateToolTokens(t *testing.T) {
+	spec := keel.ToolSpec{Name: "read_file", Description: "Read a file.", Parameters: json.RawMessage(`{"type":"object"}`)}
+	one := keel.EstimateToolTokens([]keel.ToolSpec{spec})
+	if want := 8 + (len("read_file")+len("Read a file.")+len(`{"type":"object"}`)+3)/4; one != want {
+		t.Errorf("one spec: %d tokens, want %d", one, want)
+	}
+	if two := keel.EstimateToolTokens([]keel.ToolSpec{spec, spec}); two != 2*one {
+		t.Errorf("two specs: %d tokens, want %d", two, 2*one)
+	}
+	if none := keel.EstimateToolTokens(nil); none != 0 {
+		t.Errorf("no specs: %d tokens", none)
+	}
+}
+
 func TestUsageAdd(t *testing.T) {
 	a := keel.Usage{InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4, ReasoningTokens: 5, Requests: 1}
 	if got := a.Add(a); got != (keel.Usage{InputTokens: 2, OutputTokens: 4, CacheReadTokens: 6, CacheWriteTokens: 8, ReasoningTokens: 10, Requests: 2}) {

@@ -94,9 +94,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (*ModelTu
 			FinishReason:           string(resp.Finish),
 		},
 	}
-	for _, sp := range specs {
-		res.ToolTokens += 8 + (len(sp.Name)+len(sp.Description)+len(sp.Parameters)+3)/4
-	}
+	res.ToolTokens = keel.EstimateToolTokens(specs)
 	for _, c := range resp.ToolCalls {
 		plan, ok := plans[c.Name]
 		if !ok {
