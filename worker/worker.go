@@ -128,16 +128,17 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 	return acts, nil
 }
 
-// Registry is where workflows and activities are registered: a worker or
-// the Temporal test environment.
-type Registry interface {
+// Registrar is where workflows and activities are registered: a worker, a
+// replayer, or the Temporal test environment. (Not to be confused with
+// tool.Registry, the tools a worker offers.)
+type Registrar interface {
 	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
 	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
 }
 
 // Register registers keel's workflows and acts on r under their stable
 // names.
-func Register(r Registry, acts *activities.Activities) {
+func Register(r Registrar, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.RunWorkflow, workflow.RegisterOptions{Name: workflows.RunWorkflowName})
 	r.RegisterActivityWithOptions(acts.ModelTurn, activity.RegisterOptions{Name: activities.ModelTurnName})
