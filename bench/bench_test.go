@@ -39,7 +39,7 @@ func BenchmarkStepOverhead(b *testing.B) {
 func benchSteps(b *testing.B, tuned bool, kind string, stepsPerRun int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	srv := devserver.StartForTest(b, devserver.Config{Untuned: !tuned})
+	srv := keeltest.StartServer(b, devserver.Config{Untuned: !tuned})
 	tc := keeltest.Dial(b, srv)
 	toolName, activitiesPerStep := "missing", 1
 	if kind == "tool" {
@@ -94,7 +94,7 @@ func BenchmarkEventLatency(b *testing.B) {
 		b.Run(via, func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			srv := devserver.StartForTest(b, devserver.Config{})
+			srv := keeltest.StartServer(b, devserver.Config{})
 			var pub, sub live.Channel
 			if via == "nats" {
 				ns := livetest.StartNATSServer(b)

@@ -11,8 +11,9 @@
 //	defer s.Stop()
 //	c, err := s.Dial(ctx, client.Options{}) // or client.Dial with s.Address()
 //
-// Tests use StartForTest, which picks free ports, skips the Web UI and stops
-// the server when the test ends.
+// Tests start one with internal/keeltest.StartServer, which picks free
+// ports, skips the Web UI, logs to the test and stops the server when the
+// test ends.
 //
 // The Measure functions time bare Temporal round trips (an activity, a
 // signal seen by a history long-poll, a query, an update) so that keel's own

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/testlog"
 )
 
 // Tests here never run in parallel: TestInMemoryServer checks that no
@@ -178,7 +179,7 @@ func TestRestartKeepsWorkflows(t *testing.T) {
 	first := StartForTest(t, Config{DataDir: dir})
 	_, err := os.Stat(filepath.Join(dir, DatabaseFile))
 	require.NoError(t, err)
-	_, err = Start(ctx, Config{DataDir: dir, Port: AnyPort, DisableUI: true, Logger: TestLogger(t)})
+	_, err = Start(ctx, Config{DataDir: dir, Port: AnyPort, DisableUI: true, Logger: testlog.New(t)})
 	require.ErrorIs(t, err, ErrDataDirInUse, "two servers on one database")
 
 	// One client and one worker across the restart, as a keel worker that
@@ -242,9 +243,9 @@ func TestPortInUse(t *testing.T) {
 	defer busy.Close()
 	port := busy.Addr().(*net.TCPAddr).Port
 
-	_, err = Start(ctx, Config{Port: port, DisableUI: true, Logger: TestLogger(t)})
+	_, err = Start(ctx, Config{Port: port, DisableUI: true, Logger: testlog.New(t)})
 	require.ErrorIs(t, err, ErrPortInUse)
-	_, err = Start(ctx, Config{Port: AnyPort, UIPort: port, Logger: TestLogger(t)})
+	_, err = Start(ctx, Config{Port: AnyPort, UIPort: port, Logger: testlog.New(t)})
 	require.ErrorIs(t, err, ErrPortInUse)
 }
 
@@ -275,6 +276,6 @@ func TestConfigDefaults(t *testing.T) {
 func TestStartHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := Start(ctx, Config{Port: AnyPort, DisableUI: true, Logger: TestLogger(t)})
+	_, err := Start(ctx, Config{Port: AnyPort, DisableUI: true, Logger: testlog.New(t)})
 	require.ErrorIs(t, err, context.Canceled)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
+	"github.com/keelrun/keel/internal/testlog"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/provider"
 	"github.com/keelrun/keel/provider/scripted"
@@ -26,11 +27,15 @@ import (
 )
 
 // StartServer starts an embedded Temporal server on free ports without the
-// Web UI, in memory unless cfg.DataDir is set, stopped when tb ends.
+// Web UI, in memory unless cfg.DataDir is set, with its warnings in the
+// test's log (shown when the test fails), stopped when tb ends.
 func StartServer(tb testing.TB, cfg devserver.Config) *devserver.Server {
 	tb.Helper()
 	if cfg.Port == 0 {
 		cfg.Port = devserver.AnyPort
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testlog.New(tb)
 	}
 	cfg.DisableUI = true
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
