@@ -72,8 +72,7 @@ func defaultDataConverter() converter.DataConverter {
 	if endpoint == "" {
 		endpoint = DefaultCodecEndpoint
 	}
-	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(),
-		store.NewRemoteCodec(endpoint, store.RemoteOptions{}))
+	return store.NewRemoteDataConverter(endpoint)
 }
 
 // Client talks to keel through Temporal.

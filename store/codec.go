@@ -60,6 +60,14 @@ func NewDataConverter(c *Codec) converter.DataConverter {
 	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
 }
 
+// NewRemoteDataConverter returns Temporal's default data converter that
+// decodes references through the codec endpoint at endpoint (see
+// NewRemoteCodec), for readers that cannot reach the store.
+func NewRemoteDataConverter(endpoint string) converter.DataConverter {
+	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(),
+		NewRemoteCodec(endpoint, RemoteOptions{}))
+}
+
 // marshal is deterministic so that equal payloads (maps included) give equal
 // bytes, hence equal keys.
 var marshal = proto.MarshalOptions{Deterministic: true}

@@ -62,8 +62,7 @@ func (s *storeFlags) open(ctx context.Context) (*contentStore, error) {
 	cs := &contentStore{dc: converter.GetDefaultDataConverter(), close: func() {}}
 	if s.url == "" {
 		if !s.worker && s.endpoint != "" {
-			remote := store.NewRemoteCodec(s.endpoint, store.RemoteOptions{})
-			cs.dc = converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), remote)
+			cs.dc = store.NewRemoteDataConverter(s.endpoint)
 		}
 		return cs, nil
 	}
