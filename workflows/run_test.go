@@ -93,8 +93,6 @@ func TestRules4And5And9ToolLifecycle(t *testing.T) {
 			seen = append(seen, "proposed:"+e.ToolCallID)
 		case keel.ToolStarted:
 			seen = append(seen, "started:"+e.ToolCallID)
-		case keel.ToolUpdated:
-			seen = append(seen, "updated:"+e.ToolCallID)
 		case keel.ToolFinished:
 			seen = append(seen, "finished:"+e.ToolCallID+":"+string(e.Status))
 		}
