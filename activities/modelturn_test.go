@@ -243,7 +243,7 @@ func openaiChunk(delta string, finish string) string {
 		delta + `,"finish_reason":` + fin + `}]}` + "\n\n"
 }
 
-// Ordering rule 3: deltas reach the live channel in source arrival order,
+// docs/contract.md §2.3: deltas reach the live channel in source arrival order,
 // each carrying the run, the attempt and the last durable sequence before
 // the turn (AfterSeq), so readers can merge them with durable events.
 func TestModelTurnPublishesDeltasInOrder(t *testing.T) {

@@ -23,11 +23,11 @@ func longTranscript(n int) []keel.Message {
 	return msgs
 }
 
-// Rule 11: compaction.started comes before the compactor is called,
+// docs/contract.md §2.10: compaction.started comes before the compactor is called,
 // compaction.completed after the replacement history is committed; the
 // step that follows sees the summary; the session gets the replaced
 // transcript.
-func TestRule11Compaction(t *testing.T) {
+func TestCompactionBracketsTheCompactor(t *testing.T) {
 	// Ten earlier exchanges mean ten turns were played: this run plays
 	// turn 11, even after compaction replaced them.
 	turns := strings.Repeat(`{"text":["old"]},`, 10)

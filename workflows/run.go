@@ -9,38 +9,43 @@ import (
 	"github.com/keelrun/keel/activities"
 )
 
-// run is the state of one Run workflow execution.
+// run is one Run workflow execution: the loop, and the parts it drives.
+// Each part keeps its own state and reaches the rest of the run only
+// through what it was given (the event log's emit, the contexts, and the
+// parts it needs):
+//
+//   - journal: the durable events; meter: the usage.
+//   - transcript: the messages the model reads.
+//   - steering: input staged for the next step boundary (steering.go).
+//   - hostInput: questions to the host and their answers (hostinput.go).
+//   - tools: tool batches and detached jobs (tools.go).
+//   - modelTurns: a model turn and its retry budget (model.go).
+//   - compactor: summarizing the older transcript (compact.go).
+//
+// The run itself decides the loop, the state the session displays, and the
+// terminal commit.
 type run struct {
 	in  RunInput
 	cfg RunConfig
 	// root is the workflow's context; work is cancelled when the run is.
 	root, work workflow.Context
 	cancelWork workflow.CancelFunc
-	exec       workflow.Execution
 	parent     *workflow.Execution
 
-	seq    int64
-	events []keel.Envelope
-	// messages is the whole transcript: the session's (in.Transcript) then
-	// this run's. shipped counts those already sent to a model turn.
-	messages []keel.Message
-	shipped  int
-	// base is where the run's own messages start in messages; -1 once a
-	// compaction replaced the session's part.
-	base int
-	// generation counts compactions (see activities.TranscriptRef).
-	generation int
+	journal    *journal
+	meter      *meter
+	transcript *transcript
+	steering   *steering
+	host       *hostInput
+	tools      *tools
+	model      *modelTurns
+	compactor  *compactor
+
 	// toolTokens is the last known estimate of the tool schemas' size.
 	toolTokens int
-
 	step       int
 	state      keel.SessionState
-	usage      keel.Usage // successful responses
-	usageTotal keel.Usage // every physical request
 	outcome    *keel.Outcome
-
-	control
-	jobQueue
 }
 
 // RunWorkflow runs one prompt to its end: model turn, tool calls, model
@@ -49,32 +54,35 @@ type run struct {
 // with exactly one terminal event and returns a RunResult (cancellation and
 // failure are outcomes, not workflow errors).
 func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
-	info := workflow.GetInfo(ctx)
-	r := &run{
-		in:       in,
-		cfg:      in.Config.WithDefaults(),
-		root:     ctx,
-		seq:      in.BaseSeq,
-		messages: append([]keel.Message(nil), in.Transcript...),
-		base:     len(in.Transcript),
-		state:    keel.StateRunning,
-		exec:     info.WorkflowExecution,
-		parent:   info.ParentWorkflowExecution,
-	}
-	r.control.init()
-	r.work, r.cancelWork = workflow.WithCancel(ctx)
+	r := newRun(ctx, in)
 	if err := r.registerHandlers(ctx); err != nil {
 		return nil, err
 	}
-	announce(ctx, func() int64 { return r.seq })
+	announce(ctx, r.journal.lastSeq)
 	r.loop()
-	res := &RunResult{Outcome: *r.outcome, Events: r.events}
-	if r.base < 0 {
-		res.Messages, res.Replaced = r.messages, true
-	} else {
-		res.Messages = r.messages[r.base:]
-	}
+	res := &RunResult{Outcome: *r.outcome, Events: r.journal.events}
+	res.Messages, res.Replaced = r.transcript.result()
 	return res, nil
+}
+
+func newRun(ctx workflow.Context, in RunInput) *run {
+	info := workflow.GetInfo(ctx)
+	r := &run{in: in, cfg: in.Config.WithDefaults(), root: ctx, state: keel.StateRunning,
+		parent: info.ParentWorkflowExecution}
+	r.work, r.cancelWork = workflow.WithCancel(ctx)
+	r.journal = newJournal(ctx, in)
+	emit := r.journal.emit
+	r.meter = &meter{emit: emit}
+	r.transcript = newTranscript(info.WorkflowExecution, in.Transcript)
+	r.steering = newSteering(emit)
+	r.host = newHostInput(in.RunID, emit, r.refreshState)
+	r.tools = &tools{cfg: r.cfg, sessionID: in.SessionID, runID: in.RunID, root: ctx, work: r.work,
+		emit: emit, lastSeq: r.journal.lastSeq, host: r.host}
+	r.model = &modelTurns{cfg: r.cfg, sessionID: in.SessionID, runID: in.RunID, root: ctx, work: r.work,
+		emit: emit, lastSeq: r.journal.lastSeq, meter: r.meter, transcript: r.transcript}
+	r.compactor = &compactor{cfg: r.cfg, sessionID: in.SessionID, runID: in.RunID, root: ctx, work: r.work,
+		emit: emit, meter: r.meter, transcript: r.transcript}
+	return r
 }
 
 func (r *run) registerHandlers(ctx workflow.Context) error {
@@ -82,41 +90,27 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryEvents, func(q EventsQuery) (EventsPage, error) {
-		page, err := pageEvents(r.events, r.in.BaseSeq, r.seq, q)
+		page, err := pageEvents(r.journal.events, r.journal.base, r.journal.seq, q)
 		page.Done = r.outcome != nil
 		return page, err
 	}); err != nil {
 		return err
 	}
-	if err := workflow.SetQueryHandler(ctx, activities.QueryTranscript, func(n int) ([]keel.Message, error) {
-		if n < 0 || n > len(r.messages) {
-			return nil, fmt.Errorf("transcript has %d messages, %d asked", len(r.messages), n)
-		}
-		return r.messages[:n], nil
-	}); err != nil {
+	if err := workflow.SetQueryHandler(ctx, activities.QueryTranscript, r.transcript.prefix); err != nil {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryHistory, func(q HistoryQuery) (HistoryPage, error) {
-		return pageHistory(r.messages, r.revision(), q), nil
+		return pageHistory(r.transcript.messages, r.revision(), q), nil
 	}); err != nil {
 		return err
 	}
-	return r.registerControl(ctx)
+	return r.registerCommands(ctx)
 }
 
 func (r *run) status() (RunStatus, error) {
-	st := RunStatus{RunID: r.in.RunID, State: r.state, Step: r.step, LastSeq: r.seq,
-		Outcome: r.outcome, Usage: r.usageTotal, Revision: r.revision()}
-	for _, h := range r.openRequests() {
-		st.Requests = append(st.Requests, h.HostRequest)
-	}
-	for _, s := range r.staged {
-		st.Staged = append(st.Staged, s.id)
-	}
-	for _, j := range r.running {
-		st.Jobs = append(st.Jobs, j.call.ID)
-	}
-	return st, nil
+	return RunStatus{RunID: r.in.RunID, State: r.state, Step: r.step, LastSeq: r.journal.seq,
+		Outcome: r.outcome, Usage: r.meter.total, Revision: r.revision(),
+		Requests: r.host.open(), Staged: r.steering.stagedIDs(), Jobs: r.tools.jobIDs()}, nil
 }
 
 // cancelled reports whether the run is being cancelled, by the cancel
@@ -128,18 +122,6 @@ func (r *run) revision() int64 {
 		return r.outcome.Revision
 	}
 	return r.in.Revision
-}
-
-// emit records a durable event with the next sequence number.
-func (r *run) emit(ev keel.Event) {
-	env, err := keel.Seal(ev, r.in.SessionID, r.in.RunID, workflow.Now(r.root))
-	if err != nil {
-		// Event types are plain structs: failing to encode one is a bug.
-		panic(err)
-	}
-	r.seq++
-	env.Seq = r.seq
-	r.events = append(r.events, env)
 }
 
 // setState changes the run's state and tells the session, which shows it
@@ -165,7 +147,7 @@ func (r *run) refreshState() {
 	case r.outcome != nil:
 	case r.cancelled():
 		r.setState(keel.StateCancelling)
-	case len(r.openRequests()) > 0:
+	case r.host.waiting():
 		r.setState(keel.StateWaitingForHostInput)
 	default:
 		r.setState(keel.StateRunning)
@@ -173,8 +155,9 @@ func (r *run) refreshState() {
 }
 
 func (r *run) loop() {
-	r.emit(keel.RunStarted{Number: r.in.Number, Revision: r.in.Revision, Prompt: r.in.Prompt, Model: r.cfg.Model})
-	r.messages = append(r.messages, keel.UserMessage(r.in.Prompt))
+	emit := r.journal.emit
+	emit(keel.RunStarted{Number: r.in.Number, Revision: r.in.Revision, Prompt: r.in.Prompt, Model: r.cfg.Model})
+	r.transcript.add(keel.UserMessage(r.in.Prompt))
 	if err := r.cfg.Validate(); err != nil {
 		r.finishFailed(err.(*keel.Error), "")
 		return
@@ -185,7 +168,7 @@ func (r *run) loop() {
 			return
 		}
 		r.boundary()
-		r.maybeCompact()
+		r.compactor.maybeCompact(r.step, r.toolTokens, r.tools.busy())
 		if r.cancelled() {
 			r.finishCancelled("")
 			return
@@ -196,9 +179,9 @@ func (r *run) loop() {
 			return
 		}
 		r.step++
-		r.emit(keel.StepStarted{Step: r.step,
-			EstimatedContextTokens: keel.EstimateTokens(r.cfg.System, r.messages) + r.toolTokens})
-		res, partial, err := r.modelTurn()
+		emit(keel.StepStarted{Step: r.step,
+			EstimatedContextTokens: keel.EstimateTokens(r.cfg.System, r.transcript.messages) + r.toolTokens})
+		res, partial, err := r.model.turn(r.step)
 		if err != nil {
 			if r.cancelled() {
 				r.finishCancelled(partial)
@@ -208,9 +191,9 @@ func (r *run) loop() {
 			return
 		}
 		r.toolTokens = res.ToolTokens
-		r.messages = append(r.messages, res.Response.Message())
+		r.transcript.add(res.Response.Message())
 		if len(res.Response.ToolCalls) > 0 {
-			r.runTools(res)
+			r.transcript.add(r.tools.runBatch(r.step, res)...)
 			continue
 		}
 		// The model ended its turn. Staged steering, finished detached
@@ -230,29 +213,27 @@ func (r *run) loop() {
 // boundary is a model-step boundary: results of detached jobs that
 // finished enter history in completion order, then staged steering.
 func (r *run) boundary() {
-	for _, j := range r.finishedJobs {
-		r.messages = append(r.messages, jobResultMessage(j))
-	}
-	r.finishedJobs = nil
-	r.applySteering()
+	r.transcript.add(r.tools.takeFinished()...)
+	r.transcript.add(r.steering.apply()...)
 }
 
 // waitForMore decides, at an end of turn, whether the run goes on. It
 // waits for a detached job while any runs and nothing else is pending.
 func (r *run) waitForMore() bool {
-	if len(r.staged) > 0 || len(r.finishedJobs) > 0 {
+	more := func() bool { return r.steering.pending() || r.tools.jobsFinished() }
+	if more() {
 		return true
 	}
-	if len(r.running) == 0 {
+	if !r.tools.busy() {
 		return false
 	}
-	_ = workflow.Await(r.work, func() bool { return len(r.staged) > 0 || len(r.finishedJobs) > 0 })
+	_ = workflow.Await(r.work, more)
 	return !r.cancelled()
 }
 
 func (r *run) finishCompleted(text string) {
 	rev := r.in.Revision + 1
-	r.emit(keel.RunCompleted{Revision: rev, Text: text, Steps: r.step, Usage: r.usage})
+	r.journal.emit(keel.RunCompleted{Revision: rev, Text: text, Steps: r.step, Usage: r.meter.kept})
 	r.finish(keel.StatusCompleted, rev, text, nil)
 }
 
@@ -263,14 +244,14 @@ func (r *run) finishCompleted(text string) {
 func (r *run) finishCancelled(partial string) {
 	r.settle(partial)
 	rev := r.in.Revision + 1
-	r.emit(keel.RunCancelled{Revision: rev})
+	r.journal.emit(keel.RunCancelled{Revision: rev})
 	r.finish(keel.StatusCancelled, rev, "", nil)
 }
 
 func (r *run) finishFailed(err *keel.Error, partial string) {
 	r.settle(partial)
 	rev := r.in.Revision + 1
-	r.emit(keel.RunFailed{Code: err.Code, Message: err.Message, Retryable: err.Retryable, Revision: rev})
+	r.journal.emit(keel.RunFailed{Code: err.Code, Message: err.Message, Retryable: err.Retryable, Revision: rev})
 	r.finish(keel.StatusFailed, rev, "", err)
 }
 
@@ -278,17 +259,17 @@ func (r *run) finishFailed(err *keel.Error, partial string) {
 // jobs are cancelled (their interrupted results enter history), open
 // host-input requests are closed, and partial output is kept.
 func (r *run) settle(partial string) {
-	r.stopJobs()
-	r.closeRequests()
+	r.transcript.add(r.tools.stopJobs()...)
+	r.host.closeAll()
 	if partial != "" {
-		r.messages = append(r.messages, keel.Message{Role: keel.RoleAssistant, Content: partial, Aborted: true})
+		r.transcript.add(keel.Message{Role: keel.RoleAssistant, Content: partial, Aborted: true})
 	}
 }
 
 func (r *run) finish(status keel.RunStatus, rev int64, text string, err *keel.Error) {
 	r.outcome = &keel.Outcome{
 		RunID: r.in.RunID, Number: r.in.Number, Status: status, Text: text, Steps: r.step,
-		Revision: rev, Usage: r.usage, UsageTotal: r.usageTotal, Error: err,
+		Revision: rev, Usage: r.meter.kept, UsageTotal: r.meter.total, Error: err,
 	}
 	switch status {
 	case keel.StatusCompleted:

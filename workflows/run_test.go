@@ -47,8 +47,8 @@ func TestRunCompletesWithToolCall(t *testing.T) {
 	}
 }
 
-// Rule 1: Started is first and carries the starting revision.
-func TestRule1StartedFirstWithRevision(t *testing.T) {
+// docs/contract.md §2.1: Started is first and carries the starting revision.
+func TestRunStartedFirstWithRevision(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[{"text":["hi"]}]}`)
 	in := runInput("hello")
 	in.Revision, in.BaseSeq, in.Number = 7, 41, 3
@@ -60,9 +60,9 @@ func TestRule1StartedFirstWithRevision(t *testing.T) {
 	require.Equal(t, int64(8), res.Outcome.Revision)
 }
 
-// Rule 2: StepStarted precedes each step's provider activity, with an
+// docs/contract.md §2.2: StepStarted precedes each step's provider activity, with an
 // estimate that grows with the conversation.
-func TestRule2StepStartedBeforeEachTurn(t *testing.T) {
+func TestStepStartedBeforeEachTurn(t *testing.T) {
 	env := newRunEnv(t, twoStepScript)
 	res := env.execRun(t, runInput("say hi", "echo"))
 	steps := find[keel.StepStarted](t, res.Events)
@@ -81,9 +81,9 @@ func TestRule2StepStartedBeforeEachTurn(t *testing.T) {
 	require.Less(t, c1, s2)
 }
 
-// Rules 4, 5 and 9: proposed before started, then exactly one finished,
+// docs/contract.md §2.4, §2.5: proposed before started, then exactly one finished,
 // every per-call event carrying the call ID.
-func TestRules4And5And9ToolLifecycle(t *testing.T) {
+func TestToolLifecycle(t *testing.T) {
 	env := newRunEnv(t, twoStepScript)
 	res := env.execRun(t, runInput("say hi", "echo"))
 	var seen []string
@@ -100,9 +100,9 @@ func TestRules4And5And9ToolLifecycle(t *testing.T) {
 	require.Equal(t, []string{"proposed:c1", "started:c1", "finished:c1:ok"}, seen)
 }
 
-// Rule 6: an unavailable tool finishes as unavailable with no ToolStarted,
+// docs/contract.md §2.6: an unavailable tool finishes as unavailable with no ToolStarted,
 // and the model hears about it.
-func TestRule6UnavailableTool(t *testing.T) {
+func TestUnavailableTool(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[
 	  {"tool_calls":[{"id":"c1","name":"nope","arguments":{}}]},
 	  {"text":["ok"]}]}`)
@@ -115,10 +115,10 @@ func TestRule6UnavailableTool(t *testing.T) {
 	require.Contains(t, res.Messages[2].Content, `"nope" is not available`)
 }
 
-// Rules 8 and 10: calls of one response are proposed in model order before
+// docs/contract.md §2.8, §2.9: calls of one response are proposed in model order before
 // any starts; their finishes interleave by completion (the durable sleep
 // finishes last); their results enter history in model order.
-func TestRules8And10ParallelCalls(t *testing.T) {
+func TestParallelCallsProposedInModelOrder(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[
 	  {"tool_calls":[
 	     {"id":"a","name":"sleep","arguments":{"seconds":30}},
@@ -169,7 +169,7 @@ func TestToolPanicIsAnErrorResult(t *testing.T) {
 	require.Equal(t, keel.StatusCompleted, res.Outcome.Status)
 }
 
-// Rule 12 and max steps: a model that never stops calling tools fails the
+// docs/contract.md §2.11, §3.1: a model that never stops calling tools fails the
 // run with ErrMaxSteps after the limit, with one terminal event.
 func TestMaxSteps(t *testing.T) {
 	turn := `{"tool_calls":[{"id":"c","name":"echo","arguments":{"text":"again"}}]}`

@@ -1,0 +1,59 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/keelrun/keel"
+)
+
+// emitFunc records a durable event. It is all most parts of a run know of
+// the run's event log.
+type emitFunc func(keel.Event)
+
+// journal is a run's durable event log: the events it recorded, numbered
+// on from the sequence the session handed it (docs/contract.md §1, §2.3).
+type journal struct {
+	sessionID, runID string
+	clock            workflow.Context
+	// base is the sequence before the run's first event; seq is its last.
+	base, seq int64
+	events    []keel.Envelope
+}
+
+func newJournal(ctx workflow.Context, in RunInput) *journal {
+	return &journal{sessionID: in.SessionID, runID: in.RunID, clock: ctx, base: in.BaseSeq, seq: in.BaseSeq}
+}
+
+// emit records ev with the next sequence number.
+func (j *journal) emit(ev keel.Event) {
+	env, err := keel.Seal(ev, j.sessionID, j.runID, workflow.Now(j.clock))
+	if err != nil {
+		// Event types are plain structs: failing to encode one is a bug.
+		panic(err)
+	}
+	j.seq++
+	env.Seq = j.seq
+	j.events = append(j.events, env)
+}
+
+// lastSeq is the sequence of the latest event.
+func (j *journal) lastSeq() int64 { return j.seq }
+
+// meter counts what a run spent: usage of the responses it kept, and of
+// every physical request, kept or abandoned (docs/contract.md §4).
+type meter struct {
+	emit  emitFunc
+	kept  keel.Usage
+	total keel.Usage
+}
+
+// request counts one physical request of step (attempt 0 for requests
+// outside the model-turn budget, such as compaction) and reports it.
+func (m *meter) request(step, attempt int, u keel.Usage) {
+	u.Requests = 1
+	m.total = m.total.Add(u)
+	m.emit(keel.UsageUpdated{Step: step, Attempt: attempt, Usage: u, Total: m.total})
+}
+
+// keep adds a response's usage to what the run kept.
+func (m *meter) keep(u keel.Usage) { m.kept = m.kept.Add(u) }
