@@ -10,12 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/bench"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/tool"
-	"github.com/keelrun/keel/workflows"
 )
 
 // TestManyConcurrentSessions checks the quality bar "hundreds of concurrent
@@ -53,7 +53,7 @@ func TestManyConcurrentSessions(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			sess := c.Session(fmt.Sprintf("many-%03d", i))
-			run, err := sess.Send(ctx, "go", client.WithConfig(workflows.RunConfig{Model: model, Tools: []string{"noop"}}))
+			run, err := sess.Send(ctx, "go", client.WithConfig(api.RunConfig{Model: model, Tools: []string{"noop"}}))
 			if err != nil {
 				errs <- fmt.Errorf("session %d: send: %w", i, err)
 				return

@@ -11,11 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/tool"
-	"github.com/keelrun/keel/workflows"
 )
 
 // blobBytes is what each tool call returns: 100 calls bring the context
@@ -56,7 +56,7 @@ func TestHistoryGrowsLinearly(t *testing.T) {
 	sizes := map[int]int64{}
 	for _, n := range []int{25, 50, 100} {
 		model := book.Add(t, fmt.Sprintf("h%d", n), historyScript(n))
-		run, err := c.NewSession().Send(ctx, "read everything", client.WithConfig(workflows.RunConfig{
+		run, err := c.NewSession().Send(ctx, "read everything", client.WithConfig(api.RunConfig{
 			Model: model, Tools: []string{"blob"}, MaxSteps: n, CompactAt: -1}))
 		require.NoError(t, err)
 		out, err := run.Outcome(ctx)

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/internal/keeltest"
-	"github.com/keelrun/keel/workflows"
 )
 
 // cancelBound is the contract's bound from the cancel call to the
@@ -59,7 +59,7 @@ func TestCancelDuringStreamE2E(t *testing.T) {
 	require.Equal(t, 1, out.UsageTotal.Requests)
 
 	// The Run workflow's result holds the messages it committed.
-	var res workflows.RunResult
+	var res api.RunResult
 	require.NoError(t, keeltest.Dial(t, srv).GetWorkflow(ctx, run.ID, "").Get(ctx, &res))
 	want := []keel.Message{keel.UserMessage("go"), {Role: keel.RoleAssistant, Content: "Hello", Aborted: true}}
 	if diff := cmp.Diff(want, res.Messages); diff != "" {

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
-	"github.com/keelrun/keel/workflows"
 )
 
 // These tests kill -9 a worker process in the middle of a run, start a new
@@ -30,7 +30,7 @@ import (
 // timeout makes the server notice a dead worker's activity in 2 s instead
 // of 15.
 func killConfig(tools ...string) client.SendOption {
-	return client.WithConfig(workflows.RunConfig{Tools: tools, HeartbeatAfter: keel.Duration(2 * time.Second)})
+	return client.WithConfig(api.RunConfig{Tools: tools, HeartbeatAfter: keel.Duration(2 * time.Second)})
 }
 
 const sleepScript = `{"chunk_delay":"10ms","turns":[
@@ -384,7 +384,7 @@ const lossSleepScript = `{"turns":[
 // and the cancel signal sent right after lands before the real task, which
 // commits run.cancelled where the query said step.started. Workflows
 // record the sequence they committed in a side-effect marker
-// (workflows.Committed) for exactly this reason: a query answer can be
+// (api.Committed) for exactly this reason: a query answer can be
 // trusted only up to it.
 func TestFollowAcrossWorkerLossDeliversOnlyCommittedEvents(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
@@ -399,13 +399,13 @@ func TestFollowAcrossWorkerLossDeliversOnlyCommittedEvents(t *testing.T) {
 	committed := markedCommittedSeq(t, ctx, s.client.Temporal(), run.ID)
 
 	type answer struct {
-		page workflows.EventsPage
+		page api.EventsPage
 		err  error
 	}
 	answered := make(chan answer, 1)
 	go func() {
 		var a answer
-		v, err := s.client.Temporal().QueryWorkflow(ctx, run.ID, "", workflows.QueryEvents, workflows.EventsQuery{})
+		v, err := s.client.Temporal().QueryWorkflow(ctx, run.ID, "", api.QueryEvents, api.EventsQuery{})
 		if a.err = err; err == nil {
 			a.err = v.Get(&a.page)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
@@ -22,7 +23,6 @@ import (
 	"github.com/keelrun/keel/provider/openai"
 	"github.com/keelrun/keel/provider/providertest"
 	"github.com/keelrun/keel/provider/scripted"
-	"github.com/keelrun/keel/workflows"
 )
 
 // Helpers of the fault and cancel tests are prefixed "faults" so other
@@ -139,7 +139,7 @@ func faultsOpenAIRun(t *testing.T, hs *providertest.Server, session string) (kee
 	c, _ := faultsStack(t, newFaultsProvider(p))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	run, err := c.Session(session).Send(ctx, "hi", client.WithConfig(workflows.RunConfig{Model: "openai:gpt-test"}))
+	run, err := c.Session(session).Send(ctx, "hi", client.WithConfig(api.RunConfig{Model: "openai:gpt-test"}))
 	require.NoError(t, err)
 	events := faultsDurable(ctx, t, run)
 	out, err := run.Outcome(ctx)
@@ -243,7 +243,7 @@ func TestFaultsWorkerStopMidStreamE2E(t *testing.T) {
 	}
 	// The Run workflow's own result, not the session's log: reading that
 	// takes a query, which is not what this test is about.
-	var res workflows.RunResult
+	var res api.RunResult
 	require.NoError(t, tc.GetWorkflow(ctx, run.ID, "").Get(ctx, &res))
 	require.NoError(t, err, "events: %v", types(res.Events))
 	require.Equal(t, "Hello world", out.Text)

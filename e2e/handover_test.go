@@ -13,12 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/tool"
-	"github.com/keelrun/keel/workflows"
 )
 
 // readScript reads big.txt in every run and answers (repeating, so one
@@ -42,8 +42,8 @@ func readStack(t *testing.T, handOverEvents int) (*client.Client, string) {
 	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: readScript, Tools: tools})
 	c, err := client.Dial(context.Background(), client.Options{Temporal: keeltest.Dial(t, srv),
 		DataConverter: store.NewDataConverter(keeltest.Codec(t, srv)),
-		Config:        workflows.RunConfig{Tools: []string{"read_file"}},
-		HandOver:      workflows.HandOverLimits{Events: handOverEvents}})
+		Config:        api.RunConfig{Tools: []string{"read_file"}},
+		HandOver:      api.HandOverLimits{Events: handOverEvents}})
 	require.NoError(t, err)
 	return c, big
 }

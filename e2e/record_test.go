@@ -14,12 +14,12 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/tool"
-	"github.com/keelrun/keel/workflows"
 )
 
 // TestRecordHistories records the workflow histories that
@@ -60,13 +60,13 @@ func TestRecordHistories(t *testing.T) {
 	sess := c.Session("replay")
 
 	run1, err := sess.Send(ctx, "What is in the workspace?",
-		client.WithConfig(workflows.RunConfig{Tools: []string{"list_files"}}))
+		client.WithConfig(api.RunConfig{Tools: []string{"list_files"}}))
 	require.NoError(t, err)
 	out1, err := run1.Outcome(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 3, out1.UsageTotal.Requests, "run 1 made the 429 request, its retry and the final turn")
 
-	run2, err := sess.Send(ctx, "Wait for an hour.", client.WithConfig(workflows.RunConfig{Tools: []string{"sleep"}}))
+	run2, err := sess.Send(ctx, "Wait for an hour.", client.WithConfig(api.RunConfig{Tools: []string{"sleep"}}))
 	require.NoError(t, err)
 	followRun(ctx, run2).waitFor(t, ctx, "tool.started of the sleep", sawToolStarted("sleep"))
 	require.NoError(t, run2.Cancel(ctx))
@@ -134,8 +134,8 @@ func TestRecordHandOverHistories(t *testing.T) {
 	  {"text":["The workspace holds notes.txt."]}]}`, Tools: tools})
 	c, err := client.Dial(ctx, client.Options{Temporal: keeltest.Dial(t, srv),
 		DataConverter: store.NewDataConverter(keeltest.Codec(t, srv)),
-		Config:        workflows.RunConfig{Tools: []string{"list_files"}},
-		HandOver:      workflows.HandOverLimits{Events: 1}})
+		Config:        api.RunConfig{Tools: []string{"list_files"}},
+		HandOver:      api.HandOverLimits{Events: 1}})
 	require.NoError(t, err)
 	sess := c.Session("replay-handover")
 

@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
-	"github.com/keelrun/keel/workflows"
 )
 
 const restartScript = `{"turns":[
@@ -44,7 +44,7 @@ func TestServerRestartMidSession(t *testing.T) {
 	// Outcome returns once the session committed the run, so the next
 	// prompt is taken at once.
 	run2, err := sess.Send(ctx, "sleep through a restart",
-		client.WithConfig(workflows.RunConfig{Tools: []string{"sleep"}}))
+		client.WithConfig(api.RunConfig{Tools: []string{"sleep"}}))
 	require.NoError(t, err)
 	f := followRun(ctx, run2)
 	f.waitFor(t, ctx, "tool.started of the sleep", sawToolStarted("sleep"))

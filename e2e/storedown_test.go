@@ -15,6 +15,7 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
@@ -22,7 +23,6 @@ import (
 	"github.com/keelrun/keel/store/storetest"
 	"github.com/keelrun/keel/tool"
 	"github.com/keelrun/keel/worker"
-	"github.com/keelrun/keel/workflows"
 )
 
 // flakyS3 is a real S3-protocol server (gofakes3) that can refuse every
@@ -95,7 +95,7 @@ func TestStoreDownDuringRun(t *testing.T) {
 	t.Cleanup(w.Stop)
 
 	c, err := client.Dial(ctx, client.Options{Temporal: tc, DataConverter: dc,
-		Config: workflows.RunConfig{Tools: []string{"read_big"}}})
+		Config: api.RunConfig{Tools: []string{"read_big"}}})
 	require.NoError(t, err)
 	run, err := c.Session("store-down").Send(ctx, "read")
 	require.NoError(t, err)

@@ -23,10 +23,10 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
-	"github.com/keelrun/keel/workflows"
 )
 
 // The tests below drive keel the way the `temporal` CLI does, to hold
@@ -165,7 +165,7 @@ func newCLIStack(t *testing.T) *cliStack {
 func (s *cliStack) send(t *testing.T, ctx context.Context, session, script string, tools ...string) (*client.Run, *cliEventCursor) {
 	t.Helper()
 	spec := s.book.Add(t, session+fmt.Sprint(time.Now().UnixNano()), script)
-	run, err := s.client.Session(session).Send(ctx, "Pick a color.", client.WithConfig(workflows.RunConfig{Model: spec, Tools: tools}))
+	run, err := s.client.Session(session).Send(ctx, "Pick a color.", client.WithConfig(api.RunConfig{Model: spec, Tools: tools}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,12 +240,12 @@ func TestTemporalCLIWire(t *testing.T) {
 		run, events := s.send(t, ctx, "cli-wire", cliAskScript, "ask_user")
 		events.until(keel.TypeHostInputRequested)
 
-		rs := cliQuery[workflows.RunStatus](t, ctx, w, run.ID, "state")
+		rs := cliQuery[api.RunStatus](t, ctx, w, run.ID, "state")
 		if rs.State != keel.StateWaitingForHostInput || len(rs.Requests) != 1 || rs.Requests[0].Prompt != "Which color?" {
 			t.Fatalf("run state: %+v", rs)
 		}
 		reqID := rs.Requests[0].RequestID
-		ss := cliQuery[workflows.SessionStatus](t, ctx, w, "cli-wire", "state")
+		ss := cliQuery[api.SessionStatus](t, ctx, w, "cli-wire", "state")
 		if ss.State != keel.StateWaitingForHostInput || ss.ActiveRun == nil || ss.ActiveRun.RunID != run.ID {
 			t.Fatalf("session state: %+v", ss)
 		}
@@ -268,7 +268,7 @@ func TestTemporalCLIWire(t *testing.T) {
 		if steer.Text != "Prefer blue." {
 			t.Errorf("steering accepted with text %q", steer.Text)
 		}
-		rs = cliQuery[workflows.RunStatus](t, ctx, w, run.ID, "state")
+		rs = cliQuery[api.RunStatus](t, ctx, w, run.ID, "state")
 		if len(rs.Requests) != 1 || rs.Requests[0].RequestID != reqID || len(rs.Staged) != 1 || rs.Staged[0] != steer.SteeringID {
 			t.Fatalf("run state after the dropped answer and the steer: %+v", rs)
 		}
@@ -285,7 +285,7 @@ func TestTemporalCLIWire(t *testing.T) {
 		// The session's log, read as the CLI reads it, is the one the SDK
 		// streamed: dense from 1, the same events, in an order that shows
 		// each signal's effect.
-		page := cliQuery[workflows.EventsPage](t, ctx, w, "cli-wire", "events", `{"after":0}`)
+		page := cliQuery[api.EventsPage](t, ctx, w, "cli-wire", "events", `{"after":0}`)
 		if diff := cmp.Diff(cliSeqTypes(events.seen), cliSeqTypes(page.Events)); diff != "" {
 			t.Errorf("events query vs the SDK's stream (-sdk +query):\n%s", diff)
 		}
@@ -300,7 +300,7 @@ func TestTemporalCLIWire(t *testing.T) {
 			t.Errorf("events %v do not contain %v in order", got, want)
 		}
 
-		hist := cliQuery[workflows.HistoryPage](t, ctx, w, "cli-wire", "history", `{"offset":0}`)
+		hist := cliQuery[api.HistoryPage](t, ctx, w, "cli-wire", "history", `{"offset":0}`)
 		type msg struct{ Role, Content, ToolCallID, SteeringID string }
 		var got []msg
 		for _, m := range hist.Messages {
@@ -333,11 +333,11 @@ func TestTemporalCLIWire(t *testing.T) {
 		if _, err := run.Outcome(ctx); !errors.Is(err, keel.ErrCancelled) {
 			t.Fatalf("outcome: %v, want cancelled", err)
 		}
-		ss := cliQuery[workflows.SessionStatus](t, ctx, w, "cli-cancel", "state")
+		ss := cliQuery[api.SessionStatus](t, ctx, w, "cli-cancel", "state")
 		if ss.ActiveRun != nil || ss.Last == nil || ss.Last.Status != keel.StatusCancelled || ss.Revision != 1 {
 			t.Errorf("session state after the cancel: %+v", ss)
 		}
-		page := cliQuery[workflows.EventsPage](t, ctx, w, "cli-cancel", "events", `{"after":0}`)
+		page := cliQuery[api.EventsPage](t, ctx, w, "cli-cancel", "events", `{"after":0}`)
 		want := []string{keel.TypeRunStarted, keel.TypeToolStarted, keel.TypeToolFinished, keel.TypeRunCancelled}
 		if got := types(page.Events); !cliInOrder(got, want) || got[len(got)-1] != keel.TypeRunCancelled {
 			t.Errorf("events %v: want %v in order, ending with the cancel", got, want)
@@ -348,7 +348,7 @@ func TestTemporalCLIWire(t *testing.T) {
 			t.Errorf("cancel signal to the ended run: %v, want NotFound", err)
 		}
 		// A query of the closed run still answers, in JSON.
-		rs := cliQuery[workflows.RunStatus](t, ctx, w, run.ID, "state")
+		rs := cliQuery[api.RunStatus](t, ctx, w, run.ID, "state")
 		if rs.Outcome == nil || rs.Outcome.Status != keel.StatusCancelled {
 			t.Errorf("state of the ended run: %+v", rs)
 		}
@@ -511,7 +511,7 @@ func TestTemporalCLIScript(t *testing.T) {
 	if want := fmt.Sprintf(prefix, "query") + "cli-script/run-1 --type state\n"; errOut != want {
 		t.Errorf("state printed %q, want %q", errOut, want)
 	}
-	rs := cliAnswer[workflows.RunStatus](t, out)
+	rs := cliAnswer[api.RunStatus](t, out)
 	if len(rs.Requests) != 1 {
 		t.Fatalf("run state: %+v", rs)
 	}
@@ -538,12 +538,12 @@ func TestTemporalCLIScript(t *testing.T) {
 	}
 
 	out, _ = script(t, 0, "events", "cli-script", "--after", "0", "--limit", "3")
-	page := cliAnswer[workflows.EventsPage](t, out)
+	page := cliAnswer[api.EventsPage](t, out)
 	if got := cliSeqTypes(page.Events); len(got) != 3 || got[0] != (cliSeqType{1, keel.TypeRunStarted}) || got[2].Seq != 3 || !page.More {
 		t.Errorf("events --after 0 --limit 3: %v, more %v", got, page.More)
 	}
 	out, _ = script(t, 0, "history", "cli-script")
-	hist := cliAnswer[workflows.HistoryPage](t, out)
+	hist := cliAnswer[api.HistoryPage](t, out)
 	var contents []string
 	for _, m := range hist.Messages {
 		contents = append(contents, m.Content)
@@ -564,7 +564,7 @@ func TestTemporalCLIScript(t *testing.T) {
 		t.Fatalf("outcome of run 2: %v, want cancelled", err)
 	}
 	out, _ = script(t, 0, "state", "cli-script-2")
-	if ss := cliAnswer[workflows.SessionStatus](t, out); ss.Runs != 1 || ss.Last == nil || ss.Last.Status != keel.StatusCancelled {
+	if ss := cliAnswer[api.SessionStatus](t, out); ss.Runs != 1 || ss.Last == nil || ss.Last.Status != keel.StatusCancelled {
 		t.Errorf("session state: %+v", ss)
 	}
 

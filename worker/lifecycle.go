@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel/activities"
-	"github.com/keelrun/keel/workflows"
+	"github.com/keelrun/keel/api"
 )
 
 // lifecycle finds and signals keel's workflows through visibility.
@@ -22,11 +22,11 @@ type lifecycle struct {
 var _ activities.Lifecycle = lifecycle{}
 
 func (l lifecycle) ActiveRuns(ctx context.Context) ([]string, error) {
-	return l.list(ctx, fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.RunWorkflowName))
+	return l.list(ctx, fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", api.RunWorkflowName))
 }
 
 func (l lifecycle) Sessions(ctx context.Context) ([]string, error) {
-	return l.list(ctx, fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.SessionWorkflowName))
+	return l.list(ctx, fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", api.SessionWorkflowName))
 }
 
 func (l lifecycle) list(ctx context.Context, query string) ([]string, error) {
@@ -58,7 +58,7 @@ func (l lifecycle) Signal(ctx context.Context, workflowID, name string) error {
 }
 
 func (l lifecycle) ShutDown(ctx context.Context) (bool, error) {
-	v, err := l.c.QueryWorkflow(ctx, workflows.RuntimeWorkflowID, "", workflows.QueryState)
+	v, err := l.c.QueryWorkflow(ctx, api.RuntimeWorkflowID, "", api.QueryState)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return false, nil
@@ -66,6 +66,6 @@ func (l lifecycle) ShutDown(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	var st workflows.RuntimeStatus
+	var st api.RuntimeStatus
 	return st.ShutDown, v.Get(&st)
 }

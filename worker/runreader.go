@@ -7,7 +7,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
-	"github.com/keelrun/keel/workflows"
+	"github.com/keelrun/keel/api"
 )
 
 // runReader reads Run workflows' state through queries.
@@ -26,13 +26,13 @@ func (r runReader) Transcript(ctx context.Context, ref activities.TranscriptRef)
 
 func (r runReader) Events(ctx context.Context, workflowID, runID string, after int64) ([]keel.Envelope, error) {
 	var all []keel.Envelope
-	q := workflows.EventsQuery{After: after}
+	q := api.EventsQuery{After: after}
 	for {
-		v, err := r.c.QueryWorkflow(ctx, workflowID, runID, workflows.QueryEvents, q)
+		v, err := r.c.QueryWorkflow(ctx, workflowID, runID, api.QueryEvents, q)
 		if err != nil {
 			return all, err
 		}
-		var page workflows.EventsPage
+		var page api.EventsPage
 		if err := v.Get(&page); err != nil {
 			return all, err
 		}
@@ -40,6 +40,6 @@ func (r runReader) Events(ctx context.Context, workflowID, runID string, after i
 		if !page.More || len(page.Events) == 0 {
 			return all, nil
 		}
-		q = workflows.EventsQuery{After: page.Events[len(page.Events)-1].Seq, Snapshot: page.Snapshot}
+		q = api.EventsQuery{After: page.Events[len(page.Events)-1].Seq, Snapshot: page.Snapshot}
 	}
 }

@@ -17,21 +17,19 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/tool"
-	"github.com/keelrun/keel/workflows"
 )
 
 // Options configures a worker. Every field is optional.
 type Options struct {
-	// TaskQueue to poll. Default workflows.TaskQueue ("keel").
+	// TaskQueue to poll. Default api.TaskQueue ("keel").
 	TaskQueue string
 	// Namespace the client is connected to, for listing workflows at
 	// shutdown. Default "default".
@@ -90,7 +88,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	wo.WorkerStopTimeout = opts.StopTimeout
 	tq := opts.TaskQueue
 	if tq == "" {
-		tq = workflows.TaskQueue
+		tq = api.TaskQueue
 	}
 	w := sdkworker.New(c, tq, wo)
 	Register(w, acts)
@@ -128,36 +126,13 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 	return acts, nil
 }
 
-// Registrar is where workflows and activities are registered: a worker, a
-// replayer, or the Temporal test environment. (Not to be confused with
-// tool.Registry, the tools a worker offers.)
-type Registrar interface {
-	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
-	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
-}
-
-// Register registers keel's workflows and acts on r under their stable
-// names.
-func Register(r Registrar, acts *activities.Activities) {
-	r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.RunWorkflow, workflow.RegisterOptions{Name: workflows.RunWorkflowName})
-	r.RegisterActivityWithOptions(acts.ModelTurn, activity.RegisterOptions{Name: activities.ModelTurnName})
-	r.RegisterActivityWithOptions(acts.Tool, activity.RegisterOptions{Name: activities.ToolName})
-	r.RegisterActivityWithOptions(acts.Compact, activity.RegisterOptions{Name: activities.CompactName})
-	r.RegisterWorkflowWithOptions(workflows.RuntimeWorkflow, workflow.RegisterOptions{Name: workflows.RuntimeWorkflowName})
-	r.RegisterActivityWithOptions(acts.RecoverRun, activity.RegisterOptions{Name: activities.RecoverRunName})
-	r.RegisterActivityWithOptions(acts.Shutdown, activity.RegisterOptions{Name: activities.ShutdownName})
-	r.RegisterActivityWithOptions(acts.RuntimeState, activity.RegisterOptions{Name: activities.RuntimeStateName})
-	r.RegisterActivityWithOptions(acts.StoreEvents, activity.RegisterOptions{Name: activities.StoreEventsName})
-}
-
 // SearchAttributes lists the custom search attributes keel's workflows set.
 func SearchAttributes() map[string]enumspb.IndexedValueType {
 	return map[string]enumspb.IndexedValueType{
-		workflows.AttrSessionID.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		workflows.AttrState.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		workflows.AttrRunNumber.GetName(): enumspb.INDEXED_VALUE_TYPE_INT,
-		workflows.AttrModel.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		api.AttrSessionID.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		api.AttrState.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		api.AttrRunNumber.GetName(): enumspb.INDEXED_VALUE_TYPE_INT,
+		api.AttrModel.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	}
 }
 

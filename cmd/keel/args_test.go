@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/provider/scripted"
-	"github.com/keelrun/keel/workflows"
 )
 
 // call runs keel with args and returns its exit status and output.
@@ -49,7 +49,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--max-steps", "many", "hi"}, `invalid value "many" for flag -max-steps`},
 		{[]string{"run", "--model", "gpt", "hi"}, `--model "gpt": want scripted:demo`},
 		{[]string{"run", "--session", "bad id!", "hi"}, "--session: keel: session ID"},
-		{[]string{"run", strings.Repeat("x", workflows.MaxPromptBytes+1)}, "the limit is"},
+		{[]string{"run", strings.Repeat("x", api.MaxPromptBytes+1)}, "the limit is"},
 		{[]string{"send"}, "missing argument PROMPT"},
 		{[]string{"send", "--queue=maybe", "hi"}, "invalid boolean value"},
 		{[]string{"events"}, "missing argument SESSION"},
@@ -172,20 +172,20 @@ func TestAnswerJSON(t *testing.T) {
 func TestPromptConfig(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
-		want workflows.RunConfig
+		want api.RunConfig
 	}{
-		{nil, workflows.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools}},
-		{[]string{"--model", "openai:gpt-x"}, workflows.RunConfig{Model: "openai:gpt-x"}},
+		{nil, api.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools}},
+		{[]string{"--model", "openai:gpt-x"}, api.RunConfig{Model: "openai:gpt-x"}},
 		{[]string{"--model", "openai:gpt-x", "--tools", "read_file, list_files"},
-			workflows.RunConfig{Model: "openai:gpt-x", Tools: []string{"read_file", "list_files"}}},
-		{[]string{"--tools", ""}, workflows.RunConfig{Model: "scripted:demo", Tools: []string{}}},
-		{[]string{"--max-steps", "3"}, workflows.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools, MaxSteps: 3}},
-		{[]string{"--approve-ask", "write_file, sleep"}, workflows.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools,
-			Approvals: map[string]workflows.Approval{"write_file": workflows.ApprovalAsk, "sleep": workflows.ApprovalAsk}}},
-		{[]string{"--approve-ask", "*"}, workflows.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools,
-			Approvals: map[string]workflows.Approval{"*": workflows.ApprovalAsk}}},
+			api.RunConfig{Model: "openai:gpt-x", Tools: []string{"read_file", "list_files"}}},
+		{[]string{"--tools", ""}, api.RunConfig{Model: "scripted:demo", Tools: []string{}}},
+		{[]string{"--max-steps", "3"}, api.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools, MaxSteps: 3}},
+		{[]string{"--approve-ask", "write_file, sleep"}, api.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools,
+			Approvals: map[string]api.Approval{"write_file": api.ApprovalAsk, "sleep": api.ApprovalAsk}}},
+		{[]string{"--approve-ask", "*"}, api.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools,
+			Approvals: map[string]api.Approval{"*": api.ApprovalAsk}}},
 		// An empty list asks for nothing: no policy at all, not an empty one.
-		{[]string{"--approve-ask", ""}, workflows.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools}},
+		{[]string{"--approve-ask", ""}, api.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools}},
 	} {
 		fs := newFlagSet("t", "keel t", "test")
 		var p promptFlags

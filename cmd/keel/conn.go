@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/live"
-	"github.com/keelrun/keel/workflows"
 )
 
 // Connection defaults: Temporal's own (so `temporal` and keel find the same
@@ -70,7 +70,7 @@ func (c *conn) close() {
 // dial connects a keel client. With NATS configured but unreachable it
 // warns once on stderr and goes on with durable events only: the run's
 // facts are all in Temporal, the live channel only adds streamed text.
-func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults workflows.RunConfig) (*conn, error) {
+func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.RunConfig) (*conn, error) {
 	out := &conn{}
 	cs, err := c.store.open(ctx)
 	if err != nil {
@@ -186,7 +186,7 @@ func (t *runTarget) check(fs *flagSet, stderr io.Writer, session string) (code i
 // dial connects to the server, without the live channel: these commands
 // only read state and send requests.
 func (t *runTarget) dial(ctx context.Context, stderr io.Writer) (*conn, error) {
-	return t.conn.dial(ctx, stderr, workflows.RunConfig{})
+	return t.conn.dial(ctx, stderr, api.RunConfig{})
 }
 
 // open dials and finds the targeted run of session; the caller closes the

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/live"
@@ -26,7 +27,6 @@ import (
 	"github.com/keelrun/keel/provider/scripted"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/worker"
-	"github.com/keelrun/keel/workflows"
 )
 
 const devDesc = `Runs a complete local keel in one process: a Temporal server whose state
@@ -315,7 +315,7 @@ keel dev is up.
 
 Try it from another terminal:
   keel run%s "Give me a tour of the workspace"
-`, s.server.Address(), s.server.Namespace(), workflows.TaskQueue, ui, s.nats.ClientURL(), s.codecURL, where,
+`, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL(), s.codecURL, where,
 		s.store.URL(), s.workspace, logPath, s.addressFlag()+s.natsFlag()+s.codecFlag())
 }
 
@@ -337,7 +337,7 @@ func (s *devStack) runDemo(ctx context.Context, stdout, stderr io.Writer) {
 	}
 	defer kc.Close()
 	sess := kc.NewSession()
-	cfg := workflows.RunConfig{Model: workflows.DefaultModel, Tools: slices.Clone(scripted.DemoTools)}
+	cfg := api.RunConfig{Model: api.DefaultModel, Tools: slices.Clone(scripted.DemoTools)}
 	fmt.Fprintf(stdout, "\nDemo: sending %q to session %s (model %s)\n\n", demoPrompt, sess.ID(), cfg.Model)
 	sendCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	run, err := sess.Send(sendCtx, demoPrompt, client.WithConfig(cfg))

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/store"
-	"github.com/keelrun/keel/workflows"
 )
 
 // devKillScript reads the 64 KiB big.txt in every run, so each run writes
@@ -108,8 +108,8 @@ func TestKillDevAcrossHandOvers(t *testing.T) {
 	dc := store.NewDataConverter(store.NewCodec(st, store.CodecOptions{}))
 	dial := func(p *devProcess) *client.Client {
 		c, err := client.Dial(ctx, client.Options{HostPort: p.address, DataConverter: dc,
-			Config:   workflows.RunConfig{Model: model, Tools: []string{"read_file"}},
-			HandOver: workflows.HandOverLimits{Events: 20}})
+			Config:   api.RunConfig{Model: model, Tools: []string{"read_file"}},
+			HandOver: api.HandOverLimits{Events: 20}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/workflows"
+	"github.com/keelrun/keel/api"
 )
 
 const historyDesc = `Prints the committed transcript of SESSION: each message under a role
@@ -25,7 +25,7 @@ func cmdHistory(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	var conn connFlags
 	conn.register(fs, false)
 	offset := fs.Int("offset", 0, "first message to print, from 0")
-	limit := fs.Int("limit", 0, fmt.Sprintf("most messages to print (default %d)", workflows.DefaultHistoryLimit))
+	limit := fs.Int("limit", 0, fmt.Sprintf("most messages to print (default %d)", api.DefaultHistoryLimit))
 	asJSON := fs.Bool("json", false, "print the page as JSON")
 	pos, code, ok := fs.parse(args, stdout, stderr, 1, 1)
 	if !ok {
@@ -37,7 +37,7 @@ func cmdHistory(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if *offset < 0 || *limit < 0 {
 		return fs.usageError(stderr, "--offset and --limit must be 0 or more")
 	}
-	kc, err := conn.dial(ctx, stderr, workflows.RunConfig{})
+	kc, err := conn.dial(ctx, stderr, api.RunConfig{})
 	if err != nil {
 		return fail(stderr, "history", err)
 	}
@@ -58,7 +58,7 @@ func cmdHistory(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 // writeTranscript prints a history page for people.
-func writeTranscript(w io.Writer, page workflows.HistoryPage, color bool) {
+func writeTranscript(w io.Writer, page api.HistoryPage, color bool) {
 	r := newRenderer(w, renderOptions{color: color})
 	for i, m := range page.Messages {
 		if i > 0 {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/keelrun/keel/workflows"
+	"github.com/keelrun/keel/api"
 )
 
 const retractDesc = `Withdraws steering that "keel steer" sent, by its STEERING_ID, from the
@@ -35,7 +35,7 @@ func cmdRetract(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(stderr, "retract", err)
 	}
 	fmt.Fprintln(stdout, res)
-	if res != workflows.Retracted {
+	if res != api.Retracted {
 		return exitFailed
 	}
 	return exitOK

@@ -10,10 +10,10 @@ import (
 	"strings"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/provider/scripted"
-	"github.com/keelrun/keel/workflows"
 )
 
 const runDesc = `Sends PROMPT to a session (a new one with a random ID unless --session
@@ -39,7 +39,7 @@ type promptFlags struct {
 
 func (p *promptFlags) register(fs *flagSet) {
 	fs.StringVar(&p.session, "session", "", "session `ID` to continue (default: a new session)")
-	fs.StringVar(&p.model, "model", workflows.DefaultModel,
+	fs.StringVar(&p.model, "model", api.DefaultModel,
 		"model `SPEC`: scripted:demo, scripted:FILE.json, openai:MODEL, anthropic:MODEL")
 	fs.Var(&p.tools, "tools", "comma-separated tool `LIST` (default: the demo's tools for scripted:demo, else none)")
 	fs.IntVar(&p.maxSteps, "max-steps", 0, "most model turns in the run (default 32)")
@@ -55,8 +55,8 @@ func (p *promptFlags) validate(fs *flagSet, stderr io.Writer, prompt string) (in
 		return fs.usageError(stderr, "--max-steps must be positive, got %d", p.maxSteps), false
 	case !strings.Contains(p.model, ":"):
 		return fs.usageError(stderr, "--model %q: want scripted:demo, scripted:FILE.json, openai:MODEL or anthropic:MODEL", p.model), false
-	case len(prompt) > workflows.MaxPromptBytes:
-		return fs.usageError(stderr, "the prompt is %d bytes; the limit is %d", len(prompt), workflows.MaxPromptBytes), false
+	case len(prompt) > api.MaxPromptBytes:
+		return fs.usageError(stderr, "the prompt is %d bytes; the limit is %d", len(prompt), api.MaxPromptBytes), false
 	}
 	if p.session != "" {
 		if err := keel.ValidateSessionID(p.session); err != nil {
@@ -67,22 +67,22 @@ func (p *promptFlags) validate(fs *flagSet, stderr io.Writer, prompt string) (in
 }
 
 // config is the run's configuration as the flags say.
-func (p *promptFlags) config() workflows.RunConfig {
-	cfg := workflows.RunConfig{Model: p.model, MaxSteps: p.maxSteps}
+func (p *promptFlags) config() api.RunConfig {
+	cfg := api.RunConfig{Model: p.model, MaxSteps: p.maxSteps}
 	switch {
 	case p.tools.set:
 		cfg.Tools = slices.Clone(p.tools.items)
 		if cfg.Tools == nil {
 			cfg.Tools = []string{}
 		}
-	case p.model == workflows.DefaultModel:
+	case p.model == api.DefaultModel:
 		cfg.Tools = slices.Clone(scripted.DemoTools)
 	}
 	for _, name := range p.approveAsk.items {
 		if cfg.Approvals == nil {
-			cfg.Approvals = map[string]workflows.Approval{}
+			cfg.Approvals = map[string]api.Approval{}
 		}
-		cfg.Approvals[name] = workflows.ApprovalAsk
+		cfg.Approvals[name] = api.ApprovalAsk
 	}
 	return cfg
 }

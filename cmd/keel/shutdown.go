@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/keelrun/keel/workflows"
+	"github.com/keelrun/keel/api"
 )
 
 const shutdownDesc = `Shuts keel down for the whole namespace: the first call cancels every
@@ -25,7 +25,7 @@ func cmdShutdown(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if !*yes {
 		return fs.usageError(stderr, "this cancels every active run in namespace %q and refuses new ones; confirm with --yes", conn.namespace)
 	}
-	kc, err := conn.dial(ctx, stderr, workflows.RunConfig{})
+	kc, err := conn.dial(ctx, stderr, api.RunConfig{})
 	if err != nil {
 		return fail(stderr, "shutdown", err)
 	}

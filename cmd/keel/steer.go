@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/keelrun/keel/workflows"
+	"github.com/keelrun/keel/api"
 )
 
 const steerDesc = `Sends TEXT to the active run of SESSION (or run number --run) as steering:
@@ -31,8 +31,8 @@ func cmdSteer(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	switch {
 	case strings.TrimSpace(text) == "":
 		return fs.usageError(stderr, "the steering text is empty")
-	case len(text) > workflows.MaxPromptBytes:
-		return fs.usageError(stderr, "the text is %d bytes; the limit is %d", len(text), workflows.MaxPromptBytes)
+	case len(text) > api.MaxPromptBytes:
+		return fs.usageError(stderr, "the text is %d bytes; the limit is %d", len(text), api.MaxPromptBytes)
 	}
 	kc, run, err := target.open(ctx, stderr, session)
 	if err != nil {

@@ -1,0 +1,37 @@
+package worker
+
+import (
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/workflows"
+)
+
+// This file is the worker's only use of package workflows: a worker hosts
+// keel's workflow code, so it registers it. Everything else the worker
+// needs of the contract (names, queries, search attributes) comes from api.
+
+// Registrar is where workflows and activities are registered: a worker, a
+// replayer, or the Temporal test environment. (Not to be confused with
+// tool.Registry, the tools a worker offers.)
+type Registrar interface {
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
+	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
+}
+
+// Register registers keel's workflows and acts on r under their stable
+// names.
+func Register(r Registrar, acts *activities.Activities) {
+	r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: api.SessionWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.RunWorkflow, workflow.RegisterOptions{Name: api.RunWorkflowName})
+	r.RegisterActivityWithOptions(acts.ModelTurn, activity.RegisterOptions{Name: activities.ModelTurnName})
+	r.RegisterActivityWithOptions(acts.Tool, activity.RegisterOptions{Name: activities.ToolName})
+	r.RegisterActivityWithOptions(acts.Compact, activity.RegisterOptions{Name: activities.CompactName})
+	r.RegisterWorkflowWithOptions(workflows.RuntimeWorkflow, workflow.RegisterOptions{Name: api.RuntimeWorkflowName})
+	r.RegisterActivityWithOptions(acts.RecoverRun, activity.RegisterOptions{Name: activities.RecoverRunName})
+	r.RegisterActivityWithOptions(acts.Shutdown, activity.RegisterOptions{Name: activities.ShutdownName})
+	r.RegisterActivityWithOptions(acts.RuntimeState, activity.RegisterOptions{Name: activities.RuntimeStateName})
+	r.RegisterActivityWithOptions(acts.StoreEvents, activity.RegisterOptions{Name: activities.StoreEventsName})
+}
