@@ -37,7 +37,7 @@ func (a *Activities) Compact(ctx context.Context, in CompactInput) (*CompactResu
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, turnError(&TurnFailure{Provider: asProviderError(p.Name(), err), Usage: asm.Usage()})
+			return nil, turnError(&TurnFailure{Provider: provider.AsProviderError(p.Name(), err), Usage: asm.Usage()})
 		}
 		asm.Add(chunk)
 	}

@@ -71,7 +71,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (*ModelTu
 			return nil, turnError(&TurnFailure{Malformed: mal.Reason, Usage: asm.Usage(), Partial: asm.Text()})
 		}
 		return nil, turnError(&TurnFailure{
-			Provider: asProviderError(p.Name(), streamErr), Usage: asm.Usage(), Partial: asm.Text(),
+			Provider: provider.AsProviderError(p.Name(), streamErr), Usage: asm.Usage(), Partial: asm.Text(),
 		})
 	}
 	resp, err := asm.Response()
@@ -154,16 +154,4 @@ func turnError(f *TurnFailure) error {
 		NonRetryable: true,
 		Details:      []any{*f},
 	})
-}
-
-// asProviderError returns err as a *keel.ProviderError. Backends classify
-// their own failures; anything else is classified here once more, and what
-// is still unrecognized is a permanent failure with sanitized text.
-func asProviderError(name string, err error) *keel.ProviderError {
-	var pe *keel.ProviderError
-	if errors.As(provider.Classify(name, err), &pe) {
-		return pe
-	}
-	return &keel.ProviderError{Provider: name, Kind: keel.ProviderInvalidRequest,
-		Message: provider.Sanitize(err.Error())}
 }

@@ -124,7 +124,7 @@ func (c *transcriptCache) putLocked(ref TranscriptRef, msgs []keel.Message) {
 func (a *Activities) prepare(ctx context.Context, spec string, ref TranscriptRef, tail []keel.Message) (provider.Provider, string, []keel.Message, error) {
 	p, model, err := a.Models.Resolve(spec)
 	if err != nil {
-		return nil, "", nil, turnError(&TurnFailure{Provider: asProviderError(spec, err)})
+		return nil, "", nil, turnError(&TurnFailure{Provider: provider.AsProviderError(spec, err)})
 	}
 	messages, err := a.transcript(ctx, ref, tail)
 	if err != nil {

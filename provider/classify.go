@@ -96,20 +96,38 @@ func Classify(provider string, err error) error {
 	return classifyTransport(provider, err)
 }
 
-// Failure is Classify for a provider's final word on a failed stream:
-// what Classify does not recognize happened before a request went out
-// (building it failed), so it becomes a permanent invalid_request error.
-// Context errors and *MalformedError still pass through unchanged.
+// AsProviderError returns err as a *keel.ProviderError, for a caller that
+// needs one whatever went wrong: what Classify recognizes (or err already
+// wraps) keeps its classification; anything else, context errors and
+// *MalformedError included, is a permanent invalid_request failure with
+// sanitized text. It returns nil for a nil err. This is the one fallback
+// classification of an arbitrary backend error; Failure uses it too.
+func AsProviderError(provider string, err error) *keel.ProviderError {
+	if err == nil {
+		return nil
+	}
+	var pe *keel.ProviderError
+	if errors.As(Classify(provider, err), &pe) {
+		return pe
+	}
+	return &keel.ProviderError{Provider: provider, Kind: keel.ProviderInvalidRequest,
+		Message: Sanitize(err.Error())}
+}
+
+// Failure is a backend's final word on a failed stream: AsProviderError,
+// except that context errors, *MalformedError and errors that already wrap
+// a *keel.ProviderError pass through unchanged, so a caller's cancellation
+// and a malformed response stay recognizable. What Classify does not
+// recognize happened before a request went out (building it failed), so it
+// becomes a permanent invalid_request error.
 func Failure(provider string, err error) error {
-	err = Classify(provider, err)
 	var pe *keel.ProviderError
 	var me *MalformedError
 	if err == nil || errors.As(err, &pe) || errors.As(err, &me) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return &keel.ProviderError{Provider: provider, Kind: keel.ProviderInvalidRequest,
-		Message: Sanitize(err.Error())}
+	return AsProviderError(provider, err)
 }
 
 // RetryDelay is how long to wait after failedAttempt (from 1) failed

@@ -346,3 +346,48 @@ func TestFailure(t *testing.T) {
 		}
 	}
 }
+
+// AsProviderError always answers with a *keel.ProviderError: Classify's
+// when it has one, the inner one when err wraps it, and a permanent
+// invalid_request with sanitized text for everything else, context errors
+// and malformed responses included (a caller that wanted those would have
+// checked for them first).
+func TestAsProviderError(t *testing.T) {
+	if got := AsProviderError("p", nil); got != nil {
+		t.Errorf("AsProviderError(nil) = %v, want nil", got)
+	}
+	inner := &keel.ProviderError{Provider: "x", Kind: keel.ProviderAuth}
+	if got := AsProviderError("p", fmt.Errorf("stream: %w", inner)); got != inner {
+		t.Errorf("wrapped provider error became %#v, want the inner one", got)
+	}
+	if got := AsProviderError("p", &HTTPError{Status: 429}); got.Kind != keel.ProviderRateLimited || !got.Retryable {
+		t.Errorf("429 became %#v, want retryable rate_limited", got)
+	}
+	if got := AsProviderError("p", fmt.Errorf("read: %w", ErrStreamCut)); got.Kind != keel.ProviderStreamCut || !got.Retryable {
+		t.Errorf("stream cut became %#v, want retryable stream_cut", got)
+	}
+	permanent := func(msg string) *keel.ProviderError {
+		return &keel.ProviderError{Provider: "p", Kind: keel.ProviderInvalidRequest, Message: msg}
+	}
+	for _, tt := range []struct {
+		err  error
+		want *keel.ProviderError
+	}{
+		{errors.New("build request: api_key=sk-abcdef123456"), permanent("build request: api_key=[redacted]")},
+		{context.DeadlineExceeded, permanent("context deadline exceeded")},
+		{&MalformedError{Reason: "bad json"}, permanent((&MalformedError{Reason: "bad json"}).Error())},
+	} {
+		if diff := cmp.Diff(tt.want, AsProviderError("p", tt.err)); diff != "" {
+			t.Errorf("AsProviderError(%v) (-want +got):\n%s", tt.err, diff)
+		}
+	}
+	// Failure is AsProviderError for what it does not pass through.
+	unknown := errors.New("json: unsupported value: NaN")
+	if diff := cmp.Diff(AsProviderError("p", unknown), Failure("p", unknown)); diff != "" {
+		t.Errorf("Failure and AsProviderError disagree (-AsProviderError +Failure):\n%s", diff)
+	}
+	wrapped := fmt.Errorf("stream: %w", inner)
+	if got := Failure("p", wrapped); got != wrapped {
+		t.Errorf("Failure(%v) = %v, want it unchanged", wrapped, got)
+	}
+}
