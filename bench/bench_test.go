@@ -9,7 +9,6 @@ import (
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/live"
-	"github.com/keelrun/keel/live/livetest"
 	"github.com/keelrun/keel/tool"
 )
 
@@ -54,7 +53,7 @@ func benchSteps(b *testing.B, tuned bool, kind string, stepsPerRun int) {
 	kc := keeltest.Client(b, srv, nil)
 
 	// Warm up both paths so connections and caches are not measured.
-	if _, err := devserver.MeasureActivityRoundTrip(ctx, tc, "", 5); err != nil {
+	if _, err := bench.MeasureActivityRoundTrip(ctx, tc, "", 5); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := bench.MeasureSteps(ctx, kc, models, 1, stepsPerRun); err != nil {
@@ -66,7 +65,7 @@ func benchSteps(b *testing.B, tuned bool, kind string, stepsPerRun int) {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	bare, err := devserver.MeasureActivityRoundTrip(ctx, tc, "", len(steps))
+	bare, err := bench.MeasureActivityRoundTrip(ctx, tc, "", len(steps))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -97,8 +96,8 @@ func BenchmarkEventLatency(b *testing.B) {
 			srv := keeltest.StartServer(b, devserver.Config{})
 			var pub, sub live.Channel
 			if via == "nats" {
-				ns := livetest.StartNATSServer(b)
-				pub, sub = livetest.DialNATS(b, ns.ClientURL(), live.NATSOptions{}), livetest.DialNATS(b, ns.ClientURL(), live.NATSOptions{})
+				ns := keeltest.StartNATSServer(b)
+				pub, sub = keeltest.DialNATS(b, ns.ClientURL(), live.NATSOptions{}), keeltest.DialNATS(b, ns.ClientURL(), live.NATSOptions{})
 			} else {
 				mem := live.NewMemory()
 				pub, sub = mem, mem
@@ -121,11 +120,11 @@ func BenchmarkEventLatency(b *testing.B) {
 			}
 			b.StopTimer()
 			tc := keeltest.Dial(b, srv)
-			query, err := devserver.MeasureQueryRoundTrip(ctx, tc, "", 50)
+			query, err := bench.MeasureQueryRoundTrip(ctx, tc, "", 50)
 			if err != nil {
 				b.Fatal(err)
 			}
-			update, err := devserver.MeasureUpdateRoundTrip(ctx, tc, "", 50)
+			update, err := bench.MeasureUpdateRoundTrip(ctx, tc, "", 50)
 			if err != nil {
 				b.Fatal(err)
 			}

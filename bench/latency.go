@@ -9,9 +9,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
-	"github.com/keelrun/keel/devserver"
-	"github.com/keelrun/keel/workflows"
 )
 
 // LatencyScript streams many small deltas over a few steps, each with a
@@ -27,14 +26,14 @@ const LatencyScript = `{"chunk_delay":"3ms","turns":[
 type EventLatency struct {
 	// Deltas: from the provider chunk in the activity (the envelope's At,
 	// stamped when the activity publishes it) to the client's loop body.
-	Deltas devserver.Latencies
+	Deltas Latencies
 	// Durable: from the commit of the event (the completion of the
 	// workflow task that recorded it, read from the run's history) to the
 	// client's loop body.
-	Durable devserver.Latencies
+	Durable Latencies
 	// DurableFromTask: from the start of that workflow task (the event's
 	// At) to the client: adds the worker's processing of the task.
-	DurableFromTask devserver.Latencies
+	DurableFromTask Latencies
 }
 
 // MeasureEventLatency runs `runs` runs of model (which must play
@@ -45,7 +44,7 @@ func MeasureEventLatency(ctx context.Context, c *client.Client, model string, ru
 	var out EventLatency
 	for i := range runs {
 		run, err := c.NewSession().Send(ctx, fmt.Sprintf("latency %d", i),
-			client.WithConfig(workflows.RunConfig{Model: model, Tools: []string{"noop"}}))
+			client.WithConfig(api.RunConfig{Model: model, Tools: []string{"noop"}}))
 		if err != nil {
 			return out, err
 		}

@@ -1,40 +1,18 @@
-package livetest
+package bench
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"testing"
 	"time"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/live"
-	"github.com/keelrun/keel/live/natsserver"
 )
 
-// StartNATSServer starts an embedded NATS server on a free port and shuts
-// it down when the test ends.
-func StartNATSServer(tb testing.TB) *natsserver.Server {
-	tb.Helper()
-	srv, err := natsserver.Start(natsserver.Options{Port: natsserver.RandomPort})
-	if err != nil {
-		tb.Fatalf("start NATS server: %v", err)
-	}
-	tb.Cleanup(srv.Shutdown)
-	return srv
-}
-
-// DialNATS returns a NATS channel on its own connection to url, closed when
-// the test ends.
-func DialNATS(tb testing.TB, url string, opts live.NATSOptions) *live.NATS {
-	tb.Helper()
-	ch, err := live.DialNATS(url, opts)
-	if err != nil {
-		tb.Fatalf("dial NATS: %v", err)
-	}
-	tb.Cleanup(func() { ch.Close() })
-	return ch
-}
+// The measurements below time any live.Publisher and live.Subscription,
+// in process or across NATS connections. The channel's own benchmarks
+// (live_test.go) and `keel bench`'s event latencies use them.
 
 // Delta returns a text delta of the size a model streams (a few tokens),
 // stamped with the current time in At.
@@ -49,118 +27,125 @@ func Delta(sessionID string) keel.Envelope {
 	}
 }
 
-// waitLimit bounds every wait of a measurement, so a lost event fails the
-// benchmark instead of hanging it.
-const waitLimit = 10 * time.Second
+// liveWaitLimit bounds every wait of a live measurement, so a lost event
+// fails the measurement instead of hanging it.
+const liveWaitLimit = 10 * time.Second
 
-// MeasureLatency publishes b.N deltas one at a time, each after the
-// previous one arrived, and records the time from Publish to Next
-// returning it: the latency of an idle channel. It reports the p50 and p99
-// under name (see Latency.Report) and returns the samples. sub must follow
-// sessionID and be fed by pub.
-func MeasureLatency(b *testing.B, pub live.Publisher, sub live.Subscription, sessionID, name string) *Latency {
-	b.Helper()
-	ctx := b.Context()
-	roundTrip := func() time.Duration {
-		env := Delta(sessionID)
-		if err := pub.Publish(ctx, env); err != nil {
-			b.Fatalf("Publish: %v", err)
-		}
-		wctx, cancel := context.WithTimeout(ctx, waitLimit)
-		defer cancel()
-		if _, err := sub.Next(wctx); err != nil {
-			b.Fatalf("Next: %v", err)
-		}
-		return time.Since(env.At)
+// LiveRoundTrip publishes one delta for sessionID and returns the time
+// from Publish to sub's Next returning it. sub must follow sessionID, be
+// fed by pub, and have nothing else pending.
+func LiveRoundTrip(ctx context.Context, pub live.Publisher, sub live.Subscription, sessionID string) (time.Duration, error) {
+	env := Delta(sessionID)
+	if err := pub.Publish(ctx, env); err != nil {
+		return 0, fmt.Errorf("bench: publish: %w", err)
 	}
-	roundTrip() // warm up connections and buffers
-	var lat Latency
-	b.ResetTimer()
-	for range b.N {
-		lat.Add(roundTrip())
+	wctx, cancel := context.WithTimeout(ctx, liveWaitLimit)
+	defer cancel()
+	if _, err := sub.Next(wctx); err != nil {
+		return 0, fmt.Errorf("bench: next: %w", err)
 	}
-	b.StopTimer()
-	lat.Report(b, name)
-	return &lat
+	return time.Since(env.At), nil
+}
+
+// MeasureLiveLatency makes n LiveRoundTrips one after the other, each
+// after the previous delta arrived: the latency of an idle channel. A
+// caller that times it should make one unmeasured LiveRoundTrip first, to
+// warm up connections and buffers.
+func MeasureLiveLatency(ctx context.Context, pub live.Publisher, sub live.Subscription, sessionID string, n int) (Latencies, error) {
+	lat := make(Latencies, 0, n)
+	for range n {
+		d, err := LiveRoundTrip(ctx, pub, sub, sessionID)
+		if err != nil {
+			return lat, err
+		}
+		lat = append(lat, d)
+	}
+	return lat, nil
 }
 
 // Paced is the outcome of MeasurePaced.
 type Paced struct {
 	// Latency holds, per received delta, the time from Publish to Next.
-	Latency *Latency
+	Latency Latencies
 	// Missed counts deltas the subscriber did not receive.
 	Missed int
 	// Rate is the publish rate achieved, in deltas per second.
 	Rate float64
 }
 
-// MeasurePaced publishes b.N deltas at rate deltas per second (in bursts
-// every millisecond, as a model streams) while sub reads concurrently, and
-// records each delta's latency. It reports p50 and p99 under name, the
-// deltas missed ("missed") and the achieved rate ("deltas/s"). A
-// subscriber keeps up if it missed none.
-func MeasurePaced(b *testing.B, pub live.Publisher, sub live.Subscription, sessionID string, rate int, name string) Paced {
-	b.Helper()
+// MeasurePaced publishes n deltas at rate deltas per second (at least
+// 1000, in bursts every millisecond, as a model streams) while sub reads
+// concurrently, and records each delta's latency. A subscriber keeps up
+// if it missed none.
+func MeasurePaced(ctx context.Context, pub live.Publisher, sub live.Subscription, sessionID string, rate, n int) (Paced, error) {
 	if rate < 1000 {
-		b.Fatalf("MeasurePaced: rate %d below 1000/s", rate)
+		return Paced{}, fmt.Errorf("bench: paced rate %d below 1000/s", rate)
 	}
 	perTick := rate / 1000
-	res := Paced{Latency: &Latency{}}
-	ctx, cancel := context.WithCancel(b.Context())
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	received := make(chan int, 1)
+	// The reader hands its figures over on done and touches them no more.
+	type read struct {
+		lat         Latencies
+		got, missed int
+	}
+	done := make(chan read, 1)
 	go func() {
-		n := 0
-		for n+res.Missed < b.N {
+		var r read
+		for r.got+r.missed < n {
 			env, err := sub.Next(ctx)
 			var lagged *live.LaggedError
 			switch {
 			case errors.As(err, &lagged):
-				res.Missed += lagged.Missed
+				r.missed += lagged.Missed
 				continue
 			case err != nil:
-				received <- n
+				done <- r
 				return
 			}
-			res.Latency.AddSince(env.At)
-			n++
+			r.lat = append(r.lat, time.Since(env.At))
+			r.got++
 		}
-		received <- n
+		done <- r
 	}()
 
-	b.ResetTimer()
 	start := time.Now()
-	for i := range b.N {
+	for i := range n {
 		if i%perTick == 0 {
+			// Pacing the publisher, as a model's stream is paced.
 			if d := time.Until(start.Add(time.Duration(i/perTick) * time.Millisecond)); d > 0 {
 				time.Sleep(d)
 			}
 		}
 		if err := pub.Publish(ctx, Delta(sessionID)); err != nil {
-			b.Fatalf("Publish: %v", err)
+			return Paced{}, fmt.Errorf("bench: publish: %w", err)
 		}
 	}
-	res.Rate = float64(b.N) / time.Since(start).Seconds()
-	var n int
+	res := Paced{Rate: float64(n) / time.Since(start).Seconds()}
+	var r read
 	select {
-	case n = <-received:
-	case <-time.After(waitLimit):
+	case r = <-done:
+	case <-time.After(liveWaitLimit):
 		// Events lost at the very end produce no lag report; stop waiting.
 		cancel()
-		n = <-received
+		r = <-done
 	}
-	b.StopTimer()
-	// The reader goroutine has finished writing res (it sent on received).
-	res.Missed = b.N - n
-	res.Latency.Report(b, name)
-	b.ReportMetric(float64(res.Missed), "missed")
-	b.ReportMetric(res.Rate, "deltas/s")
-	return res
+	res.Latency, res.Missed = r.lat, n-r.got
+	return res, nil
+}
+
+// Report adds the latency's p50 and p99 under name (see
+// Latencies.Report), the deltas missed ("missed") and the achieved rate
+// ("deltas/s").
+func (p Paced) Report(r MetricReporter, name string) {
+	p.Latency.Report(r, name)
+	r.ReportMetric(float64(p.Missed), "missed")
+	r.ReportMetric(p.Rate, "deltas/s")
 }
 
 // String summarizes the outcome.
 func (p Paced) String() string {
 	return fmt.Sprintf("%.0f deltas/s, p50 %v, p99 %v, missed %d",
-		p.Rate, p.Latency.Percentile(50), p.Latency.Percentile(99), p.Missed)
+		p.Rate, p.Latency.P50(), p.Latency.P99(), p.Missed)
 }

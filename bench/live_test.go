@@ -1,13 +1,18 @@
-package live_test
+package bench_test
 
 import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/keelrun/keel/bench"
+	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/live"
-	"github.com/keelrun/keel/live/livetest"
 )
+
+// The live channel's benchmarks: in process, and NATS across connections.
+//
+//	go test -run '^$' -bench 'Live' -benchtime 2000x ./bench/
 
 // pair is a publisher and a subscription to session "s1" fed by it.
 type pair struct {
@@ -19,7 +24,7 @@ type pair struct {
 // publisher and subscriber on separate connections to an embedded server
 // (over TCP, as between processes, and in-process pipes, as inside
 // `keel dev`).
-func pairs() []struct {
+func livePairs() []struct {
 	name string
 	make func(b *testing.B, buffer int) pair
 } {
@@ -41,57 +46,72 @@ func pairs() []struct {
 			return pair{m, subscribe(b, m, buffer)}
 		}},
 		{"nats", func(b *testing.B, buffer int) pair {
-			srv := livetest.StartNATSServer(b)
-			pub := livetest.DialNATS(b, srv.ClientURL(), live.NATSOptions{})
-			sub := livetest.DialNATS(b, srv.ClientURL(), live.NATSOptions{})
+			srv := keeltest.StartNATSServer(b)
+			pub := keeltest.DialNATS(b, srv.ClientURL(), live.NATSOptions{})
+			sub := keeltest.DialNATS(b, srv.ClientURL(), live.NATSOptions{})
 			return pair{pub, subscribe(b, sub, buffer)}
 		}},
 		{"nats-inprocess", func(b *testing.B, buffer int) pair {
-			srv := livetest.StartNATSServer(b)
+			srv := keeltest.StartNATSServer(b)
 			opts := live.NATSOptions{Dial: []nats.Option{nats.InProcessServer(srv)}}
-			pub := livetest.DialNATS(b, srv.ClientURL(), opts)
-			sub := livetest.DialNATS(b, srv.ClientURL(), opts)
+			pub := keeltest.DialNATS(b, srv.ClientURL(), opts)
+			sub := keeltest.DialNATS(b, srv.ClientURL(), opts)
 			return pair{pub, subscribe(b, sub, buffer)}
 		}},
 	}
 }
 
-// BenchmarkLatency measures publish → Next on an idle channel, one delta
-// at a time.
-func BenchmarkLatency(b *testing.B) {
-	for _, p := range pairs() {
+// BenchmarkLiveLatency measures publish → Next on an idle channel, one
+// delta at a time.
+func BenchmarkLiveLatency(b *testing.B) {
+	for _, p := range livePairs() {
 		b.Run(p.name, func(b *testing.B) {
 			c := p.make(b, 0)
-			livetest.MeasureLatency(b, c.pub, c.sub, "s1", "")
+			if _, err := bench.LiveRoundTrip(b.Context(), c.pub, c.sub, "s1"); err != nil { // warm up
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			lat, err := bench.MeasureLiveLatency(b.Context(), c.pub, c.sub, "s1", b.N)
+			b.StopTimer()
+			if err != nil {
+				b.Fatal(err)
+			}
+			lat.Report(b, "")
 		})
 	}
 }
 
-// BenchmarkPaced streams deltas in 1 ms bursts to a subscriber with the
+// BenchmarkLivePaced streams deltas in 1 ms bursts to a subscriber with the
 // default buffer, at 1k/s (several busy model streams), 10k/s (the
 // throughput check) and 50k/s (headroom), and reports latency under load
 // and whether the subscriber kept up (missed).
-func BenchmarkPaced(b *testing.B) {
+func BenchmarkLivePaced(b *testing.B) {
 	for _, rate := range []struct {
 		name string
 		n    int
 	}{{"1k", 1_000}, {"10k", 10_000}, {"50k", 50_000}} {
-		for _, p := range pairs() {
+		for _, p := range livePairs() {
 			b.Run(rate.name+"/"+p.name, func(b *testing.B) {
 				c := p.make(b, 0)
-				livetest.MeasurePaced(b, c.pub, c.sub, "s1", rate.n, "")
+				b.ResetTimer()
+				res, err := bench.MeasurePaced(b.Context(), c.pub, c.sub, "s1", rate.n, b.N)
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				res.Report(b, "")
 			})
 		}
 	}
 }
 
-// BenchmarkPublish measures what Publish costs the run while a subscriber
+// BenchmarkLivePublish measures what Publish costs the run while a subscriber
 // reads nothing.
-func BenchmarkPublish(b *testing.B) {
-	for _, p := range pairs() {
+func BenchmarkLivePublish(b *testing.B) {
+	for _, p := range livePairs() {
 		b.Run(p.name, func(b *testing.B) {
 			c := p.make(b, 0)
-			env := livetest.Delta("s1")
+			env := bench.Delta("s1")
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := c.pub.Publish(b.Context(), env); err != nil {

@@ -1,4 +1,4 @@
-package devserver
+package bench
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
+	sdkclient "go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -21,50 +21,12 @@ import (
 // run. Each starts whatever worker and workflow it needs on its own task
 // queue and cleans up after itself.
 
-// Latencies are measured durations in the order they were measured.
-type Latencies []time.Duration
-
-// Percentile returns the nearest-rank p-th percentile (0 < p <= 100), or 0
-// when there are no samples.
-func (l Latencies) Percentile(p float64) time.Duration {
-	if len(l) == 0 {
-		return 0
-	}
-	sorted := slices.Clone(l)
-	slices.Sort(sorted)
-	rank := int(p/100*float64(len(sorted))+0.999999) - 1
-	return sorted[min(max(rank, 0), len(sorted)-1)]
-}
-
-// P50 is the median.
-func (l Latencies) P50() time.Duration { return l.Percentile(50) }
-
-// P99 is the 99th percentile.
-func (l Latencies) P99() time.Duration { return l.Percentile(99) }
-
-// Mean is the average, or 0 when there are no samples.
-func (l Latencies) Mean() time.Duration {
-	if len(l) == 0 {
-		return 0
-	}
-	var sum time.Duration
-	for _, d := range l {
-		sum += d
-	}
-	return sum / time.Duration(len(l))
-}
-
-// String summarizes the samples: count, p50, p99 and mean.
-func (l Latencies) String() string {
-	return fmt.Sprintf("n=%d p50=%v p99=%v mean=%v", len(l), l.P50(), l.P99(), l.Mean())
-}
-
 // Names of the probe workflows, activities and handlers, prefixed so they
 // never collide with keel's.
 const (
-	probeActivityLoop = "keel.devserver.ActivityLoop"
-	probeNoop         = "keel.devserver.Noop"
-	probeWorkflow     = "keel.devserver.Probe"
+	probeActivityLoop = "keel.bench.ActivityLoop"
+	probeNoop         = "keel.bench.Noop"
+	probeWorkflow     = "keel.bench.Probe"
 	probeQuery        = "probe_state"
 	probeUpdate       = "probe_ping"
 	probeStop         = "probe_stop"
@@ -75,9 +37,9 @@ const (
 // activity starts: one bare activity round trip each (completion, workflow
 // task, scheduling and dispatch of the next activity). taskQueue must not be
 // polled by any other worker; "" picks a fresh one.
-func MeasureActivityRoundTrip(ctx context.Context, c client.Client, taskQueue string, n int) (Latencies, error) {
+func MeasureActivityRoundTrip(ctx context.Context, c sdkclient.Client, taskQueue string, n int) (Latencies, error) {
 	if n < 1 {
-		return nil, errors.New("devserver: n must be positive")
+		return nil, errors.New("bench: n must be positive")
 	}
 	if taskQueue == "" {
 		taskQueue = uniqueName("probe-activity")
@@ -86,7 +48,7 @@ func MeasureActivityRoundTrip(ctx context.Context, c client.Client, taskQueue st
 		mu     sync.Mutex
 		starts []time.Time
 	)
-	w := worker.New(c, taskQueue, worker.Options{})
+	w := sdkworker.New(c, taskQueue, sdkworker.Options{})
 	w.RegisterWorkflowWithOptions(activityLoopWorkflow, workflow.RegisterOptions{Name: probeActivityLoop})
 	w.RegisterActivityWithOptions(func(context.Context) error {
 		// Wall-clock time in the worker: workflow time only moves in
@@ -97,25 +59,25 @@ func MeasureActivityRoundTrip(ctx context.Context, c client.Client, taskQueue st
 		return nil
 	}, activity.RegisterOptions{Name: probeNoop})
 	if err := w.Start(); err != nil {
-		return nil, fmt.Errorf("devserver: probe worker: %w", err)
+		return nil, fmt.Errorf("bench: probe worker: %w", err)
 	}
 	defer w.Stop()
 
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	run, err := c.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
 		ID:        uniqueName("probe-activity"),
 		TaskQueue: taskQueue,
 	}, probeActivityLoop, n+1)
 	if err != nil {
-		return nil, fmt.Errorf("devserver: start probe workflow: %w", err)
+		return nil, fmt.Errorf("bench: start probe workflow: %w", err)
 	}
 	if err := run.Get(ctx, nil); err != nil {
-		return nil, fmt.Errorf("devserver: probe workflow: %w", err)
+		return nil, fmt.Errorf("bench: probe workflow: %w", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(starts) != n+1 {
 		// A retried activity would count twice and skew the intervals.
-		return nil, fmt.Errorf("devserver: %d activity starts for %d activities", len(starts), n+1)
+		return nil, fmt.Errorf("bench: %d activity starts for %d activities", len(starts), n+1)
 	}
 	lat := make(Latencies, n)
 	for i := range lat {
@@ -134,10 +96,73 @@ func activityLoopWorkflow(ctx workflow.Context, n int) error {
 	return nil
 }
 
+// MeasureConcurrentActivities runs k workflows at once on one worker, as
+// many concurrent agent sessions would, each executing no-op activities in
+// sequence, and returns about n intervals between consecutive activity
+// starts within a workflow, in the order the intervals ended.
+func MeasureConcurrentActivities(ctx context.Context, c sdkclient.Client, k, n int) (Latencies, error) {
+	if k < 1 || n < 1 {
+		return nil, errors.New("bench: k and n must be positive")
+	}
+	perWorkflow := (n+k-1)/k + 1
+	var (
+		mu     sync.Mutex
+		starts = map[string][]time.Time{}
+	)
+	tq := uniqueName("probe-concurrent")
+	w := sdkworker.New(c, tq, sdkworker.Options{})
+	w.RegisterWorkflowWithOptions(activityLoopWorkflow, workflow.RegisterOptions{Name: probeActivityLoop})
+	w.RegisterActivityWithOptions(func(ctx context.Context) error {
+		id := activity.GetInfo(ctx).WorkflowExecution.ID
+		mu.Lock()
+		starts[id] = append(starts[id], time.Now())
+		mu.Unlock()
+		return nil
+	}, activity.RegisterOptions{Name: probeNoop})
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("bench: probe worker: %w", err)
+	}
+	defer w.Stop()
+	runs := make([]sdkclient.WorkflowRun, k)
+	for i := range runs {
+		run, err := c.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{ID: uniqueName("probe-concurrent"), TaskQueue: tq},
+			probeActivityLoop, perWorkflow)
+		if err != nil {
+			return nil, fmt.Errorf("bench: start probe workflow: %w", err)
+		}
+		runs[i] = run
+	}
+	for _, run := range runs {
+		if err := run.Get(ctx, nil); err != nil {
+			return nil, fmt.Errorf("bench: probe workflow: %w", err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// In the order the intervals ended, so that dropping the first ones
+	// drops the earliest.
+	type interval struct {
+		end time.Time
+		d   time.Duration
+	}
+	var all []interval
+	for _, ts := range starts {
+		for i := 1; i < len(ts); i++ {
+			all = append(all, interval{ts[i], ts[i].Sub(ts[i-1])})
+		}
+	}
+	slices.SortFunc(all, func(a, b interval) int { return a.end.Compare(b.end) })
+	lat := make(Latencies, len(all))
+	for i, iv := range all {
+		lat[i] = iv.d
+	}
+	return lat, nil
+}
+
 // MeasureQueryRoundTrip measures n queries to a running workflow whose
 // worker has it cached, as keel's state and events queries do. taskQueue
 // must not be polled by any other worker; "" picks a fresh one.
-func MeasureQueryRoundTrip(ctx context.Context, c client.Client, taskQueue string, n int) (Latencies, error) {
+func MeasureQueryRoundTrip(ctx context.Context, c sdkclient.Client, taskQueue string, n int) (Latencies, error) {
 	return measureProbe(ctx, c, taskQueue, n, func(id string) error {
 		v, err := c.QueryWorkflow(ctx, id, "", probeQuery)
 		if err != nil {
@@ -151,15 +176,15 @@ func MeasureQueryRoundTrip(ctx context.Context, c client.Client, taskQueue strin
 // MeasureUpdateRoundTrip measures n workflow updates, each waited on until
 // the workflow's handler completed it, as keel's send and steer do.
 // taskQueue must not be polled by any other worker; "" picks a fresh one.
-func MeasureUpdateRoundTrip(ctx context.Context, c client.Client, taskQueue string, n int) (Latencies, error) {
+func MeasureUpdateRoundTrip(ctx context.Context, c sdkclient.Client, taskQueue string, n int) (Latencies, error) {
 	i := 0
 	return measureProbe(ctx, c, taskQueue, n, func(id string) error {
 		i++
-		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		h, err := c.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
 			WorkflowID:   id,
 			UpdateName:   probeUpdate,
 			Args:         []any{i},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
+			WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
 		})
 		if err != nil {
 			return err
@@ -177,24 +202,24 @@ func MeasureUpdateRoundTrip(ctx context.Context, c client.Client, taskQueue stri
 
 // measureProbe runs a probe workflow, makes one unmeasured call so the
 // workflow is running and cached on the worker, then times n calls.
-func measureProbe(ctx context.Context, c client.Client, taskQueue string, n int, call func(workflowID string) error) (Latencies, error) {
+func measureProbe(ctx context.Context, c sdkclient.Client, taskQueue string, n int, call func(workflowID string) error) (Latencies, error) {
 	if n < 1 {
-		return nil, errors.New("devserver: n must be positive")
+		return nil, errors.New("bench: n must be positive")
 	}
 	if taskQueue == "" {
 		taskQueue = uniqueName("probe")
 	}
-	w := worker.New(c, taskQueue, worker.Options{})
+	w := sdkworker.New(c, taskQueue, sdkworker.Options{})
 	w.RegisterWorkflowWithOptions(probeWorkflowFunc, workflow.RegisterOptions{Name: probeWorkflow})
 	if err := w.Start(); err != nil {
-		return nil, fmt.Errorf("devserver: probe worker: %w", err)
+		return nil, fmt.Errorf("bench: probe worker: %w", err)
 	}
 	defer w.Stop()
 
 	id := uniqueName("probe")
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, probeWorkflow)
+	run, err := c.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, probeWorkflow)
 	if err != nil {
-		return nil, fmt.Errorf("devserver: start probe workflow: %w", err)
+		return nil, fmt.Errorf("bench: start probe workflow: %w", err)
 	}
 	defer func() {
 		// Ends the workflow whether or not the probe succeeded.
@@ -202,13 +227,13 @@ func measureProbe(ctx context.Context, c client.Client, taskQueue string, n int,
 		_ = run.Get(ctx, nil)
 	}()
 	if err := call(id); err != nil {
-		return nil, fmt.Errorf("devserver: warm-up call: %w", err)
+		return nil, fmt.Errorf("bench: warm-up call: %w", err)
 	}
 	lat := make(Latencies, 0, n)
 	for range n {
 		t0 := time.Now()
 		if err := call(id); err != nil {
-			return nil, fmt.Errorf("devserver: probe call: %w", err)
+			return nil, fmt.Errorf("bench: probe call: %w", err)
 		}
 		lat = append(lat, time.Since(t0))
 	}

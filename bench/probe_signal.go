@@ -1,4 +1,4 @@
-package devserver
+package bench
 
 import (
 	"context"
@@ -7,13 +7,13 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
+	sdkclient "go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 )
 
 const (
-	probeSignalSink = "keel.devserver.SignalSink"
+	probeSignalSink = "keel.bench.SignalSink"
 	probeSignal     = "probe_signal"
 )
 
@@ -23,17 +23,17 @@ const (
 // subscribers use to learn of new durable events. The target workflow has no
 // worker, so this is the server's path alone: each signal appends exactly
 // one event.
-func MeasureSignalToHistory(ctx context.Context, signaler, observer client.Client, n int) (Latencies, error) {
+func MeasureSignalToHistory(ctx context.Context, signaler, observer sdkclient.Client, n int) (Latencies, error) {
 	if n < 1 {
-		return nil, errors.New("devserver: n must be positive")
+		return nil, errors.New("bench: n must be positive")
 	}
 	id := uniqueName("probe-signal")
-	run, err := signaler.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	run, err := signaler.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
 		ID:        id,
 		TaskQueue: uniqueName("probe-signal"), // nobody polls it
 	}, probeSignalSink)
 	if err != nil {
-		return nil, fmt.Errorf("devserver: start probe workflow: %w", err)
+		return nil, fmt.Errorf("bench: start probe workflow: %w", err)
 	}
 	defer terminate(ctx, signaler, run)
 	return timeSignals(ctx, signaler, observer, run, n,
@@ -45,25 +45,25 @@ func MeasureSignalToHistory(ctx context.Context, signaler, observer client.Clien
 // that handled it to be seen by a history long-poll made with observer:
 // keel's path from a steer or cancel to the event a subscriber sees.
 // taskQueue must not be polled by any other worker; "" picks a fresh one.
-func MeasureSignalHandled(ctx context.Context, signaler, observer client.Client, taskQueue string, n int) (Latencies, error) {
+func MeasureSignalHandled(ctx context.Context, signaler, observer sdkclient.Client, taskQueue string, n int) (Latencies, error) {
 	if n < 1 {
-		return nil, errors.New("devserver: n must be positive")
+		return nil, errors.New("bench: n must be positive")
 	}
 	if taskQueue == "" {
 		taskQueue = uniqueName("probe-signal")
 	}
-	w := worker.New(signaler, taskQueue, worker.Options{})
+	w := sdkworker.New(signaler, taskQueue, sdkworker.Options{})
 	w.RegisterWorkflowWithOptions(signalSinkWorkflow, workflow.RegisterOptions{Name: probeSignalSink})
 	if err := w.Start(); err != nil {
-		return nil, fmt.Errorf("devserver: probe worker: %w", err)
+		return nil, fmt.Errorf("bench: probe worker: %w", err)
 	}
 	defer w.Stop()
-	run, err := signaler.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	run, err := signaler.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
 		ID:        uniqueName("probe-signal"),
 		TaskQueue: taskQueue,
 	}, probeSignalSink)
 	if err != nil {
-		return nil, fmt.Errorf("devserver: start probe workflow: %w", err)
+		return nil, fmt.Errorf("bench: start probe workflow: %w", err)
 	}
 	defer terminate(ctx, signaler, run)
 	// Until the first workflow task completes, the workflow is neither
@@ -84,10 +84,10 @@ func signalSinkWorkflow(ctx workflow.Context) error {
 // timeSignals follows run's history with observer's long-poll iterator, as
 // a live subscriber does. Once it has seen ready, it sends n signals one at
 // a time and times each from the send until the long poll returns seen.
-func timeSignals(ctx context.Context, signaler, observer client.Client, run client.WorkflowRun, n int, ready, seen enumspb.EventType) (Latencies, error) {
+func timeSignals(ctx context.Context, signaler, observer sdkclient.Client, run sdkclient.WorkflowRun, n int, ready, seen enumspb.EventType) (Latencies, error) {
 	events := observer.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if err := skipUntil(events, ready); err != nil {
-		return nil, fmt.Errorf("devserver: read probe history: %w", err)
+		return nil, fmt.Errorf("bench: read probe history: %w", err)
 	}
 	type result struct {
 		at  time.Time
@@ -102,11 +102,11 @@ func timeSignals(ctx context.Context, signaler, observer client.Client, run clie
 		}()
 		sent := time.Now()
 		if err := signaler.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), probeSignal, i); err != nil {
-			return nil, fmt.Errorf("devserver: signal probe workflow: %w", err)
+			return nil, fmt.Errorf("bench: signal probe workflow: %w", err)
 		}
 		r := <-ch
 		if r.err != nil {
-			return nil, fmt.Errorf("devserver: long-poll probe history: %w", r.err)
+			return nil, fmt.Errorf("bench: long-poll probe history: %w", r.err)
 		}
 		lat = append(lat, r.at.Sub(sent))
 	}
@@ -115,7 +115,7 @@ func timeSignals(ctx context.Context, signaler, observer client.Client, run clie
 
 // skipUntil consumes events up to and including the first of type t,
 // blocking in the long poll until it is committed.
-func skipUntil(events client.HistoryEventIterator, t enumspb.EventType) error {
+func skipUntil(events sdkclient.HistoryEventIterator, t enumspb.EventType) error {
 	for events.HasNext() {
 		e, err := events.Next()
 		if err != nil {
@@ -128,6 +128,6 @@ func skipUntil(events client.HistoryEventIterator, t enumspb.EventType) error {
 	return fmt.Errorf("history ended before %v", t)
 }
 
-func terminate(ctx context.Context, c client.Client, run client.WorkflowRun) {
+func terminate(ctx context.Context, c sdkclient.Client, run sdkclient.WorkflowRun) {
 	_ = c.TerminateWorkflow(context.WithoutCancel(ctx), run.GetID(), run.GetRunID(), "probe done")
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/bench"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
@@ -378,7 +379,7 @@ func dirSize(dir string) (bytes int64, files int) {
 type longReport struct {
 	runs          int
 	failure       string
-	sends, walls  devserver.Latencies
+	sends, walls  bench.Latencies
 	starts        []time.Time
 	rss10, heap10 uint64
 	rssN, heapN   uint64
@@ -518,7 +519,7 @@ func (r *longReport) print(b *testing.B) {
 				after[e.firstRun] = true
 			}
 		}
-		var handOver, other devserver.Latencies
+		var handOver, other bench.Latencies
 		for i, d := range r.sends {
 			switch {
 			case i == 0:

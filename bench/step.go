@@ -9,12 +9,11 @@ import (
 	"time"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
-	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/provider"
 	"github.com/keelrun/keel/provider/scripted"
 	"github.com/keelrun/keel/tool"
-	"github.com/keelrun/keel/workflows"
 )
 
 // stepScript is a run of n steps: each model turn calls toolName, the last
@@ -78,11 +77,11 @@ func (s stamping) Stream(ctx context.Context, req provider.Request) iter.Seq2[pr
 
 // Steps returns the intervals between consecutive model requests of the
 // run whose prompt was prompt.
-func (m *StampingModels) Steps(prompt string) devserver.Latencies {
+func (m *StampingModels) Steps(prompt string) Latencies {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ts := m.starts[prompt]
-	var out devserver.Latencies
+	var out Latencies
 	for i := 1; i < len(ts); i++ {
 		out = append(out, ts[i].Sub(ts[i-1]))
 	}
@@ -92,11 +91,11 @@ func (m *StampingModels) Steps(prompt string) devserver.Latencies {
 // MeasureSteps runs `runs` keel runs of n steps each through c, whose
 // worker must resolve models with m and offer NoopTool, and returns every
 // step interval.
-func MeasureSteps(ctx context.Context, c *client.Client, m *StampingModels, runs, n int) (devserver.Latencies, error) {
-	var all devserver.Latencies
+func MeasureSteps(ctx context.Context, c *client.Client, m *StampingModels, runs, n int) (Latencies, error) {
+	var all Latencies
 	for i := range runs {
 		prompt := fmt.Sprintf("bench %d %d", time.Now().UnixNano(), i)
-		run, err := c.NewSession().Send(ctx, prompt, client.WithConfig(workflows.RunConfig{
+		run, err := c.NewSession().Send(ctx, prompt, client.WithConfig(api.RunConfig{
 			Model: "scripted:bench", Tools: []string{"noop"}, MaxSteps: n + 1}))
 		if err != nil {
 			return nil, err

@@ -14,7 +14,6 @@ import (
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/live"
-	"github.com/keelrun/keel/live/livetest"
 	"github.com/keelrun/keel/store"
 )
 
@@ -22,17 +21,17 @@ import (
 // connection; clients subscribe on theirs.
 func natsStack(t *testing.T, script string, tools ...string) (srv *devserver.Server, url string, opt client.SendOption) {
 	srv = keeltest.StartServer(t, devserver.Config{})
-	ns := livetest.StartNATSServer(t)
+	ns := keeltest.StartNATSServer(t)
 	book := &keeltest.ScriptBook{}
 	model := book.Add(t, "s", script)
 	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: book, Tools: controlTools(),
-		Live: livetest.DialNATS(t, ns.ClientURL(), live.NATSOptions{})})
+		Live: keeltest.DialNATS(t, ns.ClientURL(), live.NATSOptions{})})
 	return srv, ns.ClientURL(), client.WithConfig(api.RunConfig{Model: model, Tools: tools})
 }
 
 func natsClient(t *testing.T, srv *devserver.Server, url string, buffer int) *client.Client {
 	c, err := client.Dial(context.Background(), client.Options{Temporal: keeltest.Dial(t, srv),
-		Live: livetest.DialNATS(t, url, live.NATSOptions{}), LiveBuffer: buffer,
+		Live: keeltest.DialNATS(t, url, live.NATSOptions{}), LiveBuffer: buffer,
 		DataConverter: store.NewDataConverter(keeltest.Codec(t, srv))})
 	require.NoError(t, err)
 	return c

@@ -1,4 +1,4 @@
-package devserver
+package devserver_test
 
 import (
 	"context"
@@ -7,15 +7,14 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"text/tabwriter"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
+
+	"github.com/keelrun/keel/bench"
+	"github.com/keelrun/keel/devserver"
 )
 
 // Run with (docs/devserver.md has the figures):
@@ -23,36 +22,37 @@ import (
 //	go test ./devserver -run '^$' -bench RoundTrip -benchtime 200x
 //
 // Both servers run side by side in the process, each on its own SQLite file
-// as keel dev does, and every probe is measured on both in the same run.
+// as keel dev does, and every probe (package bench) is measured on both in
+// the same run.
 
 type benchVariant struct {
 	name string
-	cfg  Config
+	cfg  devserver.Config
 }
 
 type benchProbe struct {
 	name string
-	run  func(ctx context.Context, c, observer client.Client, n int) (Latencies, error)
+	run  func(ctx context.Context, c, observer client.Client, n int) (bench.Latencies, error)
 }
 
 var benchProbes = []benchProbe{
-	{"activity", func(ctx context.Context, c, _ client.Client, n int) (Latencies, error) {
-		return MeasureActivityRoundTrip(ctx, c, "", n)
+	{"activity", func(ctx context.Context, c, _ client.Client, n int) (bench.Latencies, error) {
+		return bench.MeasureActivityRoundTrip(ctx, c, "", n)
 	}},
-	{"activity-x50", func(ctx context.Context, c, _ client.Client, n int) (Latencies, error) {
-		return measureConcurrentActivities(ctx, c, 50, n)
+	{"activity-x50", func(ctx context.Context, c, _ client.Client, n int) (bench.Latencies, error) {
+		return bench.MeasureConcurrentActivities(ctx, c, 50, n)
 	}},
-	{"signal-to-history", func(ctx context.Context, c, observer client.Client, n int) (Latencies, error) {
-		return MeasureSignalToHistory(ctx, c, observer, n)
+	{"signal-to-history", func(ctx context.Context, c, observer client.Client, n int) (bench.Latencies, error) {
+		return bench.MeasureSignalToHistory(ctx, c, observer, n)
 	}},
-	{"signal-handled", func(ctx context.Context, c, observer client.Client, n int) (Latencies, error) {
-		return MeasureSignalHandled(ctx, c, observer, "", n)
+	{"signal-handled", func(ctx context.Context, c, observer client.Client, n int) (bench.Latencies, error) {
+		return bench.MeasureSignalHandled(ctx, c, observer, "", n)
 	}},
-	{"query", func(ctx context.Context, c, _ client.Client, n int) (Latencies, error) {
-		return MeasureQueryRoundTrip(ctx, c, "", n)
+	{"query", func(ctx context.Context, c, _ client.Client, n int) (bench.Latencies, error) {
+		return bench.MeasureQueryRoundTrip(ctx, c, "", n)
 	}},
-	{"update", func(ctx context.Context, c, _ client.Client, n int) (Latencies, error) {
-		return MeasureUpdateRoundTrip(ctx, c, "", n)
+	{"update", func(ctx context.Context, c, _ client.Client, n int) (bench.Latencies, error) {
+		return bench.MeasureUpdateRoundTrip(ctx, c, "", n)
 	}},
 }
 
@@ -60,8 +60,8 @@ var benchProbes = []benchProbe{
 // stock one.
 func BenchmarkRoundTrip(b *testing.B) {
 	runLatencyBenchmark(b, []benchVariant{
-		{"tuned", Config{}},
-		{"untuned", Config{Untuned: true}},
+		{"tuned", devserver.Config{}},
+		{"untuned", devserver.Config{Untuned: true}},
 	})
 }
 
@@ -76,25 +76,25 @@ func BenchmarkTuning(b *testing.B) {
 			"history.visibilityProcessorMaxPollRPS": rps,
 		}
 	}
-	tunedRPS := func(rps int) Config {
-		cfg := Config{DynamicConfig: pollRPS(rps)}
+	tunedRPS := func(rps int) devserver.Config {
+		cfg := devserver.Config{DynamicConfig: pollRPS(rps)}
 		cfg.DynamicConfig["history.outboundProcessorMaxPollRPS"] = rps
 		return cfg
 	}
 	runLatencyBenchmark(b, []benchVariant{
-		{"stock", Config{Untuned: true}},
-		{"stock+rps100", Config{Untuned: true, DynamicConfig: pollRPS(100)}},
-		{"stock+rps1000", Config{Untuned: true, DynamicConfig: pollRPS(1000)}},
-		{"tuned-no-eager", Config{DynamicConfig: map[string]any{"system.enableActivityEagerExecution": false}}},
-		{"tuned-1-partition", Config{DynamicConfig: map[string]any{
+		{"stock", devserver.Config{Untuned: true}},
+		{"stock+rps100", devserver.Config{Untuned: true, DynamicConfig: pollRPS(100)}},
+		{"stock+rps1000", devserver.Config{Untuned: true, DynamicConfig: pollRPS(1000)}},
+		{"tuned-no-eager", devserver.Config{DynamicConfig: map[string]any{"system.enableActivityEagerExecution": false}}},
+		{"tuned-1-partition", devserver.Config{DynamicConfig: map[string]any{
 			"matching.numTaskqueueReadPartitions":  1,
 			"matching.numTaskqueueWritePartitions": 1,
 		}}},
 		{"tuned-rps200", tunedRPS(200)},
-		{"tuned", Config{}},
+		{"tuned", devserver.Config{}},
 		{"tuned-rps5000", tunedRPS(5000)},
-		{"tuned-rollback-journal", Config{DataDir: "rollback"}},
-		{"tuned-in-memory", Config{DataDir: "-"}},
+		{"tuned-rollback-journal", devserver.Config{DataDir: "rollback"}},
+		{"tuned-in-memory", devserver.Config{DataDir: "-"}},
 	})
 }
 
@@ -114,7 +114,7 @@ func runLatencyBenchmark(b *testing.B, variants []benchVariant) {
 	targets := make([]target, len(variants))
 	for i, v := range variants {
 		cfg := v.cfg
-		var s *Server
+		var s *devserver.Server
 		switch cfg.DataDir {
 		case "":
 			cfg.DataDir = b.TempDir()
@@ -124,11 +124,10 @@ func runLatencyBenchmark(b *testing.B, variants []benchVariant) {
 			s = startBenchServer(b, ctx, cfg)
 		case "rollback":
 			// SQLite's defaults: a rollback journal and an fsync per commit.
-			saved := fileConnectAttributes
-			fileConnectAttributes = map[string]string{"mode": "rwc"}
+			restore := devserver.SetFileConnectAttributes(map[string]string{"mode": "rwc"})
 			cfg.DataDir = b.TempDir()
 			s = startBenchServer(b, ctx, cfg)
-			fileConnectAttributes = saved
+			restore()
 		}
 		targets[i] = target{dial(b, ctx, s), dial(b, ctx, s)}
 	}
@@ -139,7 +138,7 @@ func runLatencyBenchmark(b *testing.B, variants []benchVariant) {
 		b.Run(p.name, func(b *testing.B) {
 			// Variants take turns in chunks, so a burst of load from
 			// elsewhere on the machine hits all of them alike.
-			lats := make([]Latencies, len(variants))
+			lats := make([]bench.Latencies, len(variants))
 			for done := 0; done < b.N; {
 				n := min(benchChunk, b.N-done)
 				for i := range variants {
@@ -155,8 +154,8 @@ func runLatencyBenchmark(b *testing.B, variants []benchVariant) {
 			// loop's time, which includes every variant and the setup.
 			b.ReportMetric(float64(lats[0].Mean().Nanoseconds()), "ns/op")
 			for i, v := range variants {
-				b.ReportMetric(ms(lats[i].P50()), v.name+"-p50-ms")
-				b.ReportMetric(ms(lats[i].P99()), v.name+"-p99-ms")
+				b.ReportMetric(bench.Millis(lats[i].P50()), v.name+"-p50-ms")
+				b.ReportMetric(bench.Millis(lats[i].P99()), v.name+"-p99-ms")
 			}
 			if b.N > 1 {
 				writeTable(&tables, p.name, variants, lats)
@@ -177,79 +176,20 @@ const (
 	benchWarmUp = 40
 )
 
-func writeTable(out io.Writer, probe string, variants []benchVariant, lats []Latencies) {
+func writeTable(out io.Writer, probe string, variants []benchVariant, lats []bench.Latencies) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%s\tn\tp50 ms\tp99 ms\tp50 / %[2]s\tp99 / %[2]s\t\n", probe, variants[0].name)
 	for i, v := range variants {
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t\n", v.name, len(lats[i]), ms(lats[i].P50()), ms(lats[i].P99()),
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t\n", v.name, len(lats[i]), bench.Millis(lats[i].P50()), bench.Millis(lats[i].P99()),
 			ratio(lats[i].P50(), lats[0].P50()), ratio(lats[i].P99(), lats[0].P99()))
 	}
 	_ = tw.Flush()
 }
 
-// measureConcurrentActivities runs k workflows at once on one worker, as
-// many concurrent agent sessions would, each executing activities in
-// sequence, and returns about n intervals between consecutive activity
-// starts within a workflow.
-func measureConcurrentActivities(ctx context.Context, c client.Client, k, n int) (Latencies, error) {
-	perWorkflow := (n+k-1)/k + 1
-	var (
-		mu     sync.Mutex
-		starts = map[string][]time.Time{}
-	)
-	tq := uniqueName("probe-concurrent")
-	w := worker.New(c, tq, worker.Options{})
-	w.RegisterWorkflowWithOptions(activityLoopWorkflow, workflow.RegisterOptions{Name: probeActivityLoop})
-	w.RegisterActivityWithOptions(func(ctx context.Context) error {
-		id := activity.GetInfo(ctx).WorkflowExecution.ID
-		mu.Lock()
-		starts[id] = append(starts[id], time.Now())
-		mu.Unlock()
-		return nil
-	}, activity.RegisterOptions{Name: probeNoop})
-	if err := w.Start(); err != nil {
-		return nil, err
-	}
-	defer w.Stop()
-	runs := make([]client.WorkflowRun, k)
-	for i := range runs {
-		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: uniqueName("probe-concurrent"), TaskQueue: tq}, probeActivityLoop, perWorkflow)
-		if err != nil {
-			return nil, err
-		}
-		runs[i] = run
-	}
-	for _, run := range runs {
-		if err := run.Get(ctx, nil); err != nil {
-			return nil, err
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	// In the order the intervals ended, so that dropping the first ones
-	// drops the earliest.
-	type interval struct {
-		end time.Time
-		d   time.Duration
-	}
-	var all []interval
-	for _, ts := range starts {
-		for i := 1; i < len(ts); i++ {
-			all = append(all, interval{ts[i], ts[i].Sub(ts[i-1])})
-		}
-	}
-	slices.SortFunc(all, func(a, b interval) int { return a.end.Compare(b.end) })
-	lat := make(Latencies, len(all))
-	for i, iv := range all {
-		lat[i] = iv.d
-	}
-	return lat, nil
-}
-
-func startBenchServer(b *testing.B, ctx context.Context, cfg Config) *Server {
+func startBenchServer(b *testing.B, ctx context.Context, cfg devserver.Config) *devserver.Server {
 	b.Helper()
-	cfg.Port, cfg.DisableUI = AnyPort, true
-	s, err := Start(ctx, cfg)
+	cfg.Port, cfg.DisableUI = devserver.AnyPort, true
+	s, err := devserver.Start(ctx, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -261,7 +201,7 @@ func startBenchServer(b *testing.B, ctx context.Context, cfg Config) *Server {
 	return s
 }
 
-func dial(tb testing.TB, ctx context.Context, s *Server) client.Client {
+func dial(tb testing.TB, ctx context.Context, s *devserver.Server) client.Client {
 	tb.Helper()
 	c, err := s.Dial(ctx, client.Options{})
 	if err != nil {
@@ -270,8 +210,6 @@ func dial(tb testing.TB, ctx context.Context, s *Server) client.Client {
 	tb.Cleanup(c.Close)
 	return c
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func ratio(a, b time.Duration) float64 {
 	if b == 0 {

@@ -2,6 +2,8 @@ package devserver
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"net"
 	"os"
 	"path/filepath"
@@ -56,26 +58,6 @@ func TestInMemoryServer(t *testing.T) {
 
 	t.Run("search attributes listable", func(t *testing.T) {
 		requireListableBySearchAttributes(t, ctx, c)
-	})
-
-	t.Run("probes", func(t *testing.T) {
-		observer, err := s.Dial(ctx, client.Options{})
-		require.NoError(t, err)
-		defer observer.Close()
-		const n = 3
-		for name, measure := range map[string]func() (Latencies, error){
-			"activity": func() (Latencies, error) { return MeasureActivityRoundTrip(ctx, c, "", n) },
-			"signal":   func() (Latencies, error) { return MeasureSignalToHistory(ctx, c, observer, n) },
-			"query":    func() (Latencies, error) { return MeasureQueryRoundTrip(ctx, c, "", n) },
-			"update":   func() (Latencies, error) { return MeasureUpdateRoundTrip(ctx, c, "", n) },
-		} {
-			lat, err := measure()
-			require.NoError(t, err, name)
-			require.Len(t, lat, n, name)
-			for _, d := range lat {
-				require.Positive(t, d, name)
-			}
-		}
 	})
 
 	c.Close()
@@ -278,4 +260,12 @@ func TestStartHonoursContext(t *testing.T) {
 	cancel()
 	_, err := Start(ctx, Config{Port: AnyPort, DisableUI: true, Logger: testlog.New(t)})
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// uniqueName returns prefix with a random suffix, for task queues and
+// workflow IDs that no other test uses.
+func uniqueName(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
 }

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -68,32 +67,6 @@ func TestFreeColumnExhausted(t *testing.T) {
 	columns := map[string]enumspb.IndexedValueType{"Int01": enumspb.INDEXED_VALUE_TYPE_INT}
 	if _, err := freeColumn(columns, map[string]string{"Int01": "X"}, enumspb.INDEXED_VALUE_TYPE_INT); err == nil {
 		t.Error("freeColumn found a column where all are used")
-	}
-}
-
-func TestLatencies(t *testing.T) {
-	var lat Latencies
-	for i := 100; i >= 1; i-- { // unsorted on purpose
-		lat = append(lat, time.Duration(i)*time.Millisecond)
-	}
-	for _, tc := range []struct {
-		got, want time.Duration
-	}{
-		{lat.P50(), 50 * time.Millisecond},
-		{lat.P99(), 99 * time.Millisecond},
-		{lat.Percentile(100), 100 * time.Millisecond},
-		{lat.Percentile(0.1), time.Millisecond},
-		{lat.Mean(), 50500 * time.Microsecond},
-		{Latencies(nil).P50(), 0},
-		{Latencies(nil).Mean(), 0},
-		{Latencies{7}.P99(), 7},
-	} {
-		if tc.got != tc.want {
-			t.Errorf("got %v, want %v", tc.got, tc.want)
-		}
-	}
-	if lat[0] != 100*time.Millisecond {
-		t.Error("Percentile sorted the caller's slice")
 	}
 }
 

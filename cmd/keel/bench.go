@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/keelrun/keel/bench"
-	"github.com/keelrun/keel/live/natsserver"
 )
 
 const benchDesc = `Measures keel's overheads on this machine against bare Temporal round trips
@@ -25,14 +22,6 @@ own connections (via NATS, and via the in-process channel), and of durable
 events from their commit to that client. With --worker-process the worker
 whose deltas cross NATS is "keel worker" in a child process (this binary,
 re-executed), so they cross processes for real. Progress goes to stderr.`
-
-// benchConfig is what a bench measures.
-type benchConfig struct {
-	runs, steps   int
-	workerProcess bool
-	// progress receives one line per phase.
-	progress io.Writer
-}
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("bench", "keel bench [flags]", benchDesc)
@@ -50,7 +39,13 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// A step is the interval between two model turns.
 		return fs.usageError(stderr, "--steps must be at least 2, got %d", *steps)
 	}
-	rep, err := runBench(ctx, benchConfig{runs: *runs, steps: *steps, workerProcess: *workerProcess, progress: stderr})
+	opts := bench.Options{Runs: *runs, Steps: *steps, Progress: func(server, phase string) {
+		fmt.Fprintf(stderr, "keel bench: %s: %s\n", server, phase)
+	}}
+	if *workerProcess {
+		opts.WorkerProcess = startBenchWorker
+	}
+	rep, err := bench.Run(ctx, opts)
 	if err != nil {
 		return fail(stderr, "bench", err)
 	}
@@ -58,50 +53,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
-		if err := enc.Encode(rep.jsonReport()); err != nil {
+		if err := enc.Encode(benchJSON(rep)); err != nil {
 			return fail(stderr, "bench", err)
 		}
 		return exitOK
 	}
-	rep.writeTable(stdout)
+	writeBenchTable(stdout, rep)
 	return exitOK
-}
-
-// runBench measures on a tuned and on an untuned server, one after the
-// other, sharing one NATS server.
-func runBench(ctx context.Context, cfg benchConfig) (*benchReport, error) {
-	if cfg.progress == nil {
-		cfg.progress = io.Discard
-	}
-	dir, err := os.MkdirTemp("", "keel-bench-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	// The latency script goes to a file so a worker in another process
-	// resolves it too, as scripted:FILE.
-	script := filepath.Join(dir, "latency.json")
-	if err := os.WriteFile(script, []byte(bench.LatencyScript), 0o600); err != nil {
-		return nil, err
-	}
-	ns, err := natsserver.Start(natsserver.Options{Port: natsserver.RandomPort})
-	if err != nil {
-		return nil, fmt.Errorf("start NATS: %w", err)
-	}
-	defer ns.Shutdown()
-
-	rep := &benchReport{runs: cfg.runs, steps: cfg.steps, workerProcess: cfg.workerProcess, load: loadAverage()}
-	for _, tuned := range []bool{true, false} {
-		b := &serverBench{cfg: cfg, tuned: tuned, natsURL: ns.ClientURL(), model: "scripted:" + script, dir: dir}
-		figs, err := b.measure(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("%s server: %w", b.name(), err)
-		}
-		if tuned {
-			rep.tuned = figs
-		} else {
-			rep.untuned = figs
-		}
-	}
-	return rep, nil
 }

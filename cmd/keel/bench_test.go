@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/keelrun/keel/devserver"
+	"github.com/keelrun/keel/bench"
 )
 
 // TestBenchEndToEnd runs a small `keel bench` with the NATS worker in a
@@ -53,7 +53,7 @@ func TestBenchEndToEnd(t *testing.T) {
 			t.Errorf("no row matching %q in:\n%s", row, got)
 		}
 	}
-	if !strings.Contains(errOut.String(), "untuned: deltas via NATS from a `keel worker` child process") {
+	if !strings.Contains(errOut.String(), "keel bench: untuned: deltas via NATS from a worker in another process") {
 		t.Errorf("progress does not say a worker process carried the deltas:\n%s", errOut.String())
 	}
 }
@@ -62,22 +62,22 @@ func TestBenchEndToEnd(t *testing.T) {
 // and around each target's boundary, on figures made up for the purpose.
 func TestBenchVerdicts(t *testing.T) {
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
-	fig := func(p50, p99 float64) figure {
-		return figure{p50: ms(p50), p99: ms(p99), n: 10, samples: devserver.Latencies{ms(p50)}}
+	fig := func(p50, p99 float64) bench.Figure {
+		return bench.Figure{P50: ms(p50), P99: ms(p99), N: 10}
 	}
-	rep := &benchReport{
-		runs: 2, steps: 5,
-		tuned: serverFigures{
-			bare: fig(10, 20), modelStep: fig(15, 30), toolStep: fig(25, 40), query: fig(4, 8), update: fig(6, 9),
-			deltaNATS: fig(5, 25), deltaMemory: fig(0.1, 0.5), durable: fig(20, 40),
+	rep := &bench.Report{
+		Runs: 2, Steps: 5,
+		Tuned: bench.ServerFigures{
+			Bare: fig(10, 20), ModelStep: fig(15, 30), ToolStep: fig(25, 40), Query: fig(4, 8), Update: fig(6, 9),
+			DeltaNATS: fig(5, 25), DeltaMemory: fig(0.1, 0.5), Durable: fig(20, 40),
 		},
-		untuned: serverFigures{
-			bare: fig(40, 60), modelStep: fig(60.1, 90), toolStep: fig(100, 120), query: fig(5, 9), update: fig(45, 50),
-			deltaNATS: fig(5.01, 10), deltaMemory: fig(0.1, 25.5), durable: fig(50, 80),
+		Untuned: bench.ServerFigures{
+			Bare: fig(40, 60), ModelStep: fig(60.1, 90), ToolStep: fig(100, 120), Query: fig(5, 9), Update: fig(45, 50),
+			DeltaNATS: fig(5.01, 10), DeltaMemory: fig(0.1, 25.5), Durable: fig(50, 80),
 		},
 	}
 	var out bytes.Buffer
-	rep.writeTable(&out)
+	writeBenchTable(&out, rep)
 	lines := map[string]string{}
 	for _, l := range strings.Split(out.String(), "\n") {
 		if i := strings.Index(l, "  "); i > 0 {
@@ -111,7 +111,7 @@ func TestBenchVerdicts(t *testing.T) {
 	}
 
 	var got jsonReport
-	b, err := json.Marshal(rep.jsonReport())
+	b, err := json.Marshal(benchJSON(rep))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +136,8 @@ func TestBenchVerdicts(t *testing.T) {
 	}
 
 	// On the target is a pass on the untuned server too.
-	rep.untuned.modelStep = fig(60, 90)
-	if _, u := rep.verdicts(rep.rows()[2]); u != verdictPass {
-		t.Errorf("untuned model step ratio %.3f: verdict %s, want PASS", rep.untuned.modelRatio(), u)
+	rep.Untuned.ModelStep = fig(60, 90)
+	if _, u := rep.Verdicts(bench.Targets()[1]); u != bench.Pass {
+		t.Errorf("untuned model step ratio %.3f: verdict %s, want PASS", rep.Untuned.ModelRatio(), u)
 	}
 }

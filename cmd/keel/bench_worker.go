@@ -27,8 +27,17 @@ type benchWorker struct {
 }
 
 // startBenchWorker re-executes this binary as `keel worker --bench-tools`
-// against the bench's server and NATS, and returns once it polls.
-func startBenchWorker(ctx context.Context, address, namespace, natsURL, dir string) (*benchWorker, error) {
+// against the bench's server and NATS, and returns once it polls, with a
+// function that stops it (bench.Options.WorkerProcess).
+func startBenchWorker(ctx context.Context, address, namespace, natsURL, dir string) (stop func(), err error) {
+	w, err := startWorkerProcess(ctx, address, namespace, natsURL, dir)
+	if err != nil {
+		return nil, err
+	}
+	return w.stop, nil
+}
+
+func startWorkerProcess(ctx context.Context, address, namespace, natsURL, dir string) (*benchWorker, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find this binary to run a worker process: %w", err)

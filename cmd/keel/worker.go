@@ -12,6 +12,7 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/keelrun/keel/bench"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/worker"
 	"github.com/keelrun/keel/workflows"
@@ -78,7 +79,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		storeNote = cs.where
 	}
 	if *benchTools {
-		if opts.Tools, err = benchToolsOn(ws); err != nil {
+		if opts.Tools, err = bench.Tools(ws); err != nil {
 			return fail(stderr, "worker", err)
 		}
 	}

@@ -1,5 +1,6 @@
 // Package keeltest starts real keel stacks for tests: an embedded Temporal
-// server, workers and clients, all in process and cleaned up with the test.
+// server, an embedded NATS server and its connections, workers and
+// clients, all in process and cleaned up with the test.
 package keeltest
 
 import (
