@@ -1,6 +1,11 @@
-// Package bench measures keel's overheads against baselines taken on the
-// same embedded Temporal server in the same run, and reports ratios: the
-// per-step cost of the run loop against bare activity round trips, the
-// latency of deltas and durable events from their source to a client.
-// `go test -bench . ./bench/` and `keel bench` both use it.
+// Package bench is where keel measures itself: bare Temporal round trips
+// (activity, signal, query, update) as baselines, keel's model steps and
+// the latency of deltas and durable events from their source to a client,
+// the live channel alone, and `keel bench`'s whole table (Run, Targets),
+// each against a baseline taken on the same embedded Temporal server in
+// the same run, reported as ratios. `go test -bench . ./bench/`,
+// devserver's tuning benchmark and `keel bench` all use it; no library
+// package of keel imports it.
+//
+// MeasureActivityRoundTrip's example takes a baseline on a server of its own.
 package bench

@@ -15,9 +15,7 @@
 // ports, skips the Web UI, logs to the test and stops the server when the
 // test ends.
 //
-// The Measure functions time bare Temporal round trips (an activity, a
-// signal seen by a history long-poll, a query, an update) so that keel's own
-// overheads can be compared with them on the same server in the same run.
+// Package bench measures round trips on it; this package measures nothing.
 //
 // Stop releases every port and stops all of the server's work. A few idle
 // gRPC client connections that Temporal's services never close stay behind,
