@@ -11,32 +11,45 @@ import (
 // EventsAfter returns every durable event of the session after sequence
 // after, committed or from the active run, as of now.
 func (s *Session) EventsAfter(ctx context.Context, after int64) ([]keel.Envelope, error) {
-	var out []keel.Envelope
+	out, _, err := s.EventsPage(ctx, after, 0)
+	return out, err
+}
+
+// EventsPage is EventsAfter returning at most limit events (all of them
+// when limit <= 0); more reports that events after the page were there.
+// It stops reading the log once the page is full, so a reader can page
+// through a long session from any sequence.
+func (s *Session) EventsPage(ctx context.Context, after int64, limit int) (page []keel.Envelope, more bool, err error) {
 	f := &follower{c: s.c, session: s.id, after: after}
 	deliver := func(ev keel.Envelope) error {
-		if ev.Seq > f.after {
-			f.after = ev.Seq
-			out = append(out, ev)
+		if ev.Seq <= f.after {
+			return nil
 		}
+		if limit > 0 && len(page) == limit {
+			more = true
+			return errStop
+		}
+		f.after = ev.Seq
+		page = append(page, ev)
 		return nil
 	}
-	limit, err := s.c.committedNow(ctx, s.id)
+	committed, err := s.c.committedNow(ctx, s.id)
 	if err != nil {
-		return out, err
+		return page, false, err
 	}
-	active, err := f.readLog(ctx, s.id, limit, deliver)
-	if err != nil {
-		return out, err
+	active, err := f.readLog(ctx, s.id, committed, deliver)
+	if err != nil || more {
+		return page, more, stopped(err)
 	}
 	if active != nil {
-		if limit, err = s.c.committedNow(ctx, active.RunID); err != nil {
-			return out, err
+		if committed, err = s.c.committedNow(ctx, active.RunID); err != nil {
+			return page, false, err
 		}
-		if _, err := f.readLog(ctx, active.RunID, limit, deliver); err != nil {
-			return out, err
+		if _, err := f.readLog(ctx, active.RunID, committed, deliver); err != nil {
+			return page, more, stopped(err)
 		}
 	}
-	return out, nil
+	return page, more, nil
 }
 
 // EventsFrom replays the session's durable events after sequence after and
