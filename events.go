@@ -2,30 +2,36 @@ package keel
 
 import "encoding/json"
 
-// Wire names of the event types.
+// Wire names of the event types, grouped as the types below are: the run,
+// the model turn, tool calls, steering, host input and compaction. The
+// contract lists what each carries and when it is recorded
+// (docs/contract.md §1 and §2).
 const (
-	TypeRunStarted          = "run.started"
-	TypeStepStarted         = "step.started"
-	TypeToolProposed        = "tool.proposed"
-	TypeToolStarted         = "tool.started"
-	TypeToolUpdated         = "tool.updated"
-	TypeToolFinished        = "tool.finished"
-	TypeToolDetached        = "tool.detached"
-	TypeHostInputRequested  = "host_input.requested"
-	TypeHostInputResolved   = "host_input.resolved"
-	TypeSteeringAccepted    = "steering.accepted"
-	TypeSteeringApplied     = "steering.applied"
-	TypeSteeringDelivered   = "steering.delivered"
-	TypeSteeringRetracted   = "steering.retracted"
+	TypeRunStarted   = "run.started"
+	TypeStepStarted  = "step.started"
+	TypeRunCompleted = "run.completed"
+	TypeRunCancelled = "run.cancelled"
+	TypeRunFailed    = "run.failed"
+
 	TypeUsageUpdated        = "usage.updated"
 	TypeModelCallCompleted  = "model_call.completed"
 	TypeProviderStreamReset = "provider.stream_reset"
 	TypeProviderRetry       = "provider.request_retry"
+
+	TypeToolProposed = "tool.proposed"
+	TypeToolStarted  = "tool.started"
+	TypeToolFinished = "tool.finished"
+	TypeToolDetached = "tool.detached"
+
+	TypeSteeringAccepted  = "steering.accepted"
+	TypeSteeringApplied   = "steering.applied"
+	TypeSteeringRetracted = "steering.retracted"
+
+	TypeHostInputRequested = "host_input.requested"
+	TypeHostInputResolved  = "host_input.resolved"
+
 	TypeCompactionStarted   = "compaction.started"
 	TypeCompactionCompleted = "compaction.completed"
-	TypeRunCompleted        = "run.completed"
-	TypeRunCancelled        = "run.cancelled"
-	TypeRunFailed           = "run.failed"
 
 	// Ephemeral.
 	TypeTextDelta      = "text.delta"
@@ -37,31 +43,38 @@ const (
 func init() {
 	register[RunStarted](TypeRunStarted)
 	register[StepStarted](TypeStepStarted)
-	register[ToolProposed](TypeToolProposed)
-	register[ToolStarted](TypeToolStarted)
-	register[ToolUpdated](TypeToolUpdated)
-	register[ToolFinished](TypeToolFinished)
-	register[ToolDetached](TypeToolDetached)
-	register[HostInputRequested](TypeHostInputRequested)
-	register[HostInputResolved](TypeHostInputResolved)
-	register[SteeringAccepted](TypeSteeringAccepted)
-	register[SteeringApplied](TypeSteeringApplied)
-	register[SteeringDelivered](TypeSteeringDelivered)
-	register[SteeringRetracted](TypeSteeringRetracted)
+	register[RunCompleted](TypeRunCompleted)
+	register[RunCancelled](TypeRunCancelled)
+	register[RunFailed](TypeRunFailed)
+
 	register[UsageUpdated](TypeUsageUpdated)
 	register[ModelCallCompleted](TypeModelCallCompleted)
 	register[ProviderStreamReset](TypeProviderStreamReset)
 	register[ProviderRequestRetry](TypeProviderRetry)
+
+	register[ToolProposed](TypeToolProposed)
+	register[ToolStarted](TypeToolStarted)
+	register[ToolFinished](TypeToolFinished)
+	register[ToolDetached](TypeToolDetached)
+
+	register[SteeringAccepted](TypeSteeringAccepted)
+	register[SteeringApplied](TypeSteeringApplied)
+	register[SteeringRetracted](TypeSteeringRetracted)
+
+	register[HostInputRequested](TypeHostInputRequested)
+	register[HostInputResolved](TypeHostInputResolved)
+
 	register[CompactionStarted](TypeCompactionStarted)
 	register[CompactionCompleted](TypeCompactionCompleted)
-	register[RunCompleted](TypeRunCompleted)
-	register[RunCancelled](TypeRunCancelled)
-	register[RunFailed](TypeRunFailed)
+
 	register[TextDelta](TypeTextDelta)
 	register[ReasoningDelta](TypeReasoningDelta)
 	register[ToolCallDelta](TypeToolCallDelta)
 	register[ToolProgress](TypeToolProgress)
 }
+
+// The run: its first event, one per step, and exactly one of the three
+// terminal events.
 
 // RunStarted is the first event of every run.
 type RunStarted struct {
@@ -79,80 +92,35 @@ type StepStarted struct {
 	EstimatedContextTokens int `json:"estimated_context_tokens"`
 }
 
-// ToolProposed is a complete tool call from the model, before it runs.
-type ToolProposed struct {
-	ToolCallID string          `json:"tool_call_id"`
-	Name       string          `json:"name"`
-	Arguments  json.RawMessage `json:"arguments"`
-	Step       int             `json:"step"`
+// RunCompleted ends a run that finished its turn.
+type RunCompleted struct {
+	Revision int64  `json:"revision"`
+	Text     string `json:"text"`
+	Steps    int    `json:"steps"`
+	Usage    Usage  `json:"usage"`
 }
 
-// ToolStarted says a tool call began executing.
-type ToolStarted struct {
-	ToolCallID string `json:"tool_call_id"`
-	Name       string `json:"name"`
+// RunCancelled ends a cancelled run.
+type RunCancelled struct {
+	Revision int64 `json:"revision"`
 }
 
-// ToolUpdated is a durable progress note from a running tool.
-type ToolUpdated struct {
-	ToolCallID string `json:"tool_call_id"`
-	Name       string `json:"name"`
-	Message    string `json:"message"`
+// RunFailed ends a failed run. Message is sanitized.
+type RunFailed struct {
+	Code      Code   `json:"code"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+	Revision  int64  `json:"revision"`
 }
 
-// ToolFinished ends a tool call. Output is the result the model sees.
-type ToolFinished struct {
-	ToolCallID string     `json:"tool_call_id"`
-	Name       string     `json:"name"`
-	Status     ToolStatus `json:"status"`
-	Output     string     `json:"output"`
-	Duration   Duration   `json:"duration,omitempty"`
-}
+func (RunStarted) EventType() string   { return TypeRunStarted }
+func (StepStarted) EventType() string  { return TypeStepStarted }
+func (RunCompleted) EventType() string { return TypeRunCompleted }
+func (RunCancelled) EventType() string { return TypeRunCancelled }
+func (RunFailed) EventType() string    { return TypeRunFailed }
 
-// ToolDetached says an async tool call keeps running while the loop goes on.
-type ToolDetached struct {
-	ToolCallID string `json:"tool_call_id"`
-	Name       string `json:"name"`
-}
-
-// HostInputRequested is a question from a tool to the host. The session is
-// WaitingForHostInput while any request is open.
-type HostInputRequested struct {
-	RequestID  string          `json:"request_id"`
-	ToolCallID string          `json:"tool_call_id"`
-	Prompt     string          `json:"prompt"`
-	Schema     json.RawMessage `json:"schema,omitempty"`
-}
-
-// HostInputResolved says a host-input request got its answer (or was closed
-// by cancellation, with Interrupted set).
-type HostInputResolved struct {
-	RequestID   string `json:"request_id"`
-	ToolCallID  string `json:"tool_call_id"`
-	Interrupted bool   `json:"interrupted,omitempty"`
-}
-
-// SteeringAccepted says the run took a steering input; it enters history at
-// the next model-step boundary.
-type SteeringAccepted struct {
-	SteeringID string `json:"steering_id"`
-	Text       string `json:"text"`
-}
-
-// SteeringApplied says staged steering entered the conversation history.
-type SteeringApplied struct {
-	SteeringID string `json:"steering_id"`
-}
-
-// SteeringDelivered says a provider took staged steering inside a turn.
-type SteeringDelivered struct {
-	SteeringID string `json:"steering_id"`
-}
-
-// SteeringRetracted says staged steering was withdrawn before it applied.
-type SteeringRetracted struct {
-	SteeringID string `json:"steering_id"`
-}
+// The model turn: usage and metrics of each provider request, the reset and
+// retry of an abandoned attempt, and the ephemeral deltas of the stream.
 
 // UsageUpdated reports the usage of one physical provider request and the
 // run's running total. Abandoned attempts are reported too.
@@ -233,38 +201,6 @@ type ProviderRequestRetry struct {
 	Message    string            `json:"message"`
 }
 
-// CompactionStarted comes before the compactor is called.
-type CompactionStarted struct {
-	EstimatedContextTokens int `json:"estimated_context_tokens"`
-}
-
-// CompactionCompleted comes after replacement history was committed.
-type CompactionCompleted struct {
-	MessagesBefore int `json:"messages_before"`
-	MessagesAfter  int `json:"messages_after"`
-}
-
-// RunCompleted ends a run that finished its turn.
-type RunCompleted struct {
-	Revision int64  `json:"revision"`
-	Text     string `json:"text"`
-	Steps    int    `json:"steps"`
-	Usage    Usage  `json:"usage"`
-}
-
-// RunCancelled ends a cancelled run.
-type RunCancelled struct {
-	Revision int64 `json:"revision"`
-}
-
-// RunFailed ends a failed run. Message is sanitized.
-type RunFailed struct {
-	Code      Code   `json:"code"`
-	Message   string `json:"message"`
-	Retryable bool   `json:"retryable"`
-	Revision  int64  `json:"revision"`
-}
-
 // TextDelta is a piece of streamed assistant text (ephemeral). Chunk
 // boundaries are not stable; use RunCompleted for the final text.
 type TextDelta struct {
@@ -290,37 +226,116 @@ type ToolCallDelta struct {
 	Arguments string `json:"arguments,omitempty"`
 }
 
+func (UsageUpdated) EventType() string         { return TypeUsageUpdated }
+func (ModelCallCompleted) EventType() string   { return TypeModelCallCompleted }
+func (ProviderStreamReset) EventType() string  { return TypeProviderStreamReset }
+func (ProviderRequestRetry) EventType() string { return TypeProviderRetry }
+func (TextDelta) EventType() string            { return TypeTextDelta }
+func (ReasoningDelta) EventType() string       { return TypeReasoningDelta }
+func (ToolCallDelta) EventType() string        { return TypeToolCallDelta }
+
+// Tool calls: proposed, started, finished or detached, with ephemeral
+// progress notes while they run.
+
+// ToolProposed is a complete tool call from the model, before it runs.
+type ToolProposed struct {
+	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name"`
+	Arguments  json.RawMessage `json:"arguments"`
+	Step       int             `json:"step"`
+}
+
+// ToolStarted says a tool call began executing.
+type ToolStarted struct {
+	ToolCallID string `json:"tool_call_id"`
+	Name       string `json:"name"`
+}
+
+// ToolFinished ends a tool call. Output is the result the model sees.
+type ToolFinished struct {
+	ToolCallID string     `json:"tool_call_id"`
+	Name       string     `json:"name"`
+	Status     ToolStatus `json:"status"`
+	Output     string     `json:"output"`
+	Duration   Duration   `json:"duration,omitempty"`
+}
+
+// ToolDetached says an async tool call keeps running while the loop goes on.
+type ToolDetached struct {
+	ToolCallID string `json:"tool_call_id"`
+	Name       string `json:"name"`
+}
+
 // ToolProgress is an ephemeral progress note from a running tool.
 type ToolProgress struct {
 	ToolCallID string `json:"tool_call_id"`
 	Message    string `json:"message"`
 }
 
-// EventType implementations.
+func (ToolProposed) EventType() string { return TypeToolProposed }
+func (ToolStarted) EventType() string  { return TypeToolStarted }
+func (ToolFinished) EventType() string { return TypeToolFinished }
+func (ToolDetached) EventType() string { return TypeToolDetached }
+func (ToolProgress) EventType() string { return TypeToolProgress }
 
-func (RunStarted) EventType() string           { return TypeRunStarted }
-func (StepStarted) EventType() string          { return TypeStepStarted }
-func (ToolProposed) EventType() string         { return TypeToolProposed }
-func (ToolStarted) EventType() string          { return TypeToolStarted }
-func (ToolUpdated) EventType() string          { return TypeToolUpdated }
-func (ToolFinished) EventType() string         { return TypeToolFinished }
-func (ToolDetached) EventType() string         { return TypeToolDetached }
-func (HostInputRequested) EventType() string   { return TypeHostInputRequested }
-func (HostInputResolved) EventType() string    { return TypeHostInputResolved }
-func (SteeringAccepted) EventType() string     { return TypeSteeringAccepted }
-func (SteeringApplied) EventType() string      { return TypeSteeringApplied }
-func (SteeringDelivered) EventType() string    { return TypeSteeringDelivered }
-func (SteeringRetracted) EventType() string    { return TypeSteeringRetracted }
-func (UsageUpdated) EventType() string         { return TypeUsageUpdated }
-func (ModelCallCompleted) EventType() string   { return TypeModelCallCompleted }
-func (ProviderStreamReset) EventType() string  { return TypeProviderStreamReset }
-func (ProviderRequestRetry) EventType() string { return TypeProviderRetry }
-func (CompactionStarted) EventType() string    { return TypeCompactionStarted }
-func (CompactionCompleted) EventType() string  { return TypeCompactionCompleted }
-func (RunCompleted) EventType() string         { return TypeRunCompleted }
-func (RunCancelled) EventType() string         { return TypeRunCancelled }
-func (RunFailed) EventType() string            { return TypeRunFailed }
-func (TextDelta) EventType() string            { return TypeTextDelta }
-func (ReasoningDelta) EventType() string       { return TypeReasoningDelta }
-func (ToolCallDelta) EventType() string        { return TypeToolCallDelta }
-func (ToolProgress) EventType() string         { return TypeToolProgress }
+// Steering: accepted by the run, then applied at a step boundary or
+// retracted before it.
+
+// SteeringAccepted says the run took a steering input; it enters history at
+// the next model-step boundary.
+type SteeringAccepted struct {
+	SteeringID string `json:"steering_id"`
+	Text       string `json:"text"`
+}
+
+// SteeringApplied says staged steering entered the conversation history.
+type SteeringApplied struct {
+	SteeringID string `json:"steering_id"`
+}
+
+// SteeringRetracted says staged steering was withdrawn before it applied.
+type SteeringRetracted struct {
+	SteeringID string `json:"steering_id"`
+}
+
+func (SteeringAccepted) EventType() string  { return TypeSteeringAccepted }
+func (SteeringApplied) EventType() string   { return TypeSteeringApplied }
+func (SteeringRetracted) EventType() string { return TypeSteeringRetracted }
+
+// Host input: a tool's question to the host and its resolution.
+
+// HostInputRequested is a question from a tool to the host. The session is
+// WaitingForHostInput while any request is open.
+type HostInputRequested struct {
+	RequestID  string          `json:"request_id"`
+	ToolCallID string          `json:"tool_call_id"`
+	Prompt     string          `json:"prompt"`
+	Schema     json.RawMessage `json:"schema,omitempty"`
+}
+
+// HostInputResolved says a host-input request got its answer (or was closed
+// by cancellation, with Interrupted set).
+type HostInputResolved struct {
+	RequestID   string `json:"request_id"`
+	ToolCallID  string `json:"tool_call_id"`
+	Interrupted bool   `json:"interrupted,omitempty"`
+}
+
+func (HostInputRequested) EventType() string { return TypeHostInputRequested }
+func (HostInputResolved) EventType() string  { return TypeHostInputResolved }
+
+// Compaction: the history replaced by a summary.
+
+// CompactionStarted comes before the compactor is called.
+type CompactionStarted struct {
+	EstimatedContextTokens int `json:"estimated_context_tokens"`
+}
+
+// CompactionCompleted comes after replacement history was committed.
+type CompactionCompleted struct {
+	MessagesBefore int `json:"messages_before"`
+	MessagesAfter  int `json:"messages_after"`
+}
+
+func (CompactionStarted) EventType() string   { return TypeCompactionStarted }
+func (CompactionCompleted) EventType() string { return TypeCompactionCompleted }

@@ -2,6 +2,10 @@ package keel
 
 import "encoding/json"
 
+// This file holds a session's transcript: messages and their roles, the tool
+// calls a model asks for and the results that answer them, the tool specs a
+// model is offered, and the provider-neutral token estimate of a request.
+
 // Role says who wrote a message.
 type Role string
 
@@ -66,3 +70,31 @@ func UserMessage(text string) Message { return Message{Role: RoleUser, Content: 
 func ToolResultMessage(call ToolCall, status ToolStatus, output string) Message {
 	return Message{Role: RoleTool, ToolCallID: call.ID, ToolName: call.Name, ToolStatus: status, Content: output}
 }
+
+// EstimateTokens is a provider-neutral estimate of the tokens a request
+// takes: about four bytes a token for text and tool arguments, plus a few
+// tokens of framing per message. It is for display and thresholds only;
+// providers report the real count in usage.
+func EstimateTokens(system string, messages []Message) int {
+	n := bytesToTokens(len(system))
+	for _, m := range messages {
+		n += 4 + bytesToTokens(len(m.Content))
+		for _, c := range m.ToolCalls {
+			n += 4 + bytesToTokens(len(c.Name)+len(c.Arguments))
+		}
+	}
+	return n
+}
+
+// EstimateToolTokens estimates the tokens that tool specs take in a
+// request, by the same measure: their name, description and schema, plus
+// a few tokens of framing each.
+func EstimateToolTokens(specs []ToolSpec) int {
+	n := 0
+	for _, sp := range specs {
+		n += 8 + bytesToTokens(len(sp.Name)+len(sp.Description)+len(sp.Parameters))
+	}
+	return n
+}
+
+func bytesToTokens(b int) int { return (b + 3) / 4 }

@@ -1,5 +1,9 @@
 package keel
 
+// This file holds what a run comes to and what a session is doing: the
+// authoritative Outcome of a run and its status, the usage it counts, and
+// the session's observed state (docs/contract.md §3 and §10).
+
 // Outcome is the authoritative result of a run.
 type Outcome struct {
 	RunID    string    `json:"run_id"`
@@ -28,4 +32,68 @@ func (o Outcome) Err() error {
 		return o.Error
 	}
 	return &Error{Code: CodeInternal, Message: "run failed without a recorded error"}
+}
+
+// RunStatus is how a run ended, or that it has not.
+type RunStatus string
+
+// The statuses of a run.
+const (
+	StatusActive    RunStatus = "active"
+	StatusCompleted RunStatus = "completed"
+	StatusCancelled RunStatus = "cancelled"
+	StatusFailed    RunStatus = "failed"
+)
+
+// Usage counts tokens and physical provider requests.
+type Usage struct {
+	InputTokens      int64 `json:"input_tokens"`
+	OutputTokens     int64 `json:"output_tokens"`
+	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	// ReasoningTokens is the part of OutputTokens the provider reported as
+	// reasoning; OutputTokens always keeps the provider's full total.
+	ReasoningTokens int64 `json:"reasoning_tokens,omitempty"`
+	// Requests is the number of physical provider requests counted.
+	Requests int `json:"requests"`
+}
+
+// Add returns the sum of u and o.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{
+		InputTokens:      u.InputTokens + o.InputTokens,
+		OutputTokens:     u.OutputTokens + o.OutputTokens,
+		CacheReadTokens:  u.CacheReadTokens + o.CacheReadTokens,
+		CacheWriteTokens: u.CacheWriteTokens + o.CacheWriteTokens,
+		ReasoningTokens:  u.ReasoningTokens + o.ReasoningTokens,
+		Requests:         u.Requests + o.Requests,
+	}
+}
+
+// IsZero reports whether u counts nothing.
+func (u Usage) IsZero() bool { return u == Usage{} }
+
+// SessionState is what a session is doing. It is an observation, not a lock:
+// use run outcomes and revisions for decisions.
+type SessionState string
+
+// The states of a session. Completed and Failed stay until the next run
+// starts; a cancelled run returns the session to Idle. Terminated (and
+// Failed, for a session whose workflow itself failed) is final.
+const (
+	StateIdle                SessionState = "idle"
+	StateRunning             SessionState = "running"
+	StateWaitingForHostInput SessionState = "waiting_for_host_input"
+	StateCancelling          SessionState = "cancelling"
+	StateCompleted           SessionState = "completed"
+	StateFailed              SessionState = "failed"
+	// StateTerminated is a session whose workflow was stopped from
+	// outside (an operator, or a Temporal limit): it takes no more
+	// prompts, and its events and transcript stay readable.
+	StateTerminated SessionState = "terminated"
+)
+
+// Active reports whether a run is in progress in this state.
+func (s SessionState) Active() bool {
+	return s == StateRunning || s == StateWaitingForHostInput || s == StateCancelling
 }

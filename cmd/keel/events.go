@@ -110,8 +110,6 @@ func eventSummary(env keel.Envelope) string {
 		return fmt.Sprintf("%s %s · %s", sanitizeLine(e.Name), compactArgs(e.Arguments), sanitizeLine(e.ToolCallID))
 	case keel.ToolStarted:
 		return fmt.Sprintf("%s · %s", sanitizeLine(e.Name), sanitizeLine(e.ToolCallID))
-	case keel.ToolUpdated:
-		return fmt.Sprintf("%s · %s", sanitizeLine(e.Name), quote(e.Message))
 	case keel.ToolDetached:
 		return fmt.Sprintf("%s · %s", sanitizeLine(e.Name), sanitizeLine(e.ToolCallID))
 	case keel.ToolFinished:
@@ -131,8 +129,6 @@ func eventSummary(env keel.Envelope) string {
 	case keel.SteeringAccepted:
 		return fmt.Sprintf("%s · %s", sanitizeLine(e.SteeringID), quote(e.Text))
 	case keel.SteeringApplied:
-		return sanitizeLine(e.SteeringID)
-	case keel.SteeringDelivered:
 		return sanitizeLine(e.SteeringID)
 	case keel.SteeringRetracted:
 		return sanitizeLine(e.SteeringID)

@@ -127,8 +127,6 @@ func (r *renderer) Render(env keel.Envelope) {
 		r.line(styleDim, "· step %d (~%d context tokens)", e.Step, e.EstimatedContextTokens)
 	case keel.ToolProposed:
 		r.line(styleCyan, "┌ %s %s", sanitizeLine(e.Name), compactArgs(e.Arguments))
-	case keel.ToolUpdated:
-		r.line(styleDim, "│ %s: %s", sanitizeLine(e.Name), sanitizeLine(e.Message))
 	case keel.ToolProgress:
 		r.line(styleDim, "│ %s", sanitizeLine(e.Message))
 	case keel.ToolDetached:
@@ -154,8 +152,6 @@ func (r *renderer) Render(env keel.Envelope) {
 		r.line(styleYellow, "» steering: %s", truncate(firstLine(e.Text), cardLineRunes))
 	case keel.SteeringApplied:
 		r.line(styleDim, "» steering %s applied", sanitizeLine(e.SteeringID))
-	case keel.SteeringDelivered:
-		r.line(styleDim, "» steering %s delivered", sanitizeLine(e.SteeringID))
 	case keel.SteeringRetracted:
 		r.line(styleDim, "» steering %s retracted", sanitizeLine(e.SteeringID))
 	case keel.ProviderStreamReset:

@@ -78,8 +78,8 @@ var renderCases = []struct {
 	build func(b *events)
 }{
 	{
-		// Streamed text, a tool card with long output, step boundaries and
-		// the usage summary.
+		// Streamed text, a tool card with a progress note and long output,
+		// step boundaries and the usage summary.
 		name: "tool_run",
 		build: func(b *events) {
 			b.durable(keel.RunStarted{Number: 1, Revision: 0, Prompt: "Tour the\nworkspace", Model: "scripted:demo"},
@@ -88,10 +88,10 @@ var renderCases = []struct {
 			b.durable(keel.UsageUpdated{Step: 1, Attempt: 1, Usage: usage(412, 38, 1), Total: usage(412, 38, 1)},
 				keel.ModelCallCompleted{Step: 1, Attempt: 1},
 				keel.ToolProposed{ToolCallID: "c1", Name: "list_files", Arguments: args(`{ "path" : "." }`), Step: 1},
-				keel.ToolStarted{ToolCallID: "c1", Name: "list_files"},
-				keel.ToolUpdated{ToolCallID: "c1", Name: "list_files", Message: "scanning"},
-				keel.ToolFinished{ToolCallID: "c1", Name: "list_files", Status: keel.ToolOK,
-					Output: "a.txt\nb.txt\n\tc.txt\nd/\ne.txt\nf.txt\n", Duration: dur(3200 * time.Microsecond)},
+				keel.ToolStarted{ToolCallID: "c1", Name: "list_files"})
+			b.delta(keel.ToolProgress{ToolCallID: "c1", Message: "scanning"})
+			b.durable(keel.ToolFinished{ToolCallID: "c1", Name: "list_files", Status: keel.ToolOK,
+				Output: "a.txt\nb.txt\n\tc.txt\nd/\ne.txt\nf.txt\n", Duration: dur(3200 * time.Microsecond)},
 				keel.StepStarted{Step: 2, EstimatedContextTokens: 530})
 			b.text(2, 1, "All done: ", "six files.")
 			b.durable(keel.UsageUpdated{Step: 2, Attempt: 1, Usage: usage(521, 21, 1), Total: usage(933, 59, 2)},
