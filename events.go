@@ -2,10 +2,7 @@ package keel
 
 import "encoding/json"
 
-// Wire names of the event types, grouped as the types below are: the run,
-// the model turn, tool calls, steering, host input and compaction. The
-// contract lists what each carries and when it is recorded
-// (docs/contract.md §1 and §2).
+// Wire names of the event types.
 const (
 	TypeRunStarted   = "run.started"
 	TypeStepStarted  = "step.started"
@@ -40,6 +37,9 @@ const (
 	TypeToolProgress   = "tool.progress"
 )
 
+// init registers every type for Envelope.Event, in the groups the types
+// below follow: the run, the model turn, tool calls, steering, host input
+// and compaction (docs/contract.md §1.3 and §1.4).
 func init() {
 	register[RunStarted](TypeRunStarted)
 	register[StepStarted](TypeStepStarted)
