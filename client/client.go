@@ -19,7 +19,7 @@ import (
 
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/live"
-	"github.com/keelrun/keel/store"
+	"github.com/keelrun/keel/store/claimcheck"
 )
 
 // Options configures a Client. Every field is optional.
@@ -48,7 +48,7 @@ type Options struct {
 	// DataConverter decodes what workers wrote. Workers move large values
 	// to a content store and leave references in Temporal; give the client
 	// a converter whose codec can read them: store.NewDataConverter over
-	// the workers' store, or over store.NewRemoteCodec for keel's codec
+	// the workers' store, or over claimcheck.NewRemoteCodec for keel's codec
 	// endpoint. With Options.Temporal it must be that client's converter.
 	// Optional; default: Temporal's, asking the codec endpoint at
 	// $KEEL_CODEC_ENDPOINT, else DefaultCodecEndpoint (keel dev's), for
@@ -72,7 +72,7 @@ func defaultDataConverter() converter.DataConverter {
 	if endpoint == "" {
 		endpoint = DefaultCodecEndpoint
 	}
-	return store.NewRemoteDataConverter(endpoint)
+	return claimcheck.NewRemoteDataConverter(endpoint)
 }
 
 // Client talks to keel through Temporal.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
-	"github.com/keelrun/keel/store"
+	"github.com/keelrun/keel/store/claimcheck"
 )
 
 // segment reads a segment of a session's durable log from the content
@@ -14,7 +14,7 @@ import (
 // from the store, or from a codec endpoint that can reach it.
 func (c *Client) segment(ctx context.Context, seg api.EventSegment) ([]keel.Envelope, error) {
 	var evs []keel.Envelope
-	if err := c.dc.FromPayload(store.Reference(store.Key(seg.Key), seg.Size), &evs); err != nil {
+	if err := c.dc.FromPayload(claimcheck.Reference(claimcheck.Key(seg.Key), seg.Size), &evs); err != nil {
 		return nil, fmt.Errorf("keel: events %d..%d are in the content store and could not be read "+
 			"(give the client the worker's store or its codec endpoint): %w", seg.First, seg.Last, err)
 	}

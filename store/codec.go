@@ -8,6 +8,8 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/keelrun/keel/store/claimcheck"
 )
 
 // Defaults for CodecOptions.
@@ -60,14 +62,6 @@ func NewDataConverter(c *Codec) converter.DataConverter {
 	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
 }
 
-// NewRemoteDataConverter returns Temporal's default data converter that
-// decodes references through the codec endpoint at endpoint (see
-// NewRemoteCodec), for readers that cannot reach the store.
-func NewRemoteDataConverter(endpoint string) converter.DataConverter {
-	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(),
-		NewRemoteCodec(endpoint, RemoteOptions{}))
-}
-
 // marshal is deterministic so that equal payloads (maps included) give equal
 // bytes, hence equal keys.
 var marshal = proto.MarshalOptions{Deterministic: true}
@@ -81,7 +75,7 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
 		out[i] = p
-		if p == nil || IsReference(p) || proto.Size(p) <= c.threshold {
+		if p == nil || claimcheck.IsReference(p) || proto.Size(p) <= c.threshold {
 			continue
 		}
 		ref, err := c.PutPayload(ctx, p)
@@ -105,7 +99,7 @@ func (c *Codec) PutPayload(ctx context.Context, p *commonpb.Payload) (*commonpb.
 	if err != nil {
 		return nil, err
 	}
-	return Reference(key, len(data)), nil
+	return claimcheck.Reference(key, len(data)), nil
 }
 
 // Decode replaces each reference with the payload it names, verified
@@ -116,10 +110,10 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
 		out[i] = p
-		if !IsReference(p) {
+		if !claimcheck.IsReference(p) {
 			continue
 		}
-		key, _, err := ParseReference(p)
+		key, _, err := claimcheck.ParseReference(p)
 		if err != nil {
 			return nil, err
 		}

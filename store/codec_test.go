@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/keelrun/keel/store/claimcheck"
 )
 
 func TestCodecRoundTrip(t *testing.T) {
@@ -33,12 +35,12 @@ func TestCodecRoundTrip(t *testing.T) {
 			if !tc.offload {
 				require.Same(t, tc.payload, encoded[0], "small payloads pass unchanged")
 			} else {
-				require.True(t, IsReference(encoded[0]))
+				require.True(t, claimcheck.IsReference(encoded[0]))
 				require.Less(t, proto.Size(encoded[0]), 200, "a reference is small")
-				key, size, err := ParseReference(encoded[0])
+				key, size, err := claimcheck.ParseReference(encoded[0])
 				require.NoError(t, err)
 				require.Equal(t, proto.Size(tc.payload), size)
-				require.Equal(t, KeyOf(mustMarshal(t, tc.payload)), key)
+				require.Equal(t, claimcheck.KeyOf(mustMarshal(t, tc.payload)), key)
 			}
 			decoded, err := c.Decode(encoded)
 			require.NoError(t, err)
@@ -62,7 +64,7 @@ func TestCodecThreshold(t *testing.T) {
 	encoded, err := c.Encode([]*commonpb.Payload{at, above})
 	require.NoError(t, err)
 	require.Same(t, at, encoded[0], "a payload of exactly the threshold stays inline")
-	require.True(t, IsReference(encoded[1]), "one byte more is offloaded")
+	require.True(t, claimcheck.IsReference(encoded[1]), "one byte more is offloaded")
 }
 
 func TestCodecDeterministic(t *testing.T) {
@@ -89,7 +91,7 @@ func TestCodecPassesReferencesAndMixedBatches(t *testing.T) {
 	encoded, err := c.Encode([]*commonpb.Payload{small, large, small})
 	require.NoError(t, err)
 	require.Same(t, small, encoded[0])
-	require.True(t, IsReference(encoded[1]))
+	require.True(t, claimcheck.IsReference(encoded[1]))
 	require.Same(t, small, encoded[2])
 
 	twice, err := c.Encode(encoded)
@@ -111,17 +113,17 @@ func TestPutPayloadAndReference(t *testing.T) {
 
 	ref, err := c.PutPayload(ctx, small)
 	require.NoError(t, err)
-	require.True(t, IsReference(ref), "PutPayload offloads whatever the size")
+	require.True(t, claimcheck.IsReference(ref), "PutPayload offloads whatever the size")
 
 	// A process holding only the key builds the same reference.
 	data := mustMarshal(t, small)
 	key, err := s.Put(ctx, data)
 	require.NoError(t, err)
-	require.True(t, proto.Equal(ref, Reference(key, len(data))))
+	require.True(t, proto.Equal(ref, claimcheck.Reference(key, len(data))))
 	require.Equal(t, `{"key":"`+string(key)+`","size":`+strconv.Itoa(len(data))+`}`, string(ref.Data))
-	require.Equal(t, map[string][]byte{"encoding": []byte(EncodingClaimCheck)}, ref.Metadata)
+	require.Equal(t, map[string][]byte{"encoding": []byte(claimcheck.EncodingClaimCheck)}, ref.Metadata)
 
-	decoded, err := c.Decode([]*commonpb.Payload{Reference(key, len(data))})
+	decoded, err := c.Decode([]*commonpb.Payload{claimcheck.Reference(key, len(data))})
 	require.NoError(t, err)
 	require.True(t, proto.Equal(small, decoded[0]))
 }
@@ -134,16 +136,16 @@ func TestCodecFailures(t *testing.T) {
 	ref, err := c.PutPayload(ctx, jsonPayload(t, 1))
 	require.NoError(t, err)
 
-	_, err = c.Decode([]*commonpb.Payload{Reference(KeyOf([]byte("gone")), 10)})
+	_, err = c.Decode([]*commonpb.Payload{claimcheck.Reference(claimcheck.KeyOf([]byte("gone")), 10)})
 	require.ErrorIs(t, err, ErrNotFound)
 
-	bad := Reference("sha256:nope", 1)
+	bad := claimcheck.Reference("sha256:nope", 1)
 	_, err = c.Decode([]*commonpb.Payload{bad})
 	require.ErrorIs(t, err, ErrInvalidReference)
 
 	notPayload, err := s.Put(ctx, []byte{0xff, 0xff, 0xff})
 	require.NoError(t, err)
-	_, err = c.Decode([]*commonpb.Payload{Reference(notPayload, 3)})
+	_, err = c.Decode([]*commonpb.Payload{claimcheck.Reference(notPayload, 3)})
 	require.ErrorIs(t, err, ErrInvalidReference)
 
 	require.NoError(t, s.Close())
@@ -158,7 +160,7 @@ func TestDataConverter(t *testing.T) {
 	value := strings.Repeat("long answer ", 1000)
 	p, err := dc.ToPayload(value)
 	require.NoError(t, err)
-	require.True(t, IsReference(p))
+	require.True(t, claimcheck.IsReference(p))
 	var got string
 	require.NoError(t, dc.FromPayload(p, &got))
 	require.Equal(t, value, got)

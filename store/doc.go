@@ -25,10 +25,10 @@
 //
 // Processes that cannot reach the store (a CLI, the Temporal Web UI) decode
 // through an HTTP endpoint served by Codec.Handler, the UI directly and Go
-// programs with NewRemoteCodec:
+// programs with package claimcheck, which holds the reference format and
+// the remote codec without any blob-storage dependency:
 //
 //	http.Handle("/codec/", codec.Handler(store.HandlerOptions{AllowOrigin: "http://localhost:8233"}))
 //
-//	remote := store.NewRemoteCodec("http://worker:8080/codec", store.RemoteOptions{})
-//	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), remote)
+//	dc := claimcheck.NewRemoteDataConverter("http://worker:8080/codec")
 package store

@@ -1,17 +1,22 @@
 package store
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/keelrun/keel/store/claimcheck"
+)
 
 // Sentinel errors. Every error the package returns wraps one of them (test
 // with errors.Is) and, where there is one, the cause; its message names the
 // store's URL without secrets and the key involved, so a log line alone
-// says which value failed where.
+// says which value failed where. ErrInvalidKey, ErrUnreachable,
+// ErrInvalidReference and ErrEndpoint are package claimcheck's values.
 var (
 	// ErrInvalidURL: Open was given a URL it cannot use (unknown scheme,
 	// credentials embedded in the URL, a driver parameter it rejects).
 	ErrInvalidURL = errors.New("store: invalid URL")
 	// ErrInvalidKey: a key is not "sha256:" followed by 64 lowercase hex digits.
-	ErrInvalidKey = errors.New("store: invalid key")
+	ErrInvalidKey = claimcheck.ErrInvalidKey
 	// ErrNotFound: no value is stored under the key.
 	ErrNotFound = errors.New("store: not found")
 	// ErrCorrupt: the bytes read do not hash to their key. Values are never
@@ -22,29 +27,11 @@ var (
 	// written: network failure, missing bucket, denied access, a closed
 	// Store, a timeout. The value was neither lost nor replaced; the caller
 	// fails and may retry.
-	ErrUnreachable = errors.New("store: unreachable")
+	ErrUnreachable = claimcheck.ErrUnreachable
 	// ErrInvalidReference: a payload marked as a claim-check reference does
 	// not hold a well-formed reference.
-	ErrInvalidReference = errors.New("store: invalid claim-check reference")
+	ErrInvalidReference = claimcheck.ErrInvalidReference
 	// ErrEndpoint: a remote codec endpoint answered, but with an error or
 	// with payloads it had not decoded.
-	ErrEndpoint = errors.New("store: codec endpoint failed")
+	ErrEndpoint = claimcheck.ErrEndpoint
 )
-
-// detailError carries a message of its own while unwrapping to a sentinel
-// and a cause, for the few errors whose wording should not start with the
-// sentinel's text.
-type detailError struct {
-	msg   string
-	kind  error
-	cause error
-}
-
-func (e *detailError) Error() string {
-	if e.cause == nil {
-		return e.msg
-	}
-	return e.msg + ": " + e.cause.Error()
-}
-
-func (e *detailError) Unwrap() []error { return []error{e.kind, e.cause} }

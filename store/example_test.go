@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/keelrun/keel/store"
+	"github.com/keelrun/keel/store/claimcheck"
 )
 
 func ExampleNewCodec() {
@@ -24,7 +25,7 @@ func ExampleNewCodec() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(string(p.Metadata[converter.MetadataEncoding]), store.IsReference(p))
+	fmt.Println(string(p.Metadata[converter.MetadataEncoding]), claimcheck.IsReference(p))
 
 	// ...and comes back whole.
 	var back string

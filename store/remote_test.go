@@ -11,6 +11,8 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/keelrun/keel/store/claimcheck"
 )
 
 const uiOrigin = "http://localhost:8233"
@@ -31,12 +33,12 @@ func TestRemoteCodec(t *testing.T) {
 	worker := NewCodec(open(t, "mem://"), CodecOptions{})
 	srv, requests := codecServer(t, worker.Handler(HandlerOptions{AllowOrigin: uiOrigin}))
 	client := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(),
-		NewRemoteCodec(srv.URL+"/", RemoteOptions{}))
+		claimcheck.NewRemoteCodec(srv.URL+"/", claimcheck.RemoteOptions{}))
 
 	value := strings.Repeat("a long tool result ", 500)
 	ref, err := NewDataConverter(worker).ToPayload(value)
 	require.NoError(t, err)
-	require.True(t, IsReference(ref))
+	require.True(t, claimcheck.IsReference(ref))
 	var got string
 	require.NoError(t, client.FromPayload(ref, &got))
 	require.Equal(t, value, got)
@@ -45,7 +47,7 @@ func TestRemoteCodec(t *testing.T) {
 	// Plain payloads never reach the endpoint, either way.
 	plain, err := client.ToPayload(value)
 	require.NoError(t, err)
-	require.False(t, IsReference(plain), "clients do not offload")
+	require.False(t, claimcheck.IsReference(plain), "clients do not offload")
 	require.NoError(t, client.FromPayload(plain, &got))
 	require.Equal(t, value, got)
 	require.EqualValues(t, 1, requests.Load())
@@ -54,7 +56,7 @@ func TestRemoteCodec(t *testing.T) {
 	small, large := jsonPayload(t, 5), jsonPayload(t, 20<<10)
 	encoded, err := worker.Encode([]*commonpb.Payload{small, large, small, ref})
 	require.NoError(t, err)
-	decoded, err := NewRemoteCodec(srv.URL, RemoteOptions{}).Decode(encoded)
+	decoded, err := claimcheck.NewRemoteCodec(srv.URL, claimcheck.RemoteOptions{}).Decode(encoded)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, requests.Load())
 	require.Same(t, small, decoded[0])
@@ -68,25 +70,25 @@ func TestRemoteCodecFailures(t *testing.T) {
 	worker := NewCodec(open(t, "mem://"), CodecOptions{})
 	ref, err := worker.PutPayload(t.Context(), jsonPayload(t, 1))
 	require.NoError(t, err)
-	key, _, err := ParseReference(ref)
+	key, _, err := claimcheck.ParseReference(ref)
 	require.NoError(t, err)
 	refs := []*commonpb.Payload{ref}
 
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
-	_, err = NewRemoteCodec(gone.URL, RemoteOptions{}).Decode(refs)
+	_, err = claimcheck.NewRemoteCodec(gone.URL, claimcheck.RemoteOptions{}).Decode(refs)
 	require.ErrorIs(t, err, ErrUnreachable)
 	require.ErrorContains(t, err, "store: decode claim-check "+string(key)+" through codec endpoint "+gone.URL+": ")
 
 	// An endpoint whose store lacks the value.
 	other, _ := codecServer(t, NewCodec(open(t, "mem://"), CodecOptions{}).Handler(HandlerOptions{}))
-	_, err = NewRemoteCodec(other.URL, RemoteOptions{}).Decode(refs)
+	_, err = claimcheck.NewRemoteCodec(other.URL, claimcheck.RemoteOptions{}).Decode(refs)
 	require.ErrorIs(t, err, ErrEndpoint)
 	require.ErrorContains(t, err, ErrNotFound.Error())
 
 	// An endpoint with no claim-check codec echoes the reference.
 	echo, _ := codecServer(t, converter.NewPayloadCodecHTTPHandler())
-	_, err = NewRemoteCodec(echo.URL, RemoteOptions{}).Decode(refs)
+	_, err = claimcheck.NewRemoteCodec(echo.URL, claimcheck.RemoteOptions{}).Decode(refs)
 	require.ErrorIs(t, err, ErrEndpoint)
 	require.ErrorContains(t, err, "undecoded")
 }

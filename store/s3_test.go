@@ -13,6 +13,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/keelrun/keel/store/claimcheck"
 	"github.com/keelrun/keel/store/storetest"
 )
 
@@ -38,14 +39,14 @@ func TestS3(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []byte("over the wire"), got)
 
-	_, err = s.Get(ctx, KeyOf([]byte("never stored")))
+	_, err = s.Get(ctx, claimcheck.KeyOf([]byte("never stored")))
 	require.ErrorIs(t, err, ErrNotFound)
 
 	c := NewCodec(s, CodecOptions{})
 	large := jsonPayload(t, 100<<10)
 	encoded, err := c.Encode([]*commonpb.Payload{large})
 	require.NoError(t, err)
-	require.True(t, IsReference(encoded[0]))
+	require.True(t, claimcheck.IsReference(encoded[0]))
 	decoded, err := c.Decode(encoded)
 	require.NoError(t, err)
 	require.True(t, proto.Equal(large, decoded[0]))
@@ -54,7 +55,7 @@ func TestS3(t *testing.T) {
 	// that the fake forgets the checksum of the original upload, which the
 	// AWS SDK would otherwise check before the store does.
 	damaged := []byte("not what was written")
-	path := prefix + key.digest()
+	path := prefix + key.Digest()
 	_, err = backend.DeleteObject("keel", path)
 	require.NoError(t, err)
 	_, err = backend.PutObject("keel", path, map[string]string{}, bytes.NewReader(damaged), int64(len(damaged)), nil)
@@ -88,7 +89,7 @@ func TestS3MissingBucket(t *testing.T) {
 	require.ErrorIs(t, s.Check(ctx), ErrUnreachable)
 	_, err := s.Put(ctx, []byte("v"))
 	require.ErrorIs(t, err, ErrUnreachable)
-	_, err = s.Get(ctx, KeyOf([]byte("v")))
+	_, err = s.Get(ctx, claimcheck.KeyOf([]byte("v")))
 	require.ErrorIs(t, err, ErrUnreachable, "a missing bucket is not a missing value")
 	require.NotErrorIs(t, err, ErrNotFound)
 }

@@ -9,6 +9,8 @@ import (
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+
+	"github.com/keelrun/keel/store/claimcheck"
 )
 
 // prefix is where values live inside the bucket, so a store can share a
@@ -40,7 +42,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	safe := redact(u)
+	safe := claimcheck.RedactURL(u)
 	b, err := openBucket(ctx, u, safe)
 	if err != nil {
 		return nil, err
@@ -76,9 +78,9 @@ func (s *Store) Check(ctx context.Context) error {
 // Put stores data and returns its key. Storing bytes that are already
 // there writes nothing: values are immutable, and the same bytes always
 // have the same key.
-func (s *Store) Put(ctx context.Context, data []byte) (Key, error) {
-	key := KeyOf(data)
-	path := prefix + key.digest()
+func (s *Store) Put(ctx context.Context, data []byte) (claimcheck.Key, error) {
+	key := claimcheck.KeyOf(data)
+	path := prefix + key.Digest()
 	exists, err := s.bucket.Exists(ctx, path)
 	if err != nil {
 		return "", s.fail("put", key, err)
@@ -99,16 +101,16 @@ func (s *Store) Put(ctx context.Context, data []byte) (Key, error) {
 // Get returns the value stored under key after checking that it hashes to
 // key. A missing value fails with ErrNotFound, a damaged one with
 // ErrCorrupt.
-func (s *Store) Get(ctx context.Context, key Key) ([]byte, error) {
-	if _, err := ParseKey(string(key)); err != nil {
+func (s *Store) Get(ctx context.Context, key claimcheck.Key) ([]byte, error) {
+	if _, err := claimcheck.ParseKey(string(key)); err != nil {
 		return nil, err
 	}
-	data, err := s.bucket.ReadAll(ctx, prefix+key.digest())
+	data, err := s.bucket.ReadAll(ctx, prefix+key.Digest())
 	if err != nil {
 		return nil, s.fail("get", key, err)
 	}
 	sum := sha256.Sum256(data)
-	if got := hex.EncodeToString(sum[:]); got != key.digest() {
+	if got := hex.EncodeToString(sum[:]); got != key.Digest() {
 		return nil, fmt.Errorf("%w: get %s from %s: the %d bytes read hash to sha256:%s",
 			ErrCorrupt, key, s.url, len(data), got)
 	}
@@ -119,7 +121,7 @@ func (s *Store) Get(ctx context.Context, key Key) ([]byte, error) {
 // ErrNotFound; every other failure, a missing bucket included, means the
 // store could not do its job, which a caller must not mistake for an
 // absent value.
-func (s *Store) fail(op string, key Key, err error) error {
+func (s *Store) fail(op string, key claimcheck.Key, err error) error {
 	kind, prep := ErrUnreachable, "from"
 	if op == "put" {
 		prep = "to"

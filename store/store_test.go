@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/keelrun/keel/store/claimcheck"
 )
 
 func TestStore(t *testing.T) {
@@ -26,7 +28,7 @@ func TestStore(t *testing.T) {
 
 			key, err := s.Put(ctx, value)
 			require.NoError(t, err)
-			require.Equal(t, KeyOf(value), key, "the key is the hash of the bytes")
+			require.Equal(t, claimcheck.KeyOf(value), key, "the key is the hash of the bytes")
 			require.True(t, strings.HasPrefix(string(key), "sha256:"))
 
 			again, err := s.Put(ctx, append([]byte(nil), value...))
@@ -41,7 +43,7 @@ func TestStore(t *testing.T) {
 			require.NoError(t, err)
 			require.NotEqual(t, key, other)
 
-			missing := KeyOf([]byte("never stored"))
+			missing := claimcheck.KeyOf([]byte("never stored"))
 			_, err = s.Get(ctx, missing)
 			require.ErrorIs(t, err, ErrNotFound)
 			require.ErrorContains(t, err, string(missing))
@@ -60,7 +62,7 @@ func TestFileCorruption(t *testing.T) {
 	key, err := s.Put(ctx, []byte("the original bytes"))
 	require.NoError(t, err)
 
-	path := filepath.Join(dir, "keel", "sha256", key.digest())
+	path := filepath.Join(dir, "keel", "sha256", key.Digest())
 	require.FileExists(t, path)
 	require.NoError(t, os.WriteFile(path, []byte("the damaged bytes!"), 0o644))
 
@@ -83,7 +85,7 @@ func TestFileLayout(t *testing.T) {
 		}
 		return err
 	}))
-	require.Equal(t, []string{"keel/sha256/" + key.digest()}, files,
+	require.Equal(t, []string{"keel/sha256/" + key.Digest()}, files,
 		"one file per value: no attribute sidecars or leftover temporary files")
 }
 
@@ -130,12 +132,12 @@ func TestRedact(t *testing.T) {
 	} {
 		u, err := parseURL(tc.in)
 		require.NoError(t, err)
-		require.Equal(t, tc.want, redact(u))
+		require.Equal(t, tc.want, claimcheck.RedactURL(u))
 	}
 }
 
 func TestParseKey(t *testing.T) {
-	good := string(KeyOf([]byte("x")))
+	good := string(claimcheck.KeyOf([]byte("x")))
 	for _, tc := range []struct {
 		in string
 		ok bool
@@ -148,7 +150,7 @@ func TestParseKey(t *testing.T) {
 		{"md5:" + good[7:], false},
 		{"", false},
 	} {
-		_, err := ParseKey(tc.in)
+		_, err := claimcheck.ParseKey(tc.in)
 		if tc.ok {
 			require.NoError(t, err, tc.in)
 		} else {

@@ -11,6 +11,8 @@ import (
 	"gocloud.dev/blob/fileblob"
 	"gocloud.dev/blob/memblob"
 	"gocloud.dev/blob/s3blob"
+
+	"github.com/keelrun/keel/store/claimcheck"
 )
 
 // parseURL turns what Open was given into a URL. A string without a scheme
@@ -31,35 +33,6 @@ func parseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// secretParam reports whether a query parameter looks like a credential.
-// The drivers take credentials from the environment or a profile only, so
-// such a parameter is refused rather than passed on, and it is never
-// written to a log.
-func secretParam(name string) bool {
-	n := strings.ToLower(name)
-	for _, s := range []string{"secret", "password", "token", "credential", "signature", "access_key"} {
-		if strings.Contains(n, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// redact returns u for logs and error messages: no user info and no
-// credential-like query parameters.
-func redact(u *url.URL) string {
-	c := *u
-	c.User = nil
-	q := c.Query()
-	for name := range q {
-		if secretParam(name) {
-			q.Del(name)
-		}
-	}
-	c.RawQuery = q.Encode()
-	return c.String()
-}
-
 // openBucket opens the bucket u names with one of the three supported
 // drivers. Each call gets its own opener because s3blob's opener keeps
 // per-URL options in itself.
@@ -69,7 +42,7 @@ func openBucket(ctx context.Context, u *url.URL, safe string) (*blob.Bucket, err
 			"use the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or a profile", ErrInvalidURL, safe)
 	}
 	for name := range u.Query() {
-		if secretParam(name) {
+		if claimcheck.SecretParam(name) {
 			return nil, fmt.Errorf("%w: %s: query parameter %q looks like a credential; "+
 				"use the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or a profile", ErrInvalidURL, safe, name)
 		}

@@ -8,11 +8,12 @@ import (
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/store"
+	"github.com/keelrun/keel/store/claimcheck"
 )
 
 // codecSegments writes event segments through the content store's codec,
 // as claim-checked payloads of the default converter, so a client reads one
-// back by decoding store.Reference(key, size) with its data converter.
+// back by decoding claimcheck.Reference(key, size) with its data converter.
 type codecSegments struct{ codec *store.Codec }
 
 var _ activities.SegmentStore = codecSegments{}
@@ -26,6 +27,6 @@ func (s codecSegments) StoreSegment(ctx context.Context, events []keel.Envelope)
 	if err != nil {
 		return "", 0, err
 	}
-	key, size, err := store.ParseReference(ref)
+	key, size, err := claimcheck.ParseReference(ref)
 	return string(key), size, err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/store"
+	"github.com/keelrun/keel/store/claimcheck"
 )
 
 // devKillScript reads the 64 KiB big.txt in every run, so each run writes
@@ -263,7 +264,7 @@ func checkStoreIntact(t *testing.T, ctx context.Context, st *store.Store, dir st
 			partial++
 			return nil
 		}
-		key, err := store.ParseKey("sha256:" + d.Name())
+		key, err := claimcheck.ParseKey("sha256:" + d.Name())
 		if err != nil {
 			return fmt.Errorf("%s is not an object of the store: %w", path, err)
 		}

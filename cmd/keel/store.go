@@ -9,6 +9,7 @@ import (
 
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/store"
+	"github.com/keelrun/keel/store/claimcheck"
 )
 
 // Content-store defaults: `keel dev` serves its codec endpoint here, so a
@@ -62,7 +63,7 @@ func (s *storeFlags) open(ctx context.Context) (*contentStore, error) {
 	cs := &contentStore{dc: converter.GetDefaultDataConverter(), close: func() {}}
 	if s.url == "" {
 		if !s.worker && s.endpoint != "" {
-			cs.dc = store.NewRemoteDataConverter(s.endpoint)
+			cs.dc = claimcheck.NewRemoteDataConverter(s.endpoint)
 		}
 		return cs, nil
 	}

@@ -1,4 +1,4 @@
-package store
+package claimcheck
 
 import (
 	"crypto/sha256"
@@ -37,5 +37,5 @@ func ParseKey(s string) (Key, error) {
 // String returns the key's text.
 func (k Key) String() string { return string(k) }
 
-// digest returns the hex digest of a key that has passed ParseKey.
-func (k Key) digest() string { return strings.TrimPrefix(string(k), keyScheme) }
+// Digest returns the hex digest of a key that has passed ParseKey.
+func (k Key) Digest() string { return strings.TrimPrefix(string(k), keyScheme) }

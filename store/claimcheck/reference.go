@@ -1,4 +1,4 @@
-package store
+package claimcheck
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 
 // EncodingClaimCheck is the "encoding" metadata of a reference payload.
 // Anything that finds it knows the payload's data is a reference, not a
-// value, and that a Codec (or a codec endpoint) turns it back.
+// value, and that keel's store codec (or its codec endpoint) turns it back.
 const EncodingClaimCheck = "keel/claim-check"
 
 // reference is the data of a reference payload. Size is the length of the
@@ -24,9 +24,9 @@ type reference struct {
 // Reference returns the reference payload for a value stored under key
 // that is size bytes long: metadata {"encoding": "keel/claim-check"} and
 // data {"key":"sha256:...","size":N}. The value must be a proto-marshaled
-// Payload, as Codec and PutPayload store them; Reference lets a process that
-// holds only the key of such a value hand it to anything that decodes
-// through a Codec.
+// Payload, as store.Codec and its PutPayload store them; Reference lets a
+// process that holds only the key of such a value hand it to anything that
+// decodes through that codec.
 func Reference(key Key, size int) *commonpb.Payload {
 	// Marshaling a struct of a string and an int cannot fail, and its
 	// output is the same for the same input, which replay relies on.

@@ -1,4 +1,4 @@
-package store
+package claimcheck
 
 import (
 	"errors"
@@ -12,19 +12,23 @@ import (
 	"go.temporal.io/sdk/converter"
 )
 
+// DefaultRemoteTimeout bounds a request to a codec endpoint when
+// RemoteOptions sets neither Client nor Timeout.
+const DefaultRemoteTimeout = 30 * time.Second
+
 // RemoteOptions configures NewRemoteCodec.
 type RemoteOptions struct {
 	// Client sends the requests; nil means a client with Timeout.
 	Client *http.Client
 	// Timeout bounds a request when Client is nil. Zero means
-	// DefaultTimeout.
+	// DefaultRemoteTimeout.
 	Timeout time.Duration
 	// ModifyRequest, if set, edits each request before it is sent, for
 	// example to add authentication or an X-Namespace header.
 	ModifyRequest func(*http.Request) error
 }
 
-// remoteCodec decodes references through a codec endpoint (Codec.Handler)
+// remoteCodec decodes references through a codec endpoint (store.Codec.Handler)
 // for processes that cannot reach the store themselves.
 type remoteCodec struct {
 	endpoint string // without credentials, for messages
@@ -39,13 +43,13 @@ func NewRemoteCodec(endpoint string, opts RemoteOptions) converter.PayloadCodec 
 	endpoint = strings.TrimSuffix(endpoint, "/")
 	safe := endpoint
 	if u, err := url.Parse(endpoint); err == nil {
-		safe = redact(u)
+		safe = RedactURL(u)
 	}
 	client := opts.Client
 	if client == nil {
 		timeout := opts.Timeout
 		if timeout <= 0 {
-			timeout = DefaultTimeout
+			timeout = DefaultRemoteTimeout
 		}
 		client = &http.Client{Timeout: timeout}
 	}
@@ -112,4 +116,12 @@ func (r *remoteCodec) fail(refs []*commonpb.Payload, kind, cause error) error {
 		kind:  kind,
 		cause: cause,
 	}
+}
+
+// NewRemoteDataConverter returns Temporal's default data converter that
+// decodes references through the codec endpoint at endpoint (see
+// NewRemoteCodec), for readers that cannot reach the store.
+func NewRemoteDataConverter(endpoint string) converter.DataConverter {
+	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(),
+		NewRemoteCodec(endpoint, RemoteOptions{}))
 }
