@@ -22,6 +22,7 @@ import (
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
+	"github.com/keelrun/keel/gateway"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/live/natsserver"
 	"github.com/keelrun/keel/provider/scripted"
@@ -31,8 +32,9 @@ import (
 
 const devDesc = `Runs a complete local keel in one process: a Temporal server whose state
 lives in SQLite under --data-dir (so sessions survive a restart), the
-Temporal Web UI, an embedded NATS server for streamed text, and a worker
-with the built-in tools confined to --workspace. It prints the addresses and
+Temporal Web UI, an embedded NATS server for streamed text, a worker
+with the built-in tools confined to --workspace, and keel's HTTP API
+(docs/gateway.md) on 127.0.0.1 at --http-port. It prints the addresses and
 stays up until Ctrl-C, then stops the worker (letting running activities
 finish briefly), NATS and the server; a second Ctrl-C exits at once. With
 --demo it also sends the demo prompt to a new session and renders the run
@@ -59,6 +61,8 @@ type devConfig struct {
 	// up. Default: warnings on stderr.
 	logger   *slog.Logger
 	logLevel slog.Level
+	// gateway configures the HTTP API; its Logger defaults to logger.
+	gateway gateway.Options
 }
 
 // devStack is a running local stack.
@@ -68,7 +72,11 @@ type devStack struct {
 	codec     *store.Codec
 	dc        converter.DataConverter
 	http      *http.Server
+	httpL     net.Listener
 	codecURL  string
+	gateway   *gateway.Gateway
+	gwClient  *client.Client
+	gwLive    *live.NATS
 	nats      *natsserver.Server
 	publisher *live.NATS
 	temporal  sdkclient.Client
@@ -82,7 +90,9 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	port := fs.Int("port", devserver.DefaultPort, "Temporal gRPC `port`")
 	uiPort := fs.Int("ui-port", devserver.DefaultUIPort, "Web UI `port`")
 	natsPort := fs.Int("nats-port", natsserver.DefaultPort, "NATS `port`")
-	httpPort := fs.Int("http-port", defaultHTTPPort, "HTTP `port` of keel's endpoints (the content store's codec endpoint)")
+	httpPort := fs.Int("http-port", defaultHTTPPort, "HTTP `port` of keel's endpoints (the HTTP API and the content store's codec endpoint)")
+	var gw gatewayFlags
+	gw.register(fs)
 	storeURL := fs.String("store", os.Getenv(envStore), "content store `URL` for large values (default DATA_DIR/store)")
 	noUI := fs.Bool("no-ui", false, "run without the Web UI")
 	workspace := fs.String("workspace", "", "`DIR` the file tools may read and write (default DATA_DIR/workspace)")
@@ -119,13 +129,20 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer logFile.Close()
 
+	devLogger := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: level}))
+	gwOpts, err := gw.options(devLogger)
+	if err != nil {
+		return fail(stderr, "dev", err)
+	}
+
 	fmt.Fprintln(stdout, "keel dev: starting Temporal, the Web UI, NATS and a worker…")
 	stack, err := startDevStack(ctx, devConfig{
 		dataDir: *dataDir, port: *port, uiPort: *uiPort, natsPort: *natsPort, httpPort: *httpPort, noUI: *noUI,
 		store:     *storeURL,
 		workspace: *workspace,
-		logger:    slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: level})),
+		logger:    devLogger,
 		logLevel:  level,
+		gateway:   gwOpts,
 	})
 	if err != nil {
 		return fail(stderr, "dev", err)
@@ -171,6 +188,7 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if err != nil {
 		return s, fmt.Errorf("keel dev: HTTP endpoints: %w\nIs another `keel dev` running? Choose another port with --http-port (0 picks a free one)", err)
 	}
+	s.httpL = httpListener
 	s.codecURL = "http://" + httpListener.Addr().String() + "/codec"
 	s.server, err = devserver.Start(ctx, devserver.Config{
 		DataDir:         cfg.dataDir,
@@ -185,10 +203,8 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 		return s, fmt.Errorf("%w\nIs another `keel dev` or Temporal dev server running? Stop it, or choose other ports (--port, --ui-port; 0 picks a free one)", err)
 	}
 	if err != nil {
-		_ = httpListener.Close()
 		return s, err
 	}
-	s.serveHTTP(httpListener)
 	s.nats, err = natsserver.Start(natsserver.Options{Port: anyPortIfZero(cfg.natsPort, natsserver.RandomPort)})
 	if err != nil {
 		return s, fmt.Errorf("%w\nIs another NATS server (or `keel dev`) using the port? Choose another with --nats-port (0 picks a free one)", err)
@@ -210,7 +226,28 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 		return s, fmt.Errorf("keel dev: start the worker: %w", err)
 	}
 	s.worker = w
+	if cfg.gateway.Logger == nil {
+		cfg.gateway.Logger = logger
+	}
+	if err := s.startGateway(ctx, cfg.gateway); err != nil {
+		return s, err
+	}
+	s.serveHTTP()
 	return s, nil
+}
+
+// startGateway starts the HTTP API's client: its own NATS connection, so
+// many event streams never slow the worker's publishing.
+func (s *devStack) startGateway(ctx context.Context, opts gateway.Options) error {
+	var err error
+	if s.gwLive, err = live.DialNATS(s.nats.ClientURL(), live.NATSOptions{}); err != nil {
+		return err
+	}
+	if s.gwClient, err = client.Dial(ctx, client.Options{Temporal: s.temporal, Live: s.gwLive, DataConverter: s.dc}); err != nil {
+		return err
+	}
+	s.gateway, err = gateway.New(s.gwClient, opts)
+	return err
 }
 
 // anyPortIfZero maps the CLI's "0 picks a free port" to a package's own
@@ -245,11 +282,21 @@ func prepareWorkspace(dir string) (string, error) {
 // the other two), NATS, the server. It is safe on a partly started stack.
 func (s *devStack) stop() error {
 	var errs []error
+	if s.gateway != nil {
+		// Its event streams end first, so the HTTP server closes at once.
+		s.gateway.Close()
+	}
 	if s.worker != nil {
 		s.worker.Stop()
 	}
 	if s.publisher != nil {
 		errs = append(errs, s.publisher.Close())
+	}
+	if s.gwClient != nil {
+		s.gwClient.Close()
+	}
+	if s.gwLive != nil {
+		errs = append(errs, s.gwLive.Close())
 	}
 	if s.temporal != nil {
 		s.temporal.Close()
@@ -259,6 +306,8 @@ func (s *devStack) stop() error {
 	}
 	if s.http != nil {
 		errs = append(errs, s.http.Close())
+	} else if s.httpL != nil {
+		errs = append(errs, s.httpL.Close())
 	}
 	if s.server != nil {
 		errs = append(errs, s.server.Stop())
@@ -307,6 +356,7 @@ keel dev is up.
   Temporal gRPC  %s  (namespace %s, task queue %s)
   Web UI         %s
   NATS (live)    %s
+  HTTP API       %s  (OpenAPI: /v1/openapi.json)
   codec endpoint %s  (reads the content store)
   data           %s
   content store  %s
@@ -315,8 +365,9 @@ keel dev is up.
 
 Try it from another terminal:
   keel run%s "Give me a tour of the workspace"
-`, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL(), s.codecURL, where,
-		s.store.URL(), s.workspace, logPath, s.addressFlag()+s.natsFlag()+s.codecFlag())
+  curl -d '{"prompt":"Give me a tour"}' %s/sessions/demo/runs
+`, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL(), s.gatewayURL(), s.codecURL, where,
+		s.store.URL(), s.workspace, logPath, s.addressFlag()+s.natsFlag()+s.codecFlag(), s.gatewayURL())
 }
 
 // runDemo sends the demo prompt in a new session and renders the run as
@@ -391,15 +442,20 @@ func (s *devStack) openStore(ctx context.Context, cfg devConfig) error {
 	return nil
 }
 
-// serveHTTP serves keel's HTTP endpoints on l: the content store's codec
-// endpoint, which the Web UI (from the browser, so CORS allows its origin
-// only) and keel's commands decode references with.
-func (s *devStack) serveHTTP(l net.Listener) {
+// serveHTTP serves keel's HTTP endpoints on the HTTP listener: the
+// content store's codec endpoint, which the Web UI (from the browser, so
+// CORS allows its origin only) and keel's commands decode references
+// with, and the HTTP API everywhere else.
+func (s *devStack) serveHTTP() {
 	mux := http.NewServeMux()
 	mux.Handle("/codec/", http.StripPrefix("/codec", s.codec.Handler(store.HandlerOptions{AllowOrigin: s.uiURL()})))
+	mux.Handle("/", s.gateway)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.http.Serve(l) }()
+	go func() { _ = s.http.Serve(s.httpL) }()
 }
+
+// gatewayURL is the HTTP API's base URL.
+func (s *devStack) gatewayURL() string { return "http://" + s.httpL.Addr().String() + "/v1" }
 
 // codecFlag is the flag another keel command needs to read this stack's
 // content store, empty on the default port.

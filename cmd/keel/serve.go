@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/gateway"
+)
+
+const serveDesc = `Serves keel's HTTP API (docs/gateway.md) against the Temporal server at
+--address: JSON under /v1, a session's events as a JSON page or as
+Server-Sent Events, and the OpenAPI document at /v1/openapi.json. It listens
+on 127.0.0.1 at --http-port unless --listen names another address; it
+refuses an address other machines can reach unless API keys are set
+(--api-key-file, or $KEEL_API_KEYS), and then every call must carry one as
+"Authorization: Bearer KEY". Streamed text comes from NATS (--nats); without
+it, event streams carry durable events only. Stops on Ctrl-C, ending open
+streams (clients resume with Last-Event-ID).`
+
+// gatewayFlags configure the gateway in `keel serve` and `keel dev`.
+type gatewayFlags struct {
+	keyFile string
+	origins listFlag
+}
+
+func (g *gatewayFlags) register(fs *flagSet) {
+	fs.StringVar(&g.keyFile, "api-key-file", "",
+		"`FILE` of API keys the HTTP API requires, one a line (also $"+gateway.EnvAPIKeys+", comma-separated)")
+	fs.Var(&g.origins, "cors-origin", "browser `ORIGINS` (scheme://host:port, comma-separated, or *) allowed to call the HTTP API")
+}
+
+// options loads the keys and returns the gateway's options.
+func (g *gatewayFlags) options(logger *slog.Logger) (gateway.Options, error) {
+	keys, err := gateway.LoadAPIKeys(g.keyFile)
+	if err != nil {
+		return gateway.Options{}, err
+	}
+	return gateway.Options{APIKeys: keys, CORSOrigins: g.origins.items, Logger: logger}, nil
+}
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("serve", "keel serve [flags]", serveDesc)
+	var conn connFlags
+	var gw gatewayFlags
+	conn.register(fs, true)
+	gw.register(fs)
+	httpPort := fs.Int("http-port", defaultHTTPPort, "`port` to listen on, on 127.0.0.1")
+	listen := fs.String("listen", "", "`HOST:PORT` to listen on instead (0.0.0.0:7280: every interface; needs API keys)")
+	logLevel := fs.String("log-level", "warn", "least severe log record written to stderr: debug (one a request), info, warn or error")
+	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
+		return code
+	}
+	if *httpPort < 0 || *httpPort > 65535 {
+		return fs.usageError(stderr, "--http-port %d is not a port (0 picks a free one)", *httpPort)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fs.usageError(stderr, "--log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	addr := *listen
+	if addr == "" {
+		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(*httpPort))
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	opts, err := gw.options(logger)
+	if err != nil {
+		return fail(stderr, "serve", err)
+	}
+	if err := gateway.CheckListen(addr, len(opts.APIKeys) > 0); err != nil {
+		return fail(stderr, "serve", err)
+	}
+	kc, err := conn.dial(ctx, stderr, api.RunConfig{})
+	if err != nil {
+		return fail(stderr, "serve", err)
+	}
+	defer kc.close()
+	g, err := gateway.New(kc.Client, opts)
+	if err != nil {
+		return fail(stderr, "serve", err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		g.Close()
+		return fail(stderr, "serve", fmt.Errorf("listen on %s: %w", addr, err))
+	}
+	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+
+	keys := "none (loopback only)"
+	if n := len(opts.APIKeys); n > 0 {
+		keys = fmt.Sprintf("%d configured; send Authorization: Bearer KEY", n)
+	}
+	live := "durable events only (no NATS)"
+	if kc.live != nil {
+		live = conn.nats
+	}
+	fmt.Fprintf(stdout, `keel serve is up.
+  HTTP API   http://%s/v1  (OpenAPI: /v1/openapi.json)
+  Temporal   %s  (namespace %s)
+  live       %s
+  API keys   %s
+`, l.Addr(), conn.address, conn.namespace, live, keys)
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		g.Close()
+		return fail(stderr, "serve", err)
+	}
+	fmt.Fprintln(stdout, "keel serve: stopping…")
+	g.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fail(stderr, "serve", err)
+	}
+	fmt.Fprintln(stdout, "keel serve: stopped.")
+	return exitOK
+}

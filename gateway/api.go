@@ -1,0 +1,258 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/client"
+)
+
+// routeAPI mounts the /v1 API. docs/gateway.md describes each route and
+// openapi.json documents them; TestOpenAPICoversRoutes keeps the three
+// in step.
+func (g *Gateway) routeAPI() {
+	g.HandlePublic(http.MethodGet, "/v1/openapi.json", http.HandlerFunc(serveOpenAPI))
+	g.Handle(http.MethodPost, "/v1/sessions/{id}/runs", g.session(g.postRun))
+	g.Handle(http.MethodGet, "/v1/sessions/{id}", g.session(g.getState))
+	g.Handle(http.MethodGet, "/v1/sessions/{id}/history", g.session(g.getHistory))
+	g.Handle(http.MethodGet, "/v1/sessions/{id}/events", g.session(g.getEvents))
+	g.Handle(http.MethodPost, "/v1/sessions/{id}/steer", g.session(g.postSteer))
+	g.Handle(http.MethodDelete, "/v1/sessions/{id}/steer/{steering_id}", g.session(g.deleteSteer))
+	g.Handle(http.MethodPost, "/v1/sessions/{id}/respond", g.session(g.postRespond))
+	g.Handle(http.MethodPost, "/v1/sessions/{id}/cancel", g.session(g.postCancel))
+	g.Handle(http.MethodGet, "/v1/sessions/{id}/requests", g.session(g.getRequests))
+}
+
+// sessionHandler serves one session's route.
+type sessionHandler func(w http.ResponseWriter, r *http.Request, s *client.Session)
+
+// session checks the {id} of the path and hands the session on.
+func (g *Gateway) session(h sessionHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if err := keel.ValidateSessionID(id); err != nil {
+			WriteError(w, err)
+			return
+		}
+		h(w, r, g.c.Session(id))
+	})
+}
+
+// callCtx bounds a non-streaming request's calls to Temporal.
+func (g *Gateway) callCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), g.opts.RequestTimeout)
+}
+
+// WriteError writes err as a typed error response: a *Error as it is, a
+// keel error with its code and status, Temporal out of reach as 503, and
+// anything else as 500 (logged by the gateway, not shown).
+func WriteError(w http.ResponseWriter, err error) {
+	e := fromError(err)
+	if rec, ok := w.(*recorder); ok && e.status >= 500 {
+		rec.cause = err
+	}
+	writeError(w, e)
+}
+
+// ReadJSON decodes a request body of at most the gateway's body limit into
+// v, whatever its Content-Type says (curl -d sends a form type). Unknown fields are refused, so a misspelt field is an error rather
+// than silently ignored. Errors are *Error values for WriteError.
+func ReadJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return apiError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
+			"request body is over "+strconv.FormatInt(tooLarge.Limit, 10)+" bytes")
+	case errors.Is(err, io.EOF):
+		return apiError(http.StatusBadRequest, CodeBadRequest, "request body is empty; send a JSON object")
+	case err != nil:
+		return apiError(http.StatusBadRequest, CodeBadRequest, "request body: "+err.Error())
+	}
+	return nil
+}
+
+// RunRequest is the body of POST /v1/sessions/{id}/runs.
+type RunRequest struct {
+	Prompt string `json:"prompt"`
+	// Model, Tools, System, MaxSteps and Approvals override the session's
+	// defaults for this run (api.RunConfig); Tools [] means none.
+	Model     string                  `json:"model,omitempty"`
+	Tools     []string                `json:"tools,omitempty"`
+	System    string                  `json:"system,omitempty"`
+	MaxSteps  int                     `json:"max_steps,omitempty"`
+	Approvals map[string]api.Approval `json:"approvals,omitempty"`
+	// IfActive says what to do while a run is active: "reject" (default:
+	// 409 run_active), "queue" (run it next) or "steer" (give it to the
+	// active run as steering).
+	IfActive string `json:"if_active,omitempty"`
+}
+
+// RunResponse is the answer of POST /v1/sessions/{id}/runs.
+type RunResponse struct {
+	RunID    string `json:"run_id"`
+	Number   int    `json:"number"`
+	Revision int64  `json:"revision"`
+	BaseSeq  int64  `json:"base_seq"`
+	Queued   bool   `json:"queued,omitempty"`
+	// SteeringID is set when if_active "steer" gave the prompt to the
+	// active run (RunID) as steering.
+	SteeringID string `json:"steering_id,omitempty"`
+}
+
+func (g *Gateway) postRun(w http.ResponseWriter, r *http.Request, s *client.Session) {
+	var req RunRequest
+	if err := ReadJSON(r, &req); err != nil {
+		WriteError(w, err)
+		return
+	}
+	// Checked here as well as in the session: update-with-start would
+	// create the session before its update is refused.
+	if strings.TrimSpace(req.Prompt) == "" || len(req.Prompt) > api.MaxPromptBytes {
+		WriteError(w, keel.Errorf(keel.CodeInvalidInput, "prompt must be 1 to %d bytes of text", api.MaxPromptBytes))
+		return
+	}
+	var opts []client.SendOption
+	switch req.IfActive {
+	case "", string(api.IfActiveReject):
+	case string(api.IfActiveQueue):
+		opts = append(opts, client.Queue())
+	case "steer":
+		opts = append(opts, client.OrSteer())
+	default:
+		WriteError(w, keel.Errorf(keel.CodeInvalidInput, "if_active %q: use reject, queue or steer", req.IfActive))
+		return
+	}
+	cfg := api.RunConfig{Model: req.Model, Tools: req.Tools, System: req.System, MaxSteps: req.MaxSteps, Approvals: req.Approvals}
+	if err := cfg.Validate(); err != nil {
+		WriteError(w, err)
+		return
+	}
+	if req.Model != "" || req.Tools != nil || req.System != "" || req.MaxSteps != 0 || req.Approvals != nil {
+		opts = append(opts, client.WithConfig(cfg))
+	}
+	ctx, cancel := g.callCtx(r)
+	defer cancel()
+	run, err := s.Send(ctx, req.Prompt, opts...)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, RunResponse{RunID: run.ID, Number: run.Number, Revision: run.Revision,
+		BaseSeq: run.BaseSeq, Queued: run.Queued, SteeringID: run.SteeringID})
+}
+
+func (g *Gateway) getState(w http.ResponseWriter, r *http.Request, s *client.Session) {
+	ctx, cancel := g.callCtx(r)
+	defer cancel()
+	st, err := s.State(ctx)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (g *Gateway) getHistory(w http.ResponseWriter, r *http.Request, s *client.Session) {
+	offset, err := intParam(r, "offset", 0, 0)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	limit, err := intParam(r, "limit", 0, 0)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	ctx, cancel := g.callCtx(r)
+	defer cancel()
+	page, err := s.History(ctx, int(offset), int(limit))
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// Event pages of GET /events.
+const (
+	DefaultEventsLimit = 100
+	MaxEventsLimit     = api.DefaultEventsLimit
+)
+
+// EventsPage is the JSON answer of GET /v1/sessions/{id}/events.
+type EventsPage struct {
+	Events []keel.Envelope `json:"events"`
+	// More says events after this page were there; read on with
+	// after=NextAfter.
+	More      bool  `json:"more"`
+	NextAfter int64 `json:"next_after"`
+}
+
+func (g *Gateway) getEvents(w http.ResponseWriter, r *http.Request, s *client.Session) {
+	if wantsStream(r) {
+		g.streamEvents(w, r, s)
+		return
+	}
+	after, err := intParam(r, "after", 0, 0)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	limit, err := intParam(r, "limit", DefaultEventsLimit, 1)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	ctx, cancel := g.callCtx(r)
+	defer cancel()
+	evs, more, err := s.EventsPage(ctx, after, int(min(limit, MaxEventsLimit)))
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	page := EventsPage{Events: evs, More: more, NextAfter: after}
+	if page.Events == nil {
+		page.Events = []keel.Envelope{}
+	}
+	if n := len(evs); n > 0 {
+		page.NextAfter = evs[n-1].Seq
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// wantsStream reports whether the request asks for Server-Sent Events.
+func wantsStream(r *http.Request) bool {
+	for _, a := range r.Header.Values("Accept") {
+		if strings.Contains(a, "text/event-stream") {
+			return true
+		}
+	}
+	return false
+}
+
+// intParam reads a non-negative integer query parameter of at least least,
+// def when absent.
+func intParam(r *http.Request, name string, def, least int64) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < least {
+		return 0, keel.Errorf(keel.CodeInvalidInput, "%s=%q: want an integer from %d", name, v, least)
+	}
+	return n, nil
+}

@@ -1,0 +1,277 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keelrun/keel/client"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxBodyBytes   = 1 << 20
+	DefaultKeepAlive      = 15 * time.Second
+	DefaultWriteTimeout   = 30 * time.Second
+	DefaultRequestTimeout = time.Minute
+)
+
+// Options configure a Gateway. Every field is optional.
+type Options struct {
+	// APIKeys, when set, are the bearer tokens every API call must carry
+	// (Authorization: Bearer KEY). Without keys the gateway is open: serve
+	// it on a loopback address only (CheckListen).
+	APIKeys []string
+	// CORSOrigins are the browser origins (scheme://host[:port]) allowed to
+	// call the API; "*" allows any. Requests from the gateway's own origin
+	// and requests without an Origin header (programs) are always allowed;
+	// a browser request from any other origin gets 403.
+	CORSOrigins []string
+	// MaxBodyBytes bounds a request body; a larger one gets 413.
+	// Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// KeepAlive is the longest an event stream stays silent: after it, a
+	// comment line is sent so proxies and browsers keep the connection.
+	// Default DefaultKeepAlive.
+	KeepAlive time.Duration
+	// WriteTimeout bounds one write to an event stream; a client that
+	// takes no data for that long is disconnected (it resumes with
+	// Last-Event-ID). Default DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// RequestTimeout bounds each call to Temporal of a non-streaming
+	// request; when Temporal does not answer in time the call gets 503.
+	// Default DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// Logger receives one record per request (method, path, status,
+	// duration; never a header or a body) and the causes of 5xx answers.
+	// Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Gateway is keel's HTTP API over a client.Client: an http.Handler serving
+// the routes of docs/gateway.md under /v1. Each event stream holds one
+// client.Session.EventsFrom; deltas reach it through the client's live
+// channel, buffered per stream by client.Options.LiveBuffer.
+type Gateway struct {
+	c      *client.Client
+	opts   Options
+	keys   *keyring
+	cors   *cors
+	log    *slog.Logger
+	mux    *http.ServeMux
+	mu     sync.Mutex
+	routes []Route
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	streams sync.WaitGroup
+	open    atomic.Int64
+}
+
+// Route is one method and path the gateway serves, as an http.ServeMux
+// pattern without the method ("/v1/sessions/{id}").
+type Route struct {
+	Method string
+	Path   string
+	// Public routes take no API key.
+	Public bool
+}
+
+// New returns a gateway calling keel through c. The caller keeps c and
+// closes it after Close.
+func New(c *client.Client, opts Options) (*Gateway, error) {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.KeepAlive <= 0 {
+		opts.KeepAlive = DefaultKeepAlive
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	keys, err := newKeyring(opts.APIKeys)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{c: c, opts: opts, keys: keys, cors: newCORS(opts.CORSOrigins),
+		log: opts.Logger.With("component", "gateway"), mux: http.NewServeMux()}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.routeAPI()
+	return g, nil
+}
+
+// Client returns the client the gateway calls keel with, for handlers
+// mounted with Handle.
+func (g *Gateway) Client() *client.Client { return g.c }
+
+// Handle mounts h at method and path (an http.ServeMux pattern without the
+// method, such as "/v1/ag-ui"), behind the same API keys, body limit, CORS
+// and logging as the built-in routes. A route under /v1 must also be
+// described in the OpenAPI document (the gateway's tests check that).
+// Handle panics when the pattern conflicts with a mounted one, as
+// http.ServeMux does.
+func (g *Gateway) Handle(method, path string, h http.Handler) {
+	g.handle(Route{Method: method, Path: path}, h)
+}
+
+// HandlePublic is Handle without the API key check, for what a browser
+// loads before it has a key (a web page and its assets).
+func (g *Gateway) HandlePublic(method, path string, h http.Handler) {
+	g.handle(Route{Method: method, Path: path, Public: true}, h)
+}
+
+func (g *Gateway) handle(rt Route, h http.Handler) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.mux.Handle(rt.Method+" "+rt.Path, g.guard(rt, h))
+	g.routes = append(g.routes, rt)
+}
+
+// Routes lists the mounted routes, in the order they were mounted.
+func (g *Gateway) Routes() []Route {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.routes)
+}
+
+// Streams reports how many event streams are open.
+func (g *Gateway) Streams() int { return int(g.open.Load()) }
+
+// Close ends every open event stream and waits for their handlers to
+// return (clients resume with Last-Event-ID elsewhere). Shut the
+// http.Server down after, or before with a deadline: an open stream would
+// hold its Shutdown until the stream ends.
+func (g *Gateway) Close() {
+	g.mu.Lock()
+	g.cancel()
+	g.mu.Unlock()
+	g.streams.Wait()
+}
+
+// startStream counts a new event stream, unless the gateway is closed.
+func (g *Gateway) startStream() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ctx.Err() != nil {
+		return false
+	}
+	g.streams.Add(1)
+	return true
+}
+
+// ServeHTTP applies the origin allow-list, answers CORS preflights, and
+// routes the request; an unknown route or method gets a typed error.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	defer func() {
+		g.logRequest(r, rec.status, time.Since(start), rec.cause)
+	}()
+	origin := r.Header.Get("Origin")
+	if !g.cors.allowed(r, origin) {
+		writeError(rec, apiError(http.StatusForbidden, CodeOriginNotAllowed,
+			"origin "+origin+" is not allowed to call this gateway (see --cors-origin)"))
+		return
+	}
+	g.cors.headers(rec, origin)
+	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+		h := rec.Header()
+		h.Set("Access-Control-Allow-Methods", corsMethods)
+		h.Set("Access-Control-Allow-Headers", corsHeaders)
+		h.Set("Access-Control-Max-Age", "600")
+		rec.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if _, pattern := g.mux.Handler(r); pattern == "" {
+		g.noRoute(rec, r)
+		return
+	}
+	// The mux's ServeHTTP, not the handler found: it sets the path values.
+	g.mux.ServeHTTP(rec, r)
+}
+
+// noRoute answers a request no pattern matched: 405 with Allow when the
+// path exists under other methods, else 404.
+func (g *Gateway) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodPut, http.MethodPatch} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, p := g.mux.Handler(probe); p != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, apiError(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+			r.Method+" is not served at "+r.URL.Path+"; use "+strings.Join(allow, " or ")))
+		return
+	}
+	writeError(w, apiError(http.StatusNotFound, CodeRouteNotFound, "no route "+r.URL.Path+" (see /v1/openapi.json)"))
+}
+
+// guard wraps a route's handler: API key, body limit.
+func (g *Gateway) guard(rt Route, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !rt.Public && g.keys.enabled() && !g.keys.allows(r) {
+			writeError(w, apiError(http.StatusUnauthorized, CodeUnauthorized,
+				"a valid API key is required: Authorization: Bearer KEY"))
+			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, g.opts.MaxBodyBytes)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// recorder remembers the status written, and the cause of a 5xx answer
+// for the log.
+type recorder struct {
+	http.ResponseWriter
+	status  int
+	written bool
+	cause   error
+}
+
+func (r *recorder) WriteHeader(status int) {
+	if !r.written {
+		r.status, r.written = status, true
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.written = true
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes and
+// write deadlines of event streams).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// logRequest logs one request: never its headers, query or body, which
+// can hold keys and prompts.
+func (g *Gateway) logRequest(r *http.Request, status int, d time.Duration, cause error) {
+	level := slog.LevelDebug
+	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", status), slog.Duration("duration", d)}
+	if status >= 500 {
+		level = slog.LevelError
+		if cause != nil {
+			attrs = append(attrs, slog.String("error", cause.Error()))
+		}
+	}
+	g.log.LogAttrs(context.Background(), level, "request", attrs...)
+}

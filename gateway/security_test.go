@@ -1,0 +1,173 @@
+package gateway_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/keelrun/keel/gateway"
+)
+
+// syncBuffer is a log sink safe for concurrent handlers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// With keys configured, a call without a valid key gets 401 and changes
+// nothing; a valid key works; no key reaches the log.
+func TestAPIKeys(t *testing.T) {
+	const good, other, wrong = "k-good-0123456789abcdef", "k-other-0123456789abcdef", "k-wrong-0123456789abcdef"
+	var logs syncBuffer
+	s := startGateway(t, gateway.Options{APIKeys: []string{good, other},
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	m := model(t, `{"turns":[{"text":["hi"]}]}`)
+	prompt := map[string]any{"prompt": "hello", "model": m}
+
+	for name, auth := range map[string]string{"no key": "", "wrong key": "Bearer " + wrong,
+		"not bearer": "Basic " + good, "key as prefix": "Bearer " + good + "x"} {
+		r := s.callWith(t, http.MethodPost, "/v1/sessions/keys/runs", prompt, map[string]string{"Authorization": auth})
+		if r.status != http.StatusUnauthorized || r.code() != "unauthorized" || !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
+			t.Fatalf("%s: %d %s", name, r.status, r.raw)
+		}
+	}
+	// Nothing changed: the session does not exist.
+	s.call(t, http.MethodGet, "/v1/sessions/keys", nil).must(t, http.StatusNotFound)
+	r := s.callWith(t, http.MethodGet, "/v1/sessions/keys", nil, nil).must(t, http.StatusUnauthorized)
+	if r.code() != "unauthorized" {
+		t.Fatalf("state without key: %s", r.raw)
+	}
+	// Every session route wants the key; the OpenAPI document does not.
+	s.callWith(t, http.MethodGet, "/v1/sessions/keys/events", nil, nil).must(t, http.StatusUnauthorized)
+	s.callWith(t, http.MethodGet, "/v1/openapi.json", nil, nil).must(t, http.StatusOK)
+
+	s.send(t, "keys", prompt)
+	s.callWith(t, http.MethodGet, "/v1/sessions/keys", nil, map[string]string{"Authorization": "Bearer " + other}).must(t, http.StatusOK)
+
+	out := logs.String()
+	if !strings.Contains(out, `"status":401`) || !strings.Contains(out, "/v1/sessions/keys/runs") {
+		t.Fatalf("the log misses the requests:\n%s", out)
+	}
+	for _, k := range []string{good, other, wrong} {
+		if strings.Contains(out, k) {
+			t.Fatalf("a key reached the log:\n%s", out)
+		}
+	}
+}
+
+// Keys come from a file (one a line) and the environment; bad keys are
+// refused without being quoted.
+func TestLoadAPIKeys(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "keys")
+	if err := os.WriteFile(file, []byte("# keel keys\nfile-key-0123456789abcdef\n\n  second-key-0123456789ab  \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(gateway.EnvAPIKeys, "env-key-0123456789abcdef,env-key-2-0123456789abcdef")
+	keys, err := gateway.LoadAPIKeys(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"file-key-0123456789abcdef", "second-key-0123456789ab", "env-key-0123456789abcdef", "env-key-2-0123456789abcdef"}
+	if strings.Join(keys, " ") != strings.Join(want, " ") {
+		t.Fatalf("keys %v, want %v", keys, want)
+	}
+	t.Setenv(gateway.EnvAPIKeys, "short")
+	if _, err := gateway.LoadAPIKeys(""); err == nil || strings.Contains(err.Error(), "short") {
+		t.Fatalf("a short key: %v", err)
+	}
+	t.Setenv(gateway.EnvAPIKeys, "")
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("# none\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gateway.LoadAPIKeys(empty); err == nil {
+		t.Fatal("a key file without keys was accepted")
+	}
+	if _, err := gateway.LoadAPIKeys(filepath.Join(dir, "missing")); err == nil {
+		t.Fatal("a missing key file was accepted")
+	}
+}
+
+// The gateway listens beyond loopback only with keys.
+func TestCheckListen(t *testing.T) {
+	for _, c := range []struct {
+		addr string
+		keys bool
+		ok   bool
+	}{
+		{"127.0.0.1:7280", false, true},
+		{"localhost:7280", false, true},
+		{"[::1]:7280", false, true},
+		{"0.0.0.0:7280", false, false},
+		{":7280", false, false},
+		{"192.168.1.5:7280", false, false},
+		{"0.0.0.0:7280", true, true},
+	} {
+		err := gateway.CheckListen(c.addr, c.keys)
+		if (err == nil) != c.ok {
+			t.Errorf("CheckListen(%q, keys %v) = %v", c.addr, c.keys, err)
+		}
+		if err != nil && !errors.Is(err, gateway.ErrNoKeys) {
+			t.Errorf("CheckListen(%q): %v is not ErrNoKeys", c.addr, err)
+		}
+	}
+	if _, err := gateway.New(nil, gateway.Options{APIKeys: []string{"short"}}); err == nil {
+		t.Error("New accepted a short key")
+	}
+}
+
+// Browsers may call from allowed origins only: preflights are answered,
+// allowed origins get CORS headers, other origins get 403 and change
+// nothing; requests without an Origin (programs) and from the gateway's
+// own origin pass.
+func TestCORS(t *testing.T) {
+	const app = "https://app.example"
+	s := startGateway(t, gateway.Options{CORSOrigins: []string{app + "/"}})
+
+	pre := s.callWith(t, http.MethodOptions, "/v1/sessions/cors/runs", nil, map[string]string{
+		"Origin": app, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"}).
+		must(t, http.StatusNoContent)
+	if pre.header.Get("Access-Control-Allow-Origin") != app || !strings.Contains(pre.header.Get("Access-Control-Allow-Methods"), "POST") ||
+		!strings.Contains(pre.header.Get("Access-Control-Allow-Headers"), "Authorization") ||
+		!strings.Contains(pre.header.Get("Access-Control-Allow-Headers"), "Last-Event-ID") {
+		t.Fatalf("preflight headers %v", pre.header)
+	}
+	bad := s.callWith(t, http.MethodOptions, "/v1/sessions/cors/runs", nil, map[string]string{
+		"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"}).must(t, http.StatusForbidden)
+	if bad.code() != "origin_not_allowed" || bad.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("preflight from another origin: %v %s", bad.header, bad.raw)
+	}
+	m := model(t, `{"turns":[{"text":["hi"]}]}`)
+	s.callWith(t, http.MethodPost, "/v1/sessions/cors/runs", map[string]any{"prompt": "hi", "model": m},
+		map[string]string{"Origin": "https://evil.example"}).must(t, http.StatusForbidden)
+	s.call(t, http.MethodGet, "/v1/sessions/cors", nil).must(t, http.StatusNotFound)
+
+	ok := s.callWith(t, http.MethodPost, "/v1/sessions/cors/runs", map[string]any{"prompt": "hi", "model": m},
+		map[string]string{"Origin": app}).must(t, http.StatusAccepted)
+	if ok.header.Get("Access-Control-Allow-Origin") != app || !strings.Contains(ok.header.Get("Vary"), "Origin") {
+		t.Fatalf("allowed origin's headers %v", ok.header)
+	}
+	self := s.callWith(t, http.MethodGet, "/v1/sessions/cors", nil, map[string]string{"Origin": s.srv.URL})
+	if self.status != http.StatusOK {
+		t.Fatalf("same origin: %d %s", self.status, self.raw)
+	}
+}

@@ -1,0 +1,220 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/live"
+)
+
+// SSE event names the gateway adds to keel's event types.
+const (
+	// EventLag reports deltas lost because the client read too slowly:
+	// data {"missed": n, "last_seq": s}. Durable events are never lost;
+	// the completed message that follows replaces the lost text.
+	EventLag = "lag"
+	// EventStreamError ends a stream that failed: data is an Error body.
+	// Reconnect with Last-Event-ID to resume.
+	EventStreamError = "stream_error"
+)
+
+// retryMillis is the reconnection delay the stream suggests to browsers.
+const retryMillis = 1000
+
+// SSEWriter writes Server-Sent Events to one response, each write bounded
+// by a deadline and flushed at once.
+type SSEWriter struct {
+	w       io.Writer
+	rc      *http.ResponseController
+	timeout time.Duration
+	// Wrote is when the last write happened.
+	Wrote time.Time
+}
+
+// NewSSEWriter sends the event-stream headers and status 200; each later
+// write must complete within timeout (0: no deadline).
+func NewSSEWriter(w http.ResponseWriter, timeout time.Duration) *SSEWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	return &SSEWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
+
+// Event writes one event: an id line when id is not empty, an event line
+// when name is not empty, and data, which must hold no newline (compact
+// JSON never does).
+func (s *SSEWriter) Event(id, name string, data []byte) error {
+	var b strings.Builder
+	if id != "" {
+		b.WriteString("id: " + id + "\n")
+	}
+	if name != "" {
+		b.WriteString("event: " + name + "\n")
+	}
+	b.WriteString("data: ")
+	b.Write(data)
+	b.WriteString("\n\n")
+	return s.write(b.String())
+}
+
+// Comment writes a comment line, which clients ignore: a keep-alive.
+func (s *SSEWriter) Comment(text string) error { return s.write(": " + text + "\n\n") }
+
+// Retry tells the client how long to wait before reconnecting.
+func (s *SSEWriter) Retry(d time.Duration) error {
+	return s.write("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n")
+}
+
+func (s *SSEWriter) write(text string) error {
+	if s.timeout > 0 {
+		// Not every ResponseWriter supports deadlines (httptest's
+		// recorder does not); the stream works without one.
+		_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	}
+	if _, err := io.WriteString(s.w, text); err != nil {
+		return err
+	}
+	s.Wrote = time.Now()
+	return s.rc.Flush()
+}
+
+// lagData is the data of a lag event.
+type lagData struct {
+	Missed  int   `json:"missed"`
+	LastSeq int64 `json:"last_seq"`
+}
+
+// streamItem is one element of client.Session.EventsFrom.
+type streamItem struct {
+	env keel.Envelope
+	err error
+}
+
+// streamEvents serves GET /events as Server-Sent Events: every durable
+// event after the cursor (Last-Event-ID, else ?after=N, else 0) with its
+// sequence as the SSE id, deltas between them without an id, a lag event
+// where deltas were lost, and a comment when nothing else was written for
+// KeepAlive. It follows the session until the client leaves or the
+// gateway closes.
+func (g *Gateway) streamEvents(w http.ResponseWriter, r *http.Request, s *client.Session) {
+	after, err := cursor(r)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	if !g.startStream() {
+		WriteError(w, apiError(http.StatusServiceUnavailable, CodeUnavailable, "the gateway is shutting down; reconnect"))
+		return
+	}
+	defer g.streams.Done()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(g.ctx, cancel)()
+	{
+		// A typed 404 for a session that does not exist, rather than a
+		// stream that fails at once.
+		cctx, ccancel := context.WithTimeout(ctx, g.opts.RequestTimeout)
+		_, err := s.State(cctx)
+		ccancel()
+		if err != nil {
+			WriteError(w, err)
+			return
+		}
+	}
+	g.open.Add(1)
+	defer g.open.Add(-1)
+
+	sw := NewSSEWriter(w, g.opts.WriteTimeout)
+	if sw.Retry(retryMillis*time.Millisecond) != nil || sw.Comment(fmt.Sprintf("keel events of %s after %d", s.ID(), after)) != nil {
+		return
+	}
+	items := make(chan streamItem)
+	go func() {
+		defer close(items)
+		for env, err := range s.EventsFrom(ctx, after) {
+			select {
+			case items <- streamItem{env, err}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	keepAlive := time.NewTimer(g.opts.KeepAlive)
+	defer keepAlive.Stop()
+	last := after
+	for {
+		select {
+		case it, ok := <-items:
+			if !ok {
+				return
+			}
+			if err := g.writeItem(sw, it, &last); err != nil {
+				return
+			}
+		case <-keepAlive.C:
+			if time.Since(sw.Wrote) >= g.opts.KeepAlive && sw.Comment("keep-alive") != nil {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+		keepAlive.Reset(max(time.Until(sw.Wrote.Add(g.opts.KeepAlive)), time.Millisecond))
+	}
+}
+
+// errStreamEnded ends a stream after an error event.
+var errStreamEnded = errors.New("gateway: stream ended")
+
+// writeItem writes one element of the merged stream.
+func (g *Gateway) writeItem(sw *SSEWriter, it streamItem, last *int64) error {
+	if it.err != nil {
+		var lag *live.LaggedError
+		if errors.As(it.err, &lag) {
+			data, _ := json.Marshal(lagData{Missed: lag.Missed, LastSeq: *last})
+			return sw.Event("", EventLag, data)
+		}
+		if errors.Is(it.err, context.Canceled) {
+			return it.err
+		}
+		e := fromError(it.err)
+		if e.status >= 500 {
+			g.log.Error("event stream failed", "error", it.err.Error())
+		}
+		data, _ := json.Marshal(e)
+		_ = sw.Event("", EventStreamError, data)
+		return errStreamEnded
+	}
+	data, err := json.Marshal(it.env)
+	if err != nil {
+		return err
+	}
+	if it.env.Durable() {
+		*last = it.env.Seq
+		return sw.Event(strconv.FormatInt(it.env.Seq, 10), it.env.Type, data)
+	}
+	return sw.Event("", it.env.Type, data)
+}
+
+// cursor reads where a stream starts: Last-Event-ID (a browser
+// reconnecting) wins over ?after=N.
+func cursor(r *http.Request) (int64, error) {
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n < 0 {
+			return 0, keel.Errorf(keel.CodeInvalidInput, "Last-Event-ID %q: want the seq of the last durable event seen", v)
+		}
+		return n, nil
+	}
+	return intParam(r, "after", 0, 0)
+}

@@ -1,0 +1,202 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/gateway"
+)
+
+// A client whose gateway goes away mid-run reconnects to a new gateway
+// (new process: new Temporal and NATS connections) with Last-Event-ID and
+// gets every durable event after it, none skipped or repeated, including
+// those recorded while no gateway was up.
+func TestResumeAcrossGatewayRestart(t *testing.T) {
+	ctx := testCtx(t)
+	first := startGateway(t, gateway.Options{})
+	m := model(t, `{"turns":[
+	  {"tool_calls":[{"id":"g1","name":"gate","arguments":{"key":"restart-1"}}]},
+	  {"text":["between"],"tool_calls":[{"id":"g2","name":"gate","arguments":{"key":"restart-2"}}]},
+	  {"text":["the end"]}]}`)
+	run := first.send(t, "restart", map[string]any{"prompt": "go", "model": m, "tools": []string{"gate"}})
+	st := first.stream(t, ctx, "restart", "?after="+itoa(run.BaseSeq), nil)
+	evs := st.until(t, keel.TypeToolStarted)
+	seen := durableSeqs(t, evs)
+
+	// The gateway stops: its streams end, its listener closes.
+	first.stop()
+	for {
+		if _, err := st.next(); err != nil {
+			break
+		}
+	}
+	// The run goes on while no gateway is up.
+	shared.gates.open("restart-1")
+	waitForEvent(t, ctx, "restart", keel.TypeToolStarted, 2)
+
+	second := startGateway(t, gateway.Options{})
+	// Last-Event-ID wins over ?after: a browser reconnects with its
+	// original URL.
+	st2 := second.stream(t, ctx, "restart", "?after=0", map[string]string{"Last-Event-ID": itoa(seen[len(seen)-1])})
+	evs2 := st2.until(t, keel.TypeToolStarted)
+	shared.gates.open("restart-2")
+	evs2 = append(evs2, st2.until(t, keel.TypeRunCompleted)...)
+	seen = append(seen, durableSeqs(t, evs2)...)
+	contiguous(t, seen, run.BaseSeq+1)
+
+	var page gateway.EventsPage
+	r := second.call(t, http.MethodGet, "/v1/sessions/restart/events?limit=500", nil).must(t, http.StatusOK)
+	if err := json.Unmarshal(r.raw, &page); err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != len(seen) {
+		t.Fatalf("stream saw %d durable events, the log has %d", len(seen), len(page.Events))
+	}
+}
+
+// waitForEvent waits until the session's log holds n events of type typ,
+// following it through a client (no gateway involved).
+func waitForEvent(t testing.TB, ctx context.Context, session, typ string, n int) {
+	t.Helper()
+	c := newClient(t, 0)
+	for ev, err := range c.Session(session).EventsFrom(ctx, 0) {
+		if err != nil {
+			t.Fatalf("follow %s: %v", session, err)
+		}
+		if ev.Type == typ {
+			if n--; n == 0 {
+				return
+			}
+		}
+	}
+}
+
+// A silent stream gets a keep-alive comment every KeepAlive.
+func TestKeepAlive(t *testing.T) {
+	s := startGateway(t, gateway.Options{KeepAlive: 50 * time.Millisecond})
+	s.send(t, "keepalive", map[string]any{"prompt": "hi", "model": model(t, `{"turns":[{"text":["hi"]}]}`)})
+	st := s.stream(t, testCtx(t), "keepalive", "", nil)
+	st.until(t, keel.TypeRunCompleted)
+	comments := 0
+	start := time.Now()
+	for comments < 3 {
+		ev, err := st.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.comment == "keep-alive" {
+			comments++
+		} else if ev.event != "" {
+			t.Fatalf("unexpected event %+v", ev)
+		}
+	}
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Fatalf("3 keep-alives in %v: more often than every 50 ms", d)
+	}
+	if s.gw.Streams() != 1 {
+		t.Fatalf("Streams() = %d", s.gw.Streams())
+	}
+}
+
+// smallBuffers makes a socket's kernel buffers small, so a reader that
+// stops reading holds the gateway's writes within a few kilobytes.
+func smallBuffers(c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		if serr == nil {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, 4096)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// smallListener accepts connections with small kernel buffers.
+type smallListener struct{ net.Listener }
+
+func (l smallListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		if rc, err := tc.SyscallConn(); err == nil {
+			_ = smallBuffers(rc)
+		}
+	}
+	return c, nil
+}
+
+// A client that stops reading never slows the run: its stream drops
+// deltas beyond the buffer and says how many with a lag event; every
+// durable event still arrives, and received + missed = published.
+func TestSlowClientLags(t *testing.T) {
+	const chunks, size = 200, 2048
+	chunk, _ := json.Marshal(strings.Repeat("x", size))
+	var text []string
+	for range chunks {
+		text = append(text, string(chunk))
+	}
+	m := model(t, `{"turns":[
+	  {"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"lag"}}]},
+	  {"text":[`+strings.Join(text, ",")+`]}]}`)
+
+	gw, err := gateway.New(newClient(t, 8), gateway.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(gw)
+	srv.Listener = smallListener{srv.Listener}
+	srv.Start()
+	s := &stack{gw: gw, srv: srv}
+	t.Cleanup(s.stop)
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext:     (&net.Dialer{Control: func(_, _ string, c syscall.RawConn) error { return smallBuffers(c) }}).DialContext,
+		ReadBufferSize:  512,
+		WriteBufferSize: 512,
+	}}
+
+	ctx := testCtx(t)
+	run := s.send(t, "lag", map[string]any{"prompt": "go", "model": m, "tools": []string{"gate"}})
+	st := s.streamWith(t, ctx, hc, "lag", "?after="+itoa(run.BaseSeq), nil)
+	evs := st.until(t, keel.TypeToolStarted)
+	// Stop reading while the run streams all its deltas and ends.
+	shared.gates.open("lag")
+	waitForEvent(t, ctx, "lag", keel.TypeRunCompleted, 1)
+
+	evs = append(evs, st.until(t, keel.TypeRunCompleted)...)
+	received, missed := 0, 0
+	for _, ev := range evs {
+		switch ev.event {
+		case keel.TypeTextDelta:
+			received++
+		case gateway.EventLag:
+			var lag struct {
+				Missed  int   `json:"missed"`
+				LastSeq int64 `json:"last_seq"`
+			}
+			if err := json.Unmarshal([]byte(ev.data), &lag); err != nil || lag.Missed <= 0 || ev.id != "" {
+				t.Fatalf("lag event %+v", ev)
+			}
+			missed += lag.Missed
+		}
+	}
+	if missed == 0 {
+		t.Fatalf("a stalled reader with an 8-delta buffer received %d deltas and lagged none", received)
+	}
+	if received+missed != chunks {
+		t.Fatalf("received %d + missed %d deltas, published %d", received, missed, chunks)
+	}
+	contiguous(t, durableSeqs(t, evs), run.BaseSeq+1)
+}
