@@ -29,10 +29,21 @@ type RunReader interface {
 	Events(ctx context.Context, workflowID, runID string, after int64) ([]keel.Envelope, error)
 }
 
-// HeartbeatInterval is how often a running activity heartbeats while it has
-// nothing else to report. With the worker's heartbeat throttle at or below
-// this, a cancellation reaches the activity within about this long.
-const HeartbeatInterval = 100 * time.Millisecond
+// DefaultHeartbeatEvery is the default Activities.HeartbeatEvery: a rate
+// for liveness only. Cancellation does not wait for it when the activities
+// have a CancelWatch (docs/contract.md §7).
+const DefaultHeartbeatEvery = time.Second
+
+// CancelWatch tells a running activity that its workflow asked to cancel
+// it, sooner than the next heartbeat would. It is a fast path only:
+// Temporal delivers the same cancellation with a heartbeat regardless, so
+// a watch that fails or lags makes cancellation slower, never lost.
+type CancelWatch interface {
+	// Watch returns a context derived from the activity context ctx that
+	// is cancelled once the workflow's request to cancel this activity is
+	// recorded, and a function to call when the activity returns.
+	Watch(ctx context.Context) (context.Context, func())
+}
 
 // Activities holds what keel's activities need on a worker.
 type Activities struct {
@@ -46,6 +57,13 @@ type Activities struct {
 	// CacheRuns bounds the transcript cache, which keeps the latest run's
 	// transcript of each session. Optional; default 256 sessions.
 	CacheRuns int
+	// Cancels is the fast path of cancellation. Optional: without it an
+	// activity learns of its cancellation from a heartbeat response.
+	Cancels CancelWatch
+	// HeartbeatEvery is how often a running activity heartbeats with
+	// nothing else to report (streamed chunks heartbeat too, within the
+	// worker's throttle). Optional; default DefaultHeartbeatEvery.
+	HeartbeatEvery time.Duration
 
 	cache *transcriptCache
 }
@@ -74,23 +92,35 @@ func (a *Activities) publish(ctx context.Context, sessionID, runID string, after
 }
 
 // heartbeater records an activity's heartbeats from its own goroutine: on
-// a ticker, so cancellation reaches an activity waiting on a slow provider
-// or tool, and when nudged (on every streamed chunk). The SDK sends the
-// first heartbeat synchronously to the server; doing it here keeps that
-// round trip off the stream.
+// a ticker, so a worker that dies under a slow provider or tool is noticed,
+// and when nudged (on every streamed chunk; the worker's throttle batches
+// them). The SDK sends the first heartbeat synchronously to the server;
+// doing it here keeps that round trip off the stream.
 type heartbeater struct {
-	nudges chan struct{}
-	stop   context.CancelFunc
-	done   chan struct{}
+	nudges  chan struct{}
+	stop    context.CancelFunc
+	done    chan struct{}
+	release func()
 }
 
-// startHeartbeats starts heartbeating for the activity of ctx until Stop.
-func startHeartbeats(ctx context.Context) *heartbeater {
+// begin starts what every long activity runs beside its work: heartbeats,
+// and the cancellation watch. The activity works under the returned
+// context and calls Stop on the heartbeater when it returns.
+func (a *Activities) begin(ctx context.Context) (context.Context, *heartbeater) {
+	release := func() {}
+	wctx := ctx
+	if a.Cancels != nil {
+		wctx, release = a.Cancels.Watch(ctx)
+	}
+	every := a.HeartbeatEvery
+	if every <= 0 {
+		every = DefaultHeartbeatEvery
+	}
 	hctx, stop := context.WithCancel(ctx)
-	h := &heartbeater{nudges: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
+	h := &heartbeater{nudges: make(chan struct{}, 1), stop: stop, done: make(chan struct{}), release: release}
 	go func() {
 		defer close(h.done)
-		t := time.NewTicker(HeartbeatInterval)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -105,7 +135,7 @@ func startHeartbeats(ctx context.Context) *heartbeater {
 			activity.RecordHeartbeat(ctx)
 		}
 	}()
-	return h
+	return wctx, h
 }
 
 // Nudge asks for a heartbeat without waiting for it.
@@ -116,11 +146,13 @@ func (h *heartbeater) Nudge() {
 	}
 }
 
-// Stop ends the heartbeats and waits for one in flight: the activity's
-// context must not be used once the activity has returned.
+// Stop ends the heartbeats and waits for one in flight (the activity's
+// context must not be used once the activity has returned), and releases
+// the cancellation watch.
 func (h *heartbeater) Stop() {
 	h.stop()
 	<-h.done
+	h.release()
 }
 
 func truncateOutput(s string) string {

@@ -24,7 +24,8 @@ func (a *Activities) Compact(ctx context.Context, in CompactInput) (*CompactResu
 	if in.Cut <= 0 || in.Cut > len(messages) {
 		return nil, fmt.Errorf("compact: cut %d outside a transcript of %d messages", in.Cut, len(messages))
 	}
-	defer startHeartbeats(ctx).Stop()
+	ctx, hb := a.begin(ctx)
+	defer hb.Stop()
 
 	req := provider.Request{
 		Model: model, System: compactSystem, Compaction: true, Step: 0, Attempt: 1,

@@ -33,7 +33,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (*ModelTu
 		}
 	}
 
-	hb := startHeartbeats(ctx)
+	ctx, hb := a.begin(ctx)
 	defer hb.Stop()
 
 	req := provider.Request{

@@ -28,7 +28,8 @@ func (a *Activities) Tool(ctx context.Context, in ToolInput) (*ToolOutput, error
 		return &ToolOutput{Status: keel.ToolUnavailable,
 			Output: fmt.Sprintf("tool %q is not available", in.Call.Name)}, nil
 	}
-	defer startHeartbeats(ctx).Stop()
+	ctx, hb := a.begin(ctx)
+	defer hb.Stop()
 
 	info := activity.GetInfo(ctx)
 	callCtx := tool.WithCall(ctx, tool.CallInfo{

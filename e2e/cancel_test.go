@@ -23,9 +23,9 @@ const cancelBound = time.Second
 
 // cancelAndTime cancels run and waits for its outcome, which must be
 // ErrCancelled; the time from the cancel to the outcome is logged and held
-// to cancelBound (not fatally: what the run committed is checked whatever
+// to bound (not fatally: what the run committed is checked whatever
 // the time).
-func cancelAndTime(t *testing.T, ctx context.Context, run *client.Run, what string) keel.Outcome {
+func cancelAndTime(t *testing.T, ctx context.Context, run *client.Run, what string, bound time.Duration) keel.Outcome {
 	t.Helper()
 	start := time.Now()
 	require.NoError(t, run.Cancel(ctx))
@@ -33,17 +33,40 @@ func cancelAndTime(t *testing.T, ctx context.Context, run *client.Run, what stri
 	elapsed := time.Since(start)
 	require.ErrorIs(t, err, keel.ErrCancelled)
 	t.Logf("cancel during %s: outcome after %v", what, elapsed.Round(time.Millisecond))
-	assert.Less(t, elapsed, cancelBound, "cancel to outcome")
+	assert.Less(t, elapsed, bound, "cancel to outcome")
 	return out
 }
+
+// hangingStream is a turn whose stream hangs after two chunks.
+const hangingStream = `{"turns":[{"failures":[{"kind":"hang","after_chunks":2}],
+  "text":["Hel","lo"," world"],"usage":{"input_tokens":10,"output_tokens":5}}]}`
 
 // Cancel while the provider stream hangs after two chunks: the outcome is
 // ErrCancelled within a second of the cancel, the streamed text is kept as
 // an aborted assistant message, and no further request is made.
 func TestCancelDuringStreamE2E(t *testing.T) {
-	p := scriptedFaults(t, `{"turns":[{"failures":[{"kind":"hang","after_chunks":2}],
-	  "text":["Hel","lo"," world"],"usage":{"input_tokens":10,"output_tokens":5}}]}`)
-	c, srv := faultsStack(t, p)
+	testCancelDuringStream(t, keeltest.WorkerOptions{}, cancelBound)
+}
+
+// The fast path (docs/contract.md §7): with heartbeats ten seconds apart,
+// the worker still learns of the cancellation from the run's history at
+// once, so the activity hands back its partial text within the bound
+// (without it, the workflow would give up on the activity after its grace
+// period and keep no text).
+func TestCancelFastPathE2E(t *testing.T) {
+	testCancelDuringStream(t, keeltest.WorkerOptions{HeartbeatInterval: 10 * time.Second}, cancelBound)
+}
+
+// Without the fast path, Temporal still delivers the cancellation with the
+// next heartbeat response: slower, never lost; the partial text is kept.
+func TestCancelWithoutFastPathE2E(t *testing.T) {
+	testCancelDuringStream(t, keeltest.WorkerOptions{NoCancelWatch: true, HeartbeatInterval: time.Second},
+		time.Second+cancelBound)
+}
+
+func testCancelDuringStream(t *testing.T, opts keeltest.WorkerOptions, bound time.Duration) {
+	p := scriptedFaults(t, hangingStream)
+	c, srv := faultsStackWith(t, p, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -52,7 +75,7 @@ func TestCancelDuringStreamE2E(t *testing.T) {
 	// Wait until the activity has taken both chunks; the stream then hangs.
 	p.awaitTexts(t, ctx, 2)
 
-	out := cancelAndTime(t, ctx, run, "a hanging stream")
+	out := cancelAndTime(t, ctx, run, "a hanging stream", bound)
 
 	require.Equal(t, keel.StatusCancelled, out.Status)
 	require.Equal(t, int32(1), p.requests.Load(), "no request after the cancel")
@@ -96,7 +119,7 @@ func TestCancelDuringRetryWaitE2E(t *testing.T) {
 	require.Len(t, retry, 1)
 	require.Equal(t, keel.Duration(60*time.Second), retry[0].Delay)
 
-	out := cancelAndTime(t, ctx, run, "a 60 s retry wait")
+	out := cancelAndTime(t, ctx, run, "a 60 s retry wait", cancelBound)
 
 	require.Equal(t, keel.StatusCancelled, out.Status)
 	require.Equal(t, int32(1), p.requests.Load(), "no request after the cancel")

@@ -91,10 +91,17 @@ var _ activities.ModelResolver = (*faultsProvider)(nil)
 // channel.
 func faultsStack(t *testing.T, p *faultsProvider) (*client.Client, *devserver.Server) {
 	t.Helper()
+	return faultsStackWith(t, p, keeltest.WorkerOptions{})
+}
+
+// faultsStackWith is faultsStack with a worker configured by opts.
+func faultsStackWith(t *testing.T, p *faultsProvider, opts keeltest.WorkerOptions) (*client.Client, *devserver.Server) {
+	t.Helper()
 	srv := keeltest.StartServer(t, devserver.Config{})
 	mem := live.NewMemory()
 	t.Cleanup(func() { _ = mem.Close() })
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: p, Live: mem})
+	opts.Models, opts.Live = p, mem
+	keeltest.StartWorker(t, srv, opts)
 	return keeltest.Client(t, srv, mem), srv
 }
 

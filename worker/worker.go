@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -46,10 +47,35 @@ type Options struct {
 	Live live.Publisher
 	// Logger for keel's activities. Default slog.Default().
 	Logger *slog.Logger
-	// HeartbeatThrottle is the longest a heartbeat waits before it is sent;
-	// it bounds how long a cancellation takes to reach a running activity.
-	// Default DefaultHeartbeatThrottle.
-	HeartbeatThrottle time.Duration
+	// HeartbeatInterval is how often a running activity heartbeats, and the
+	// longest the SDK holds a heartbeat before sending it. Heartbeats serve
+	// liveness (a worker that dies mid-turn is noticed after the run's
+	// heartbeat timeout); cancellation takes the watch's fast path unless
+	// NoCancelWatch. Each heartbeat is a write on the server and a billed
+	// action on Temporal Cloud. Default DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
+	// NoCancelWatch turns off the fast path of cancellation: the worker no
+	// longer follows the history of workflows whose activities it runs,
+	// and a cancellation reaches a running activity with a heartbeat
+	// response, within about HeartbeatInterval.
+	NoCancelWatch bool
+	// MaxConcurrentActivities bounds the activities (model turns, tool
+	// calls) this worker runs at once. Default DefaultMaxConcurrentActivities.
+	MaxConcurrentActivities int
+	// MaxConcurrentWorkflowTasks bounds the workflow tasks it runs at once.
+	// Default DefaultMaxConcurrentWorkflowTasks.
+	MaxConcurrentWorkflowTasks int
+	// WorkflowPollers and ActivityPollers are how many long polls the
+	// worker keeps open for each kind of task. Default
+	// DefaultWorkflowPollers and DefaultActivityPollers.
+	WorkflowPollers int
+	ActivityPollers int
+	// StickyCacheSize is how many workflow executions the worker keeps in
+	// memory between their tasks; a session or run that falls out of it is
+	// replayed from its history on its next task. It is a process-wide
+	// setting of the Temporal SDK, applied when the first worker is
+	// created. Default DefaultStickyCacheSize.
+	StickyCacheSize int
 	// StopTimeout is how long a stopping worker lets running activities
 	// finish before cancelling them. Default 10 s.
 	StopTimeout time.Duration
@@ -66,8 +92,17 @@ type Options struct {
 	Codec *store.Codec
 }
 
-// DefaultHeartbeatThrottle is the default Options.HeartbeatThrottle.
-const DefaultHeartbeatThrottle = 100 * time.Millisecond
+// Defaults of Options; docs/performance.md has the measurements behind them.
+const (
+	DefaultHeartbeatInterval          = activities.DefaultHeartbeatEvery
+	DefaultMaxConcurrentActivities    = 1000
+	DefaultMaxConcurrentWorkflowTasks = 1000
+	DefaultWorkflowPollers            = 2
+	DefaultActivityPollers            = 2
+	DefaultStickyCacheSize            = 10000
+)
+
+var stickyOnce sync.Once
 
 // New returns a worker for c with keel's workflows and activities
 // registered. Start it with Run or Start.
@@ -76,12 +111,15 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts = opts.withDefaults()
 	wo := opts.Worker
-	if opts.HeartbeatThrottle <= 0 {
-		opts.HeartbeatThrottle = DefaultHeartbeatThrottle
-	}
-	wo.MaxHeartbeatThrottleInterval = opts.HeartbeatThrottle
-	wo.DefaultHeartbeatThrottleInterval = opts.HeartbeatThrottle
+	wo.MaxHeartbeatThrottleInterval = opts.HeartbeatInterval
+	wo.DefaultHeartbeatThrottleInterval = opts.HeartbeatInterval
+	wo.MaxConcurrentActivityExecutionSize = opts.MaxConcurrentActivities
+	wo.MaxConcurrentWorkflowTaskExecutionSize = opts.MaxConcurrentWorkflowTasks
+	wo.MaxConcurrentWorkflowTaskPollers = opts.WorkflowPollers
+	wo.MaxConcurrentActivityTaskPollers = opts.ActivityPollers
+	stickyOnce.Do(func() { sdkworker.SetStickyWorkflowCacheSize(opts.StickyCacheSize) })
 	if opts.StopTimeout <= 0 {
 		opts.StopTimeout = 10 * time.Second
 	}
@@ -93,6 +131,24 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	w := sdkworker.New(c, tq, wo)
 	Register(w, acts)
 	return w, nil
+}
+
+// withDefaults fills in what opts leaves unset.
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	def(&o.MaxConcurrentActivities, DefaultMaxConcurrentActivities)
+	def(&o.MaxConcurrentWorkflowTasks, DefaultMaxConcurrentWorkflowTasks)
+	def(&o.WorkflowPollers, DefaultWorkflowPollers)
+	def(&o.ActivityPollers, DefaultActivityPollers)
+	def(&o.StickyCacheSize, DefaultStickyCacheSize)
+	return o
 }
 
 // NewActivities returns keel's activities configured from opts.
@@ -115,13 +171,21 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 			return nil, fmt.Errorf("worker: tools: %w", err)
 		}
 	}
-	acts := &activities.Activities{Models: models, Tools: tools, Live: opts.Live, Logger: opts.Logger}
+	acts := &activities.Activities{Models: models, Tools: tools, Live: opts.Live, Logger: opts.Logger,
+		HeartbeatEvery: opts.HeartbeatInterval}
 	if opts.Codec != nil {
 		acts.Segments = codecSegments{opts.Codec}
 	}
 	if c != nil {
 		acts.Runs = runReader{c: c}
 		acts.Lifecycle = lifecycle{c: c, namespace: opts.Namespace}
+		if !opts.NoCancelWatch {
+			log := opts.Logger
+			if log == nil {
+				log = slog.Default()
+			}
+			acts.Cancels = newCancelWatch(c, log)
+		}
 	}
 	return acts, nil
 }

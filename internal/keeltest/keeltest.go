@@ -99,6 +99,9 @@ type WorkerOptions struct {
 	// Tools defaults to the built-ins on a temporary workspace.
 	Tools *tool.Registry
 	Live  live.Publisher
+	// HeartbeatInterval and NoCancelWatch are worker.Options'.
+	HeartbeatInterval time.Duration
+	NoCancelWatch     bool
 }
 
 // StartWorker starts a keel worker on srv with its own Temporal client. It
@@ -118,7 +121,7 @@ func StartWorker(tb testing.TB, srv *devserver.Server, opts WorkerOptions) sdkwo
 		}
 	}
 	w, err := worker.New(c, worker.Options{Models: models, Tools: tools, Live: opts.Live, StopTimeout: time.Second,
-		Codec: Codec(tb, srv)})
+		Codec: Codec(tb, srv), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch})
 	if err != nil {
 		tb.Fatalf("worker: %v", err)
 	}
