@@ -132,7 +132,7 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 	// No authorization: the dev server listens on loopback by default.
 	claimMapper := authorization.NewNoopClaimMapper()
-	ts, err := temporal.NewServer(
+	opts := []temporal.ServerOption{
 		temporal.WithConfig(serverCfg),
 		temporal.ForServices(temporal.DefaultServices),
 		temporal.WithStaticHosts(hosts),
@@ -140,7 +140,14 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 		temporal.WithAuthorizer(authorization.NewNoopAuthorizer()),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
 		temporal.WithDynamicConfigClient(dynamicConfigFor(cfg)),
-	)
+	}
+	if len(cfg.FrontendInterceptors) > 0 {
+		opts = append(opts, temporal.WithChainedFrontendGrpcInterceptors(cfg.FrontendInterceptors...))
+	}
+	if cfg.MetricsHandler != nil {
+		opts = append(opts, temporal.WithCustomMetricsHandler(cfg.MetricsHandler))
+	}
+	ts, err := temporal.NewServer(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("devserver: build temporal server: %w", err)
 	}
