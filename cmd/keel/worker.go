@@ -38,6 +38,8 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	conn.register(fs, true)
 	workspace := fs.String("workspace", "workspace", "`DIR` the file tools may read and write")
 	stopTimeout := fs.Duration("stop-timeout", 10*time.Second, "how long running activities may finish on shutdown")
+	var tuning tuningFlags
+	tuning.register(fs)
 	// keel bench runs its latency script, which calls the no-op tool, on a
 	// worker in a child process; nothing else should offer that tool.
 	benchTools := fs.Bool("bench-tools", false, "offer the no-op tool of keel bench too")
@@ -47,6 +49,9 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if *stopTimeout <= 0 {
 		return fs.usageError(stderr, "--stop-timeout must be positive, got %v", *stopTimeout)
+	}
+	if err := tuning.check(); err != nil {
+		return fs.usageError(stderr, "%v", err)
 	}
 	ws, err := prepareWorkerWorkspace(*workspace)
 	if err != nil {
@@ -74,6 +79,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 
 	opts := worker.Options{Workspace: ws, StopTimeout: *stopTimeout, Logger: logger, Codec: cs.codec}
+	tuning.apply(&opts)
 	storeNote := "none: large values stay in Temporal history (--store)"
 	if cs.codec != nil {
 		storeNote = cs.where
