@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,6 +99,7 @@ func BenchmarkSubscribers(b *testing.B) {
 	waitForEvent(b, testCtx(b), session, keel.TypeRunCompleted, 1)
 	pub := keeltest.DialNATS(b, shared.nats.ClientURL(), live.NATSOptions{})
 	for b.Loop() {
+		baseCPU := idleCPU(b, 3*time.Second)
 		before := heap()
 		goroutines := runtime.NumGoroutine()
 		r := startReader(b, "subscribers", s.srv.URL, session, "0", strconv.Itoa(n))
@@ -110,6 +112,7 @@ func BenchmarkSubscribers(b *testing.B) {
 		after := heap()
 		perStream := float64(after-before) / float64(n)
 		perGoroutines := float64(runtime.NumGoroutine()-goroutines) / float64(n)
+		idle := idleCPU(b, 3*time.Second)
 
 		env, _ := keel.Seal(keel.TextDelta{Step: 1, Attempt: 1, Text: "fan-out"}, session, session+"/run-1", time.Now())
 		env.AfterSeq = 1
@@ -128,13 +131,32 @@ func BenchmarkSubscribers(b *testing.B) {
 		}
 		b.ReportMetric(perStream/1024, "heap-KiB/stream")
 		b.ReportMetric(perGoroutines, "goroutines/stream")
+		b.ReportMetric(idle*100, "idle-cpu-%")
+		b.ReportMetric(baseCPU*100, "idle-cpu-no-streams-%")
 		b.ReportMetric(ms(fan.pct(50)), "fanout-p50-ms")
 		b.ReportMetric(ms(fan.pct(99)), "fanout-p99-ms")
 		b.ReportMetric(ms(fan.pct(100)), "fanout-max-ms")
-		b.Logf("%d streams opened in %v; heap %.1f → %.1f MiB (%.1f KiB a stream), %.1f goroutines a stream; one delta reached all in %v (p50 %v)",
+		b.Logf("%d streams opened in %v; heap %.1f → %.1f MiB (%.1f KiB a stream), %.1f goroutines a stream; "+
+			"idle, this process (gateway, worker, Temporal, NATS) used %.0f%% of a core (%.0f%% without streams); one delta reached all in %v (p50 %v)",
 			n, opened.Round(time.Millisecond), float64(before)/(1<<20), float64(after)/(1<<20), perStream/1024, perGoroutines,
-			fan.pct(100).Round(time.Microsecond), fan.pct(50).Round(time.Microsecond))
+			idle*100, baseCPU*100, fan.pct(100).Round(time.Microsecond), fan.pct(50).Round(time.Microsecond))
 	}
+}
+
+// idleCPU is the share of one core this process used over d while the
+// streams were open and nothing happened.
+func idleCPU(b *testing.B, d time.Duration) float64 {
+	b.Helper()
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start, wall := cpu(), time.Now()
+	time.Sleep(d) // a measuring window, not a wait for an event
+	return float64(cpu()-start) / float64(time.Since(wall))
 }
 
 // heap is the live heap after a collection.
@@ -333,13 +355,21 @@ func runReader(spec string) int {
 	return 0
 }
 
+// readUntil reads a stream up to the line; a stream_error event on the
+// way is the error.
 func readUntil(rd *bufio.Reader, line string) error {
+	failed := false
 	for {
 		l, err := rd.ReadString('\n')
 		if err != nil {
 			return err
 		}
-		if strings.TrimSuffix(l, "\n") == line {
+		l = strings.TrimSuffix(l, "\n")
+		if failed {
+			return fmt.Errorf("stream: %s", l)
+		}
+		failed = l == "event: "+gateway.EventStreamError
+		if l == line {
 			return nil
 		}
 	}

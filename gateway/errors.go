@@ -38,6 +38,7 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeOriginNotAllowed = "origin_not_allowed"
 	CodeUnavailable      = "unavailable"
+	CodeOverloaded       = "overloaded"
 	CodeInternal         = "internal"
 )
 
@@ -81,7 +82,13 @@ func fromError(err error) *Error {
 	}
 	var unavailable *serviceerror.Unavailable
 	var deadline *serviceerror.DeadlineExceeded
+	var exhausted *serviceerror.ResourceExhausted
 	switch {
+	case errors.As(err, &exhausted):
+		// Temporal's limits, such as its concurrent long polls per
+		// namespace (every event stream holds one).
+		return &Error{Code: CodeOverloaded, Message: "Temporal refused the call for now (" + exhausted.Message + "); retry later",
+			Retryable: true, status: http.StatusServiceUnavailable}
 	case errors.As(err, &unavailable), errors.As(err, &deadline), errors.Is(err, context.DeadlineExceeded):
 		return &Error{Code: CodeUnavailable, Message: "Temporal did not answer in time; is the server up and a worker running?",
 			Retryable: true, status: http.StatusServiceUnavailable}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -19,6 +20,7 @@ const (
 	DefaultKeepAlive      = 15 * time.Second
 	DefaultWriteTimeout   = 30 * time.Second
 	DefaultRequestTimeout = time.Minute
+	DefaultMaxStreams     = 1000
 )
 
 // Options configure a Gateway. Every field is optional.
@@ -47,8 +49,15 @@ type Options struct {
 	// request; when Temporal does not answer in time the call gets 503.
 	// Default DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// MaxStreams bounds the event streams open at once; one more gets 503
+	// overloaded. Each stream holds one of Temporal's long polls, which
+	// a frontend limits per namespace (frontend.namespaceCount, 1200 by
+	// default, shared with the workers' task polls). Default
+	// DefaultMaxStreams.
+	MaxStreams int
 	// Logger receives one record per request (method, path, status,
-	// duration; never a header or a body) and the causes of 5xx answers.
+	// duration; never a header, query or body) at debug level, at warn for
+	// 503 and error for other 5xx answers, with their causes.
 	// Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -96,6 +105,9 @@ func New(c *client.Client, opts Options) (*Gateway, error) {
 	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = DefaultMaxStreams
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -159,15 +171,27 @@ func (g *Gateway) Close() {
 	g.streams.Wait()
 }
 
-// startStream counts a new event stream, unless the gateway is closed.
-func (g *Gateway) startStream() bool {
+// startStream counts a new event stream, unless the gateway is closed or
+// holds its maximum.
+func (g *Gateway) startStream() *Error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.ctx.Err() != nil {
-		return false
+		return apiError(http.StatusServiceUnavailable, CodeUnavailable, "the gateway is shutting down; reconnect")
 	}
+	if g.open.Load() >= int64(g.opts.MaxStreams) {
+		return &Error{Code: CodeOverloaded, Retryable: true, status: http.StatusServiceUnavailable,
+			Message: fmt.Sprintf("the gateway holds its maximum of %d event streams; retry later", g.opts.MaxStreams)}
+	}
+	g.open.Add(1)
 	g.streams.Add(1)
-	return true
+	return nil
+}
+
+// endStream uncounts a stream.
+func (g *Gateway) endStream() {
+	g.open.Add(-1)
+	g.streams.Done()
 }
 
 // ServeHTTP applies the origin allow-list, answers CORS preflights, and
@@ -267,11 +291,14 @@ func (g *Gateway) logRequest(r *http.Request, status int, d time.Duration, cause
 	level := slog.LevelDebug
 	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.Int("status", status), slog.Duration("duration", d)}
-	if status >= 500 {
+	switch {
+	case status == http.StatusServiceUnavailable:
+		level = slog.LevelWarn // Temporal out of reach or busy: not the gateway's fault
+	case status >= 500:
 		level = slog.LevelError
-		if cause != nil {
-			attrs = append(attrs, slog.String("error", cause.Error()))
-		}
+	}
+	if status >= 500 && cause != nil {
+		attrs = append(attrs, slog.String("error", cause.Error()))
 	}
 	g.log.LogAttrs(context.Background(), level, "request", attrs...)
 }

@@ -166,7 +166,8 @@ func startGateway(t testing.TB, opts gateway.Options) *stack {
 func serveGateway(t testing.TB, c *client.Client, opts gateway.Options) *stack {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		// Only the causes of 5xx answers, which no test expects.
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	gw, err := gateway.New(c, opts)
 	if err != nil {

@@ -113,11 +113,11 @@ func (g *Gateway) streamEvents(w http.ResponseWriter, r *http.Request, s *client
 		WriteError(w, err)
 		return
 	}
-	if !g.startStream() {
-		WriteError(w, apiError(http.StatusServiceUnavailable, CodeUnavailable, "the gateway is shutting down; reconnect"))
+	if err := g.startStream(); err != nil {
+		WriteError(w, err)
 		return
 	}
-	defer g.streams.Done()
+	defer g.endStream()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(g.ctx, cancel)()
@@ -132,8 +132,6 @@ func (g *Gateway) streamEvents(w http.ResponseWriter, r *http.Request, s *client
 			return
 		}
 	}
-	g.open.Add(1)
-	defer g.open.Add(-1)
 
 	sw := NewSSEWriter(w, g.opts.WriteTimeout)
 	if sw.Retry(retryMillis*time.Millisecond) != nil || sw.Comment(fmt.Sprintf("keel events of %s after %d", s.ID(), after)) != nil {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -142,7 +143,7 @@ func (l smallListener) Accept() (net.Conn, error) {
 // deltas beyond the buffer and says how many with a lag event; every
 // durable event still arrives, and received + missed = published.
 func TestSlowClientLags(t *testing.T) {
-	const chunks, size = 200, 2048
+	const chunks, size = 200, 1024
 	chunk, _ := json.Marshal(strings.Repeat("x", size))
 	var text []string
 	for range chunks {
@@ -199,4 +200,29 @@ func TestSlowClientLags(t *testing.T) {
 		t.Fatalf("received %d + missed %d deltas, published %d", received, missed, chunks)
 	}
 	contiguous(t, durableSeqs(t, evs), run.BaseSeq+1)
+}
+
+// Past MaxStreams a new stream is refused with 503 overloaded; once one
+// closes, a new one is served.
+func TestMaxStreams(t *testing.T) {
+	s := startGateway(t, gateway.Options{MaxStreams: 1})
+	s.send(t, "max-streams", map[string]any{"prompt": "hi", "model": model(t, `{"turns":[{"text":["hi"]}]}`)})
+	ctx, cancel := context.WithCancel(testCtx(t))
+	first := s.stream(t, ctx, "max-streams", "", nil)
+	first.until(t, keel.TypeRunCompleted)
+	r := s.callWith(t, http.MethodGet, "/v1/sessions/max-streams/events", nil, map[string]string{"Accept": "text/event-stream"}).
+		must(t, http.StatusServiceUnavailable)
+	if r.code() != gateway.CodeOverloaded || r.body["retryable"] != true {
+		t.Fatalf("second stream: %s", r.raw)
+	}
+	// A JSON page is not a stream.
+	s.call(t, http.MethodGet, "/v1/sessions/max-streams/events", nil).must(t, http.StatusOK)
+	cancel()
+	first.close()
+	// The server notices the closed connection and ends the handler.
+	for wait := testCtx(t); s.gw.Streams() > 0 && wait.Err() == nil; {
+		runtime.Gosched()
+	}
+	second := s.stream(t, testCtx(t), "max-streams", "", nil)
+	second.until(t, keel.TypeRunCompleted)
 }
