@@ -69,6 +69,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"worker", "--heartbeat-interval", "0s"}, "--heartbeat-interval must be positive"},
 		{[]string{"worker", "--max-activities", "0"}, "--max-activities must be at least 1, got 0"},
 		{[]string{"worker", "--sticky-cache", "-1"}, "--sticky-cache must be at least 1"},
+		{[]string{"dev", "--workflow-pollers", "0"}, "--workflow-pollers must be at least 1"},
 		{[]string{"help", "nope"}, `unknown command "nope"`},
 		{[]string{"steer", "s"}, "missing argument TEXT"},
 		{[]string{"steer", "s", " "}, "the steering text is empty"},

@@ -63,6 +63,9 @@ type devConfig struct {
 	logLevel slog.Level
 	// gateway configures the HTTP API; its Logger defaults to logger.
 	gateway gateway.Options
+	// tuning sets the worker's capacity and heartbeats; nil keeps
+	// worker.Options' defaults.
+	tuning *tuningFlags
 }
 
 // devStack is a running local stack.
@@ -98,8 +101,13 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	workspace := fs.String("workspace", "", "`DIR` the file tools may read and write (default DATA_DIR/workspace)")
 	demo := fs.Bool("demo", false, "send the demo prompt and render its run once the stack is up")
 	logLevel := fs.String("log-level", "warn", "least severe server and worker log record written to DATA_DIR/dev.log: debug, info, warn or error")
+	var tuning tuningFlags
+	tuning.register(fs)
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
+	}
+	if err := tuning.check(); err != nil {
+		return fs.usageError(stderr, "%v", err)
 	}
 	for name, p := range map[string]int{"--port": *port, "--ui-port": *uiPort, "--nats-port": *natsPort, "--http-port": *httpPort} {
 		if p < 0 || p > 65535 {
@@ -143,6 +151,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		logger:    devLogger,
 		logLevel:  level,
 		gateway:   gwOpts,
+		tuning:    &tuning,
 	})
 	if err != nil {
 		return fail(stderr, "dev", err)
@@ -218,7 +227,11 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if err := worker.EnsureSearchAttributes(ctx, s.temporal, s.server.Namespace()); err != nil {
 		return s, err
 	}
-	w, err := worker.New(s.temporal, worker.Options{Workspace: s.workspace, Live: s.publisher, Logger: logger, Codec: s.codec})
+	wopts := worker.Options{Workspace: s.workspace, Live: s.publisher, Logger: logger, Codec: s.codec}
+	if cfg.tuning != nil {
+		cfg.tuning.apply(&wopts)
+	}
+	w, err := worker.New(s.temporal, wopts)
 	if err != nil {
 		return s, err
 	}
