@@ -1,0 +1,231 @@
+package bench
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"path"
+	"strings"
+	"sync"
+
+	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/metrics"
+	"google.golang.org/grpc"
+)
+
+// Counts are counters by name: frontend calls by method, persistence
+// requests by operation, server warnings by message.
+type Counts map[string]int64
+
+// Sub returns c minus before, dropping names that did not move.
+func (c Counts) Sub(before Counts) Counts {
+	out := Counts{}
+	for k, v := range c {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// Total is the sum of all counters.
+func (c Counts) Total() int64 {
+	var sum int64
+	for _, v := range c {
+		sum += v
+	}
+	return sum
+}
+
+// Matching is the sum of the counters whose name keep accepts.
+func (c Counts) Matching(keep func(string) bool) int64 {
+	var sum int64
+	for k, v := range c {
+		if keep(k) {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// counter is a concurrency-safe Counts.
+type counter struct {
+	mu sync.Mutex
+	m  Counts
+}
+
+func (c *counter) add(name string, n int64) {
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = Counts{}
+	}
+	c.m[name] += n
+	c.mu.Unlock()
+}
+
+func (c *counter) snapshot() Counts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.m)
+}
+
+// ServerCounters count what an embedded server does, seen from inside it:
+// every call its frontend serves, by method (workers' calls included, so
+// heartbeats and workflow task completions are counted where they land),
+// its persistence requests by operation, and its warnings by message.
+// Install Interceptor, MetricsHandler and Logger in the devserver.Config.
+type ServerCounters struct {
+	rpcs, persistence, warnings counter
+}
+
+// ServerSnapshot is what ServerCounters counted up to a moment.
+type ServerSnapshot struct {
+	// RPCs are frontend calls by method ("RecordActivityTaskHeartbeat").
+	// A poll that returned a task also counts under "<method> (task)".
+	RPCs Counts
+	// Persistence are persistence requests by operation
+	// ("UpdateWorkflowExecution"); visibility's are prefixed "visibility ".
+	Persistence Counts
+	// Warnings are the server's log records at warning level or above, by
+	// message ("Slow gRPC call").
+	Warnings Counts
+}
+
+// Sub returns what was counted between before and s.
+func (s ServerSnapshot) Sub(before ServerSnapshot) ServerSnapshot {
+	return ServerSnapshot{
+		RPCs: s.RPCs.Sub(before.RPCs), Persistence: s.Persistence.Sub(before.Persistence),
+		Warnings: s.Warnings.Sub(before.Warnings),
+	}
+}
+
+// Snapshot returns the counts so far.
+func (s *ServerCounters) Snapshot() ServerSnapshot {
+	return ServerSnapshot{RPCs: s.rpcs.snapshot(), Persistence: s.persistence.snapshot(), Warnings: s.warnings.snapshot()}
+}
+
+// Interceptor counts the frontend's calls by method.
+func (s *ServerCounters) Interceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		method := path.Base(info.FullMethod)
+		s.rpcs.add(method, 1)
+		resp, err := handler(ctx, req)
+		if t, ok := resp.(interface{ GetTaskToken() []byte }); ok && err == nil && len(t.GetTaskToken()) > 0 {
+			s.rpcs.add(method+" (task)", 1)
+		}
+		return resp, err
+	}
+}
+
+// MetricsHandler counts the server's persistence requests by operation and
+// drops every other metric.
+func (s *ServerCounters) MetricsHandler() metrics.Handler {
+	return persistenceMetrics{c: &s.persistence}
+}
+
+// Logger passes the server's records at warning level or above to next
+// (nil: nowhere) and counts them by message.
+func (s *ServerCounters) Logger(next slog.Handler) *slog.Logger {
+	return slog.New(warningCounter{c: &s.warnings, next: next})
+}
+
+// Metric names and the tag persistenceMetrics reads.
+const (
+	persistenceRequests           = "persistence_requests"
+	visibilityPersistenceRequests = "visibility_persistence_requests"
+)
+
+// persistenceMetrics is a metrics.Handler that keeps only the operation
+// tag and counts only persistence requests. The server calls WithTags on
+// hot paths, so it stays a small value.
+type persistenceMetrics struct {
+	c  *counter
+	op string
+}
+
+var _ metrics.Handler = persistenceMetrics{}
+
+func (h persistenceMetrics) WithTags(tags ...metrics.Tag) metrics.Handler {
+	for _, t := range tags {
+		if t.Key == metrics.OperationTagName {
+			h.op = t.Value
+		}
+	}
+	return h
+}
+
+func (h persistenceMetrics) Counter(name string) metrics.CounterIface {
+	prefix := ""
+	switch name {
+	case persistenceRequests:
+	case visibilityPersistenceRequests:
+		prefix = "visibility "
+	default:
+		return metrics.NoopCounterMetricFunc
+	}
+	return metrics.CounterFunc(func(n int64, tags ...metrics.Tag) {
+		op := h.op
+		for _, t := range tags {
+			if t.Key == metrics.OperationTagName {
+				op = t.Value
+			}
+		}
+		h.c.add(prefix+op, n)
+	})
+}
+
+func (persistenceMetrics) Gauge(string) metrics.GaugeIface { return metrics.NoopGaugeMetricFunc }
+func (persistenceMetrics) Timer(string) metrics.TimerIface { return metrics.NoopTimerMetricFunc }
+func (persistenceMetrics) Histogram(string, metrics.MetricUnit) metrics.HistogramIface {
+	return metrics.NoopHistogramMetricFunc
+}
+func (persistenceMetrics) Stop(log.Logger) {}
+func (h persistenceMetrics) StartBatch(string) metrics.BatchHandler {
+	return persistenceBatch{h}
+}
+
+type persistenceBatch struct{ persistenceMetrics }
+
+func (persistenceBatch) Close() error { return nil }
+
+// PersistenceWrite reports whether a persistence operation writes: every
+// operation but those that get, list, read, scan, count or check.
+func PersistenceWrite(op string) bool {
+	op = strings.TrimPrefix(op, "visibility ")
+	for _, read := range []string{"Get", "List", "Read", "Scan", "Count", "Is", "Describe"} {
+		if strings.HasPrefix(op, read) {
+			return false
+		}
+	}
+	return op != ""
+}
+
+// warningCounter counts records at warning level and above by message.
+type warningCounter struct {
+	c    *counter
+	next slog.Handler
+}
+
+func (h warningCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h warningCounter) Handle(ctx context.Context, r slog.Record) error {
+	h.c.add(r.Message, 1)
+	if h.next != nil && h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h warningCounter) WithAttrs(attrs []slog.Attr) slog.Handler {
+	if h.next != nil {
+		h.next = h.next.WithAttrs(attrs)
+	}
+	return h
+}
+
+func (h warningCounter) WithGroup(name string) slog.Handler {
+	if h.next != nil {
+		h.next = h.next.WithGroup(name)
+	}
+	return h
+}

@@ -1,0 +1,225 @@
+package bench
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable prints the report: a summary line per number of sessions,
+// then each measurement's accounting with keel and the baseline side by
+// side, then the targets with their verdicts.
+func (r *ConcurrencyReport) WriteTable(w io.Writer) {
+	rev := r.Revision
+	if rev == "" {
+		rev = "unknown revision"
+	}
+	where := "workers in this process (their CPU counts as the server's)"
+	if r.WorkerProcess {
+		where = "each worker in a process of its own"
+	}
+	turns := make([]string, len(r.Turns))
+	for i, d := range r.Turns {
+		turns[i] = secs(d)
+	}
+	fmt.Fprintf(w, "keel bench concurrency (%s): %s; %s\n", rev, r.Machine(), where)
+	fmt.Fprintf(w, "each session: one send; its model streams %d chunks %v apart, calls list_files, streams %d more: %s of model time (%s)\n",
+		StreamFirstChunks, StreamChunkDelay, StreamSecondChunks, secs(r.ModelTime), strings.Join(turns, " + "))
+	fmt.Fprintf(w, "baseline: as many bare Temporal workflows, each running activities that stream (sleep) as long, without heartbeats\n")
+	if r.CancelFraction > 0 {
+		fmt.Fprintf(w, "%.0f%% of the sessions on each side are cancelled mid-stream; run times are over the others\n", 100*r.CancelFraction)
+	}
+	fmt.Fprintln(w)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "sessions\tkeel run p50 / p99\t÷ model time\tbare run p50 / p99\tkeel ÷ bare\tsend p50 / p99\tcancel p50 / p99\theartbeats/s per turn\tRPCs/run keel / bare\tCPU s/run keel / bare")
+	for _, p := range r.Points {
+		k, b := p.Keel, p.Baseline
+		r50, r99 := p.RunRatios()
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.2f× / %.2f×\t%s\t%s\t%.2f\t%.0f / %.0f\t%s / %s\n", p.Sessions,
+			pair(k.Runs, secs), fmt.Sprintf("%.2f× / %.2f×", ratio(k.Runs.P50(), r.ModelTime), ratio(k.Runs.P99(), r.ModelTime)),
+			pair(b.Runs, secs), r50, r99, pair(k.Starts, secs), pair(k.Cancels, millis),
+			k.HeartbeatsPerSecond(), k.RPCsPerRun(), b.RPCsPerRun(), cpuTotal(k), cpuTotal(b))
+	}
+	_ = tw.Flush()
+
+	for _, p := range r.Points {
+		fmt.Fprintf(w, "\n%d sessions: per run, keel beside the bare baseline\n", p.Sessions)
+		r.writePoint(w, p)
+	}
+
+	fmt.Fprintln(w, "\ntargets")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, t := range ConcurrencyTargets() {
+		at := "every N"
+		if t.Sessions != 0 {
+			at = fmt.Sprintf("at %d", t.Sessions)
+		}
+		v, detail := r.Verdict(t)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Text, at, v, detail)
+	}
+	_ = tw.Flush()
+}
+
+// writePoint prints one measurement's figures, keel beside the baseline.
+func (r *ConcurrencyReport) writePoint(w io.Writer, p ConcurrencyPoint) {
+	k, b := p.Keel, p.Baseline
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  measure\tkeel\tbare\tkeel ÷ bare")
+	row := func(label, kv, bv string, rat float64) {
+		rs := ""
+		if rat > 0 {
+			rs = fmt.Sprintf("%.2f×", rat)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", label, kv, bv, rs)
+	}
+	num := func(label string, kv, bv float64) {
+		rat := 0.0
+		if bv > 0 {
+			rat = kv / bv
+		}
+		row(label, trim(kv), trim(bv), rat)
+	}
+	ended := func(f PhaseFigures) string {
+		s := fmt.Sprintf("%d completed, %d cancelled, %d failed", f.Completed, f.Cancelled, f.Failed)
+		if f.CancelMissed > 0 {
+			s += fmt.Sprintf(", %d completed before their cancel", f.CancelMissed)
+		}
+		return s
+	}
+	row("sessions", ended(k), ended(b), 0)
+	r50, r99 := p.RunRatios()
+	fmt.Fprintf(tw, "  run time p50 / p99\t%s\t%s\t%.2f× / %.2f×\n", pair(k.Runs, secs), pair(b.Runs, secs), r50, r99)
+	row("run ÷ model time, p50 / p99",
+		fmt.Sprintf("%.2f× / %.2f×", ratio(k.Runs.P50(), r.ModelTime), ratio(k.Runs.P99(), r.ModelTime)),
+		fmt.Sprintf("%.2f× / %.2f×", ratio(b.Runs.P50(), r.ModelTime), ratio(b.Runs.P99(), r.ModelTime)), 0)
+	row("send / start call p50 / p99", pair(k.Starts, secs), pair(b.Starts, secs), 0)
+	row("cancel → outcome p50 / p99", pair(k.Cancels, millis), pair(b.Cancels, millis), 0)
+	row("wall time, first start to last outcome", secs(k.Wall), secs(b.Wall), 0)
+	num("frontend RPCs", k.RPCsPerRun(), b.RPCsPerRun())
+	for _, m := range unionKeys(k.Server.RPCs, b.Server.RPCs) {
+		kv, bv := per(k.Server.RPCs[m], k.Sessions()), per(b.Server.RPCs[m], b.Sessions())
+		if kv < 0.05 && bv < 0.05 {
+			continue
+		}
+		num("  "+m, kv, bv)
+	}
+	num("heartbeats per streaming turn", k.HeartbeatsPerTurn(), b.HeartbeatsPerTurn())
+	num("heartbeats per second of a streaming turn", k.HeartbeatsPerSecond(), b.HeartbeatsPerSecond())
+	num("history events (completed runs)", k.History.EventsPerRun(), b.History.EventsPerRun())
+	wf := func(f PhaseFigures, wh WorkflowHistory) string {
+		return fmt.Sprintf("%s events, %s workflow tasks", trim(per(wh.Events, f.History.Runs)), trim(per(wh.WorkflowTasks, f.History.Runs)))
+	}
+	for _, wh := range k.History.Workflows {
+		row("  "+wh.Kind+" workflow", wf(k, wh), "", 0)
+	}
+	for _, wh := range b.History.Workflows {
+		row("  bare workflow", "", wf(b, wh), 0)
+	}
+	num("workflow tasks per step", k.History.WorkflowTasksPerStep(), b.History.WorkflowTasksPerStep())
+	row("history events by type", "", "", 0)
+	for _, t := range unionKeys(k.History.Events, b.History.Events) {
+		num("  "+t, per(k.History.Events[t], k.History.Runs), per(b.History.Events[t], b.History.Runs))
+	}
+	ka, kw := k.PersistencePerRun()
+	ba, bw := b.PersistencePerRun()
+	num("persistence requests", ka, ba)
+	num("  of which writes", kw, bw)
+	for _, op := range unionKeys(k.Server.Persistence, b.Server.Persistence) {
+		if !PersistenceWrite(op) {
+			continue
+		}
+		kv, bv := per(k.Server.Persistence[op], k.Sessions()), per(b.Server.Persistence[op], b.Sessions())
+		if kv < 0.05 && bv < 0.05 {
+			continue
+		}
+		num("    "+op, kv, bv)
+	}
+	ks, kwk := k.CPUPerRun()
+	bs, bwk := b.CPUPerRun()
+	row("CPU s: server process (+ clients)", cpu(ks), cpu(bs), ratioF(ks, bs))
+	row("CPU s: worker process", cpu(kwk), cpu(bwk), ratioF(kwk, bwk))
+	row("server warnings (whole measurement)", warnings(k.Server.Warnings), warnings(b.Server.Warnings), 0)
+	_ = tw.Flush()
+	for _, f := range []PhaseFigures{k, b} {
+		for _, e := range f.Errors {
+			fmt.Fprintf(w, "  error: %s\n", e)
+		}
+	}
+}
+
+func pair(l Latencies, f func(time.Duration) string) string {
+	if len(l) == 0 {
+		return "—"
+	}
+	return f(l.P50()) + " / " + f(l.P99())
+}
+
+func trim(x float64) string {
+	switch {
+	case x == 0:
+		return "0"
+	case x < 10:
+		return fmt.Sprintf("%.2f", x)
+	case x < 100:
+		return fmt.Sprintf("%.1f", x)
+	}
+	return fmt.Sprintf("%.0f", x)
+}
+
+func cpu(s float64) string {
+	if s < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.3f", s)
+}
+
+func ratioF(a, b float64) float64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// cpuTotal is a side's CPU seconds per run, server and worker together.
+func cpuTotal(f PhaseFigures) string {
+	s, w := f.CPUPerRun()
+	if s < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.3f", s+max(w, 0))
+}
+
+func warnings(c Counts) string {
+	if len(c) == 0 {
+		return "0"
+	}
+	keys := unionKeys(c, nil)
+	var parts []string
+	for _, k := range keys[:min(len(keys), 3)] {
+		parts = append(parts, fmt.Sprintf("%d %q", c[k], k))
+	}
+	return fmt.Sprintf("%d: %s", c.Total(), strings.Join(parts, ", "))
+}
+
+// unionKeys returns the names counted in a or b, the largest counts (in a,
+// then in b) first.
+func unionKeys(a, b Counts) []string {
+	var keys []string
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(x, y string) int {
+		return cmp.Or(cmp.Compare(a[y], a[x]), cmp.Compare(b[y], b[x]), strings.Compare(x, y))
+	})
+	return keys
+}

@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// An outcome is how one session of a measurement ended.
+type outcome int
+
+const (
+	outcomeCompleted    outcome = iota
+	outcomeCancelled            // cancelled as planned
+	outcomeCancelMissed         // to be cancelled, but completed first
+	outcomeFailed
+)
+
+// sessionResult is what one session of a measurement saw.
+type sessionResult struct {
+	outcome outcome
+	err     error
+	// start is the send (keel) or start (baseline) call; run is from its
+	// beginning to the outcome, for a completed run; cancel is from the
+	// cancel call to the cancelled outcome.
+	start, run, cancel time.Duration
+	// streamed is how long the run's model streamed (an estimate for a
+	// cancelled run: from its first delta to the cancel), turns how many
+	// streaming turns it played.
+	streamed time.Duration
+	turns    float64
+	// workflows are the IDs of the run's workflows, for its histories.
+	workflows []string
+}
+
+// phase is one side of a measurement: keel, or the bare baseline.
+type phase struct {
+	name string
+	// session runs session i, cancelling it mid-stream if cancel is set.
+	session func(ctx context.Context, i int, cancel bool) sessionResult
+	// workerPID is the worker process's, 0 when it runs in this process.
+	workerPID int
+}
+
+// run starts all n sessions at once, waits for every outcome, and
+// gathers the figures, with the server's counts and the CPU time of this
+// process and the worker's over the same span.
+func (s *stack) run(ctx context.Context, ph phase) (PhaseFigures, []sessionResult, error) {
+	var f PhaseFigures
+	c := cancels(s.n, s.opts.CancelFraction)
+	s.say("%s: %d sessions at once (%d cancelled mid-stream)", ph.name, s.n, c)
+	before := s.counters.Snapshot()
+	cpu0, err := ProcessCPU(0)
+	if err != nil {
+		cpu0 = -1
+	}
+	wcpu0 := time.Duration(-1)
+	if ph.workerPID != 0 {
+		if d, err := ProcessCPU(ph.workerPID); err == nil {
+			wcpu0 = d
+		}
+	}
+
+	results := make([]sessionResult, s.n)
+	var wg sync.WaitGroup
+	begin := make(chan struct{})
+	t0 := time.Now()
+	for i := range s.n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-begin
+			results[i] = ph.session(ctx, i, cancelled(i, s.n, c))
+		}()
+	}
+	close(begin)
+	wg.Wait()
+	f.Wall = time.Since(t0)
+
+	f.Server = s.counters.Snapshot().Sub(before)
+	if cpu1, err := ProcessCPU(0); err == nil && cpu0 >= 0 {
+		f.ServerCPU, f.ServerCPUKnown = cpu1-cpu0, true
+	}
+	if wcpu0 >= 0 {
+		if d, err := ProcessCPU(ph.workerPID); err == nil {
+			f.WorkerCPU, f.WorkerCPUKnown = d-wcpu0, true
+		}
+	}
+	for _, r := range results {
+		f.Starts = append(f.Starts, r.start)
+		f.StreamTurns += r.turns
+		f.StreamTime += r.streamed
+		switch r.outcome {
+		case outcomeCompleted:
+			f.Completed++
+			f.Runs = append(f.Runs, r.run)
+		case outcomeCancelled:
+			f.Cancelled++
+			f.Cancels = append(f.Cancels, r.cancel)
+		case outcomeCancelMissed:
+			f.CancelMissed++
+		case outcomeFailed:
+			f.Failed++
+			if len(f.Errors) < 5 {
+				f.Errors = append(f.Errors, r.err.Error())
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return f, results, ctx.Err()
+	}
+	return f, results, nil
+}
+
+// completedWorkflows lists the workflows of the completed runs.
+func completedWorkflows(results []sessionResult) [][]string {
+	var out [][]string
+	for _, r := range results {
+		if r.outcome == outcomeCompleted {
+			out = append(out, r.workflows)
+		}
+	}
+	return out
+}
+
+func failed(err error, what string) sessionResult {
+	return sessionResult{outcome: outcomeFailed, err: fmt.Errorf("%s: %w", what, err)}
+}

@@ -1,0 +1,199 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/provider/scripted"
+	"github.com/keelrun/keel/store"
+)
+
+// sessionTimeout bounds one session of a measurement, from send to
+// outcome, so a run that never ends fails the session instead of hanging
+// the benchmark.
+const sessionTimeout = 15 * time.Minute
+
+// keel measures n keel sessions at once, each sending one prompt whose
+// model is StreamScript, on a keel worker with its default options.
+func (s *stack) keel(ctx context.Context) (PhaseFigures, error) {
+	cfg := s.workerConfig()
+	if err := seedWorkspace(cfg.Workspace); err != nil {
+		return PhaseFigures{}, err
+	}
+	model, err := s.writeScript("stream.json", StreamScript())
+	if err != nil {
+		return PhaseFigures{}, err
+	}
+	warm, err := s.writeScript("warm.json", warmScript)
+	if err != nil {
+		return PhaseFigures{}, err
+	}
+	ph := phase{name: "keel"}
+	if s.opts.KeelWorker != nil {
+		s.say("keel: starting a keel worker process")
+		p, err := s.opts.KeelWorker(ctx, cfg)
+		if err != nil {
+			return PhaseFigures{}, err
+		}
+		defer p.Stop()
+		ph.workerPID = p.PID
+	} else {
+		s.say("keel: starting a keel worker in this process")
+		stop, err := s.startInProcessKeelWorker(ctx, cfg.Workspace)
+		if err != nil {
+			return PhaseFigures{}, err
+		}
+		defer stop()
+	}
+	kc, err := client.Dial(ctx, client.Options{Temporal: s.tc, DataConverter: store.NewDataConverter(s.codec)})
+	if err != nil {
+		return PhaseFigures{}, err
+	}
+	defer kc.Close()
+	// The runs to be cancelled are followed live, to cancel them once
+	// they stream.
+	deltas, err := live.DialNATS(s.natsURL, live.NATSOptions{})
+	if err != nil {
+		return PhaseFigures{}, err
+	}
+	defer deltas.Close()
+
+	s.say("keel: warm-up run")
+	run, err := kc.NewSession().Send(ctx, "warm up", client.WithConfig(api.RunConfig{Model: warm}))
+	if err == nil {
+		_, err = run.Outcome(ctx)
+	}
+	if err != nil {
+		return PhaseFigures{}, fmt.Errorf("warm-up run: %w", err)
+	}
+
+	runCfg := api.RunConfig{Model: model, Tools: []string{"list_files"}}
+	ph.session = func(ctx context.Context, i int, cancel bool) sessionResult {
+		ctx, stop := context.WithTimeout(ctx, sessionTimeout)
+		defer stop()
+		return keelSession(ctx, kc, deltas, fmt.Sprintf("bench-%d-%04d", s.n, i), runCfg, cancel)
+	}
+	f, results, err := s.run(ctx, ph)
+	if err != nil {
+		return f, err
+	}
+	s.say("keel: reading the histories of %d completed runs", f.Completed)
+	f.History, err = s.histories(ctx, completedWorkflows(results), []string{"Session", "Run"}, len(StreamTurns()))
+	return f, err
+}
+
+// keelSession sends one prompt in a new session and waits for its
+// outcome; to cancel, it waits for the run's first delta, lets it stream
+// a little, then cancels it.
+func keelSession(ctx context.Context, kc *client.Client, deltas live.Channel, id string, cfg api.RunConfig, cancel bool) sessionResult {
+	var sub live.Subscription
+	if cancel {
+		var err error
+		if sub, err = deltas.Subscribe(ctx, id, live.SubscribeOptions{}); err != nil {
+			return failed(err, "subscribe")
+		}
+		defer sub.Close()
+	}
+	t0 := time.Now()
+	run, err := kc.Session(id).Send(ctx, "stream, please", client.WithConfig(cfg))
+	r := sessionResult{start: time.Since(t0)}
+	if err != nil {
+		r.outcome, r.err = outcomeFailed, fmt.Errorf("send: %w", err)
+		return r
+	}
+	r.workflows = []string{id, run.ID}
+	turns := float64(len(StreamTurns()))
+	if !cancel {
+		out, err := run.Outcome(ctx)
+		r.run = time.Since(t0)
+		if err == nil && out.Status != keel.StatusCompleted {
+			err = fmt.Errorf("status %s", out.Status)
+		}
+		if err != nil {
+			r.outcome, r.err = outcomeFailed, fmt.Errorf("outcome: %w", err)
+			return r
+		}
+		r.streamed, r.turns = ModelTime(), turns
+		return r
+	}
+
+	first, err := firstDelta(ctx, sub)
+	if err != nil {
+		r.outcome, r.err = outcomeFailed, fmt.Errorf("waiting for the first delta: %w", err)
+		return r
+	}
+	select {
+	case <-ctx.Done():
+		return failed(ctx.Err(), "cancel")
+	case <-time.After(cancelAfterFirstDelta):
+	}
+	tc := time.Now()
+	if err := run.Cancel(ctx); err != nil {
+		r.outcome, r.err = outcomeFailed, fmt.Errorf("cancel: %w", err)
+		return r
+	}
+	out, err := run.Outcome(ctx)
+	r.cancel = time.Since(tc)
+	switch {
+	case errors.Is(err, keel.ErrCancelled):
+		r.outcome, r.streamed, r.turns = outcomeCancelled, time.Since(first), 1
+	case err == nil && out.Status == keel.StatusCompleted:
+		r.outcome, r.streamed, r.turns = outcomeCancelMissed, ModelTime(), turns
+	default:
+		r.outcome, r.err = outcomeFailed, fmt.Errorf("cancelled run: %+v, %v", out, err)
+	}
+	return r
+}
+
+// firstDelta waits for a text delta on sub and returns when it came.
+func firstDelta(ctx context.Context, sub live.Subscription) (time.Time, error) {
+	for {
+		env, err := sub.Next(ctx)
+		var lagged *live.LaggedError
+		switch {
+		case errors.As(err, &lagged):
+			continue
+		case err != nil:
+			return time.Time{}, err
+		case env.Type == keel.TypeTextDelta:
+			return time.Now(), nil
+		}
+	}
+}
+
+// writeScript writes a scripted model where a worker in any process reads
+// it, and returns its model spec.
+func (s *stack) writeScript(name string, sc *scripted.Script) (string, error) {
+	b, err := scriptJSON(sc)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(s.dir, name)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return "", err
+	}
+	return "scripted:" + path, nil
+}
+
+// seedWorkspace creates the workspace with a few files for list_files.
+func seedWorkspace(dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "src"), 0o755); err != nil {
+		return err
+	}
+	for name, text := range map[string]string{
+		"README.md": "# bench\n", "src/main.go": "package main\n\nfunc main() {}\n", "notes.txt": "streaming\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
