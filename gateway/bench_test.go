@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +29,10 @@ import (
 // with readerEnv set), so the gateway's figures are those of a client in
 // another process, and the gateway process's heap holds no client side.
 const readerEnv = "KEEL_GATEWAY_BENCH_READER"
+
+// benchSessions numbers the benchmarks' sessions, unique in the process
+// however often the benchmarks run (-count).
+var benchSessions atomic.Int64
 
 var subscribers = flag.Int("subscribers", 1000, "event streams BenchmarkSubscribers opens")
 
@@ -57,8 +62,8 @@ func BenchmarkEventLatency(b *testing.B) {
 	}
 	s := startGateway(b, gateway.Options{})
 	var sse, direct latencies
-	for i := 0; b.Loop(); i++ {
-		session := fmt.Sprintf("latency-%d", i)
+	for b.Loop() {
+		session := fmt.Sprintf("latency-%d", benchSessions.Add(1))
 		gate := session
 		m := model(b, `{"chunk_delay":"3ms","turns":[
 		  {"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"`+gate+`"}}]},
@@ -94,7 +99,7 @@ func BenchmarkEventLatency(b *testing.B) {
 func BenchmarkSubscribers(b *testing.B) {
 	n := *subscribers
 	s := startGateway(b, gateway.Options{})
-	const session = "subscribers"
+	session := fmt.Sprintf("subscribers-%d", benchSessions.Add(1))
 	s.send(b, session, map[string]any{"prompt": "hi", "model": model(b, `{"turns":[{"text":["hi"]}]}`)})
 	waitForEvent(b, testCtx(b), session, keel.TypeRunCompleted, 1)
 	pub := keeltest.DialNATS(b, shared.nats.ClientURL(), live.NATSOptions{})
