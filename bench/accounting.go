@@ -117,6 +117,23 @@ func (s *ServerCounters) Interceptor() grpc.UnaryServerInterceptor {
 	}
 }
 
+// ClientInterceptor counts a client's calls by method, as
+// ServerCounters.Interceptor counts them in the server; install it with
+// grpc.WithChainUnaryInterceptor in the client's
+// ConnectionOptions.DialOptions.
+func ClientInterceptor(c *ClientCounter) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		c.c.add(path.Base(method), 1)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+// ClientCounter counts a client's calls (ClientInterceptor).
+type ClientCounter struct{ c counter }
+
+// Snapshot returns the counts so far.
+func (c *ClientCounter) Snapshot() Counts { return c.c.snapshot() }
+
 // MetricsHandler counts the server's persistence requests by operation and
 // drops every other metric.
 func (s *ServerCounters) MetricsHandler() metrics.Handler {

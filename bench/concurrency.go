@@ -40,6 +40,10 @@ type ConcurrencyOptions struct {
 	BaselineWorker func(ctx context.Context, cfg WorkerConfig) (*Process, error)
 	// Progress, when set, is told what each phase does.
 	Progress func(sessions int, phase string)
+	// Label names what was measured (a commit, "before"); optional:
+	// default the VCS revision the binary was built from, if it recorded
+	// one.
+	Label string
 }
 
 // WorkerConfig is where a worker in another process finds the benchmark's
@@ -98,7 +102,7 @@ func MeasureConcurrency(ctx context.Context, opts ConcurrencyOptions) (*Concurre
 	}
 	rep := &ConcurrencyReport{
 		ModelTime: ModelTime(), Turns: StreamTurns(), CancelFraction: opts.CancelFraction,
-		WorkerProcess: opts.KeelWorker != nil, Revision: revision(), Load: loadAverage(),
+		WorkerProcess: opts.KeelWorker != nil, Revision: cmpOr(opts.Label, revision()), Load: loadAverage(),
 	}
 	for _, n := range opts.Sessions {
 		p, err := measurePoint(ctx, opts, n)
@@ -131,8 +135,10 @@ type stack struct {
 	natsURL  string
 	storeURL string
 	codec    *store.Codec
-	// tc is the benchmark's own Temporal connection, for its clients.
-	tc sdkclient.Client
+	// tc is the benchmark's own Temporal connection, for its clients;
+	// clientRPCs counts its calls.
+	tc         sdkclient.Client
+	clientRPCs *ClientCounter
 }
 
 func (s *stack) say(format string, args ...any) {
@@ -188,7 +194,14 @@ func measurePoint(ctx context.Context, opts ConcurrencyOptions, n int) (p Concur
 	}
 	defer st.Close()
 	s.codec = store.NewCodec(st, store.CodecOptions{})
-	if s.tc, err = s.dial(ctx); err != nil {
+	s.clientRPCs = &ClientCounter{}
+	s.tc, err = s.srv.Dial(ctx, sdkclient.Options{
+		DataConverter: store.NewDataConverter(s.codec),
+		ConnectionOptions: sdkclient.ConnectionOptions{DialOptions: []grpc.DialOption{
+			grpc.WithChainUnaryInterceptor(ClientInterceptor(s.clientRPCs)),
+		}},
+	})
+	if err != nil {
 		return p, err
 	}
 	defer s.tc.Close()
@@ -249,6 +262,13 @@ func RunBaselineWorker(ctx context.Context, address, namespace string, ready fun
 	ready()
 	<-ctx.Done()
 	return nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // revision is the VCS revision this binary was built from, with "+dirty"

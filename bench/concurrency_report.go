@@ -44,8 +44,11 @@ type PhaseFigures struct {
 	Errors                                     []string
 	// Wall is from the first start to the last outcome.
 	Wall time.Duration
-	// Server is what the server counted meanwhile.
-	Server ServerSnapshot
+	// Server is what the server counted meanwhile; ClientRPCs the calls
+	// of the benchmark's own clients among them (sends, outcomes, cancels),
+	// so the rest came from the worker.
+	Server     ServerSnapshot
+	ClientRPCs Counts
 	// ServerCPU is this process's CPU time meanwhile: the server with the
 	// benchmark's clients, and the workers when they run in this process.
 	// WorkerCPU is the worker process's. Each is valid only if Known.

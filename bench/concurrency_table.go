@@ -100,13 +100,14 @@ func (r *ConcurrencyReport) writePoint(w io.Writer, p ConcurrencyPoint) {
 	row("send / start call p50 / p99", pair(k.Starts, secs), pair(b.Starts, secs), 0)
 	row("cancel → outcome p50 / p99", pair(k.Cancels, millis), pair(b.Cancels, millis), 0)
 	row("wall time, first start to last outcome", secs(k.Wall), secs(b.Wall), 0)
-	num("frontend RPCs", k.RPCsPerRun(), b.RPCsPerRun())
+	num("frontend RPCs (clients: the benchmark's sends, outcomes, cancels)", k.RPCsPerRun(), b.RPCsPerRun())
 	for _, m := range unionKeys(k.Server.RPCs, b.Server.RPCs) {
 		kv, bv := per(k.Server.RPCs[m], k.Sessions()), per(b.Server.RPCs[m], b.Sessions())
 		if kv < 0.05 && bv < 0.05 {
 			continue
 		}
-		num("  "+m, kv, bv)
+		kc, bc := per(k.ClientRPCs[m], k.Sessions()), per(b.ClientRPCs[m], b.Sessions())
+		row("  "+m, trim(kv)+fromClients(kv, kc), trim(bv)+fromClients(bv, bc), ratioF(kv, bv))
 	}
 	num("heartbeats per streaming turn", k.HeartbeatsPerTurn(), b.HeartbeatsPerTurn())
 	num("heartbeats per second of a streaming turn", k.HeartbeatsPerSecond(), b.HeartbeatsPerSecond())
@@ -150,6 +151,14 @@ func (r *ConcurrencyReport) writePoint(w io.Writer, p ConcurrencyPoint) {
 			fmt.Fprintf(w, "  error: %s\n", e)
 		}
 	}
+}
+
+// fromClients says how much of a count came from the benchmark's clients.
+func fromClients(all, clients float64) string {
+	if clients < 0.005 || all == 0 {
+		return ""
+	}
+	return " (clients " + trim(clients) + ")"
 }
 
 func pair(l Latencies, f func(time.Duration) string) string {

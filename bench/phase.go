@@ -50,7 +50,7 @@ func (s *stack) run(ctx context.Context, ph phase) (PhaseFigures, []sessionResul
 	var f PhaseFigures
 	c := cancels(s.n, s.opts.CancelFraction)
 	s.say("%s: %d sessions at once (%d cancelled mid-stream)", ph.name, s.n, c)
-	before := s.counters.Snapshot()
+	before, clientsBefore := s.counters.Snapshot(), s.clientRPCs.Snapshot()
 	cpu0, err := ProcessCPU(0)
 	if err != nil {
 		cpu0 = -1
@@ -78,7 +78,7 @@ func (s *stack) run(ctx context.Context, ph phase) (PhaseFigures, []sessionResul
 	wg.Wait()
 	f.Wall = time.Since(t0)
 
-	f.Server = s.counters.Snapshot().Sub(before)
+	f.Server, f.ClientRPCs = s.counters.Snapshot().Sub(before), s.clientRPCs.Snapshot().Sub(clientsBefore)
 	if cpu1, err := ProcessCPU(0); err == nil && cpu0 >= 0 {
 		f.ServerCPU, f.ServerCPUKnown = cpu1-cpu0, true
 	}

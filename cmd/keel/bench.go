@@ -21,10 +21,20 @@ streamed deltas from the provider chunk in the activity to a client on its
 own connections (via NATS, and via the in-process channel), and of durable
 events from their commit to that client. With --worker-process the worker
 whose deltas cross NATS is "keel worker" in a child process (this binary,
-re-executed), so they cross processes for real. Progress goes to stderr.`
+re-executed), so they cross processes for real. Progress goes to stderr.
+"keel bench concurrency" measures many concurrent streaming sessions
+instead (keel bench concurrency --help).`
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("bench", "keel bench [flags]", benchDesc)
+	if len(args) > 0 {
+		switch args[0] {
+		case "concurrency":
+			return cmdBenchConcurrency(ctx, args[1:], stdout, stderr)
+		case "baseline-worker":
+			return cmdBenchBaselineWorker(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fs := newFlagSet("bench", "keel bench [flags] | keel bench concurrency [flags]", benchDesc)
 	runs := fs.Int("runs", 5, "`N` keel runs per measurement (each of --steps model steps; a latency run streams 60 deltas)")
 	steps := fs.Int("steps", 10, "`N` model steps per run of the step measurements (at least 2)")
 	asJSON := fs.Bool("json", false, "print the figures as one JSON object instead of the table")

@@ -38,16 +38,22 @@ func startBenchWorker(ctx context.Context, address, namespace, natsURL, dir stri
 }
 
 func startWorkerProcess(ctx context.Context, address, namespace, natsURL, dir string) (*benchWorker, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find this binary to run a worker process: %w", err)
-	}
 	ws, err := os.MkdirTemp(dir, "workspace-")
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "worker", "--address", address, "--namespace", namespace, "--nats", natsURL,
+	return startChild(ctx, "keel worker: polling", "worker", "--address", address, "--namespace", namespace, "--nats", natsURL,
 		"--workspace", filepath.Clean(ws), "--stop-timeout", "1s", "--bench-tools")
+}
+
+// startChild re-executes this binary with args and returns once a line of
+// its standard output starts with ready.
+func startChild(ctx context.Context, ready string, args ...string) (*benchWorker, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find this binary to run a worker process: %w", err)
+	}
+	cmd := exec.Command(exe, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -57,14 +63,14 @@ func startWorkerProcess(ctx context.Context, address, namespace, natsURL, dir st
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start a worker process: %w", err)
 	}
-	ready := make(chan struct{})
+	polling := make(chan struct{})
 	go func() {
 		// The worker says it polls on its first line; the rest is drained
 		// so the child never blocks on a full pipe.
 		sc := bufio.NewScanner(stdout)
-		once := sync.OnceFunc(func() { close(ready) })
+		once := sync.OnceFunc(func() { close(polling) })
 		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "keel worker: polling") {
+			if strings.HasPrefix(sc.Text(), ready) {
 				once()
 			}
 		}
@@ -73,7 +79,7 @@ func startWorkerProcess(ctx context.Context, address, namespace, natsURL, dir st
 		close(w.exited)
 	}()
 	select {
-	case <-ready:
+	case <-polling:
 		return w, nil
 	case <-w.exited:
 		return nil, fmt.Errorf("the worker process exited (%v): %s", cmd.ProcessState, strings.TrimSpace(w.stderr.String()))

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/keelrun/keel/bench"
+)
+
+const benchConcurrencyDesc = `Measures many concurrent streaming sessions against bare Temporal on this
+machine. For each N of --sessions it starts a fresh embedded Temporal server
+as "keel dev" runs it (SQLite in a temporary directory, keel's tuning), an
+embedded NATS server and a content store, then runs N bare Temporal
+workflows at once, each running two activities that sleep as long as the
+model streams, without heartbeats (the baseline), and then N keel sessions
+at once, each one send whose scripted model streams 50 chunks 100 ms apart,
+calls list_files and streams 20 more. The keel worker ("keel worker" with
+its defaults) and the baseline's worker run as child processes (this
+binary, re-executed), so their CPU time is measured apart from the
+server's. It prints run times (p50/p99, as ratios to the model time and to
+the baseline's), send and cancel latencies, and per run the server's calls
+by method, heartbeats per streaming turn, history events and workflow tasks,
+persistence requests and CPU seconds, then keel's targets for concurrent
+streaming (docs/performance.md), each marked PASS or
+FAIL. --sessions 1 gives the accounting of one run quickly. Progress goes
+to stderr.`
+
+func cmdBenchConcurrency(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("bench concurrency", "keel bench concurrency [flags]", benchConcurrencyDesc)
+	sessions := fs.String("sessions", "100", "comma-separated `N`s of concurrent sessions, each measured on a server of its own")
+	cancelFraction := fs.Float64("cancel-fraction", 0.1, "`fraction` of the sessions (and of the baseline's workflows) cancelled mid-stream, to time cancellation")
+	inProcess := fs.Bool("in-process", false, "run the workers in this process (their CPU time then counts as the server's)")
+	label := fs.String("label", "", "`name` of what is measured, printed in the table (a commit, \"before\"; default the binary's VCS revision if it recorded one)")
+	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
+		return code
+	}
+	ns, err := parseSessions(*sessions)
+	if err != nil {
+		return fs.usageError(stderr, "--sessions: %v", err)
+	}
+	if *cancelFraction < 0 || *cancelFraction >= 1 {
+		return fs.usageError(stderr, "--cancel-fraction must be at least 0 and below 1, got %v", *cancelFraction)
+	}
+	opts := bench.ConcurrencyOptions{Sessions: ns, CancelFraction: *cancelFraction, Label: *label,
+		Progress: func(n int, phase string) { fmt.Fprintf(stderr, "keel bench concurrency: %d sessions: %s\n", n, phase) }}
+	if !*inProcess {
+		opts.KeelWorker, opts.BaselineWorker = startKeelWorkerProcess, startBaselineWorkerProcess
+	}
+	rep, err := bench.MeasureConcurrency(ctx, opts)
+	if rep != nil && len(rep.Points) > 0 {
+		rep.WriteTable(stdout)
+	}
+	if err != nil {
+		return fail(stderr, "bench concurrency", err)
+	}
+	return exitOK
+}
+
+func parseSessions(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a number of sessions", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// startKeelWorkerProcess runs `keel worker` with its default options on
+// the benchmark's server, NATS and content store.
+func startKeelWorkerProcess(ctx context.Context, cfg bench.WorkerConfig) (*bench.Process, error) {
+	w, err := startChild(ctx, "keel worker: polling", "worker", "--address", cfg.Address, "--namespace", cfg.Namespace,
+		"--nats", cfg.NATSURL, "--store", cfg.StoreURL, "--workspace", cfg.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	return &bench.Process{PID: w.cmd.Process.Pid, Stop: w.stop}, nil
+}
+
+// startBaselineWorkerProcess runs the bare baseline's worker in a child
+// process (`keel bench baseline-worker`).
+func startBaselineWorkerProcess(ctx context.Context, cfg bench.WorkerConfig) (*bench.Process, error) {
+	w, err := startChild(ctx, baselineWorkerReady, "bench", "baseline-worker", "--address", cfg.Address, "--namespace", cfg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return &bench.Process{PID: w.cmd.Process.Pid, Stop: w.stop}, nil
+}
+
+const baselineWorkerReady = "keel bench baseline-worker: polling"
+
+// cmdBenchBaselineWorker is the child process of the bare baseline's
+// worker; keel bench concurrency starts it, nobody else.
+func cmdBenchBaselineWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("bench baseline-worker", "keel bench baseline-worker [flags]",
+		"Runs the bare Temporal worker of keel bench concurrency's baseline until interrupted.")
+	address := fs.String("address", defaultAddress, "Temporal frontend `host:port`")
+	namespace := fs.String("namespace", defaultNamespace, "Temporal `namespace`")
+	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
+		return code
+	}
+	err := bench.RunBaselineWorker(ctx, *address, *namespace, func() {
+		fmt.Fprintf(stdout, "%s task queue %q on %s\n", baselineWorkerReady, bench.BaselineTaskQueue, *address)
+	})
+	if err != nil {
+		return fail(stderr, "bench baseline-worker", err)
+	}
+	return exitOK
+}
