@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/server/common/metrics"
+	"google.golang.org/grpc"
+)
+
+func TestServerCountersCountByName(t *testing.T) {
+	var c ServerCounters
+	before := c.Snapshot()
+
+	icpt := c.Interceptor()
+	info := &grpc.UnaryServerInfo{FullMethod: "/temporal.api.workflowservice.v1.WorkflowService/PollActivityTaskQueue"}
+	for _, token := range [][]byte{nil, []byte("t")} {
+		_, err := icpt(context.Background(), nil, info, func(context.Context, any) (any, error) {
+			return &workflowservice.PollActivityTaskQueueResponse{TaskToken: token}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	h := c.MetricsHandler().WithTags(metrics.OperationTag("UpdateWorkflowExecution"), metrics.NamespaceTag("ns"))
+	metrics.PersistenceRequests.With(h).Record(1)
+	metrics.PersistenceLatency.With(h).Record(time.Millisecond)
+	metrics.PersistenceRequests.With(c.MetricsHandler()).Record(2, metrics.OperationTag("GetWorkflowExecution"))
+	c.MetricsHandler().Counter(visibilityPersistenceRequests).Record(1, metrics.OperationTag("UpsertWorkflowExecution"))
+	c.MetricsHandler().Counter("service_requests").Record(5, metrics.OperationTag("Poll"))
+
+	log := c.Logger(nil)
+	log.Warn("Slow gRPC call")
+	log.Warn("Slow gRPC call", "method", "x")
+	log.Info("chatty")
+
+	got := c.Snapshot().Sub(before)
+	want := ServerSnapshot{
+		RPCs:        Counts{"PollActivityTaskQueue": 2, "PollActivityTaskQueue (task)": 1},
+		Persistence: Counts{"UpdateWorkflowExecution": 1, "GetWorkflowExecution": 2, "visibility UpsertWorkflowExecution": 1},
+		Warnings:    Counts{"Slow gRPC call": 2},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("counts (-want +got):\n%s", d)
+	}
+	if w := got.Persistence.Matching(PersistenceWrite); w != 2 {
+		t.Errorf("writes = %d, want 2 (the update and the visibility upsert)", w)
+	}
+}
+
+func TestWarningCounterPassesRecordsOn(t *testing.T) {
+	var c ServerCounters
+	var seen []string
+	next := recordingHandler{seen: &seen}
+	log := c.Logger(next)
+	log.Warn("a")
+	log.Error("b")
+	log.Info("c")
+	if d := cmp.Diff([]string{"a", "b"}, seen); d != "" {
+		t.Errorf("passed on (-want +got):\n%s", d)
+	}
+}
+
+type recordingHandler struct{ seen *[]string }
+
+func (h recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordingHandler) Handle(_ context.Context, r slog.Record) error {
+	*h.seen = append(*h.seen, r.Message)
+	return nil
+}
+func (h recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordingHandler) WithGroup(string) slog.Handler      { return h }
+
+func TestParseStatCPU(t *testing.T) {
+	// Fields 14 and 15 are 250 and 50 ticks; the name holds a space and a
+	// parenthesis.
+	stat := "4242 (keel (x) w) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 12 0 100 0 0"
+	got, err := parseStatCPU(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 3*time.Second {
+		t.Errorf("CPU = %v, want 3s", got)
+	}
+	if _, err := ProcessCPU(0); err != nil {
+		t.Logf("no /proc here: %v", err)
+	}
+}
+
+func TestCancelledSessionsAreSpread(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		frac float64
+		want []int
+	}{
+		{1, 0.1, nil},
+		{10, 0.1, []int{9}},
+		{20, 0.1, []int{9, 19}},
+		{10, 0.3, []int{3, 6, 9}},
+	} {
+		var got []int
+		c := cancels(tc.n, tc.frac)
+		for i := range tc.n {
+			if cancelled(i, tc.n, c) {
+				got = append(got, i)
+			}
+		}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("n=%d fraction=%v: cancelled (-want +got):\n%s", tc.n, tc.frac, d)
+		}
+	}
+}

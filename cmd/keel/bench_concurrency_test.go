@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestBenchConcurrencyEndToEnd runs `keel bench concurrency` on two
+// sessions, one of them cancelled, with both workers in child processes
+// (this test binary, acting as keel), and checks that the table has its
+// rows and a verdict line for every target: not the figures, which depend
+// on the machine.
+func TestBenchConcurrencyEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Temporal server and two worker processes")
+	}
+	t.Setenv(envRunAsKeel, "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	args := []string{"bench", "concurrency", "--sessions", "2", "--cancel-fraction", "0.5", "--label", "test"}
+	if code := dispatch(ctx, args, &out, &errOut); code != exitOK {
+		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	table := out.String()
+	for _, want := range []string{
+		"keel bench concurrency (test)", "each worker in a process of its own",
+		"1 completed, 1 cancelled, 0 failed", "RecordActivityTaskHeartbeat", "ExecuteMultiOperation", "1.00 (clients 1.00)",
+		"workflow tasks per step", "UpdateWorkflowExecution", "CPU s: worker process",
+		"cancel of a streaming turn p99 ≤ 500 ms",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the table lacks %q:\n%s", want, table)
+		}
+	}
+	if regexp.MustCompile(`CPU s: worker process +—`).MatchString(table) {
+		t.Errorf("no worker CPU time:\n%s", table)
+	}
+}
+
+func TestParseSessions(t *testing.T) {
+	got, err := parseSessions("100, 300,1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]int{100, 300, 1000}, got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	for _, bad := range []string{"", "0", "ten", "5,,6"} {
+		if _, err := parseSessions(bad); err == nil {
+			t.Errorf("parseSessions(%q) accepted it", bad)
+		}
+	}
+}
