@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/metrics"
+	"go.temporal.io/server/common/tasktoken"
 	"google.golang.org/grpc"
 )
 
@@ -75,7 +77,7 @@ func (c *counter) snapshot() Counts {
 // its persistence requests by operation, and its warnings by message.
 // Install Interceptor, MetricsHandler and Logger in the devserver.Config.
 type ServerCounters struct {
-	rpcs, persistence, warnings counter
+	rpcs, heartbeats, persistence, warnings counter
 }
 
 // ServerSnapshot is what ServerCounters counted up to a moment.
@@ -83,6 +85,9 @@ type ServerSnapshot struct {
 	// RPCs are frontend calls by method ("RecordActivityTaskHeartbeat").
 	// A poll that returned a task also counts under "<method> (task)".
 	RPCs Counts
+	// Heartbeats are activity heartbeats by activity type, read from the
+	// task token ("by ID" for heartbeats sent by activity ID).
+	Heartbeats Counts
 	// Persistence are persistence requests by operation
 	// ("UpdateWorkflowExecution"); visibility's are prefixed "visibility ".
 	Persistence Counts
@@ -94,14 +99,15 @@ type ServerSnapshot struct {
 // Sub returns what was counted between before and s.
 func (s ServerSnapshot) Sub(before ServerSnapshot) ServerSnapshot {
 	return ServerSnapshot{
-		RPCs: s.RPCs.Sub(before.RPCs), Persistence: s.Persistence.Sub(before.Persistence),
-		Warnings: s.Warnings.Sub(before.Warnings),
+		RPCs: s.RPCs.Sub(before.RPCs), Heartbeats: s.Heartbeats.Sub(before.Heartbeats),
+		Persistence: s.Persistence.Sub(before.Persistence), Warnings: s.Warnings.Sub(before.Warnings),
 	}
 }
 
 // Snapshot returns the counts so far.
 func (s *ServerCounters) Snapshot() ServerSnapshot {
-	return ServerSnapshot{RPCs: s.rpcs.snapshot(), Persistence: s.persistence.snapshot(), Warnings: s.warnings.snapshot()}
+	return ServerSnapshot{RPCs: s.rpcs.snapshot(), Heartbeats: s.heartbeats.snapshot(),
+		Persistence: s.persistence.snapshot(), Warnings: s.warnings.snapshot()}
 }
 
 // Interceptor counts the frontend's calls by method.
@@ -109,6 +115,16 @@ func (s *ServerCounters) Interceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		method := path.Base(info.FullMethod)
 		s.rpcs.add(method, 1)
+		switch r := req.(type) {
+		case *workflowservice.RecordActivityTaskHeartbeatRequest:
+			activityType := "unknown"
+			if t, err := taskTokens.Deserialize(r.GetTaskToken()); err == nil && t.GetActivityType() != "" {
+				activityType = t.GetActivityType()
+			}
+			s.heartbeats.add(activityType, 1)
+		case *workflowservice.RecordActivityTaskHeartbeatByIdRequest:
+			s.heartbeats.add("by ID", 1)
+		}
 		resp, err := handler(ctx, req)
 		if t, ok := resp.(interface{ GetTaskToken() []byte }); ok && err == nil && len(t.GetTaskToken()) > 0 {
 			s.rpcs.add(method+" (task)", 1)
@@ -133,6 +149,9 @@ type ClientCounter struct{ c counter }
 
 // Snapshot returns the counts so far.
 func (c *ClientCounter) Snapshot() Counts { return c.c.snapshot() }
+
+// taskTokens reads the activity type of a heartbeat's task token.
+var taskTokens = tasktoken.NewSerializer()
 
 // MetricsHandler counts the server's persistence requests by operation and
 // drops every other metric.

@@ -8,7 +8,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.temporal.io/api/workflowservice/v1"
+	tokenspb "go.temporal.io/server/api/token/v1"
 	"go.temporal.io/server/common/metrics"
+	"go.temporal.io/server/common/tasktoken"
 	"google.golang.org/grpc"
 )
 
@@ -27,6 +29,20 @@ func TestServerCountersCountByName(t *testing.T) {
 		}
 	}
 
+	token, err := tasktoken.NewSerializer().Serialize(&tokenspb.Task{ActivityType: "ModelTurn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb := &grpc.UnaryServerInfo{FullMethod: "/temporal.api.workflowservice.v1.WorkflowService/RecordActivityTaskHeartbeat"}
+	for _, req := range []any{
+		&workflowservice.RecordActivityTaskHeartbeatRequest{TaskToken: token},
+		&workflowservice.RecordActivityTaskHeartbeatRequest{TaskToken: []byte("garbage")},
+	} {
+		if _, err := icpt(context.Background(), req, hb, func(context.Context, any) (any, error) { return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	h := c.MetricsHandler().WithTags(metrics.OperationTag("UpdateWorkflowExecution"), metrics.NamespaceTag("ns"))
 	metrics.PersistenceRequests.With(h).Record(1)
 	metrics.PersistenceLatency.With(h).Record(time.Millisecond)
@@ -41,7 +57,8 @@ func TestServerCountersCountByName(t *testing.T) {
 
 	got := c.Snapshot().Sub(before)
 	want := ServerSnapshot{
-		RPCs:        Counts{"PollActivityTaskQueue": 2, "PollActivityTaskQueue (task)": 1},
+		RPCs:        Counts{"PollActivityTaskQueue": 2, "PollActivityTaskQueue (task)": 1, "RecordActivityTaskHeartbeat": 2},
+		Heartbeats:  Counts{"ModelTurn": 1, "unknown": 1},
 		Persistence: Counts{"UpdateWorkflowExecution": 1, "GetWorkflowExecution": 2, "visibility UpsertWorkflowExecution": 1},
 		Warnings:    Counts{"Slow gRPC call": 2},
 	}

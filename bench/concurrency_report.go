@@ -49,15 +49,20 @@ type PhaseFigures struct {
 	// so the rest came from the worker.
 	Server     ServerSnapshot
 	ClientRPCs Counts
-	// ServerCPU is this process's CPU time meanwhile: the server with the
-	// benchmark's clients, and the workers when they run in this process.
+	// ServerCPU is this process's CPU time meanwhile: the Temporal server,
+	// the NATS server and the benchmark's clients (as `keel dev` hosts
+	// Temporal and NATS in one process), and the workers when they run in
+	// this process.
 	// WorkerCPU is the worker process's. Each is valid only if Known.
 	ServerCPU, WorkerCPU           time.Duration
 	ServerCPUKnown, WorkerCPUKnown bool
-	// StreamTurns counts the streaming model turns played (a cancelled run
-	// played one) and StreamTime how long they streamed in all (for a
-	// cancelled run, from its first delta to its outcome).
-	StreamTurns float64
+	// StreamActivity is the activity type that streams: keel's model turn,
+	// the baseline's sleeping activity.
+	StreamActivity string
+	// StreamTurns counts the streaming activities that ran, cancelled
+	// runs' too, and StreamTime how long they ran in all, from their
+	// ActivityTaskStarted to their close in the histories.
+	StreamTurns int64
 	StreamTime  time.Duration
 	// History sums the completed runs' histories.
 	History HistoryFigures
@@ -66,23 +71,16 @@ type PhaseFigures struct {
 // Sessions is the number of sessions (runs) of the measurement.
 func (f PhaseFigures) Sessions() int { return f.Completed + f.Cancelled + f.CancelMissed + f.Failed }
 
-// Frontend methods that record an activity heartbeat.
-const (
-	rpcHeartbeat     = "RecordActivityTaskHeartbeat"
-	rpcHeartbeatByID = "RecordActivityTaskHeartbeatById"
-)
-
-// Heartbeats is the number of activity heartbeats the server received.
-func (f PhaseFigures) Heartbeats() int64 {
-	return f.Server.RPCs[rpcHeartbeat] + f.Server.RPCs[rpcHeartbeatByID]
-}
+// Heartbeats is the number of heartbeats the server received from the
+// streaming activities (StreamActivity).
+func (f PhaseFigures) Heartbeats() int64 { return f.Server.Heartbeats[f.StreamActivity] }
 
 // HeartbeatsPerTurn is heartbeats per streaming model turn.
 func (f PhaseFigures) HeartbeatsPerTurn() float64 {
 	if f.StreamTurns <= 0 {
 		return 0
 	}
-	return float64(f.Heartbeats()) / f.StreamTurns
+	return float64(f.Heartbeats()) / float64(f.StreamTurns)
 }
 
 // HeartbeatsPerSecond is heartbeats per second of a streaming turn.

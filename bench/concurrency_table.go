@@ -109,6 +109,17 @@ func (r *ConcurrencyReport) writePoint(w io.Writer, p ConcurrencyPoint) {
 		kc, bc := per(k.ClientRPCs[m], k.Sessions()), per(b.ClientRPCs[m], b.Sessions())
 		row("  "+m, trim(kv)+fromClients(kv, kc), trim(bv)+fromClients(bv, bc), ratioF(kv, bv))
 	}
+	row("activity heartbeats, by activity type", "", "", 0)
+	for _, t := range unionKeys(k.Server.Heartbeats, b.Server.Heartbeats) {
+		num("  "+t, per(k.Server.Heartbeats[t], k.Sessions()), per(b.Server.Heartbeats[t], b.Sessions()))
+	}
+	meanTurn := func(f PhaseFigures) string {
+		if f.StreamTurns == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%d, %s each", f.StreamTurns, secs(f.StreamTime/time.Duration(f.StreamTurns)))
+	}
+	row("streaming activities (all runs), mean start to close", meanTurn(k), meanTurn(b), 0)
 	num("heartbeats per streaming turn", k.HeartbeatsPerTurn(), b.HeartbeatsPerTurn())
 	num("heartbeats per second of a streaming turn", k.HeartbeatsPerSecond(), b.HeartbeatsPerSecond())
 	num("history events (completed runs)", k.History.EventsPerRun(), b.History.EventsPerRun())
@@ -142,7 +153,7 @@ func (r *ConcurrencyReport) writePoint(w io.Writer, p ConcurrencyPoint) {
 	}
 	ks, kwk := k.CPUPerRun()
 	bs, bwk := b.CPUPerRun()
-	row("CPU s: server process (+ clients)", cpu(ks), cpu(bs), ratioF(ks, bs))
+	row("CPU s: server process (Temporal, NATS, clients)", cpu(ks), cpu(bs), ratioF(ks, bs))
 	row("CPU s: worker process", cpu(kwk), cpu(bwk), ratioF(kwk, bwk))
 	row("server warnings (whole measurement)", warnings(k.Server.Warnings), warnings(b.Server.Warnings), 0)
 	_ = tw.Flush()

@@ -25,11 +25,6 @@ type sessionResult struct {
 	// beginning to the outcome, for a completed run; cancel is from the
 	// cancel call to the cancelled outcome.
 	start, run, cancel time.Duration
-	// streamed is how long the run's model streamed (an estimate for a
-	// cancelled run: from its first delta to the cancel), turns how many
-	// streaming turns it played.
-	streamed time.Duration
-	turns    float64
 	// workflows are the IDs of the run's workflows, for its histories.
 	workflows []string
 }
@@ -41,13 +36,15 @@ type phase struct {
 	session func(ctx context.Context, i int, cancel bool) sessionResult
 	// workerPID is the worker process's, 0 when it runs in this process.
 	workerPID int
+	// streamActivity is the activity type that streams.
+	streamActivity string
 }
 
 // run starts all n sessions at once, waits for every outcome, and
 // gathers the figures, with the server's counts and the CPU time of this
 // process and the worker's over the same span.
 func (s *stack) run(ctx context.Context, ph phase) (PhaseFigures, []sessionResult, error) {
-	var f PhaseFigures
+	f := PhaseFigures{StreamActivity: ph.streamActivity}
 	c := cancels(s.n, s.opts.CancelFraction)
 	s.say("%s: %d sessions at once (%d cancelled mid-stream)", ph.name, s.n, c)
 	before, clientsBefore := s.counters.Snapshot(), s.clientRPCs.Snapshot()
@@ -89,8 +86,6 @@ func (s *stack) run(ctx context.Context, ph phase) (PhaseFigures, []sessionResul
 	}
 	for _, r := range results {
 		f.Starts = append(f.Starts, r.start)
-		f.StreamTurns += r.turns
-		f.StreamTime += r.streamed
 		switch r.outcome {
 		case outcomeCompleted:
 			f.Completed++
@@ -113,15 +108,21 @@ func (s *stack) run(ctx context.Context, ph phase) (PhaseFigures, []sessionResul
 	return f, results, nil
 }
 
-// completedWorkflows lists the workflows of the completed runs.
-func completedWorkflows(results []sessionResult) [][]string {
-	var out [][]string
+// phaseHistories reads the histories of every run that got started: the
+// completed runs' for their figures, all of them for the time the
+// streaming activities ran.
+func (s *stack) phaseHistories(ctx context.Context, f *PhaseFigures, results []sessionResult, kinds []string, steps int) error {
+	var runs []historyRun
 	for _, r := range results {
-		if r.outcome == outcomeCompleted {
-			out = append(out, r.workflows)
+		if len(r.workflows) > 0 {
+			runs = append(runs, historyRun{ids: r.workflows, completed: r.outcome == outcomeCompleted})
 		}
 	}
-	return out
+	s.say("reading the histories of %d runs", len(runs))
+	var err error
+	f.History, err = s.histories(ctx, runs, kinds, steps, f.StreamActivity)
+	f.StreamTurns, f.StreamTime = f.History.StreamActivities, f.History.StreamTime
+	return err
 }
 
 func failed(err error, what string) sessionResult {

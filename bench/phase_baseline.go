@@ -14,7 +14,7 @@ import (
 // activities that stream as long as StreamScript's turns, without
 // heartbeats, on a worker with Temporal's default options.
 func (s *stack) baseline(ctx context.Context) (PhaseFigures, error) {
-	ph := phase{name: "baseline"}
+	ph := phase{name: "baseline", streamActivity: baselineActivityName}
 	if s.opts.BaselineWorker != nil {
 		s.say("baseline: starting a bare worker process")
 		p, err := s.opts.BaselineWorker(ctx, s.workerConfig())
@@ -57,8 +57,7 @@ func (s *stack) baseline(ctx context.Context) (PhaseFigures, error) {
 	if err != nil {
 		return f, err
 	}
-	s.say("baseline: reading the histories of %d completed workflows", f.Completed)
-	f.History, err = s.histories(ctx, completedWorkflows(results), []string{"Workflow"}, len(in.Chunks))
+	err = s.phaseHistories(ctx, &f, results, []string{"Workflow"}, len(in.Chunks))
 	return f, err
 }
 
@@ -82,7 +81,6 @@ func (s *stack) baselineSession(ctx context.Context, id string, in BaselineInput
 			r.outcome, r.err = outcomeFailed, fmt.Errorf("result: %w", err)
 			return r
 		}
-		r.streamed, r.turns = ModelTime(), float64(len(in.Chunks))
 		return r
 	}
 	select {
@@ -100,9 +98,9 @@ func (s *stack) baselineSession(ctx context.Context, id string, in BaselineInput
 	var ce *temporal.CanceledError
 	switch {
 	case errors.As(err, &ce):
-		r.outcome, r.streamed, r.turns = outcomeCancelled, time.Since(t0), 1
+		r.outcome = outcomeCancelled
 	case err == nil:
-		r.outcome, r.streamed, r.turns = outcomeCancelMissed, ModelTime(), float64(len(in.Chunks))
+		r.outcome = outcomeCancelMissed
 	default:
 		r.outcome, r.err = outcomeFailed, fmt.Errorf("cancelled workflow: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/live"
@@ -36,7 +37,7 @@ func (s *stack) keel(ctx context.Context) (PhaseFigures, error) {
 	if err != nil {
 		return PhaseFigures{}, err
 	}
-	ph := phase{name: "keel"}
+	ph := phase{name: "keel", streamActivity: activities.ModelTurnName}
 	if s.opts.KeelWorker != nil {
 		s.say("keel: starting a keel worker process")
 		p, err := s.opts.KeelWorker(ctx, cfg)
@@ -85,8 +86,7 @@ func (s *stack) keel(ctx context.Context) (PhaseFigures, error) {
 	if err != nil {
 		return f, err
 	}
-	s.say("keel: reading the histories of %d completed runs", f.Completed)
-	f.History, err = s.histories(ctx, completedWorkflows(results), []string{"Session", "Run"}, len(StreamTurns()))
+	err = s.phaseHistories(ctx, &f, results, []string{"Session", "Run"}, len(StreamTurns()))
 	return f, err
 }
 
@@ -110,7 +110,6 @@ func keelSession(ctx context.Context, kc *client.Client, deltas live.Channel, id
 		return r
 	}
 	r.workflows = []string{id, run.ID}
-	turns := float64(len(StreamTurns()))
 	if !cancel {
 		out, err := run.Outcome(ctx)
 		r.run = time.Since(t0)
@@ -121,12 +120,10 @@ func keelSession(ctx context.Context, kc *client.Client, deltas live.Channel, id
 			r.outcome, r.err = outcomeFailed, fmt.Errorf("outcome: %w", err)
 			return r
 		}
-		r.streamed, r.turns = ModelTime(), turns
 		return r
 	}
 
-	first, err := firstDelta(ctx, sub)
-	if err != nil {
+	if err := firstDelta(ctx, sub); err != nil {
 		r.outcome, r.err = outcomeFailed, fmt.Errorf("waiting for the first delta: %w", err)
 		return r
 	}
@@ -144,17 +141,17 @@ func keelSession(ctx context.Context, kc *client.Client, deltas live.Channel, id
 	r.cancel = time.Since(tc)
 	switch {
 	case errors.Is(err, keel.ErrCancelled):
-		r.outcome, r.streamed, r.turns = outcomeCancelled, time.Since(first), 1
+		r.outcome = outcomeCancelled
 	case err == nil && out.Status == keel.StatusCompleted:
-		r.outcome, r.streamed, r.turns = outcomeCancelMissed, ModelTime(), turns
+		r.outcome = outcomeCancelMissed
 	default:
 		r.outcome, r.err = outcomeFailed, fmt.Errorf("cancelled run: %+v, %v", out, err)
 	}
 	return r
 }
 
-// firstDelta waits for a text delta on sub and returns when it came.
-func firstDelta(ctx context.Context, sub live.Subscription) (time.Time, error) {
+// firstDelta waits for a text delta on sub.
+func firstDelta(ctx context.Context, sub live.Subscription) error {
 	for {
 		env, err := sub.Next(ctx)
 		var lagged *live.LaggedError
@@ -162,9 +159,9 @@ func firstDelta(ctx context.Context, sub live.Subscription) (time.Time, error) {
 		case errors.As(err, &lagged):
 			continue
 		case err != nil:
-			return time.Time{}, err
+			return err
 		case env.Type == keel.TypeTextDelta:
-			return time.Now(), nil
+			return nil
 		}
 	}
 }
