@@ -155,8 +155,16 @@ func (r *ConcurrencyReport) writePoint(w io.Writer, p ConcurrencyPoint) {
 	bs, bwk := b.CPUPerRun()
 	row("CPU s: server process (Temporal, NATS, clients)", cpu(ks), cpu(bs), ratioF(ks, bs))
 	row("CPU s: worker process", cpu(kwk), cpu(bwk), ratioF(kwk, bwk))
-	row("server warnings (whole measurement)", warnings(k.Server.Warnings), warnings(b.Server.Warnings), 0)
+	num("server warnings", per(k.Server.Warnings.Total(), k.Sessions()), per(b.Server.Warnings.Total(), b.Sessions()))
 	_ = tw.Flush()
+	for _, side := range []struct {
+		name string
+		c    Counts
+	}{{"keel", k.Server.Warnings}, {"bare", b.Server.Warnings}} {
+		if len(side.c) > 0 {
+			fmt.Fprintf(w, "  server warnings (%s): %s\n", side.name, warnings(side.c))
+		}
+	}
 	for _, f := range []PhaseFigures{k, b} {
 		for _, e := range f.Errors {
 			fmt.Fprintf(w, "  error: %s\n", e)
@@ -220,7 +228,7 @@ func warnings(c Counts) string {
 	}
 	keys := unionKeys(c, nil)
 	var parts []string
-	for _, k := range keys[:min(len(keys), 3)] {
+	for _, k := range keys[:min(len(keys), 5)] {
 		parts = append(parts, fmt.Sprintf("%d %q", c[k], k))
 	}
 	return fmt.Sprintf("%d: %s", c.Total(), strings.Join(parts, ", "))
