@@ -91,13 +91,13 @@ func (a *Activities) publish(ctx context.Context, sessionID, runID string, after
 	}
 }
 
-// heartbeater records an activity's heartbeats from its own goroutine: on
-// a ticker, so a worker that dies under a slow provider or tool is noticed,
-// and when nudged (on every streamed chunk; the worker's throttle batches
-// them). The SDK sends the first heartbeat synchronously to the server;
-// doing it here keeps that round trip off the stream.
+// heartbeater records an activity's heartbeats from its own goroutine, on
+// a ticker, so that a worker that dies under a slow provider or tool is
+// noticed: one a HeartbeatEvery and no more, whatever the activity does
+// (streamed chunks do not heartbeat; cancellation does not need them). The
+// SDK sends a heartbeat synchronously to the server; doing it here keeps
+// that round trip off the stream.
 type heartbeater struct {
-	nudges  chan struct{}
 	stop    context.CancelFunc
 	done    chan struct{}
 	release func()
@@ -117,7 +117,7 @@ func (a *Activities) begin(ctx context.Context) (context.Context, *heartbeater) 
 		every = DefaultHeartbeatEvery
 	}
 	hctx, stop := context.WithCancel(ctx)
-	h := &heartbeater{nudges: make(chan struct{}, 1), stop: stop, done: make(chan struct{}), release: release}
+	h := &heartbeater{stop: stop, done: make(chan struct{}), release: release}
 	go func() {
 		defer close(h.done)
 		t := time.NewTicker(every)
@@ -127,23 +127,14 @@ func (a *Activities) begin(ctx context.Context) (context.Context, *heartbeater) 
 			case <-hctx.Done():
 				return
 			case <-t.C:
-			case <-h.nudges:
 			}
 			if hctx.Err() != nil {
-				return // stopped while a nudge was pending: select picked either
+				return // stopped as the tick came: select picked either
 			}
 			activity.RecordHeartbeat(ctx)
 		}
 	}()
 	return wctx, h
-}
-
-// Nudge asks for a heartbeat without waiting for it.
-func (h *heartbeater) Nudge() {
-	select {
-	case h.nudges <- struct{}{}:
-	default: // one is already pending
-	}
 }
 
 // Stop ends the heartbeats and waits for one in flight (the activity's

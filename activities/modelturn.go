@@ -13,8 +13,8 @@ import (
 )
 
 // ModelTurn makes one provider request: it streams the response, publishes
-// each delta to the live channel, heartbeats on every chunk, and returns the
-// assembled response. It never retries: the Run workflow owns the retry
+// each delta to the live channel, heartbeats once a HeartbeatEvery, and
+// returns the assembled response. It never retries: the Run workflow owns the retry
 // budget so it can record every attempt. Failures are ApplicationErrors of
 // type keel.ProviderError or keel.MalformedResponse with a TurnFailure as
 // detail; cancellation returns a CanceledError carrying the partial text.
@@ -48,7 +48,6 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (*ModelTu
 			streamErr = err
 			break
 		}
-		hb.Nudge()
 		if firstToken == 0 && (chunk.Text != "" || chunk.Reasoning != "" || chunk.ToolCall != nil) {
 			firstToken = time.Since(start)
 		}
