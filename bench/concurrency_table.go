@@ -36,14 +36,30 @@ func (r *ConcurrencyReport) WriteTable(w io.Writer) {
 	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "sessions\tkeel run p50 / p99\t÷ model time\tbare run p50 / p99\tkeel ÷ bare\tsend p50 / p99\tcancel p50 / p99\theartbeats/s per turn\tRPCs/run keel / bare\tCPU s/run keel / bare")
+	fmt.Fprintln(tw, "sessions\tkeel run p50 / p99\t÷ model time\tbare run p50 / p99\tkeel ÷ bare\tsend p50 / p99\tcancel p50 / p99\tbare cancel p50 / p99\tfailed")
 	for _, p := range r.Points {
 		k, b := p.Keel, p.Baseline
 		r50, r99 := p.RunRatios()
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.2f× / %.2f×\t%s\t%s\t%.2f\t%.0f / %.0f\t%s / %s\n", p.Sessions,
-			pair(k.Runs, secs), fmt.Sprintf("%.2f× / %.2f×", ratio(k.Runs.P50(), r.ModelTime), ratio(k.Runs.P99(), r.ModelTime)),
-			pair(b.Runs, secs), r50, r99, pair(k.Starts, secs), pair(k.Cancels, millis),
-			k.HeartbeatsPerSecond(), k.RPCsPerRun(), b.RPCsPerRun(), cpuTotal(k), cpuTotal(b))
+		fmt.Fprintf(tw, "%d\t%s\t%.2f× / %.2f×\t%s\t%.2f× / %.2f×\t%s\t%s\t%s\t%d / %d\n", p.Sessions,
+			pair(k.Runs, secs), ratio(k.Runs.P50(), r.ModelTime), ratio(k.Runs.P99(), r.ModelTime),
+			pair(b.Runs, secs), r50, r99, pair(k.Starts, secs), pair(k.Cancels, millis), pair(b.Cancels, millis),
+			k.Failed, b.Failed)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "\nper run, keel / bare")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "sessions\tfrontend RPCs\theartbeats per turn\theartbeats/s\thistory events\tworkflow tasks per step\tpersistence writes\tCPU s server process\tCPU s worker")
+	for _, p := range r.Points {
+		k, b := p.Keel, p.Baseline
+		_, kw := k.PersistencePerRun()
+		_, bw := b.PersistencePerRun()
+		ks, kwk := k.CPUPerRun()
+		bs, bwk := b.CPUPerRun()
+		fmt.Fprintf(tw, "%d\t%s / %s\t%s\t%s\t%s / %s\t%s / %s\t%s / %s\t%s / %s\t%s / %s\n", p.Sessions,
+			trim(k.RPCsPerRun()), trim(b.RPCsPerRun()), trim(k.HeartbeatsPerTurn()), trim(k.HeartbeatsPerSecond()),
+			trim(k.History.EventsPerRun()), trim(b.History.EventsPerRun()),
+			trim(k.History.WorkflowTasksPerStep()), trim(b.History.WorkflowTasksPerStep()),
+			trim(kw), trim(bw), cpu(ks), cpu(bs), cpu(kwk), cpu(bwk))
 	}
 	_ = tw.Flush()
 
@@ -211,15 +227,6 @@ func ratioF(a, b float64) float64 {
 		return 0
 	}
 	return a / b
-}
-
-// cpuTotal is a side's CPU seconds per run, server and worker together.
-func cpuTotal(f PhaseFigures) string {
-	s, w := f.CPUPerRun()
-	if s < 0 {
-		return "—"
-	}
-	return fmt.Sprintf("%.3f", s+max(w, 0))
 }
 
 func warnings(c Counts) string {
