@@ -178,7 +178,7 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 	}
 	if c != nil {
 		acts.Runs = runReader{c: c}
-		acts.Lifecycle = lifecycle{c: c, namespace: opts.Namespace}
+		acts.Lifecycle = newLifecycle(c, opts.Namespace)
 		if !opts.NoCancelWatch {
 			log := opts.Logger
 			if log == nil {
