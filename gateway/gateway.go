@@ -20,7 +20,8 @@ const (
 	DefaultKeepAlive      = 15 * time.Second
 	DefaultWriteTimeout   = 30 * time.Second
 	DefaultRequestTimeout = time.Minute
-	DefaultMaxStreams     = 1000
+	DefaultMaxStreams     = 10000
+	DefaultStreamBuffer   = 1024
 )
 
 // Options configure a Gateway. Every field is optional.
@@ -50,11 +51,13 @@ type Options struct {
 	// Default DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	// MaxStreams bounds the event streams open at once; one more gets 503
-	// overloaded. Each stream holds one of Temporal's long polls, which
-	// a frontend limits per namespace (frontend.namespaceCount, 1200 by
-	// default, shared with the workers' task polls). Default
-	// DefaultMaxStreams.
+	// overloaded. Default DefaultMaxStreams.
 	MaxStreams int
+	// StreamBuffer is how many events wait for a stream whose client
+	// reads slowly; past it, deltas are dropped (and reported with a lag
+	// event) and durable events are read again from the session's log
+	// once the client catches up. Default DefaultStreamBuffer.
+	StreamBuffer int
 	// Logger receives one record per request (method, path, status,
 	// duration; never a header, query or body) at debug level, at warn for
 	// 503 and error for other 5xx answers, with their causes.
@@ -63,9 +66,9 @@ type Options struct {
 }
 
 // Gateway is keel's HTTP API over a client.Client: an http.Handler serving
-// the routes of docs/gateway.md under /v1. Each event stream holds one
-// client.Session.EventsFrom; deltas reach it through the client's live
-// channel, buffered per stream by client.Options.LiveBuffer.
+// the routes of docs/gateway.md under /v1. The event streams of one
+// session share one client.Session.EventsFrom (one Temporal long poll, one
+// live subscription), each with its own bounded queue (StreamBuffer).
 type Gateway struct {
 	c      *client.Client
 	opts   Options
@@ -80,6 +83,10 @@ type Gateway struct {
 	cancel  context.CancelFunc
 	streams sync.WaitGroup
 	open    atomic.Int64
+	// hubs follow the sessions that have event streams, one each.
+	hubsMu     sync.Mutex
+	hubs       map[string]*hub
+	ringEvents int
 }
 
 // Route is one method and path the gateway serves, as an http.ServeMux
@@ -109,6 +116,9 @@ func New(c *client.Client, opts Options) (*Gateway, error) {
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = DefaultMaxStreams
 	}
+	if opts.StreamBuffer <= 0 {
+		opts.StreamBuffer = DefaultStreamBuffer
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -117,7 +127,8 @@ func New(c *client.Client, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{c: c, opts: opts, keys: keys, cors: newCORS(opts.CORSOrigins),
-		log: opts.Logger.With("component", "gateway"), mux: http.NewServeMux()}
+		log: opts.Logger.With("component", "gateway"), mux: http.NewServeMux(), hubs: map[string]*hub{},
+		ringEvents: defaultRingEvents}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.routeAPI()
 	return g, nil

@@ -13,7 +13,6 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/client"
-	"github.com/keelrun/keel/live"
 )
 
 // SSE event names the gateway adds to keel's event types.
@@ -95,18 +94,12 @@ type lagData struct {
 	LastSeq int64 `json:"last_seq"`
 }
 
-// streamItem is one element of client.Session.EventsFrom.
-type streamItem struct {
-	env keel.Envelope
-	err error
-}
-
 // streamEvents serves GET /events as Server-Sent Events: every durable
 // event after the cursor (Last-Event-ID, else ?after=N, else 0) with its
 // sequence as the SSE id, deltas between them without an id, a lag event
 // where deltas were lost, and a comment when nothing else was written for
-// KeepAlive. It follows the session until the client leaves or the
-// gateway closes.
+// KeepAlive. It follows the session, through the session's hub, until the
+// client leaves or the gateway closes.
 func (g *Gateway) streamEvents(w http.ResponseWriter, r *http.Request, s *client.Session) {
 	after, err := cursor(r)
 	if err != nil {
@@ -137,28 +130,37 @@ func (g *Gateway) streamEvents(w http.ResponseWriter, r *http.Request, s *client
 	if sw.Retry(retryMillis*time.Millisecond) != nil || sw.Comment(fmt.Sprintf("keel events of %s after %d", s.ID(), after)) != nil {
 		return
 	}
-	items := make(chan streamItem)
-	go func() {
-		defer close(items)
-		for env, err := range s.EventsFrom(ctx, after) {
-			select {
-			case items <- streamItem{env, err}:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	sub := g.join(s.ID(), after)
+	defer sub.leave()
 	keepAlive := time.NewTimer(g.opts.KeepAlive)
 	defer keepAlive.Stop()
 	last := after
+	write := func(it streamItem) error { return g.writeItem(sw, it, &last) }
 	for {
 		select {
-		case it, ok := <-items:
-			if !ok {
+		case <-sub.wake:
+			items, behind, err := sub.take()
+			for _, it := range items {
+				if werr := write(it); werr != nil {
+					return
+				}
+			}
+			if behind {
+				if rerr := sub.refill(ctx, write); rerr != nil {
+					if ctx.Err() == nil {
+						_ = write(streamItem{err: rerr})
+					}
+					return
+				}
+				sub.notify() // what was queued meanwhile, or the hub's end
+				continue
+			}
+			if err != nil && len(items) == 0 {
+				_ = write(streamItem{err: err})
 				return
 			}
-			if err := g.writeItem(sw, it, &last); err != nil {
-				return
+			if err != nil {
+				sub.notify() // write the error once the queue is empty
 			}
 		case <-keepAlive.C:
 			if time.Since(sw.Wrote) >= g.opts.KeepAlive && sw.Comment("keep-alive") != nil {
@@ -174,14 +176,16 @@ func (g *Gateway) streamEvents(w http.ResponseWriter, r *http.Request, s *client
 // errStreamEnded ends a stream after an error event.
 var errStreamEnded = errors.New("gateway: stream ended")
 
-// writeItem writes one element of the merged stream.
+// writeItem writes one element of the stream, after a lag event for the
+// deltas lost before it.
 func (g *Gateway) writeItem(sw *SSEWriter, it streamItem, last *int64) error {
-	if it.err != nil {
-		var lag *live.LaggedError
-		if errors.As(it.err, &lag) {
-			data, _ := json.Marshal(lagData{Missed: lag.Missed, LastSeq: *last})
-			return sw.Event("", EventLag, data)
+	if it.lost > 0 {
+		data, _ := json.Marshal(lagData{Missed: it.lost, LastSeq: *last})
+		if err := sw.Event("", EventLag, data); err != nil {
+			return err
 		}
+	}
+	if it.err != nil {
 		if errors.Is(it.err, context.Canceled) {
 			return it.err
 		}

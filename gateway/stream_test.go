@@ -153,7 +153,7 @@ func TestSlowClientLags(t *testing.T) {
 	  {"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"lag"}}]},
 	  {"text":[`+strings.Join(text, ",")+`]}]}`)
 
-	gw, err := gateway.New(newClient(t, 8), gateway.Options{})
+	gw, err := gateway.New(newClient(t, 0), gateway.Options{StreamBuffer: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestSlowClientLags(t *testing.T) {
 		}
 	}
 	if missed == 0 {
-		t.Fatalf("a stalled reader with an 8-delta buffer received %d deltas and lagged none", received)
+		t.Fatalf("a stalled reader with an 8-event buffer received %d deltas and lagged none", received)
 	}
 	if received+missed != chunks {
 		t.Fatalf("received %d + missed %d deltas, published %d", received, missed, chunks)
@@ -225,4 +225,69 @@ func TestMaxStreams(t *testing.T) {
 	}
 	second := s.stream(t, testCtx(t), "max-streams", "", nil)
 	second.until(t, keel.TypeRunCompleted)
+}
+
+// The streams of one session share one follower: a stream that joins
+// late catches up from the follower's ring or, past it, from pages of the
+// log, and then takes the same live events; every stream sees its
+// durable events once each, from its own cursor to the run's end. The
+// follower stops with the last stream.
+func TestStreamsShareOneFollower(t *testing.T) {
+	ctx := testCtx(t)
+	s := startGateway(t, gateway.Options{})
+	gateway.SetRingEvents(s.gw, 2)
+	m := model(t, `{"turns":[
+	  {"text":["a"],"tool_calls":[{"id":"g1","name":"gate","arguments":{"key":"share-1"}}]},
+	  {"text":["one ","two ","three"]}]}`)
+	run := s.send(t, "share", map[string]any{"prompt": "go", "model": m, "tools": []string{"gate"}})
+
+	first := s.stream(t, ctx, "share", "?after="+itoa(run.BaseSeq), nil)
+	evsFirst := first.until(t, keel.TypeToolStarted)
+	started := durableSeqs(t, evsFirst)
+	toolStarted := started[len(started)-1]
+	// From the start of the log: older than the ring (2 events), so from
+	// pages; and from just before tool.started: from the ring.
+	fromPages := s.stream(t, ctx, "share", "", nil)
+	evsPages := fromPages.until(t, keel.TypeToolStarted)
+	fromRing := s.stream(t, ctx, "share", "", map[string]string{"Last-Event-ID": itoa(toolStarted - 1)})
+	evsRing := fromRing.until(t, keel.TypeToolStarted)
+	if n := gateway.Hubs(s.gw); n != 1 {
+		t.Fatalf("%d followers for one session's 3 streams", n)
+	}
+
+	shared.gates.open("share-1")
+	for _, c := range []struct {
+		name string
+		st   *sseStream
+		evs  []sseEvent
+		from int64
+	}{
+		{"first", first, evsFirst, run.BaseSeq + 1},
+		{"from pages", fromPages, evsPages, 1},
+		{"from the ring", fromRing, evsRing, toolStarted},
+	} {
+		evs := append(c.evs, c.st.until(t, keel.TypeRunCompleted)...)
+		seqs := durableSeqs(t, evs)
+		contiguous(t, seqs, c.from)
+		var text strings.Builder
+		for _, ev := range evs {
+			if ev.event == keel.TypeTextDelta {
+				var d keel.TextDelta
+				if err := json.Unmarshal(ev.envelope(t).Data, &d); err != nil {
+					t.Fatal(err)
+				}
+				text.WriteString(d.Text)
+			}
+		}
+		if !strings.HasSuffix(text.String(), "one two three") {
+			t.Errorf("%s: deltas %q", c.name, text.String())
+		}
+		c.st.close()
+	}
+	for wait := testCtx(t); s.gw.Streams() > 0 && wait.Err() == nil; {
+		runtime.Gosched()
+	}
+	if n := gateway.Hubs(s.gw); n != 0 {
+		t.Fatalf("%d followers left after the last stream closed", n)
+	}
 }
