@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/server/common/log"
@@ -78,6 +79,30 @@ func (c *counter) snapshot() Counts {
 // Install Interceptor, MetricsHandler and Logger in the devserver.Config.
 type ServerCounters struct {
 	rpcs, heartbeats, persistence, warnings counter
+
+	mu    sync.Mutex
+	times map[string]Latencies // frontend call times by method, since TakeTimes
+}
+
+// TakeTimes returns how long the frontend took to answer each call since
+// the last TakeTimes, by method, and starts again. Long polls
+// (PollWorkflowTaskQueue, GetWorkflowExecutionHistory waiting for an
+// event) take as long as they wait.
+func (s *ServerCounters) TakeTimes() map[string]Latencies {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.times
+	s.times = nil
+	return t
+}
+
+func (s *ServerCounters) timed(method string, d time.Duration) {
+	s.mu.Lock()
+	if s.times == nil {
+		s.times = map[string]Latencies{}
+	}
+	s.times[method] = append(s.times[method], d)
+	s.mu.Unlock()
 }
 
 // ServerSnapshot is what ServerCounters counted up to a moment.
@@ -125,7 +150,9 @@ func (s *ServerCounters) Interceptor() grpc.UnaryServerInterceptor {
 		case *workflowservice.RecordActivityTaskHeartbeatByIdRequest:
 			s.heartbeats.add("by ID", 1)
 		}
+		t0 := time.Now()
 		resp, err := handler(ctx, req)
+		s.timed(method, time.Since(t0))
 		if t, ok := resp.(interface{ GetTaskToken() []byte }); ok && err == nil && len(t.GetTaskToken()) > 0 {
 			s.rpcs.add(method+" (task)", 1)
 		}

@@ -49,6 +49,9 @@ type PhaseFigures struct {
 	// so the rest came from the worker.
 	Server     ServerSnapshot
 	ClientRPCs Counts
+	// ServerTimes are how long the frontend took to answer each call, by
+	// method (long polls as long as they waited).
+	ServerTimes map[string]Latencies
 	// ServerCPU is this process's CPU time meanwhile: the Temporal server,
 	// the NATS server and the benchmark's clients (as `keel dev` hosts
 	// Temporal and NATS in one process), and the workers when they run in
@@ -246,4 +249,9 @@ func (r *ConcurrencyReport) Machine() string {
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
-func millis(d time.Duration) string { return fmt.Sprintf("%.0f ms", Millis(d)) }
+func millis(d time.Duration) string {
+	if d < 10*time.Millisecond {
+		return fmt.Sprintf("%.1f ms", Millis(d))
+	}
+	return fmt.Sprintf("%.0f ms", Millis(d))
+}

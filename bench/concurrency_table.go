@@ -125,6 +125,14 @@ func (r *ConcurrencyReport) writePoint(w io.Writer, p ConcurrencyPoint) {
 		kc, bc := per(k.ClientRPCs[m], k.Sessions()), per(b.ClientRPCs[m], b.Sessions())
 		row("  "+m, trim(kv)+fromClients(kv, kc), trim(bv)+fromClients(bv, bc), ratioF(kv, bv))
 	}
+	row("frontend time per call p50 / p99 (long polls wait)", "", "", 0)
+	for _, m := range unionKeys(k.Server.RPCs, b.Server.RPCs) {
+		kt, bt := k.ServerTimes[m], b.ServerTimes[m]
+		if isTaskCount(m) || (len(kt) == 0 && len(bt) == 0) {
+			continue
+		}
+		row("  "+m, pair(kt, millis), pair(bt, millis), 0)
+	}
 	row("activity heartbeats, by activity type", "", "", 0)
 	for _, t := range unionKeys(k.Server.Heartbeats, b.Server.Heartbeats) {
 		num("  "+t, per(k.Server.Heartbeats[t], k.Sessions()), per(b.Server.Heartbeats[t], b.Sessions()))

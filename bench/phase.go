@@ -48,6 +48,7 @@ func (s *stack) run(ctx context.Context, ph phase) (PhaseFigures, []sessionResul
 	c := cancels(s.n, s.opts.CancelFraction)
 	s.say("%s: %d sessions at once (%d cancelled mid-stream)", ph.name, s.n, c)
 	before, clientsBefore := s.counters.Snapshot(), s.clientRPCs.Snapshot()
+	s.counters.TakeTimes()
 	cpu0, err := ProcessCPU(0)
 	if err != nil {
 		cpu0 = -1
@@ -76,6 +77,7 @@ func (s *stack) run(ctx context.Context, ph phase) (PhaseFigures, []sessionResul
 	f.Wall = time.Since(t0)
 
 	f.Server, f.ClientRPCs = s.counters.Snapshot().Sub(before), s.clientRPCs.Snapshot().Sub(clientsBefore)
+	f.ServerTimes = s.counters.TakeTimes()
 	if cpu1, err := ProcessCPU(0); err == nil && cpu0 >= 0 {
 		f.ServerCPU, f.ServerCPUKnown = cpu1-cpu0, true
 	}
