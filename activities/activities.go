@@ -30,9 +30,10 @@ type RunReader interface {
 }
 
 // DefaultHeartbeatEvery is the default Activities.HeartbeatEvery: a rate
-// for liveness only. Cancellation does not wait for it when the activities
-// have a CancelWatch (docs/contract.md §7).
-const DefaultHeartbeatEvery = time.Second
+// for liveness only (a dead worker is noticed after the run's heartbeat
+// timeout, 15 s by default, whatever the rate). Cancellation does not wait
+// for it when the activities have a CancelWatch (docs/contract.md §7.5).
+const DefaultHeartbeatEvery = 5 * time.Second
 
 // CancelWatch tells a running activity that its workflow asked to cancel
 // it, sooner than the next heartbeat would. It is a fast path only:
@@ -115,6 +116,11 @@ func (a *Activities) begin(ctx context.Context) (context.Context, *heartbeater) 
 	every := a.HeartbeatEvery
 	if every <= 0 {
 		every = DefaultHeartbeatEvery
+	}
+	// At least two heartbeats per heartbeat timeout, so that a run with a
+	// short one is not timed out by a live worker.
+	if timeout := activity.GetInfo(ctx).HeartbeatTimeout; timeout > 0 && every > timeout/2 {
+		every = timeout / 2
 	}
 	hctx, stop := context.WithCancel(ctx)
 	h := &heartbeater{stop: stop, done: make(chan struct{}), release: release}
