@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -33,6 +34,7 @@ func cmdBenchConcurrency(ctx context.Context, args []string, stdout, stderr io.W
 	sessions := fs.String("sessions", "100", "comma-separated `N`s of concurrent sessions, each measured on a server of its own")
 	cancelFraction := fs.Float64("cancel-fraction", 0.1, "`fraction` of the sessions (and of the baseline's workflows) cancelled mid-stream, to time cancellation")
 	inProcess := fs.Bool("in-process", false, "run the workers in this process (their CPU time then counts as the server's)")
+	asJSON := fs.Bool("json", false, "print the figures as one JSON object (per-run counts, seconds, verdicts) instead of the table")
 	label := fs.String("label", "", "`name` of what is measured, printed in the table (a commit, \"before\"; default the binary's VCS revision if it recorded one)")
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
@@ -51,7 +53,16 @@ func cmdBenchConcurrency(ctx context.Context, args []string, stdout, stderr io.W
 	}
 	rep, err := bench.MeasureConcurrency(ctx, opts)
 	if rep != nil && len(rep.Points) > 0 {
-		rep.WriteTable(stdout)
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			enc.SetEscapeHTML(false)
+			if jerr := enc.Encode(rep.Summary()); jerr != nil && err == nil {
+				err = jerr
+			}
+		} else {
+			rep.WriteTable(stdout)
+		}
 	}
 	if err != nil {
 		return fail(stderr, "bench concurrency", err)

@@ -1,0 +1,91 @@
+package bench
+
+// ConcurrencySummary is a ConcurrencyReport as numbers a program can
+// compare: seconds, and counts per run.
+type ConcurrencySummary struct {
+	Label          string          `json:"label,omitempty"`
+	Machine        string          `json:"machine"`
+	ModelSeconds   float64         `json:"model_seconds"`
+	CancelFraction float64         `json:"cancel_fraction"`
+	WorkerProcess  bool            `json:"worker_process"`
+	Points         []PointSummary  `json:"points"`
+	Targets        []TargetVerdict `json:"targets"`
+}
+
+// PointSummary is one number of sessions.
+type PointSummary struct {
+	Sessions int         `json:"sessions"`
+	RunRatio [2]float64  `json:"run_p50_p99_over_bare"`
+	Keel     SideSummary `json:"keel"`
+	Baseline SideSummary `json:"baseline"`
+}
+
+// SideSummary is one side of a measurement; per-run figures divide by
+// the sessions (history figures by the completed runs).
+type SideSummary struct {
+	Completed           int                `json:"completed"`
+	Cancelled           int                `json:"cancelled"`
+	CancelMissed        int                `json:"completed_before_cancel"`
+	Failed              int                `json:"failed"`
+	RunSeconds          [2]float64         `json:"run_p50_p99_s"`
+	StartSeconds        [2]float64         `json:"send_or_start_p50_p99_s"`
+	CancelSeconds       [2]float64         `json:"cancel_p50_p99_s"`
+	RPCsPerRun          map[string]float64 `json:"rpcs_per_run"`
+	HeartbeatsPerTurn   float64            `json:"heartbeats_per_turn"`
+	HeartbeatsPerSecond float64            `json:"heartbeats_per_second"`
+	HistoryEventsPerRun float64            `json:"history_events_per_run"`
+	EventsPerRun        map[string]float64 `json:"history_events_by_type_per_run"`
+	TasksPerStep        float64            `json:"workflow_tasks_per_step"`
+	PersistencePerRun   map[string]float64 `json:"persistence_per_run"`
+	PersistenceWrites   float64            `json:"persistence_writes_per_run"`
+	ServerCPUPerRun     float64            `json:"server_cpu_s_per_run"`
+	WorkerCPUPerRun     float64            `json:"worker_cpu_s_per_run"`
+	Warnings            Counts             `json:"server_warnings"`
+}
+
+// TargetVerdict is a target's verdict on the report.
+type TargetVerdict struct {
+	Target   string `json:"target"`
+	Sessions int    `json:"sessions,omitempty"`
+	Verdict  string `json:"verdict"`
+	Detail   string `json:"detail,omitempty"`
+}
+
+// Summary returns the report as numbers.
+func (r *ConcurrencyReport) Summary() ConcurrencySummary {
+	out := ConcurrencySummary{Label: r.Revision, Machine: r.Machine(), ModelSeconds: r.ModelTime.Seconds(),
+		CancelFraction: r.CancelFraction, WorkerProcess: r.WorkerProcess}
+	for _, p := range r.Points {
+		r50, r99 := p.RunRatios()
+		out.Points = append(out.Points, PointSummary{Sessions: p.Sessions, RunRatio: [2]float64{r50, r99},
+			Keel: summarize(p.Keel), Baseline: summarize(p.Baseline)})
+	}
+	for _, t := range ConcurrencyTargets() {
+		v, d := r.Verdict(t)
+		out.Targets = append(out.Targets, TargetVerdict{Target: t.Text, Sessions: t.Sessions, Verdict: v, Detail: d})
+	}
+	return out
+}
+
+func summarize(f PhaseFigures) SideSummary {
+	s2 := func(l Latencies) [2]float64 { return [2]float64{l.P50().Seconds(), l.P99().Seconds()} }
+	perRun := func(c Counts, n int) map[string]float64 {
+		m := map[string]float64{}
+		for k, v := range c {
+			m[k] = per(v, n)
+		}
+		return m
+	}
+	_, writes := f.PersistencePerRun()
+	server, worker := f.CPUPerRun()
+	return SideSummary{
+		Completed: f.Completed, Cancelled: f.Cancelled, CancelMissed: f.CancelMissed, Failed: f.Failed,
+		RunSeconds: s2(f.Runs), StartSeconds: s2(f.Starts), CancelSeconds: s2(f.Cancels),
+		RPCsPerRun:        perRun(f.Server.RPCs, f.Sessions()),
+		HeartbeatsPerTurn: f.HeartbeatsPerTurn(), HeartbeatsPerSecond: f.HeartbeatsPerSecond(),
+		HistoryEventsPerRun: f.History.EventsPerRun(), EventsPerRun: perRun(f.History.Events, f.History.Runs),
+		TasksPerStep:      f.History.WorkflowTasksPerStep(),
+		PersistencePerRun: perRun(f.Server.Persistence, f.Sessions()), PersistenceWrites: writes,
+		ServerCPUPerRun: server, WorkerCPUPerRun: worker, Warnings: f.Server.Warnings,
+	}
+}
