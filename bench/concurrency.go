@@ -85,9 +85,9 @@ const baselineCancelAfter = 2 * time.Second
 // temporary directory, keel's tuning), an embedded NATS server that the
 // keel worker publishes deltas to, and a content store in a directory;
 // the baseline runs first, then keel, on that server. Besides latencies it
-// counts, inside the server, the frontend's calls by method, persistence
-// requests by operation and warnings, and reads every completed run's
-// histories.
+// counts, inside the server, the frontend's calls by method (and their
+// time), heartbeats by activity type, persistence requests by operation
+// and warnings, and reads every run's histories.
 func MeasureConcurrency(ctx context.Context, opts ConcurrencyOptions) (*ConcurrencyReport, error) {
 	if len(opts.Sessions) == 0 {
 		return nil, errors.New("bench: no session counts to measure")
