@@ -30,23 +30,33 @@ type CodecOptions struct {
 	// Timeout bounds the store calls of one Encode or Decode. Zero means
 	// DefaultTimeout.
 	Timeout time.Duration
+	// Encryption, if set, encodes every payload before the codec looks at
+	// it and decodes every payload after references are resolved: with
+	// keel's encryption codec (crypt.Codec), histories and the store alike
+	// hold only ciphertext (encrypt, then offload). PutPayload applies it
+	// too, so values stored directly are covered. Optional; default none.
+	Encryption converter.PayloadCodec
 }
 
 // Codec is a claim-check converter.PayloadCodec: Encode moves large
 // payloads into a Store and leaves small references in their place; Decode
-// brings them back. It is deterministic (the same payload always becomes
-// the same reference), as Temporal's replay requires.
+// brings them back. Without encryption it is deterministic (the same
+// payload always becomes the same reference, stored once). With
+// CodecOptions.Encryption every encoding differs (random nonces), which
+// replay tolerates: the SDK matches commands to history by type and ID,
+// never by payload, and decodes what history holds.
 type Codec struct {
 	store     *Store
 	threshold int
 	timeout   time.Duration
+	encrypt   converter.PayloadCodec // nil: none
 }
 
 var _ converter.PayloadCodec = (*Codec)(nil)
 
 // NewCodec returns a Codec that offloads to s.
 func NewCodec(s *Store, opts CodecOptions) *Codec {
-	c := &Codec{store: s, threshold: opts.Threshold, timeout: opts.Timeout}
+	c := &Codec{store: s, threshold: opts.Threshold, timeout: opts.Timeout, encrypt: opts.Encryption}
 	if c.threshold <= 0 {
 		c.threshold = DefaultThreshold
 	}
@@ -68,8 +78,14 @@ var marshal = proto.MarshalOptions{Deterministic: true}
 
 // Encode replaces each payload whose marshaled size exceeds the threshold
 // with a reference to it. Smaller payloads and references pass unchanged.
-// If the store fails, Encode fails: a value is never dropped.
+// If the store fails, Encode fails: a value is never dropped. With
+// CodecOptions.Encryption, payloads are encrypted first, and the size that
+// counts is the ciphertext's.
 func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	payloads, err := c.encrypted(payloads)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	out := make([]*commonpb.Payload, len(payloads))
@@ -91,7 +107,11 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 // values that should stay out of a history even when small, such as
 // event-log segments.
 func (c *Codec) PutPayload(ctx context.Context, p *commonpb.Payload) (*commonpb.Payload, error) {
-	data, err := marshal.Marshal(p)
+	sealed, err := c.encrypted([]*commonpb.Payload{p})
+	if err != nil {
+		return nil, err
+	}
+	data, err := marshal.Marshal(sealed[0])
 	if err != nil {
 		return nil, fmt.Errorf("store: claim-check a payload for %s: marshal: %w", c.store.url, err)
 	}
@@ -103,7 +123,8 @@ func (c *Codec) PutPayload(ctx context.Context, p *commonpb.Payload) (*commonpb.
 }
 
 // Decode replaces each reference with the payload it names, verified
-// against its key. Other payloads pass unchanged.
+// against its key, then (with CodecOptions.Encryption) decrypts. Other
+// payloads pass unchanged.
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
@@ -126,6 +147,30 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 			return nil, fmt.Errorf("%w: %s in %s holds no payload: %w", ErrInvalidReference, key, c.store.url, err)
 		}
 		out[i] = &orig
+	}
+	if c.encrypt == nil {
+		return out, nil
+	}
+	return c.encrypt.Decode(out)
+}
+
+// encrypted applies the encryption codec, if any. Payloads it encrypted
+// already (a chain that runs it too, a retried PutPayload) pass unchanged.
+// References stay readable: they name ciphertext already.
+func (c *Codec) encrypted(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	if c.encrypt == nil {
+		return payloads, nil
+	}
+	out := append([]*commonpb.Payload(nil), payloads...)
+	for i, p := range payloads {
+		if p == nil || claimcheck.IsReference(p) {
+			continue
+		}
+		enc, err := c.encrypt.Encode(out[i : i+1])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = enc[0]
 	}
 	return out, nil
 }

@@ -119,7 +119,7 @@ func TestHandlerCORS(t *testing.T) {
 			require.Equal(t, tc.wantStatus, rec.Code, rec.Body.String())
 			require.Equal(t, tc.wantOrigin, rec.Header().Get("Access-Control-Allow-Origin"))
 			if tc.wantOrigin != "" {
-				require.Equal(t, "Content-Type, X-Namespace", rec.Header().Get("Access-Control-Allow-Headers"))
+				require.Equal(t, "Content-Type, X-Namespace, Authorization", rec.Header().Get("Access-Control-Allow-Headers"))
 				require.Contains(t, rec.Header().Get("Access-Control-Allow-Methods"), "POST")
 			}
 		})

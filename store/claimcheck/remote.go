@@ -10,6 +10,8 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
+
+	"github.com/keelrun/keel/crypt"
 )
 
 // DefaultRemoteTimeout bounds a request to a codec endpoint when
@@ -26,6 +28,12 @@ type RemoteOptions struct {
 	// ModifyRequest, if set, edits each request before it is sent, for
 	// example to add authentication or an X-Namespace header.
 	ModifyRequest func(*http.Request) error
+	// DecryptLocally leaves encrypted payloads (crypt.IsEncrypted)
+	// to a codec after this one, for readers that hold the key file:
+	// only references are sent, and what they resolve to may come back
+	// encrypted. By default encrypted payloads are sent too, so a reader
+	// without keys reads through an endpoint that has them.
+	DecryptLocally bool
 }
 
 // remoteCodec decodes references through a codec endpoint (store.Codec.Handler)
@@ -33,12 +41,14 @@ type RemoteOptions struct {
 type remoteCodec struct {
 	endpoint string // without credentials, for messages
 	remote   converter.PayloadCodec
+	decrypt  bool // send encrypted payloads for the endpoint to decrypt
 }
 
 // NewRemoteCodec returns a PayloadCodec for clients that cannot reach the
-// store: Decode sends only claim-check references to endpoint + "/decode"
-// (other payloads never cause a request), and Encode changes nothing,
-// because offloading is the workers' job.
+// store: Decode sends only claim-check references and encrypted payloads
+// (see RemoteOptions.DecryptLocally) to endpoint + "/decode" (other
+// payloads never cause a request), and Encode changes nothing, because
+// offloading and encrypting are the workers' job.
 func NewRemoteCodec(endpoint string, opts RemoteOptions) converter.PayloadCodec {
 	endpoint = strings.TrimSuffix(endpoint, "/")
 	safe := endpoint
@@ -55,6 +65,7 @@ func NewRemoteCodec(endpoint string, opts RemoteOptions) converter.PayloadCodec 
 	}
 	return &remoteCodec{
 		endpoint: safe,
+		decrypt:  !opts.DecryptLocally,
 		remote: converter.NewRemotePayloadCodec(converter.RemotePayloadCodecOptions{
 			Endpoint:      endpoint,
 			ModifyRequest: opts.ModifyRequest,
@@ -73,7 +84,7 @@ func (r *remoteCodec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload,
 	var refs []*commonpb.Payload
 	var at []int
 	for i, p := range payloads {
-		if IsReference(p) {
+		if IsReference(p) || (r.decrypt && crypt.IsEncrypted(p)) {
 			refs = append(refs, p)
 			at = append(at, i)
 		}
@@ -96,6 +107,9 @@ func (r *remoteCodec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload,
 			// An endpoint without a claim-check codec echoes references.
 			return nil, r.fail(refs[j:j+1], ErrEndpoint, errors.New("the endpoint returned it undecoded"))
 		}
+		if r.decrypt && crypt.IsEncrypted(p) {
+			return nil, r.fail(refs[j:j+1], ErrEndpoint, errors.New("the endpoint returned it encrypted: it holds no key for it (or give this reader the key file)"))
+		}
 		out[at[j]] = p
 	}
 	return out, nil
@@ -106,13 +120,15 @@ func (r *remoteCodec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload,
 func (r *remoteCodec) fail(refs []*commonpb.Payload, kind, cause error) error {
 	name := "(malformed reference)"
 	if key, _, err := ParseReference(refs[0]); err == nil {
-		name = string(key)
+		name = "claim-check " + string(key)
+	} else if crypt.IsEncrypted(refs[0]) {
+		name = "(an encrypted payload)"
 	}
 	if n := len(refs) - 1; n > 0 {
 		name = fmt.Sprintf("%s (and %d more)", name, n)
 	}
 	return &detailError{
-		msg:   fmt.Sprintf("store: decode claim-check %s through codec endpoint %s", name, r.endpoint),
+		msg:   fmt.Sprintf("store: decode %s through codec endpoint %s", name, r.endpoint),
 		kind:  kind,
 		cause: cause,
 	}
