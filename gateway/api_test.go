@@ -1,12 +1,20 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/gateway"
 )
 
@@ -298,4 +306,36 @@ func TestTypedErrors(t *testing.T) {
 	}
 	// None of the refused prompts created session x.
 	s.call(t, http.MethodGet, "/v1/sessions/x", nil).must(t, http.StatusNotFound)
+}
+
+// With Temporal out of reach, calls fail within RequestTimeout with 503
+// unavailable, and the body names no internal address.
+func TestTemporalUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	tc, err := sdkclient.NewLazyClient(sdkclient.Options{HostPort: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	c, err := client.Dial(context.Background(), client.Options{Temporal: tc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := serveGateway(t, c, gateway.Options{RequestTimeout: 500 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	for _, path := range []string{"/v1/sessions/down", "/v1/sessions/down/events"} {
+		r := s.call(t, http.MethodGet, path, nil).must(t, http.StatusServiceUnavailable)
+		if r.code() != gateway.CodeUnavailable || r.body["retryable"] != true || strings.Contains(string(r.raw), addr) {
+			t.Fatalf("%s: %s", path, r.raw)
+		}
+	}
+	r := s.call(t, http.MethodPost, "/v1/sessions/down/runs", map[string]any{"prompt": "hi"}).must(t, http.StatusServiceUnavailable)
+	if r.code() != gateway.CodeUnavailable {
+		t.Fatalf("send: %s", r.raw)
+	}
 }
