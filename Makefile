@@ -45,9 +45,11 @@ vet:
 
 # Benchmarks: the embedded server's tuning, keel's overheads and the live
 # channel (all measured by package bench), each printed as a ratio against
-# its baseline measured in the same run.
+# its baseline measured in the same run; then the HTTP gateway's delta
+# latency against NATS and its 1,000 concurrent event streams.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./devserver/ ./bench/
+	$(GO) test -run '^$$' -bench . -benchtime 10x ./gateway/
 
 clean:
 	rm -rf bin
