@@ -104,6 +104,11 @@ func BenchmarkSubscribers(b *testing.B) {
 	waitForEvent(b, testCtx(b), session, keel.TypeRunCompleted, 1)
 	pub := keeltest.DialNATS(b, shared.nats.ClientURL(), live.NATSOptions{})
 	for b.Loop() {
+		// The previous iteration's streams end as the server notices
+		// their connections closed.
+		for wait := testCtx(b); s.gw.Streams() > 0 && wait.Err() == nil; {
+			runtime.Gosched()
+		}
 		baseCPU := idleCPU(b, 3*time.Second)
 		before := heap()
 		goroutines := runtime.NumGoroutine()
