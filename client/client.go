@@ -18,18 +18,37 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/connect"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/store/claimcheck"
 )
 
 // Options configures a Client. Every field is optional.
 type Options struct {
-	// HostPort of the Temporal frontend. Default "localhost:7233".
+	// HostPort of the Temporal frontend. Default: $TEMPORAL_ADDRESS, the
+	// address of the Temporal configuration profile, else "localhost:7233".
 	HostPort string
-	// Namespace. Default "default".
+	// Namespace. Default: $TEMPORAL_NAMESPACE, the profile's, else
+	// "default" ("default" with Options.Temporal).
 	Namespace string
+	// APIKey for Temporal (Temporal Cloud's, say), sent as a bearer token;
+	// it turns TLS on. Default: $TEMPORAL_API_KEY, else the profile's.
+	APIKey string
+	// TLS of the connection: the server's CA, a client certificate and key
+	// for mutual TLS, the server's name. Default: as $TEMPORAL_TLS* and the
+	// profile say.
+	TLS *connect.TLS
+	// Profile and ConfigFile pick the profile of Temporal's configuration
+	// file that fills in what the fields above and the environment leave
+	// unset. Default: $TEMPORAL_PROFILE or "default", in
+	// $TEMPORAL_CONFIG_FILE or the user's temporalio/temporal.toml.
+	Profile    string
+	ConfigFile string
+	// IgnoreEnvironment reads neither the environment variables nor the
+	// configuration file (package connect says which).
+	IgnoreEnvironment bool
 	// Temporal is an existing Temporal client to use instead of dialing;
-	// Close does not close it.
+	// Close does not close it, and the connection fields above are unused.
 	Temporal client.Client
 	// Live is the live channel for deltas. Without it, event streams carry
 	// durable events only.
@@ -87,36 +106,49 @@ type Client struct {
 	dc        converter.DataConverter
 }
 
-// Dial connects to Temporal.
+// Dial connects to Temporal as opts say, with Temporal's environment
+// variables and configuration profile for what they leave unset. A failure
+// to connect is a *connect.DialError that says why when it can tell (the
+// server requires a client certificate, say).
 func Dial(ctx context.Context, opts Options) (*Client, error) {
-	if opts.Namespace == "" {
-		opts.Namespace = "default"
-	}
 	if opts.DataConverter == nil {
 		opts.DataConverter = defaultDataConverter()
 	}
 	c := &Client{namespace: opts.Namespace, live: opts.Live, liveBuf: opts.LiveBuffer, config: opts.Config,
 		handOver: opts.HandOver, dc: opts.DataConverter, tc: opts.Temporal}
 	if c.tc != nil {
+		if c.namespace == "" {
+			c.namespace = connect.DefaultNamespace
+		}
 		return c, nil
 	}
-	if opts.HostPort == "" {
-		opts.HostPort = "localhost:7233"
+	conn := opts.Connection()
+	resolved, err := conn.Resolve()
+	if err != nil {
+		return nil, fmt.Errorf("keel: %w", err)
 	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	tc, err := client.DialContext(ctx, client.Options{
-		HostPort: opts.HostPort, Namespace: opts.Namespace, Logger: tlog.NewStructuredLogger(logger),
-		DataConverter: opts.DataConverter,
+	tc, err := connect.Dial(ctx, conn, client.Options{
+		Logger: tlog.NewStructuredLogger(logger), DataConverter: opts.DataConverter,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("keel: connect to Temporal at %s: %w", opts.HostPort, err)
+		return nil, fmt.Errorf("keel: %w", err)
 	}
-	c.tc, c.owned = tc, true
+	c.tc, c.owned, c.namespace = tc, true, resolved.Namespace
 	return c, nil
 }
+
+// Connection returns the connection fields of opts.
+func (opts Options) Connection() connect.Options {
+	return connect.Options{HostPort: opts.HostPort, Namespace: opts.Namespace, APIKey: opts.APIKey, TLS: opts.TLS,
+		Profile: opts.Profile, ConfigFile: opts.ConfigFile, IgnoreEnvironment: opts.IgnoreEnvironment}
+}
+
+// Namespace is the namespace the client works in.
+func (c *Client) Namespace() string { return c.namespace }
 
 // Close releases the client's connection (not an Options.Temporal client,
 // nor the live channel). Runs go on.

@@ -1,6 +1,7 @@
 package devserver
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -88,6 +89,16 @@ type Config struct {
 	// Temporal is chatty at info level, so the default keeps the terminal
 	// quiet. Optional: default slog.LevelWarn.
 	LogLevel slog.Leveler
+
+	// TLS serves the frontend's gRPC API with TLS: the certificate in
+	// TLS.Certificates (the first is the one served), and client
+	// certificates as TLS.ClientAuth and TLS.ClientCAs say
+	// (tls.RequireAndVerifyClientCert: mutual TLS, a client without a
+	// certificate signed by one of ClientCAs is refused). The server's own
+	// clients (its system worker, the Web UI, Server.Dial) get in with a
+	// certificate the server makes for itself at start, and trust exactly
+	// the served certificate. Optional: default plain gRPC.
+	TLS *tls.Config
 
 	// FrontendInterceptors run on every gRPC call the frontend serves (from
 	// clients and workers alike), after Temporal's own interceptors; a

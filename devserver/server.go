@@ -3,6 +3,7 @@ package devserver
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -39,7 +40,8 @@ type Server struct {
 	temporal temporal.Server
 	ui       *webUI
 	logger   serverLogger
-	unlock   func() // releases DataDir
+	unlock   func()       // releases DataDir
+	tls      *frontendTLS // nil: plain gRPC
 
 	stopOnce sync.Once
 	stopErr  error
@@ -130,6 +132,12 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	var ftls *frontendTLS
+	if cfg.TLS != nil {
+		if ftls, err = newFrontendTLS(cfg.TLS); err != nil {
+			return nil, err
+		}
+	}
 	// No authorization: the dev server listens on loopback by default.
 	claimMapper := authorization.NewNoopClaimMapper()
 	opts := []temporal.ServerOption{
@@ -140,6 +148,9 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 		temporal.WithAuthorizer(authorization.NewNoopAuthorizer()),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
 		temporal.WithDynamicConfigClient(dynamicConfigFor(cfg)),
+	}
+	if ftls != nil {
+		opts = append(opts, temporal.WithTLSConfigFactory(ftls.provider()))
 	}
 	if len(cfg.FrontendInterceptors) > 0 {
 		opts = append(opts, temporal.WithChainedFrontendGrpcInterceptors(cfg.FrontendInterceptors...))
@@ -165,12 +176,17 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 		temporal: ts,
 		logger:   logger,
 		unlock:   unlock,
+		tls:      ftls,
 	}
 	if err := s.waitReady(ctx); err != nil {
 		return nil, err
 	}
 	if uiListener != nil {
-		if s.ui, err = startWebUI(uiListener, s.address, cfg.Namespace, cfg.UICodecEndpoint); err != nil {
+		var uiTLS *tls.Config
+		if ftls != nil {
+			uiTLS = ftls.client
+		}
+		if s.ui, err = startWebUI(uiListener, s.address, uiTLS, cfg.Namespace, cfg.UICodecEndpoint); err != nil {
 			return nil, err
 		}
 		s.uiAddr = net.JoinHostPort(dialableIP(cfg.IP), strconv.Itoa(cfg.UIPort))
@@ -181,11 +197,7 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 // waitReady returns once the frontend serves the namespace: Temporal's
 // Start returns before its gRPC servers accept work.
 func (s *Server) waitReady(ctx context.Context) error {
-	c, err := client.DialContext(ctx, client.Options{
-		HostPort:  s.address,
-		Namespace: s.cfg.Namespace,
-		Logger:    sdkLogger(s.cfg.Logger, s.cfg.LogLevel),
-	})
+	c, err := s.Dial(ctx, client.Options{})
 	if err != nil {
 		return fmt.Errorf("devserver: frontend not ready: %w", err)
 	}
@@ -313,8 +325,13 @@ func (s *Server) Namespace() string { return s.cfg.Namespace }
 func (s *Server) Config() Config { return s.cfg }
 
 // Dial returns a client of this server. HostPort and Namespace default to
-// the server's, and Logger to one as quiet as the server's logs.
+// the server's, and Logger to one as quiet as the server's logs. On a
+// server with Config.TLS, the connection's TLS defaults to the server's own
+// client certificate (see Config.TLS).
 func (s *Server) Dial(ctx context.Context, opts client.Options) (client.Client, error) {
+	if s.tls != nil && opts.ConnectionOptions.TLS == nil && !opts.ConnectionOptions.TLSDisabled {
+		opts.ConnectionOptions.TLS = s.tls.client
+	}
 	if opts.HostPort == "" {
 		opts.HostPort = s.address
 	}

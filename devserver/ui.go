@@ -1,6 +1,7 @@
 package devserver
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -37,7 +38,9 @@ type webUI struct {
 	done     chan struct{}
 }
 
-func startWebUI(listener net.Listener, frontend, namespace, codecEndpoint string) (*webUI, error) {
+// startWebUI serves the Web UI on listener; it reaches the frontend with
+// frontendTLS (nil: plain gRPC).
+func startWebUI(listener net.Listener, frontend string, frontendTLS *tls.Config, namespace, codecEndpoint string) (*webUI, error) {
 	cfg := &uiconfig.Config{
 		TemporalGRPCAddress: frontend,
 		EnableUI:            true,
@@ -64,7 +67,7 @@ func startWebUI(listener net.Listener, frontend, namespace, codecEndpoint string
 	if assets, err = fs.Sub(assets, "local"); err != nil {
 		return nil, fmt.Errorf("devserver: web UI assets: %w", err)
 	}
-	conn, err := uirpc.Dial(frontend, nil)
+	conn, err := uirpc.Dial(frontend, frontendTLS)
 	if err != nil {
 		return nil, fmt.Errorf("devserver: web UI connection to %s: %w", frontend, err)
 	}
