@@ -37,6 +37,7 @@ const (
 	CodeRouteNotFound    = "route_not_found"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeOriginNotAllowed = "origin_not_allowed"
+	CodeHostNotAllowed   = "host_not_allowed"
 	CodeUnavailable      = "unavailable"
 	CodeOverloaded       = "overloaded"
 	CodeInternal         = "internal"

@@ -33,7 +33,9 @@ type Options struct {
 	// CORSOrigins are the browser origins (scheme://host[:port]) allowed to
 	// call the API; "*" allows any. Requests from the gateway's own origin
 	// and requests without an Origin header (programs) are always allowed;
-	// a browser request from any other origin gets 403.
+	// a browser request from any other origin gets 403. Without APIKeys,
+	// requests must also name a loopback host (Host: localhost or
+	// 127.0.0.1), which defeats DNS rebinding.
 	CORSOrigins []string
 	// MaxBodyBytes bounds a request body; a larger one gets 413.
 	// Default DefaultMaxBodyBytes.
@@ -213,6 +215,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		g.logRequest(r, rec.status, time.Since(start), rec.cause)
 	}()
+	if !g.keys.enabled() && !loopbackHost(r.Host) {
+		// Without keys the gateway serves this machine only. A web page
+		// whose host name was made to resolve to 127.0.0.1 (DNS
+		// rebinding) would otherwise be on the gateway's own origin.
+		writeError(rec, apiError(http.StatusForbidden, CodeHostNotAllowed,
+			"without API keys the gateway answers requests for localhost or a loopback address only"))
+		return
+	}
 	origin := r.Header.Get("Origin")
 	if !g.cors.allowed(r, origin) {
 		writeError(rec, apiError(http.StatusForbidden, CodeOriginNotAllowed,

@@ -243,7 +243,11 @@ func (s *stack) callWith(t testing.TB, method, path string, body any, headers ma
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range headers {
-		if v != "" {
+		switch {
+		case v == "":
+		case k == "Host":
+			req.Host = v
+		default:
 			req.Header.Set(k, v)
 		}
 	}

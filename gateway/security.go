@@ -96,6 +96,21 @@ func CheckListen(addr string, haveKeys bool) error {
 	return ErrNoKeys
 }
 
+// loopbackHost reports whether a Host header names this machine by a
+// loopback address or "localhost".
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // keyring checks bearer tokens. It holds the keys' hashes, so comparing
 // takes the same time whatever the key's length, and no key is kept in
 // the clear.

@@ -171,3 +171,23 @@ func TestCORS(t *testing.T) {
 		t.Fatalf("same origin: %d %s", self.status, self.raw)
 	}
 }
+
+// Without keys, a request for another host name gets 403: a web page
+// whose name was rebound to 127.0.0.1 cannot pass as the gateway's own
+// origin. With keys, host names are free.
+func TestHostNotAllowedWithoutKeys(t *testing.T) {
+	open := startGateway(t, gateway.Options{})
+	for _, host := range []string{"evil.example", "evil.example:7280", "10.0.0.1:7280"} {
+		r := open.callWith(t, http.MethodGet, "/v1/sessions/rebind", nil, map[string]string{
+			"Host": host, "Origin": "http://" + host}).must(t, http.StatusForbidden)
+		if r.code() != gateway.CodeHostNotAllowed {
+			t.Fatalf("Host %s: %s", host, r.raw)
+		}
+	}
+	for _, host := range []string{"localhost:7280", "127.0.0.1", "[::1]:7280"} {
+		open.callWith(t, http.MethodGet, "/v1/sessions/rebind", nil, map[string]string{"Host": host}).must(t, http.StatusNotFound)
+	}
+	keyed := startGateway(t, gateway.Options{APIKeys: []string{"rebind-key-0123456789"}})
+	keyed.callWith(t, http.MethodGet, "/v1/sessions/rebind", nil, map[string]string{
+		"Host": "keel.example", "Authorization": "Bearer rebind-key-0123456789"}).must(t, http.StatusNotFound)
+}
