@@ -33,7 +33,7 @@ type gatewayFlags struct {
 
 func (g *gatewayFlags) register(fs *flagSet) {
 	fs.StringVar(&g.keyFile, "api-key-file", "",
-		"`FILE` of API keys the HTTP API requires, one a line (also $"+gateway.EnvAPIKeys+", comma-separated)")
+		"`FILE` of the keys the HTTP API's callers must send, one a line (also $"+gateway.EnvAPIKeys+", comma-separated); not Temporal's key (--api-key)")
 	fs.Var(&g.origins, "cors-origin", "browser `ORIGINS` (scheme://host:port, comma-separated, or *) allowed to call the HTTP API")
 }
 
