@@ -330,7 +330,8 @@ func TestTemporalUnreachable(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	for _, path := range []string{"/v1/sessions/down", "/v1/sessions/down/events"} {
 		r := s.call(t, http.MethodGet, path, nil).must(t, http.StatusServiceUnavailable)
-		if r.code() != gateway.CodeUnavailable || r.body["retryable"] != true || strings.Contains(string(r.raw), addr) {
+		if r.code() != gateway.CodeUnavailable || r.body["retryable"] != true || strings.Contains(string(r.raw), addr) ||
+			r.header.Get("Retry-After") == "" {
 			t.Fatalf("%s: %s", path, r.raw)
 		}
 	}

@@ -127,8 +127,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // writeError writes e as the response.
 func writeError(w http.ResponseWriter, e *Error) {
-	if e.status == http.StatusUnauthorized {
+	switch e.status {
+	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="keel"`)
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, e.status, e)
 }
