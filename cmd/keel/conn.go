@@ -14,14 +14,15 @@ import (
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/connect"
 	"github.com/keelrun/keel/live"
 )
 
 // Connection defaults: Temporal's own (so `temporal` and keel find the same
 // server) and NATS's.
 const (
-	defaultAddress   = "localhost:7233"
-	defaultNamespace = "default"
+	defaultAddress   = connect.DefaultHostPort
+	defaultNamespace = connect.DefaultNamespace
 	defaultNATS      = "nats://127.0.0.1:4222"
 	// dialTimeout bounds connecting to Temporal, so a missing server is a
 	// quick, clear error rather than a hang.
@@ -30,18 +31,17 @@ const (
 	natsDialTimeout = 2 * time.Second
 )
 
-// connFlags are the flags that say where Temporal (and NATS) are.
+// connFlags are the flags that say where Temporal (and NATS) are and how
+// to reach them.
 type connFlags struct {
-	address   string
-	namespace string
-	nats      string
-	withNATS  bool
-	store     storeFlags
+	temporalFlags
+	nats     string
+	withNATS bool
+	store    storeFlags
 }
 
 func (c *connFlags) register(fs *flagSet, withNATS bool) {
-	fs.StringVar(&c.address, "address", defaultAddress, "Temporal frontend `host:port`")
-	fs.StringVar(&c.namespace, "namespace", defaultNamespace, "Temporal `namespace`")
+	c.temporalFlags.register(fs)
 	if withNATS {
 		c.withNATS = true
 		fs.StringVar(&c.nats, "nats", defaultNATS, "NATS `URL` of the live channel (streamed text); \"\" disables it")
@@ -72,6 +72,10 @@ func (c *conn) close() {
 // facts are all in Temporal, the live channel only adds streamed text.
 func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.RunConfig) (*conn, error) {
 	out := &conn{}
+	co, err := c.resolve()
+	if err != nil {
+		return nil, err
+	}
 	cs, err := c.store.open(ctx)
 	if err != nil {
 		return nil, err
@@ -90,8 +94,12 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.Run
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	kc, err := client.Dial(dctx, client.Options{
-		HostPort:      c.address,
-		Namespace:     c.namespace,
+		HostPort:      co.HostPort,
+		Namespace:     co.Namespace,
+		APIKey:        co.APIKey,
+		TLS:           co.TLS,
+		Profile:       co.Profile,
+		ConfigFile:    co.ConfigFile,
 		Live:          ch,
 		Config:        defaults,
 		DataConverter: cs.dc,
@@ -101,7 +109,8 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.Run
 		if out.live != nil {
 			_ = out.live.Close()
 		}
-		return nil, fmt.Errorf("%w\nIs a server running there? Start one with `keel dev`, or pass --address", err)
+		cs.close()
+		return nil, withServerHint(err)
 	}
 	out.Client = kc
 	if natsErr != nil {
@@ -124,7 +133,10 @@ func fail(stderr io.Writer, name string, err error) int {
 }
 
 func hintFor(name string, err error) string {
+	var de *connect.DialError
 	switch {
+	case errors.As(err, &de) && de.Cause != nil:
+		return "" // the message says what to do
 	case errors.Is(err, keel.ErrRunActive):
 		return "wait for it, cancel it with `keel cancel SESSION`, or queue this prompt with `keel send --queue`"
 	case errors.Is(err, keel.ErrNotFound):

@@ -23,6 +23,9 @@ func cmdShutdown(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return code
 	}
 	if !*yes {
+		// The namespace named is the one the environment or profile picks
+		// too; a configuration error shows when dialing.
+		_, _ = conn.resolve()
 		return fs.usageError(stderr, "this cancels every active run in namespace %q and refuses new ones; confirm with --yes", conn.namespace)
 	}
 	kc, err := conn.dial(ctx, stderr, api.RunConfig{})
