@@ -133,7 +133,9 @@ func (h *hub) follow(ctx context.Context) {
 		return // no stream is left, or the gateway closed
 	}
 	if end == nil {
-		end = errors.New("gateway: the session's event stream ended")
+		// EventsFrom ends by itself only when the Session workflow
+		// closed (terminated or failed): nothing more will come.
+		end = keel.Errorf(keel.CodeNotAccepting, "session %s is closed; every event it recorded was sent", h.session)
 	}
 	h.g.hubsMu.Lock()
 	if h.g.hubs[h.session] == h {

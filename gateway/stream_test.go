@@ -291,3 +291,26 @@ func TestStreamsShareOneFollower(t *testing.T) {
 		t.Fatalf("%d followers left after the last stream closed", n)
 	}
 }
+
+// A terminated session streams every event it recorded, then ends with a
+// stream_error saying it is closed.
+func TestStreamOfTerminatedSession(t *testing.T) {
+	ctx := testCtx(t)
+	s := startGateway(t, gateway.Options{})
+	s.send(t, "terminated", map[string]any{"prompt": "hi", "model": model(t, `{"turns":[{"text":["hi"]}]}`)})
+	waitForEvent(t, ctx, "terminated", keel.TypeRunCompleted, 1)
+	if err := shared.tc.TerminateWorkflow(ctx, "terminated", "", "test"); err != nil {
+		t.Fatal(err)
+	}
+	st := s.stream(t, ctx, "terminated", "", nil)
+	evs := st.until(t, gateway.EventStreamError)
+	contiguous(t, durableSeqs(t, evs), 1)
+	last := evs[len(evs)-1]
+	var e gateway.Error
+	if err := json.Unmarshal([]byte(last.data), &e); err != nil || e.Code != "not_accepting" {
+		t.Fatalf("end of stream: %+v (%v)", last, err)
+	}
+	if _, err := st.next(); err == nil {
+		t.Fatal("the stream went on after its stream_error")
+	}
+}
