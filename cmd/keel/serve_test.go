@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,4 +153,82 @@ func readAll(t *testing.T, resp *http.Response) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// A client of keel dev's HTTP API resumes its event stream with
+// Last-Event-ID after the whole keel dev restarted mid-run (same data
+// directory): the run finishes on the new process and the stream's ids go
+// on without a gap or a repeat.
+func TestGatewayStreamAcrossDevRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Temporal server twice")
+	}
+	ctx, cancel := context.WithTimeout(withNoInput(context.Background()), 3*time.Minute)
+	defer cancel()
+	cfg := devConfig{dataDir: t.TempDir(), noUI: true, workspace: t.TempDir(), logger: quietLogger(), logLevel: slog.LevelError}
+	first, err := startDevStack(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := writeScript(t, `{"turns":[
+	  {"tool_calls":[{"id":"s1","name":"sleep","arguments":{"seconds":3}}]},
+	  {"text":["after ","the ","restart"]}]}`)
+	resp := httpDo(t, ctx, http.MethodPost, first.gatewayURL()+"/sessions/dev-restart/runs", "",
+		`{"prompt":"sleep","model":"`+script+`","tools":["sleep"]}`)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST runs: %d %s", resp.StatusCode, readAll(t, resp))
+	}
+	resp.Body.Close()
+	stream := httpDo(t, ctx, http.MethodGet, first.gatewayURL()+"/sessions/dev-restart/events?after=0", "", "")
+	ids := readIDsUntil(t, stream, keel.TypeToolStarted)
+	if err := first.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	stream.Body.Close()
+
+	second, err := startDevStack(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.stop()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, second.gatewayURL()+"/sessions/dev-restart/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", ids[len(ids)-1])
+	resumed, err := http.DefaultClient.Do(req)
+	if err != nil || resumed.StatusCode != http.StatusOK {
+		t.Fatalf("resume: %v %v", err, resumed)
+	}
+	ids = append(ids, readIDsUntil(t, resumed, keel.TypeRunCompleted)...)
+	resumed.Body.Close()
+	for i, id := range ids {
+		if id != strconv.Itoa(i+1) {
+			t.Fatalf("event ids across the restart: %v", ids)
+		}
+	}
+}
+
+// readIDsUntil reads an event stream up to an event of type typ and
+// returns the ids it carried.
+func readIDsUntil(t *testing.T, resp *http.Response, typ string) []string {
+	t.Helper()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %d %s", resp.StatusCode, readAll(t, resp))
+	}
+	var ids []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if id, ok := strings.CutPrefix(line, "id: "); ok {
+			ids = append(ids, id)
+		}
+		if line == "event: "+typ {
+			return ids
+		}
+	}
+	t.Fatalf("stream ended before %s: %v (ids %v)", typ, sc.Err(), ids)
+	return nil
 }
