@@ -127,6 +127,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.UIPort, err = portOrDefault("UIPort", cfg.UIPort, DefaultUIPort); err != nil {
 		return cfg, err
 	}
+	if cfg.TLS != nil && (len(cfg.TLS.Certificates) == 0 || len(cfg.TLS.Certificates[0].Certificate) == 0) {
+		return cfg, errTLSCertificate
+	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
