@@ -135,20 +135,28 @@ func TestRetractRace(t *testing.T) {
 		sess := c.Session("race-" + string(rune('a'+i)))
 		run, err := sess.Send(ctx, "go", client.WithConfig(api.RunConfig{Model: model}))
 		require.NoError(t, err)
-		id, err := run.SteerRetractable(ctx, "steer")
-		if errors.Is(err, keel.ErrNotAccepting) {
-			continue // the run finished first
-		}
-		require.NoError(t, err)
+		// Steer once the first turn is under way: steering accepted before
+		// the first step boundary is applied there (docs/contract.md §5),
+		// and there would be nothing to race.
 		point, deltas := points[i%len(points)], 0
+		var id string
 		for ev, err := range run.Events(ctx) {
 			require.NoError(t, err)
+			if ev.Type == keel.TypeStepStarted && id == "" {
+				if id, err = run.SteerRetractable(ctx, "steer"); errors.Is(err, keel.ErrNotAccepting) {
+					break // the run finished first
+				}
+				require.NoError(t, err)
+			}
 			if ev.Type == keel.TypeTextDelta {
 				deltas++
 			}
-			if ev.Terminal() || (point < 0 && ev.Type == keel.TypeSteeringApplied) || (point >= 0 && deltas >= point) {
+			if ev.Terminal() || (point < 0 && ev.Type == keel.TypeSteeringApplied) || (point >= 0 && id != "" && deltas >= point) {
 				break
 			}
+		}
+		if id == "" {
+			continue
 		}
 		res, err := run.RetractSteering(ctx, id)
 		if errors.Is(err, keel.ErrNotAccepting) {

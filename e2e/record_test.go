@@ -84,6 +84,31 @@ func TestRecordHistories(t *testing.T) {
 	}
 }
 
+// TestRecordSendAtStartHistory records a session whose sends return once
+// the run's start is asked for (the send-at-start version), for
+// workflows/replay_test.go:
+//
+//	KEEL_RECORD=1 go test -run TestRecordSendAtStartHistory ./e2e
+//
+// It writes session_send_at_start.json: two runs, one after the other.
+func TestRecordSendAtStartHistory(t *testing.T) {
+	if os.Getenv(recordEnv) != "1" {
+		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
+	}
+	ctx := testContext(t, 3*time.Minute)
+	srv := keeltest.StartServer(t, devserver.Config{})
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["Done."]}]}`})
+	c := keeltest.Client(t, srv, nil)
+	sess := c.Session("replay-send-at-start")
+	for _, prompt := range []string{"first", "second"} {
+		run, err := sess.Send(ctx, prompt)
+		require.NoError(t, err)
+		_, err = run.Outcome(ctx)
+		require.NoError(t, err)
+	}
+	writeHistory(t, ctx, c.Temporal(), sess.ID(), filepath.Join("..", "workflows", "testdata", "session_send_at_start.json"))
+}
+
 // writeHistory saves a workflow's history as the JSON the temporal CLI
 // prints and sdk worker.WorkflowReplayer reads.
 func writeHistory(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID, path string) {

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -36,9 +37,18 @@ type recordedHistory struct {
 	// atLeast counts events the history must hold, by event type (activity
 	// scheduling by activity name instead).
 	atLeast map[string]int
+	// check, if set, says what else the history must show.
+	check func(*historypb.History) error
 }
 
 var recordedHistories = []recordedHistory{
+	// Sends that return at the run's start request (send-at-start): each
+	// update completes before its Run workflow is reported started.
+	{file: "session_send_at_start.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String():      2,
+		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 2,
+		enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED.String():       2,
+	}, check: updatesCompleteBeforeChildStarts},
 	{file: "session.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED.String():       2,
 		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 2,
@@ -121,6 +131,27 @@ func requireCoverage(t *testing.T, path string, h recordedHistory) {
 	for what, n := range h.atLeast {
 		require.GreaterOrEqual(t, counts[what], n, "%s: %s events", h.file, what)
 	}
+	if h.check != nil {
+		require.NoError(t, h.check(hist), h.file)
+	}
+}
+
+// updatesCompleteBeforeChildStarts checks that every send completed before
+// Temporal reported its run started.
+func updatesCompleteBeforeChildStarts(h *historypb.History) error {
+	completed := 0
+	for _, ev := range h.GetEvents() {
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+			completed++
+		case enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+			if completed == 0 {
+				return fmt.Errorf("event %d: a run started before any send completed", ev.GetEventId())
+			}
+			completed--
+		}
+	}
+	return nil
 }
 
 func countEvents(h *historypb.History) map[string]int {

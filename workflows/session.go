@@ -57,8 +57,10 @@ type pendingRun struct {
 	number  int
 	req     SendRequest
 	started bool
-	// waiting is set while a send waits for this run to start.
+	// waiting is set while a send waits for this run to start; issued once
+	// the session asked Temporal to start its Run workflow.
 	waiting bool
+	issued  bool
 	result  SendResult
 	err     error
 	cancel  workflow.CancelFunc
@@ -236,11 +238,22 @@ func (s *session) send(ctx workflow.Context, req SendRequest) (SendResult, error
 	}
 	p.waiting = true
 	defer func() { p.waiting = false }()
-	if err := workflow.Await(ctx, func() bool { return p.started }); err != nil {
+	// A send returns once the run's start is asked for, in the workflow
+	// task that accepted it, rather than one task later when Temporal
+	// reports the Run workflow started: under load every workflow task
+	// waits its turn. Sessions that began waiting for the start (before
+	// this version) keep doing so. A start that fails reaches the sender
+	// as the run's absence (keel.ErrNotFound from Outcome).
+	atStart := workflow.GetVersion(ctx, sendAtStartChange, workflow.DefaultVersion, 1) == 1
+	if err := workflow.Await(ctx, func() bool { return p.started || (atStart && p.issued) }); err != nil {
 		return SendResult{}, err
 	}
 	return p.result, p.err
 }
+
+// sendAtStartChange versions the send that returns at the run's start
+// request instead of its start.
+const sendAtStartChange = "send-at-start"
 
 // runOne runs one accepted prompt as a Run child and commits its result.
 func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
@@ -264,6 +277,8 @@ func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 	s.active = p
 	s.setState(keel.StateRunning)
 	fut := workflow.ExecuteChildWorkflow(cctx, RunWorkflowName, in)
+	p.result = SendResult{RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq}
+	p.issued = true
 
 	var exec workflow.Execution
 	if err := fut.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
@@ -276,7 +291,6 @@ func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 		s.setState(keel.StateIdle)
 		return
 	}
-	p.result = SendResult{RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq}
 	p.started = true
 
 	var res RunResult
