@@ -7,8 +7,6 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
-
-	"github.com/keelrun/keel/api"
 )
 
 // historyWatcher long-polls a workflow's history to learn when its state
@@ -102,7 +100,11 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 	var next string
 	for _, ev := range resp.GetHistory().GetEvents() {
 		w.last = ev.GetEventId()
-		if seq, ok := api.CommittedSeq(ev.GetMarkerRecordedEventAttributes()); ok && seq > w.committed {
+		seq, ok, err := w.c.committedSeq(ev.GetMarkerRecordedEventAttributes())
+		if err != nil {
+			return false, false, err
+		}
+		if ok && seq > w.committed {
 			w.committed = seq
 		}
 		switch ev.GetEventType() {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/crypt"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/gateway"
 	"github.com/keelrun/keel/live"
@@ -66,25 +67,31 @@ type devConfig struct {
 	// tuning sets the worker's capacity and heartbeats; nil keeps
 	// worker.Options' defaults.
 	tuning *tuningFlags
+	// crypt names the encryption key file ("" encrypts nothing) and the
+	// codec endpoint's bearer token ("" requires none).
+	crypt devCryptFlags
 }
 
 // devStack is a running local stack.
 type devStack struct {
-	server    *devserver.Server
-	store     *store.Store
-	codec     *store.Codec
-	dc        converter.DataConverter
-	http      *http.Server
-	httpL     net.Listener
-	codecURL  string
-	gateway   *gateway.Gateway
-	gwClient  *client.Client
-	gwLive    *live.NATS
-	nats      *natsserver.Server
-	publisher *live.NATS
-	temporal  sdkclient.Client
-	worker    sdkworker.Worker
-	workspace string
+	server   *devserver.Server
+	store    *store.Store
+	codec    *store.Codec
+	keys     *crypt.Keyring // nil: no encryption
+	dc       converter.DataConverter
+	http     *http.Server
+	httpL    net.Listener
+	codecURL string
+	// codecToken is the bearer token the codec endpoint requires, if any.
+	codecToken string
+	gateway    *gateway.Gateway
+	gwClient   *client.Client
+	gwLive     *live.NATS
+	nats       *natsserver.Server
+	publisher  *live.NATS
+	temporal   sdkclient.Client
+	worker     sdkworker.Worker
+	workspace  string
 }
 
 func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -103,6 +110,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "warn", "least severe server and worker log record written to DATA_DIR/dev.log: debug, info, warn or error")
 	var tuning tuningFlags
 	tuning.register(fs)
+	var cryptFlags devCryptFlags
+	cryptFlags.register(fs)
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
 	}
@@ -152,6 +161,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		logLevel:  level,
 		gateway:   gwOpts,
 		tuning:    &tuning,
+		crypt:     cryptFlags,
 	})
 	if err != nil {
 		return fail(stderr, "dev", err)
@@ -193,6 +203,7 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if err := s.openStore(ctx, cfg); err != nil {
 		return s, err
 	}
+	s.codecToken = cfg.crypt.codecToken
 	httpListener, err := net.Listen("tcp", net.JoinHostPort(devserver.DefaultIP, strconv.Itoa(cfg.httpPort)))
 	if err != nil {
 		return s, fmt.Errorf("keel dev: HTTP endpoints: %w\nIs another `keel dev` running? Choose another port with --http-port (0 picks a free one)", err)
@@ -370,7 +381,8 @@ keel dev is up.
   Web UI         %s
   NATS (live)    %s
   HTTP API       %s  (OpenAPI: /v1/openapi.json)
-  codec endpoint %s  (reads the content store)
+  codec endpoint %s  (reads the content store, decrypts)
+  encryption     %s
   data           %s
   content store  %s
   workspace      %s
@@ -379,7 +391,7 @@ keel dev is up.
 Try it from another terminal:
   keel run%s "Give me a tour of the workspace"
   curl -d '{"prompt":"Give me a tour"}' %s/sessions/demo/runs
-`, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL(), s.gatewayURL(), s.codecURL, where,
+`, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL(), s.gatewayURL(), s.codecURL, encryptionNote(s.keys), where,
 		s.store.URL(), s.workspace, logPath, s.addressFlag()+s.natsFlag()+s.codecFlag(), s.gatewayURL())
 }
 
@@ -441,6 +453,10 @@ func (s *devStack) openStore(ctx context.Context, cfg devConfig) error {
 			where = "file://" + dir
 		}
 	}
+	enc, keys, err := loadEncryption(cfg.crypt.keyFile)
+	if err != nil {
+		return err
+	}
 	st, err := store.Open(ctx, where)
 	if err == nil {
 		if err = st.Check(ctx); err != nil {
@@ -450,7 +466,11 @@ func (s *devStack) openStore(ctx context.Context, cfg devConfig) error {
 	if err != nil {
 		return fmt.Errorf("content store: %w", err)
 	}
-	s.store, s.codec = st, store.NewCodec(st, store.CodecOptions{})
+	opts := store.CodecOptions{}
+	if enc != nil {
+		opts.Encryption = enc
+	}
+	s.store, s.codec, s.keys = st, store.NewCodec(st, opts), keys
 	s.dc = store.NewDataConverter(s.codec)
 	return nil
 }
@@ -461,7 +481,7 @@ func (s *devStack) openStore(ctx context.Context, cfg devConfig) error {
 // with, and the HTTP API everywhere else.
 func (s *devStack) serveHTTP() {
 	mux := http.NewServeMux()
-	mux.Handle("/codec/", http.StripPrefix("/codec", s.codec.Handler(store.HandlerOptions{AllowOrigin: s.uiURL()})))
+	mux.Handle("/codec/", http.StripPrefix("/codec", s.codec.Handler(store.HandlerOptions{AllowOrigin: s.uiURL(), Token: s.codecToken})))
 	mux.Handle("/", s.gateway)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.http.Serve(s.httpL) }()

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/crypt"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/store/claimcheck"
 )
@@ -27,6 +28,7 @@ const (
 type storeFlags struct {
 	url      string
 	endpoint string
+	keyFile  string
 	worker   bool
 }
 
@@ -40,8 +42,9 @@ func (s *storeFlags) register(fs *flagSet, worker bool) {
 			endpoint = defaultCodecEndpoint
 		}
 		fs.StringVar(&s.endpoint, "codec-endpoint", endpoint,
-			"`URL` of a codec endpoint that reads the content store when --store is not given (default $"+envCodecEndpoint+" or keel dev's)")
+			"`URL` of a codec endpoint that reads the content store (and decrypts, without --encryption-key-file) when --store is not given (default $"+envCodecEndpoint+" or keel dev's)")
 	}
+	registerKeyFile(fs, &s.keyFile)
 }
 
 // contentStore is what a command uses of the content store.
@@ -52,6 +55,8 @@ type contentStore struct {
 	codec *store.Codec
 	// where says which store, without secrets, for the worker's banner.
 	where string
+	// keys are the encryption keys, nil without --encryption-key-file.
+	keys  *crypt.Keyring
 	close func()
 }
 
@@ -61,9 +66,24 @@ type contentStore struct {
 // Temporal.
 func (s *storeFlags) open(ctx context.Context) (*contentStore, error) {
 	cs := &contentStore{dc: converter.GetDefaultDataConverter(), close: func() {}}
+	enc, keys, err := loadEncryption(s.keyFile)
+	if err != nil {
+		return nil, err
+	}
+	cs.keys = keys
 	if s.url == "" {
+		// Encrypt, then offload: on the way back references resolve first
+		// (the SDK decodes with the codecs in order), then payloads decrypt.
+		var codecs []converter.PayloadCodec
 		if !s.worker && s.endpoint != "" {
-			cs.dc = claimcheck.NewRemoteDataConverter(s.endpoint)
+			codecs = append(codecs, claimcheck.NewRemoteCodec(s.endpoint, claimcheck.RemoteOptions{
+				DecryptLocally: enc != nil, ModifyRequest: withCodecToken}))
+		}
+		if enc != nil {
+			codecs = append(codecs, enc)
+		}
+		if len(codecs) > 0 {
+			cs.dc = converter.NewCodecDataConverter(cs.dc, codecs...)
 		}
 		return cs, nil
 	}
@@ -79,7 +99,11 @@ func (s *storeFlags) open(ctx context.Context) (*contentStore, error) {
 			return nil, fmt.Errorf("content store: %w", err)
 		}
 	}
-	cs.codec = store.NewCodec(st, store.CodecOptions{})
+	opts := store.CodecOptions{}
+	if enc != nil {
+		opts.Encryption = enc
+	}
+	cs.codec = store.NewCodec(st, opts)
 	cs.dc, cs.where = store.NewDataConverter(cs.codec), st.URL()
 	cs.close = func() { _ = st.Close() }
 	return cs, nil

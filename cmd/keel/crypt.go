@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/keelrun/keel/crypt"
+)
+
+// Encryption at rest: every keel command takes the same key file, so a
+// worker encrypts what it writes and a reader decrypts what it reads.
+const (
+	envEncryptionKeyFile = "KEEL_ENCRYPTION_KEY_FILE"
+	// envCodecToken is the bearer token of a codec endpoint that requires
+	// one: keel dev requires it when set, readers send it.
+	envCodecToken = "KEEL_CODEC_TOKEN"
+)
+
+// registerKeyFile adds --encryption-key-file to fs.
+func registerKeyFile(fs *flagSet, path *string) {
+	fs.StringVar(path, "encryption-key-file", os.Getenv(envEncryptionKeyFile),
+		"`FILE` of encryption keys, one \"KEYID BASE64KEY\" a line, the first current: payloads are encrypted with AES-256-GCM (default $"+envEncryptionKeyFile+")")
+}
+
+// loadEncryption returns the codec over the keys in path, nil without a
+// path. Its errors name the file and line, never a key.
+func loadEncryption(path string) (*crypt.Codec, *crypt.Keyring, error) {
+	if path == "" {
+		return nil, nil, nil
+	}
+	keys, err := crypt.LoadKeyFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encryption keys: %w", err)
+	}
+	return crypt.NewCodec(keys), keys, nil
+}
+
+// encryptionNote says what a banner shows about encryption.
+func encryptionNote(keys *crypt.Keyring) string {
+	if keys == nil {
+		return "off (--encryption-key-file)"
+	}
+	return fmt.Sprintf("AES-256-GCM, current key %q of %d", keys.Current(), len(keys.IDs()))
+}
+
+// withCodecToken adds $KEEL_CODEC_TOKEN, if set, to requests to a codec
+// endpoint.
+func withCodecToken(r *http.Request) error {
+	if tok := os.Getenv(envCodecToken); tok != "" {
+		r.Header.Set("Authorization", "Bearer "+tok)
+	}
+	return nil
+}
+
+// devCryptFlags are keel dev's encryption flags.
+type devCryptFlags struct {
+	keyFile    string
+	codecToken string
+}
+
+func (c *devCryptFlags) register(fs *flagSet) {
+	registerKeyFile(fs, &c.keyFile)
+	fs.StringVar(&c.codecToken, "codec-token", os.Getenv(envCodecToken),
+		"bearer `TOKEN` the codec endpoint requires (\"Authorization: Bearer TOKEN\"); the embedded Web UI sends none, so it then shows payloads undecoded (default $"+envCodecToken+")")
+}
