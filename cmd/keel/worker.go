@@ -19,18 +19,21 @@ import (
 )
 
 const workerDesc = `Runs a keel worker: it polls the "keel" task queue of the Temporal server at
---address and runs the Session and Run workflows, model turns and tools,
-with the file tools confined to --workspace (created if missing). Model API
-keys are read here, from the environment (OPENAI_API_KEY, ANTHROPIC_API_KEY),
-and never travel through Temporal. Streamed text goes to the NATS server at
---nats; if it is unreachable the worker keeps trying in the background and
-runs go on without streamed text. Large values (tool output, transcripts,
-run results, old session events) go to the content store at --store and
-Temporal keeps references; every worker of a deployment and every reader
-must reach the same store (readers directly, or through keel's codec
-endpoint). Without --store they stay in Temporal history, which bounds how
-long a session can grow. On SIGINT or SIGTERM it stops polling and
-lets running activities finish for up to --stop-timeout.`
+--address (with TLS, a client certificate or an API key as the --tls* and
+--api-key flags, Temporal's TEMPORAL_* environment variables or its
+configuration profile say) and runs the Session and Run workflows, model
+turns and tools, with the file tools confined to --workspace (created if
+missing). Model API keys are read here, from the environment
+(OPENAI_API_KEY, ANTHROPIC_API_KEY), and never travel through Temporal.
+Streamed text goes to the NATS server at --nats; if it is unreachable the
+worker keeps trying in the background and runs go on without streamed text.
+Large values (tool output, transcripts, run results, old session events) go
+to the content store at --store and Temporal keeps references; every worker
+of a deployment and every reader must reach the same store (readers
+directly, or through keel's codec endpoint). Without --store they stay in
+Temporal history, which bounds how long a session can grow. On SIGINT or
+SIGTERM it stops polling and lets running activities finish for up to
+--stop-timeout.`
 
 func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("worker", "keel worker [flags]", workerDesc)
@@ -64,21 +67,16 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, "worker", err)
 	}
 	defer cs.close()
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	tc, err := sdkclient.DialContext(dctx, sdkclient.Options{
-		HostPort: conn.address, Namespace: conn.namespace, Logger: tlog.NewStructuredLogger(logger),
-		DataConverter: cs.dc,
-	})
-	cancel()
+	tc, err := conn.dialTemporal(ctx, sdkclient.Options{Logger: tlog.NewStructuredLogger(logger), DataConverter: cs.dc})
 	if err != nil {
-		return fail(stderr, "worker", fmt.Errorf("connect to Temporal at %s: %w\nIs a server running there? Start one with `keel dev`, or pass --address", conn.address, err))
+		return fail(stderr, "worker", err)
 	}
 	defer tc.Close()
 	if err := worker.EnsureSearchAttributes(ctx, tc, conn.namespace); err != nil {
 		return fail(stderr, "worker", err)
 	}
 
-	opts := worker.Options{Workspace: ws, StopTimeout: *stopTimeout, Logger: logger, Codec: cs.codec}
+	opts := worker.Options{Namespace: conn.namespace, Workspace: ws, StopTimeout: *stopTimeout, Logger: logger, Codec: cs.codec}
 	tuning.apply(&opts)
 	storeNote := "none: large values stay in Temporal history (--store)"
 	if cs.codec != nil {
