@@ -64,3 +64,13 @@ func (c *devCryptFlags) register(fs *flagSet) {
 	fs.StringVar(&c.codecToken, "codec-token", os.Getenv(envCodecToken),
 		"bearer `TOKEN` the codec endpoint requires (\"Authorization: Bearer TOKEN\"); the embedded Web UI sends none, so it then shows payloads undecoded (default $"+envCodecToken+")")
 }
+
+// keyFileFlag is the --encryption-key-file flag that passes path on to
+// another command, empty without a path or when the environment already
+// names it.
+func keyFileFlag(path string) string {
+	if path == "" || os.Getenv(envEncryptionKeyFile) == path {
+		return ""
+	}
+	return " --encryption-key-file " + path
+}

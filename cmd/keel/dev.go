@@ -78,6 +78,7 @@ type devStack struct {
 	store    *store.Store
 	codec    *store.Codec
 	keys     *crypt.Keyring // nil: no encryption
+	keyFile  string
 	dc       converter.DataConverter
 	http     *http.Server
 	httpL    net.Listener
@@ -470,7 +471,7 @@ func (s *devStack) openStore(ctx context.Context, cfg devConfig) error {
 	if enc != nil {
 		opts.Encryption = enc
 	}
-	s.store, s.codec, s.keys = st, store.NewCodec(st, opts), keys
+	s.store, s.codec, s.keys, s.keyFile = st, store.NewCodec(st, opts), keys, cfg.crypt.keyFile
 	s.dc = store.NewDataConverter(s.codec)
 	return nil
 }
@@ -490,11 +491,13 @@ func (s *devStack) serveHTTP() {
 // gatewayURL is the HTTP API's base URL.
 func (s *devStack) gatewayURL() string { return "http://" + s.httpL.Addr().String() + "/v1" }
 
-// codecFlag is the flag another keel command needs to read this stack's
-// content store, empty on the default port.
+// codecFlag is the flags another keel command needs to read this stack's
+// content store, empty on the default port, and to encrypt what it sends
+// (a prompt is written to history by the command that sends it).
 func (s *devStack) codecFlag() string {
+	flags := keyFileFlag(s.keyFile)
 	if s.codecURL == defaultCodecEndpoint {
-		return ""
+		return flags
 	}
-	return " --codec-endpoint " + s.codecURL
+	return " --codec-endpoint " + s.codecURL + flags
 }
