@@ -1,0 +1,44 @@
+package worker
+
+import (
+	"context"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/keelrun/keel/connect"
+	"github.com/keelrun/keel/store"
+)
+
+// Dial returns the Temporal client New needs, connected as conn says: TLS,
+// a client certificate for mutual TLS, an API key, and Temporal's
+// environment variables and configuration profile for what conn leaves
+// unset (see package connect). The client's payloads go through
+// opts.Codec when it is set, and it logs to opts.Logger. The Options
+// returned are opts with Namespace set to the namespace connected to:
+//
+//	c, opts, err := worker.Dial(ctx, connect.Options{}, worker.Options{Workspace: "./workspace"})
+//	if err != nil {
+//		return err // a *connect.DialError says why, e.g. a client certificate is required
+//	}
+//	defer c.Close()
+//	w, err := worker.New(c, opts)
+func Dial(ctx context.Context, conn connect.Options, opts Options) (client.Client, Options, error) {
+	resolved, err := conn.Resolve()
+	if err != nil {
+		return nil, opts, err
+	}
+	var sdk client.Options
+	if opts.Codec != nil {
+		sdk.DataConverter = store.NewDataConverter(opts.Codec)
+	}
+	if opts.Logger != nil {
+		sdk.Logger = tlog.NewStructuredLogger(opts.Logger)
+	}
+	c, err := connect.Dial(ctx, conn, sdk)
+	if err != nil {
+		return nil, opts, err
+	}
+	opts.Namespace = resolved.Namespace
+	return c, opts, nil
+}
