@@ -7,15 +7,12 @@
 // TEMPORAL_CONFIG_FILE). Options set in code win over the environment, and
 // the environment over the file, so a Temporal user's setup works as is.
 //
-// keel's client.Dial uses it; a worker's Temporal client comes from Dial,
-// and Resolve says which namespace it is connected to:
+// keel's client.Dial and worker.Dial use it; any Temporal SDK client comes
+// from Dial, and Resolve says which namespace it connects to:
 //
 //	conn := connect.Options{} // all from the environment and the profile
-//	resolved, err := conn.Resolve()
-//	...
 //	c, err := connect.Dial(ctx, conn, sdkclient.Options{})
 //	if err != nil {
 //		return err // a *DialError: "... the server requires a client certificate: give one with ..."
 //	}
-//	w, err := worker.New(c, worker.Options{Namespace: resolved.Namespace})
 package connect
