@@ -16,6 +16,7 @@
 // /v1/openapi.json). Errors are typed bodies {"code", "message"} carrying
 // keel's error codes. Other handlers (another protocol, a web page) mount
 // on the same gateway with Handle or HandlePublic and share its keys,
-// CORS policy, body limit and logging; ReadJSON, WriteError and SSEWriter
-// are there for them.
+// CORS policy, body limit and logging; ReadJSON, WriteError, SSEWriter
+// and OpenStream (a long response counted against MaxStreams and ended by
+// Close) are there for them.
 package gateway

@@ -184,6 +184,24 @@ func (g *Gateway) Close() {
 	g.streams.Wait()
 }
 
+// OpenStream is for handlers that hold a response open (an event stream
+// of another protocol): it counts the stream against MaxStreams and
+// returns a context that ends when the client leaves or the gateway
+// closes, and the function to call when the stream is over. When the
+// gateway is closing or full, it returns an *Error for WriteError.
+func (g *Gateway) OpenStream(r *http.Request) (context.Context, func(), error) {
+	if err := g.startStream(); err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(g.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+		g.endStream()
+	}, nil
+}
+
 // startStream counts a new event stream, unless the gateway is closed or
 // holds its maximum.
 func (g *Gateway) startStream() *Error {

@@ -106,14 +106,12 @@ func (g *Gateway) streamEvents(w http.ResponseWriter, r *http.Request, s *client
 		WriteError(w, err)
 		return
 	}
-	if err := g.startStream(); err != nil {
+	ctx, done, err := g.OpenStream(r)
+	if err != nil {
 		WriteError(w, err)
 		return
 	}
-	defer g.endStream()
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	defer context.AfterFunc(g.ctx, cancel)()
+	defer done()
 	{
 		// A typed 404 for a session that does not exist, rather than a
 		// stream that fails at once.
