@@ -33,6 +33,9 @@ import (
 //
 // Any program that reads histories (another SDK, the temporal CLI's JSON
 // output) can find it by those fields; no SDK is needed to decode it.
+// With encryption at rest (package crypt) its payload is encrypted like
+// every other and CommittedSeq does not see it; such a reader decodes it
+// with the codec first, as keel's client does.
 type Committed struct {
 	KeelSeq int64 `json:"keel_seq"`
 }
