@@ -74,3 +74,12 @@ func keyFileFlag(path string) string {
 	}
 	return " --encryption-key-file " + path
 }
+
+// decryptsNote adds to the codec endpoint's line of keel dev's banner
+// that it decrypts, when it does.
+func decryptsNote(keys *crypt.Keyring) string {
+	if keys == nil {
+		return ""
+	}
+	return " and decrypts"
+}

@@ -382,7 +382,7 @@ keel dev is up.
   Web UI         %s
   NATS (live)    %s
   HTTP API       %s  (OpenAPI: /v1/openapi.json)
-  codec endpoint %s  (reads the content store, decrypts)
+  codec endpoint %s  (reads the content store%s)
   encryption     %s
   data           %s
   content store  %s
@@ -392,7 +392,7 @@ keel dev is up.
 Try it from another terminal:
   keel run%s "Give me a tour of the workspace"
   curl -d '{"prompt":"Give me a tour"}' %s/sessions/demo/runs
-`, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL(), s.gatewayURL(), s.codecURL, encryptionNote(s.keys), where,
+`, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL(), s.gatewayURL(), s.codecURL, decryptsNote(s.keys), encryptionNote(s.keys), where,
 		s.store.URL(), s.workspace, logPath, s.addressFlag()+s.natsFlag()+s.codecFlag(), s.gatewayURL())
 }
 
