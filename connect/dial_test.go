@@ -1,8 +1,11 @@
 package connect_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +13,7 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -24,10 +28,17 @@ import (
 // connection with a call.
 func dial(t *testing.T, o connect.Options) error {
 	t.Helper()
+	return dialLogging(t, o, io.Discard)
+}
+
+// dialLogging is dial with the client's logs, at every level, to w.
+func dialLogging(t *testing.T, o connect.Options, w io.Writer) error {
+	t.Helper()
 	o.IgnoreEnvironment = true
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := connect.Dial(ctx, o, sdkclient.Options{})
+	logger := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	c, err := connect.Dial(ctx, o, sdkclient.Options{Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -143,10 +154,22 @@ func TestAPIKey(t *testing.T) {
 	const key = "sk-test-5ecret-api-key"
 	rec := &authRecorder{want: "Bearer " + key, seen: map[string]int{}}
 	pki := keeltest.NewPKI(t)
+	// Everything the server and the clients log goes here, to be searched
+	// for the keys.
+	logs := &lockedBuffer{}
 	srv := keeltest.StartServer(t, devserver.Config{TLS: pki.ServerTLS(false),
-		FrontendInterceptors: []grpc.UnaryServerInterceptor{rec.intercept}})
+		FrontendInterceptors: []grpc.UnaryServerInterceptor{rec.intercept},
+		Logger:               slog.New(slog.NewTextHandler(logs, nil)), LogLevel: slog.LevelInfo})
+	t.Cleanup(func() {
+		if logs.String() == "" {
+			t.Error("nothing was logged, so the search for keys below proves nothing")
+		}
+		if strings.Contains(logs.String(), "5ecret") {
+			t.Errorf("an API key appears in the logs:\n%s", logs.String())
+		}
+	})
 
-	if err := dial(t, connect.Options{HostPort: srv.Address(), APIKey: key, TLS: &connect.TLS{ServerCAFile: pki.CAFile}}); err != nil {
+	if err := dialLogging(t, connect.Options{HostPort: srv.Address(), APIKey: key, TLS: &connect.TLS{ServerCAFile: pki.CAFile}}, logs); err != nil {
 		t.Fatalf("dial: %v", err)
 	}
 	rec.mu.Lock()
@@ -158,17 +181,35 @@ func TestAPIKey(t *testing.T) {
 
 	t.Run("refused", func(t *testing.T) {
 		const wrong = "sk-wrong-5ecret-api-key"
-		err := dial(t, connect.Options{HostPort: srv.Address(), APIKey: wrong, TLS: &connect.TLS{ServerCAFile: pki.CAFile}})
+		err := dialLogging(t, connect.Options{HostPort: srv.Address(), APIKey: wrong, TLS: &connect.TLS{ServerCAFile: pki.CAFile}}, logs)
 		requireCause(t, err, connect.ErrUnauthenticated, "TEMPORAL_API_KEY")
 		if strings.Contains(err.Error(), wrong) {
 			t.Fatalf("the error shows the API key: %v", err)
 		}
 	})
 	t.Run("without TLS", func(t *testing.T) {
-		err := dial(t, connect.Options{HostPort: srv.Address(), APIKey: key, TLS: &connect.TLS{Disabled: true}})
+		err := dialLogging(t, connect.Options{HostPort: srv.Address(), APIKey: key, TLS: &connect.TLS{Disabled: true}}, logs)
 		requireCause(t, err, connect.ErrTLSRequired, "--tls")
 		if strings.Contains(err.Error(), key) {
 			t.Fatalf("the error shows the API key: %v", err)
 		}
 	})
+}
+
+// lockedBuffer is a buffer that loggers on several goroutines write to.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
