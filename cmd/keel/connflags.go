@@ -34,7 +34,7 @@ func (t *temporalFlags) register(fs *flagSet) {
 	fs.StringVar(&t.namespace, "namespace", "",
 		"Temporal `namespace` (default $"+connect.EnvNamespace+", the profile's, else "+defaultNamespace+")")
 	fs.StringVar(&t.apiKey, "api-key", "",
-		"API `KEY` for Temporal, sent as a bearer token; turns TLS on (default $"+connect.EnvAPIKey+
+		"Temporal API `KEY`, sent as a bearer token; turns TLS on (default $"+connect.EnvAPIKey+
 			", the profile's; prefer those: a flag shows in the process list)")
 	fs.Var(&t.tls, "tls", "connect with TLS; --tls=false turns it off (default $"+connect.EnvTLS+
 		", else on with an API key or any --tls-* flag)")
