@@ -66,10 +66,12 @@ func (r *Run) Requests(ctx context.Context) ([]api.HostRequest, error) {
 
 func (r *Run) update(ctx context.Context, name string, out any, arg any) error {
 	updateID := newID()
-	err := r.s.c.resumeUpdate(ctx, r.ID, updateID, out, func() (client.WorkflowUpdateHandle, error) {
-		return r.s.c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-			WorkflowID: r.ID, UpdateID: updateID, UpdateName: name, Args: []any{arg},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
+	err := r.whenStarted(ctx, func() error {
+		return r.s.c.resumeUpdate(ctx, r.ID, updateID, out, func() (client.WorkflowUpdateHandle, error) {
+			return r.s.c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+				WorkflowID: r.ID, UpdateID: updateID, UpdateName: name, Args: []any{arg},
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+			})
 		})
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package client_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -326,4 +327,24 @@ func TestSendWhileActiveQueueOrSteer(t *testing.T) {
 	require.Equal(t, "second", out2.Text)
 	require.Equal(t, int64(2), out2.Revision)
 	logOf(t, ctx, sess)
+}
+
+// Send returns once the session asked Temporal to start the run, before
+// its workflow may exist (docs/contract.md §11.1); commands sent right
+// away wait for it instead of finding no run.
+func TestCommandsRightAfterSend(t *testing.T) {
+	c, ctx := newClient(t), testCtx(t)
+	script := `{"turns":[{"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"right-after"}}]},{"text":["done"]}]}`
+	for i := range 5 {
+		sess := c.Session(fmt.Sprintf("right-after-send-%d", i))
+		run, err := sess.Send(ctx, "go", cfg(t, script, "gate"))
+		require.NoError(t, err)
+		_, err = run.SteerRetractable(ctx, "and then some")
+		require.NoError(t, err, "steer right after send")
+		_, err = run.State(ctx)
+		require.NoError(t, err, "state right after send")
+		require.NoError(t, run.Cancel(ctx), "cancel right after send")
+		_, err = run.Outcome(ctx)
+		require.ErrorIs(t, err, keel.ErrCancelled)
+	}
 }

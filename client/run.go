@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 
@@ -220,14 +221,70 @@ func (r *Run) outcomeFromLog(ctx context.Context) (keel.Outcome, error) {
 // State returns the run's state.
 func (r *Run) State(ctx context.Context) (api.RunStatus, error) {
 	var st api.RunStatus
-	return st, r.s.query(ctx, r.ID, api.QueryState, &st)
+	return st, r.whenStarted(ctx, func() error { return r.s.query(ctx, r.ID, api.QueryState, &st) })
+}
+
+// whenStarted calls op, which addresses the run's workflow. Send returns
+// as soon as the session asked Temporal to start that workflow, so it may
+// not exist yet: when op finds no workflow while the session holds the
+// run as started but not ended, whenStarted waits for the workflow to
+// appear and calls op again.
+func (r *Run) whenStarted(ctx context.Context, op func() error) error {
+	for {
+		err := op()
+		var nf *serviceerror.NotFound
+		if !errors.Is(err, keel.ErrNotFound) && !errors.As(err, &nf) {
+			return err
+		}
+		starting, werr := r.awaitWorkflow(ctx)
+		if werr != nil {
+			return werr
+		}
+		if !starting {
+			return err
+		}
+	}
+}
+
+// awaitWorkflow waits, following the session's history, while the run is
+// started in its session but its workflow does not exist yet. It reports
+// whether the workflow is running now, so op is worth another try; false
+// means op's answer stands: the workflow has closed, or the run is not
+// about to start (queued, ended, or never started).
+func (r *Run) awaitWorkflow(ctx context.Context) (bool, error) {
+	w := r.s.c.watch(r.s.id)
+	if err := w.catchUp(ctx); err != nil {
+		return false, err
+	}
+	for {
+		desc, err := r.s.c.tc.DescribeWorkflowExecution(ctx, r.ID, "")
+		if err == nil {
+			return desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+		}
+		if err := fromTemporal(err, "run "+r.ID); !errors.Is(err, keel.ErrNotFound) {
+			return false, err
+		}
+		st, err := r.s.State(ctx)
+		if err != nil {
+			return false, err
+		}
+		starting := st.Closed == nil && st.Runs >= r.Number && (st.Last == nil || st.Last.Number < r.Number)
+		if !starting {
+			return false, nil
+		}
+		if _, err := w.wait(ctx); err != nil {
+			return false, err
+		}
+	}
 }
 
 // Cancel asks the run to stop. Cancellation is cooperative and idempotent:
 // the run commits what it can, emits run.cancelled, and Outcome returns
 // keel.ErrCancelled.
 func (r *Run) Cancel(ctx context.Context) error {
-	err := fromTemporal(r.s.c.tc.SignalWorkflow(ctx, r.ID, "", api.SignalCancel, nil), "run "+r.ID)
+	err := r.whenStarted(ctx, func() error {
+		return fromTemporal(r.s.c.tc.SignalWorkflow(ctx, r.ID, "", api.SignalCancel, nil), "run "+r.ID)
+	})
 	if errors.Is(err, keel.ErrNotFound) {
 		// Cancelling a run that already ended changes nothing; only a run
 		// that never existed is an error.
