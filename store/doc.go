@@ -31,4 +31,9 @@
 //	http.Handle("/codec/", codec.Handler(store.HandlerOptions{AllowOrigin: "http://localhost:8233"}))
 //
 //	dc := claimcheck.NewRemoteDataConverter("http://worker:8080/codec")
+//
+// With CodecOptions.Encryption (keel's crypt.Codec) the Codec encrypts
+// every payload before offloading it and decrypts after resolving it, so
+// the store and the histories hold ciphertext, and the handler decrypts
+// for the readers it serves.
 package store
