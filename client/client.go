@@ -69,9 +69,13 @@ type Options struct {
 	// a converter whose codec can read them: store.NewDataConverter over
 	// the workers' store, or over claimcheck.NewRemoteCodec for keel's codec
 	// endpoint. With Options.Temporal it must be that client's converter.
+	// Where workers encrypt (package crypt), a client that sends prompts
+	// encrypts them too: store.CodecOptions.Encryption, or the crypt codec
+	// after the remote one in converter.NewCodecDataConverter.
 	// Optional; default: Temporal's, asking the codec endpoint at
 	// $KEEL_CODEC_ENDPOINT, else DefaultCodecEndpoint (keel dev's), for
-	// values that were moved to the store, and for nothing else.
+	// values that were moved to the store or encrypted, and for nothing
+	// else; it sends what it writes unencrypted.
 	DataConverter converter.DataConverter
 }
 
