@@ -60,6 +60,10 @@ type Options struct {
 	// event) and durable events are read again from the session's log
 	// once the client catches up. Default DefaultStreamBuffer.
 	StreamBuffer int
+	// WebUIURL is the Temporal Web UI's base URL (http://127.0.0.1:8233),
+	// for the web page's links to a session's and a run's workflows.
+	// Default: none, and the page shows no links.
+	WebUIURL string
 	// Logger receives one record per request (method, path, status,
 	// duration; never a header, query or body) at debug level, at warn for
 	// 503 and error for other 5xx answers, with their causes.
@@ -133,6 +137,7 @@ func New(c *client.Client, opts Options) (*Gateway, error) {
 		ringEvents: defaultRingEvents}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.routeAPI()
+	g.routeWeb()
 	return g, nil
 }
 

@@ -271,6 +271,7 @@ func (s *devStack) startGateway(ctx context.Context, opts gateway.Options) error
 	if s.gwClient, err = client.Dial(ctx, client.Options{Temporal: s.temporal, Live: s.gwLive, DataConverter: s.dc}); err != nil {
 		return err
 	}
+	opts.WebUIURL = s.uiURL() // the web page links runs to it
 	s.gateway, err = gateway.New(s.gwClient, opts)
 	return err
 }
@@ -382,6 +383,7 @@ keel dev is up.
   Web UI         %s
   NATS (live)    %s
   HTTP API       %s  (OpenAPI: /v1/openapi.json)
+  web page       %s
   codec endpoint %s  (reads the content store%s)
   encryption     %s
   data           %s
@@ -392,7 +394,7 @@ keel dev is up.
 Try it from another terminal:
   keel run%s "Give me a tour of the workspace"
   curl -d '{"prompt":"Give me a tour"}' %s/sessions/demo/runs
-`, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL(), s.gatewayURL(), s.codecURL, decryptsNote(s.keys), encryptionNote(s.keys), where,
+`, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL(), s.gatewayURL(), "http://"+s.httpL.Addr().String()+"/", s.codecURL, decryptsNote(s.keys), encryptionNote(s.keys), where,
 		s.store.URL(), s.workspace, logPath, s.addressFlag()+s.natsFlag()+s.codecFlag(), s.gatewayURL())
 }
 

@@ -1,0 +1,118 @@
+package gateway
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/keelrun/keel/api"
+)
+
+// webFiles are the web page served at / (docs/gateway.md, "Web page"):
+// plain HTML, CSS and JavaScript, so `make run` needs no Node build.
+//
+//go:embed web
+var webFiles embed.FS
+
+// Session lists of GET /v1/sessions.
+const (
+	DefaultSessionsLimit = 50
+	MaxSessionsLimit     = 200
+)
+
+// SessionSummary is one session of GET /v1/sessions.
+type SessionSummary struct {
+	ID string `json:"id"`
+	// Status is Temporal's status of the Session workflow's latest
+	// execution: "running", or how it stopped ("terminated", "failed",
+	// "continuedasnew" for an older execution).
+	Status    string    `json:"status"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// SessionsResponse is the answer of GET /v1/sessions.
+type SessionsResponse struct {
+	Sessions []SessionSummary `json:"sessions"`
+	// Namespace is the Temporal namespace of the sessions, and WebUI the
+	// Temporal Web UI's base URL when the gateway knows it
+	// (Options.WebUIURL), for links to a session's or a run's workflow.
+	Namespace string `json:"namespace"`
+	WebUI     string `json:"web_ui,omitempty"`
+}
+
+// routeWeb mounts the web page (without a key: it asks for one) and the
+// session list it opens with.
+func (g *Gateway) routeWeb() {
+	page, err := fs.Sub(webFiles, "web")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	files := http.FileServerFS(page)
+	g.HandlePublic(http.MethodGet, "/{$}", noCache(files))
+	g.HandlePublic(http.MethodGet, "/web/", noCache(http.StripPrefix("/web", files)))
+	g.Handle(http.MethodGet, "/v1/sessions", http.HandlerFunc(g.listSessions))
+}
+
+// noCache makes a browser ask again for the page's files, so a new keel
+// binary's page is never mixed with an old cached script.
+func noCache(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// listSessions lists the newest sessions through Temporal's visibility
+// API: a session is a Session workflow whose ID is the session ID, and
+// each hand-over (continue-as-new) adds an execution of the same ID.
+func (g *Gateway) listSessions(w http.ResponseWriter, r *http.Request) {
+	limit, err := intParam(r, "limit", DefaultSessionsLimit, 1)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	limit = min(limit, MaxSessionsLimit)
+	ctx, cancel := g.callCtx(r)
+	defer cancel()
+	out := SessionsResponse{Sessions: []SessionSummary{}, Namespace: g.c.Namespace(),
+		WebUI: strings.TrimRight(g.opts.WebUIURL, "/")}
+	seen := map[string]bool{}
+	var token []byte
+	for len(out.Sessions) < int(limit) {
+		resp, err := g.c.Temporal().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace:     g.c.Namespace(),
+			PageSize:      int32(limit),
+			NextPageToken: token,
+			// Running executions first, then by close time, newest first
+			// (Temporal's order; SQL visibility takes no ORDER BY).
+			Query: fmt.Sprintf("WorkflowType = '%s'", api.SessionWorkflowName),
+		})
+		if err != nil {
+			WriteError(w, err)
+			return
+		}
+		for _, ex := range resp.GetExecutions() {
+			id := ex.GetExecution().GetWorkflowId()
+			if seen[id] || len(out.Sessions) == int(limit) {
+				continue
+			}
+			seen[id] = true
+			out.Sessions = append(out.Sessions, SessionSummary{ID: id, Status: statusName(ex.GetStatus()),
+				StartedAt: ex.GetStartTime().AsTime()})
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// statusName is a workflow status in lower case: "running", "terminated".
+func statusName(s enumspb.WorkflowExecutionStatus) string { return strings.ToLower(s.String()) }

@@ -1,0 +1,790 @@
+// keel's web page: lists sessions, opens one, follows its event stream and
+// drives its runs through the gateway's /v1 API (docs/gateway.md).
+//
+// The rendered log is the session's durable events, one element each with
+// a data-seq attribute, in sequence order; live deltas (text, reasoning,
+// tool-call assembly, tool progress) fill in between them and are dropped
+// as docs/contract.md says (provider.stream_reset drops the abandoned
+// attempt's text). The stream is read with fetch, so it can carry the API
+// key, and reconnects by itself with Last-Event-ID. The durable events
+// rendered are kept in sessionStorage, so a reload shows them again and
+// resumes the stream after the last one: no event shown twice, none
+// skipped.
+"use strict";
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+
+  // page is what the page shows and follows.
+  const page = {
+    session: null,   // the open session's ID
+    lastSeq: 0,      // the last durable sequence rendered
+    events: [],      // the durable envelopes rendered (cached per tab)
+    stream: null,    // the AbortController of the open event stream
+    retryTimer: 0,
+    failures: 0,     // stream failures in a row, for the back-off
+    streamError: null,
+    webUI: "",
+    namespace: "",
+    live: new Map(), // "run|step|attempt|kind|index" -> element of live text
+    lastStep: new Map(), // run ID -> its latest step
+    saveTimer: 0,
+    stateTimer: 0,
+    runUsage: null,
+  };
+
+  // el builds an element: attrs are attributes (class, data-*), children
+  // strings (as text, never HTML) or nodes.
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v !== undefined && v !== null && v !== false) node.setAttribute(k, String(v));
+    }
+    for (const c of children.flat()) {
+      if (c === undefined || c === null) continue;
+      node.append(typeof c === "string" || typeof c === "number" ? document.createTextNode(String(c)) : c);
+    }
+    return node;
+  }
+
+  // The API.
+
+  function apiKey() { return localStorage.getItem("keel.apiKey") || ""; }
+
+  function headers(extra) {
+    const h = Object.assign({}, extra);
+    const key = apiKey();
+    if (key) h.Authorization = "Bearer " + key;
+    return h;
+  }
+
+  // apiError turns an error response into an Error with the gateway's code.
+  async function apiError(resp) {
+    const text = await resp.text();
+    let body = {};
+    try { body = JSON.parse(text); } catch { body = {message: text || resp.statusText}; }
+    const err = new Error(body.message || resp.statusText);
+    err.status = resp.status;
+    err.code = body.code || "";
+    return err;
+  }
+
+  async function call(method, path, body) {
+    const init = {method, headers: headers(body === undefined ? {} : {"Content-Type": "application/json"})};
+    if (body !== undefined) init.body = JSON.stringify(body);
+    const resp = await fetch(path, init);
+    if (!resp.ok) throw await apiError(resp);
+    const text = await resp.text();
+    return text ? JSON.parse(text) : null;
+  }
+
+  const sessionPath = (id) => "/v1/sessions/" + encodeURIComponent(id);
+
+  function showError(err) {
+    const p = $("error");
+    p.textContent = err ? (err.code ? err.code + ": " : "") + err.message : "";
+    p.hidden = !err;
+  }
+
+  // Sessions.
+
+  async function loadSessions() {
+    const box = $("sessions-error");
+    try {
+      const data = await call("GET", "/v1/sessions?limit=100");
+      page.webUI = data.web_ui || "";
+      page.namespace = data.namespace || "";
+      const items = data.sessions.map((s) => {
+        const open = el("button", {type: "button", class: "open-session"}, el("span", {class: "sid"}, s.id),
+          el("span", {class: "status"}, s.status));
+        open.addEventListener("click", () => openSession(s.id));
+        return el("li", {"data-session": s.id, class: s.id === page.session ? "current" : null}, open);
+      });
+      $("sessions").replaceChildren(...items);
+      box.hidden = true;
+      updateLinks();
+    } catch (err) {
+      box.textContent = (err.status === 401 ? "Enter the gateway's API key above. " : "") + err.message;
+      box.hidden = false;
+    }
+  }
+
+  // workflowURL is the Temporal Web UI's page of a workflow, "" when the
+  // gateway does not know the UI.
+  function workflowURL(workflowID) {
+    if (!page.webUI || !page.namespace) return "";
+    return page.webUI + "/namespaces/" + encodeURIComponent(page.namespace) + "/workflows/" + encodeURIComponent(workflowID);
+  }
+
+  function updateLinks() {
+    const link = $("temporal-link");
+    const href = page.session ? workflowURL(page.session) : "";
+    link.hidden = !href;
+    if (href) link.href = href;
+    for (const a of document.querySelectorAll("a.temporal-run")) {
+      const url = workflowURL(a.dataset.workflow);
+      a.hidden = !url;
+      if (url) a.href = url;
+    }
+  }
+
+  function openSession(id) {
+    stopStream();
+    saveCache();
+    clearTimeout(page.stateTimer);
+    page.session = id;
+    sessionUsage = null;
+    page.live.clear();
+    page.lastStep.clear();
+    page.events = [];
+    page.lastSeq = 0;
+    page.runUsage = null;
+    page.streamError = null;
+    page.failures = 0;
+    if (decodeURIComponent(location.hash.replace(/^#session=/, "")) !== id) {
+      history.replaceState(null, "", "#session=" + encodeURIComponent(id));
+    }
+    $("log").replaceChildren();
+    showError(null);
+    $("empty").hidden = true;
+    $("session").hidden = false;
+    $("session-id").textContent = id;
+    $("usage").textContent = "";
+    for (const li of document.querySelectorAll("#sessions li")) {
+      li.classList.toggle("current", li.dataset.session === id);
+    }
+    updateLinks();
+    for (const env of loadCache(id)) renderDurable(env);
+    refreshState().then((st) => {
+      if (id !== page.session) return;
+      if (st === null || (st && !st.active_run && st.last_seq < page.lastSeq)) {
+        // A new session, or one recreated under the same ID since this
+        // tab cached its log: start over.
+        if (page.events.length) resetLog();
+        if (st === null) return; // its first prompt creates it; the stream opens then
+      }
+      startStream(false);
+    });
+  }
+
+  function resetLog() {
+    page.events = [];
+    page.lastSeq = 0;
+    page.live.clear();
+    $("log").replaceChildren();
+    sessionStorage.removeItem(cacheKey(page.session));
+  }
+
+  // refreshState shows the session's state and usage; it resolves to the
+  // state, null for a session that does not exist yet, undefined when the
+  // gateway could not say.
+  async function refreshState() {
+    const id = page.session;
+    try {
+      const st = await call("GET", sessionPath(id));
+      if (id === page.session) {
+        setBadge(st.state);
+        showUsage(st.usage);
+      }
+      return st;
+    } catch (err) {
+      if (err.status === 404) {
+        if (id === page.session) setBadge("new");
+        return null;
+      }
+      if (id === page.session) showError(err);
+      return undefined;
+    }
+  }
+
+  // refreshStateSoon coalesces the refreshes of a burst of events, and
+  // asks again while the state disagrees with the log (ready(state) is
+  // false): the session's state query can trail the run's events.
+  function refreshStateSoon(ready) {
+    clearTimeout(page.stateTimer);
+    const session = page.session;
+    let tries = 0;
+    const check = async () => {
+      const st = await refreshState();
+      if (session !== page.session || !st || !ready || ready(st) || ++tries >= 30) return;
+      page.stateTimer = setTimeout(check, 300);
+    };
+    page.stateTimer = setTimeout(check, 100);
+  }
+
+  // isOpen reports whether a question is still waiting for its answer.
+  const isOpen = (runID, requestID) => !!inRun(runID, '.question[data-open="true"][data-request="' + CSS.escape(requestID) + '"]');
+
+  function setBadge(s) {
+    const b = $("state");
+    b.textContent = String(s).replaceAll("_", " ");
+    b.dataset.state = s;
+  }
+
+  let sessionUsage = null;
+
+  function showUsage(u) {
+    if (u) sessionUsage = u;
+    const parts = [];
+    if (sessionUsage) parts.push("session " + tokens(sessionUsage));
+    if (page.runUsage) parts.push("this run " + tokens(page.runUsage));
+    $("usage").textContent = parts.join(" · ");
+  }
+
+  function tokens(u) {
+    return (u.input_tokens || 0) + " in / " + (u.output_tokens || 0) + " out, " +
+      (u.requests || 0) + (u.requests === 1 ? " request" : " requests");
+  }
+
+  // The cache of rendered durable events, per tab.
+
+  const cacheKey = (id) => "keel.log." + id;
+
+  function loadCache(id) {
+    try {
+      const events = JSON.parse(sessionStorage.getItem(cacheKey(id)) || "[]");
+      return Array.isArray(events) ? events : [];
+    } catch {
+      return [];
+    }
+  }
+
+  function saveCache() {
+    clearTimeout(page.saveTimer);
+    page.saveTimer = 0;
+    if (!page.session) return;
+    try {
+      sessionStorage.setItem(cacheKey(page.session), JSON.stringify(page.events));
+    } catch {
+      // Over the tab's quota: a reload reads the log from its start.
+      sessionStorage.removeItem(cacheKey(page.session));
+    }
+  }
+
+  function saveCacheSoon() {
+    if (!page.saveTimer) page.saveTimer = setTimeout(saveCache, 200);
+  }
+
+  // The event stream.
+
+  function stopStream() {
+    clearTimeout(page.retryTimer);
+    page.retryTimer = 0;
+    if (page.stream) page.stream.abort();
+    page.stream = null;
+  }
+
+  function setConn(state, text) {
+    const c = $("conn");
+    c.dataset.state = state;
+    c.textContent = text || {live: "live", connecting: "connecting…", reconnecting: "reconnecting…",
+      idle: "not connected", closed: "disconnected"}[state];
+  }
+
+  // startStream follows the session after the last durable event
+  // rendered: ?after=N the first time, and Last-Event-ID, as a browser's
+  // EventSource sends it, when it reconnects.
+  function startStream(resume) {
+    stopStream();
+    const ctl = new AbortController();
+    page.stream = ctl;
+    page.streamError = null;
+    setConn(resume ? "reconnecting" : "connecting");
+    const url = sessionPath(page.session) + "/events?after=" + page.lastSeq;
+    const h = headers({Accept: "text/event-stream"});
+    if (resume) h["Last-Event-ID"] = String(page.lastSeq);
+    readStream(url, h, ctl).then(() => null, (err) => err).then((err) => {
+      if (page.stream !== ctl || ctl.signal.aborted) return;
+      page.stream = null;
+      streamEnded(err);
+    });
+  }
+
+  async function readStream(url, h, ctl) {
+    const resp = await fetch(url, {headers: h, signal: ctl.signal, cache: "no-store"});
+    if (!resp.ok) throw await apiError(resp);
+    setConn("live");
+    if (page.failures > 0) showError(null); // what failed while the gateway was away
+    page.failures = 0;
+    const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+    const parser = sseParser((ev) => {
+      if (page.stream === ctl) handleEvent(ev);
+    });
+    for (;;) {
+      const {value, done} = await reader.read();
+      if (done) return;
+      parser.push(value);
+    }
+  }
+
+  // streamEnded reconnects, after a back-off, unless the stream cannot
+  // succeed (no key, no session, a session that takes no more events).
+  function streamEnded(err) {
+    const fatal = err && (err.status === 401 || err.status === 403 || err.status === 404 || err.status === 400);
+    const done = page.streamError && page.streamError.code === "not_accepting";
+    if (fatal || done) {
+      setConn("closed");
+      showError(err || page.streamError);
+      return;
+    }
+    const delay = Math.min(500 * 2 ** page.failures, 10000);
+    page.failures++;
+    setConn("reconnecting");
+    page.retryTimer = setTimeout(() => startStream(true), delay);
+  }
+
+  // sseParser splits a text/event-stream into events {id, event, data}.
+  function sseParser(dispatch) {
+    let buf = "";
+    let ev = {id: "", event: "", data: []};
+    return {
+      push(chunk) {
+        buf += chunk;
+        for (;;) {
+          const i = buf.search(/[\r\n]/);
+          if (i < 0 || (buf[i] === "\r" && i + 1 === buf.length)) return; // a CR may be followed by LF
+          const line = buf.slice(0, i);
+          buf = buf.slice(i + (buf[i] === "\r" && buf[i + 1] === "\n" ? 2 : 1));
+          if (line === "") {
+            if (ev.data.length) dispatch({id: ev.id, event: ev.event || "message", data: ev.data.join("\n")});
+            ev = {id: "", event: "", data: []};
+            continue;
+          }
+          if (line[0] === ":") continue;
+          const c = line.indexOf(":");
+          const field = c < 0 ? line : line.slice(0, c);
+          let value = c < 0 ? "" : line.slice(c + 1);
+          if (value[0] === " ") value = value.slice(1);
+          if (field === "id") ev.id = value;
+          else if (field === "event") ev.event = value;
+          else if (field === "data") ev.data.push(value);
+        }
+      },
+    };
+  }
+
+  function handleEvent(ev) {
+    let body;
+    try {
+      body = JSON.parse(ev.data);
+    } catch {
+      return;
+    }
+    if (ev.event === "lag") {
+      append(el("div", {class: "note lag"}, "Missed " + body.missed + " live updates (the events below carry what they showed)."));
+      return;
+    }
+    if (ev.event === "stream_error") {
+      page.streamError = body;
+      return;
+    }
+    if (ev.id) {
+      renderDurable(body);
+    } else {
+      renderDelta(body);
+    }
+  }
+
+  // Rendering.
+
+  function append(node) {
+    const log = $("log");
+    const atEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+    log.append(node);
+    if (atEnd) log.scrollTop = log.scrollHeight;
+  }
+
+  // row is the element of one durable event.
+  function row(env, cls, ...children) {
+    return el("div", {class: "ev " + cls, "data-seq": env.seq, "data-type": env.type, "data-run": env.run_id}, ...children);
+  }
+
+  // inRun selects the elements of one run: tool call, request and
+  // steering IDs are unique within a run only.
+  const inRun = (runID, sel) => document.querySelector(sel + '[data-run="' + CSS.escape(runID) + '"]');
+  const toolCard = (runID, id) => inRun(runID, '.tool-card[data-call="' + CSS.escape(id) + '"]');
+
+  // inCard appends node to the card of a tool call, or to the log.
+  function inCard(runID, callID, node) {
+    const card = callID ? toolCard(runID, callID) : null;
+    if (card) card.querySelector(".tool-events").append(node);
+    else append(node);
+    return card;
+  }
+
+  function liveNodes(run, step, attempt) {
+    let sel = '.live[data-run="' + CSS.escape(run) + '"]';
+    if (step !== undefined) sel += '[data-step="' + step + '"]';
+    if (attempt !== undefined) sel += '[data-attempt="' + attempt + '"]';
+    return [...document.querySelectorAll(sel)];
+  }
+
+  function dropLive(nodes) {
+    for (const n of nodes) {
+      page.live.delete(n.dataset.key);
+      n.remove();
+    }
+  }
+
+  function markRun(runID, outcome) {
+    const start = document.querySelector('.run-start[data-run="' + CSS.escape(runID) + '"]');
+    if (start) start.dataset.outcome = outcome;
+  }
+
+  function renderDurable(env) {
+    if (env.seq !== page.lastSeq + 1 && page.lastSeq !== 0) {
+      console.warn("keel: event", env.seq, "after", page.lastSeq);
+    }
+    page.lastSeq = env.seq;
+    page.events.push(env);
+    saveCacheSoon();
+    const d = env.data || {};
+    switch (env.type) {
+    case "run.started": {
+      page.runUsage = null;
+      const link = el("a", {class: "temporal-run", "data-workflow": env.run_id, target: "_blank", rel: "noopener", hidden: true},
+        "Temporal ↗");
+      append(row(env, "run-start", el("div", {class: "meta"}, "Run " + d.number + (d.model ? " · " + d.model : "") + " ", link),
+        el("div", {class: "bubble user"}, d.prompt)));
+      updateLinks();
+      refreshStateSoon((st) => (st.active_run && st.active_run.run_id === env.run_id) || isEnded(env.run_id));
+      break;
+    }
+    case "step.started":
+      page.lastStep.set(env.run_id, d.step);
+      append(row(env, "dim step", "step " + d.step));
+      break;
+    case "tool.proposed": {
+      dropLive(liveNodes(env.run_id).filter((n) => n.classList.contains("live-tool")));
+      const card = row(env, "tool-card", el("div", {class: "tool-head"}, el("span", {class: "tool-name"}, d.name),
+        el("span", {class: "tool-state"}, "proposed")),
+      el("pre", {class: "tool-args"}, JSON.stringify(d.arguments, null, 1)),
+      el("div", {class: "tool-progress"}),
+      el("div", {class: "tool-events"}));
+      card.dataset.call = d.tool_call_id;
+      card.dataset.status = "proposed";
+      append(card);
+      break;
+    }
+    case "tool.started":
+    case "tool.detached": {
+      const card = inCard(env.run_id, d.tool_call_id, row(env, "dim", env.type === "tool.started" ? "started" : "detached: the run goes on"));
+      if (card) setToolState(card, env.type === "tool.started" ? "running" : "detached");
+      break;
+    }
+    case "tool.finished": {
+      const card = inCard(env.run_id, d.tool_call_id, row(env, "tool-result",
+        el("div", {class: "meta"}, d.status + (d.duration ? " · " + d.duration : "") + (toolCard(env.run_id, d.tool_call_id) ? "" : " · " + d.name)),
+        el("pre", {class: "tool-output"}, d.output || "")));
+      if (card) {
+        setToolState(card, d.status);
+        card.querySelector(".tool-progress").textContent = "";
+      }
+      break;
+    }
+    case "host_input.requested":
+      inCard(env.run_id, d.tool_call_id, question(env));
+      refreshStateSoon((st) => st.state === "waiting_for_host_input" || !isOpen(env.run_id, d.request_id));
+      break;
+    case "host_input.resolved": {
+      const q = inRun(env.run_id, '.question[data-request="' + CSS.escape(d.request_id) + '"]');
+      const node = row(env, "dim", d.interrupted ? "question closed: the call was interrupted" : "answered");
+      if (q) {
+        q.dataset.open = "false";
+        for (const c of q.querySelectorAll("input, button, select, textarea")) c.disabled = true;
+        q.append(node);
+      } else {
+        inCard(env.run_id, d.tool_call_id, node);
+      }
+      refreshStateSoon((st) => st.state !== "waiting_for_host_input" || !!document.querySelector('.question[data-open="true"]'));
+      break;
+    }
+    case "steering.accepted": {
+      const retract = el("button", {type: "button", class: "retract"}, "Retract");
+      const node = row(env, "steering", el("span", {class: "meta"}, "steering "), el("span", {class: "bubble user"}, d.text), retract);
+      node.dataset.steering = d.steering_id;
+      node.dataset.status = "staged";
+      retract.addEventListener("click", () => retractSteering(env.run_id, d.steering_id, node));
+      append(node);
+      break;
+    }
+    case "steering.applied":
+    case "steering.retracted": {
+      const status = env.type === "steering.applied" ? "applied" : "retracted";
+      const s = inRun(env.run_id, '.steering[data-steering="' + CSS.escape(d.steering_id) + '"]');
+      if (s) {
+        s.dataset.status = status;
+        const b = s.querySelector(".retract");
+        if (b) b.remove();
+      }
+      append(row(env, "dim", "steering " + status));
+      break;
+    }
+    case "usage.updated":
+      page.runUsage = d.total;
+      showUsage();
+      append(row(env, "dim usage-row", "usage, step " + d.step + " attempt " + d.attempt + ": " + tokens(d.usage)));
+      break;
+    case "model_call.completed": {
+      const m = d.metrics || {};
+      append(row(env, "dim", "model call: " + (m.model || "") + ", " + (m.duration || "") +
+        (m.time_to_first_token ? ", first token after " + m.time_to_first_token : "") + ", " + (m.finish_reason || "")));
+      break;
+    }
+    case "provider.stream_reset": {
+      dropLive(liveNodes(env.run_id, d.step, d.attempt));
+      const r = d.reason || {};
+      append(row(env, "retry", "Attempt " + d.attempt + " of step " + d.step + " abandoned (" +
+        [r.kind, r.failure, r.detail].filter(Boolean).join(": ") + "); its text was dropped."));
+      break;
+    }
+    case "provider.request_retry":
+      append(row(env, "retry", "Retrying in " + d.delay + " after " + d.kind + (d.status ? " " + d.status : "") +
+        (d.message ? ": " + d.message : "")));
+      break;
+    case "compaction.started":
+      append(row(env, "dim", "compacting the history (about " + d.estimated_context_tokens + " tokens)"));
+      break;
+    case "compaction.completed":
+      append(row(env, "dim", "history compacted: " + d.messages_before + " → " + d.messages_after + " messages"));
+      break;
+    case "run.completed": {
+      // The final text replaces what streamed of the last step.
+      const last = page.lastStep.get(env.run_id);
+      dropLive(liveNodes(env.run_id).filter((n) => n.classList.contains("live-tool") ||
+        (last !== undefined && n.dataset.step === String(last))));
+      append(row(env, "run-end completed", d.text ? el("div", {class: "bubble assistant"}, d.text) : null,
+        el("div", {class: "meta"}, "completed in " + d.steps + (d.steps === 1 ? " step" : " steps") +
+          (d.usage ? ", " + tokens(d.usage) : ""))));
+      endRun(env, "completed");
+      break;
+    }
+    case "run.cancelled":
+      for (const n of liveNodes(env.run_id)) n.classList.add("aborted");
+      append(row(env, "run-end cancelled", "cancelled"));
+      endRun(env, "cancelled");
+      break;
+    case "run.failed":
+      for (const n of liveNodes(env.run_id)) n.classList.add("aborted");
+      append(row(env, "run-end failed", "failed: " + d.code + ": " + d.message + (d.retryable ? " (retryable)" : "")));
+      endRun(env, "failed");
+      break;
+    default:
+      append(row(env, "dim", env.type));
+    }
+  }
+
+  function endRun(env, outcome) {
+    markRun(env.run_id, outcome);
+    for (const n of liveNodes(env.run_id)) page.live.delete(n.dataset.key);
+    refreshStateSoon((st) => !st.active_run || st.active_run.run_id !== env.run_id);
+  }
+
+  const isEnded = (runID) => !!document.querySelector('.run-start[data-outcome][data-run="' + CSS.escape(runID) + '"]');
+
+  function setToolState(card, s) {
+    card.dataset.status = s;
+    card.querySelector(".tool-state").textContent = s;
+  }
+
+  function renderDelta(env) {
+    const d = env.data || {};
+    switch (env.type) {
+    case "text.delta":
+    case "reasoning.delta":
+    case "tool_call.delta": {
+      const kind = {"text.delta": "live-text", "reasoning.delta": "live-reasoning", "tool_call.delta": "live-tool"}[env.type];
+      const key = [env.run_id, d.step, d.attempt, kind, d.index || 0].join("|");
+      let node = page.live.get(key);
+      if (!node) {
+        node = el("div", {class: "live " + kind, "data-run": env.run_id, "data-step": d.step, "data-attempt": d.attempt, "data-key": key});
+        if (kind === "live-tool") node.append(el("span", {class: "meta"}, "calling "), el("span", {class: "tool-name"}), el("code"));
+        page.live.set(key, node);
+        append(node);
+      }
+      if (kind === "live-tool") {
+        if (d.name) node.querySelector(".tool-name").textContent = d.name + " ";
+        if (d.arguments) node.querySelector("code").append(d.arguments);
+      } else {
+        node.append(d.text || "");
+      }
+      const log = $("log");
+      if (log.scrollHeight - log.scrollTop - log.clientHeight < 80) log.scrollTop = log.scrollHeight;
+      break;
+    }
+    case "tool.progress": {
+      const card = toolCard(env.run_id, d.tool_call_id);
+      if (card) card.querySelector(".tool-progress").textContent = d.message;
+      break;
+    }
+    }
+  }
+
+  // question renders a host-input request with a form for its answer,
+  // shaped by the request's schema: approve or deny an approval, yes or
+  // no, a choice, a number, text, or JSON.
+  function question(env) {
+    const d = env.data || {};
+    const schema = d.schema || null;
+    const form = el("form", {class: "answer-form"});
+    const status = el("span", {class: "answer-status"});
+    const submit = (answer) => respond(env.run_id, d.request_id, answer, form, status);
+    const props = schema && schema.properties;
+    if (props && props.approved) {
+      const reason = el("input", {class: "answer-reason", placeholder: "reason (optional)"});
+      const yes = el("button", {type: "button", class: "answer-yes"}, "Approve");
+      const no = el("button", {type: "button", class: "answer-no danger"}, "Deny");
+      const approval = (ok) => {
+        const a = {approved: ok};
+        if (reason.value.trim()) a.reason = reason.value.trim();
+        submit(a);
+      };
+      yes.addEventListener("click", () => approval(true));
+      no.addEventListener("click", () => approval(false));
+      form.append(yes, no, reason);
+    } else if (schema && schema.type === "boolean") {
+      const yes = el("button", {type: "button", class: "answer-yes"}, "Yes");
+      const no = el("button", {type: "button", class: "answer-no"}, "No");
+      yes.addEventListener("click", () => submit(true));
+      no.addEventListener("click", () => submit(false));
+      form.append(yes, no);
+    } else {
+      const kind = !schema || schema.type === "string" ? "text" : schema.type === "number" || schema.type === "integer" ? "number" : "json";
+      let input;
+      if (schema && Array.isArray(schema.enum)) {
+        input = el("select", {class: "answer-input"}, schema.enum.map((v) => el("option", {value: JSON.stringify(v)}, String(v))));
+      } else if (kind === "json") {
+        input = el("textarea", {class: "answer-input", rows: 3, placeholder: "JSON answer"});
+      } else {
+        input = el("input", {class: "answer-input", type: kind === "number" ? "number" : "text", placeholder: "your answer"});
+      }
+      form.append(input, el("button", {type: "submit", class: "answer-send"}, "Answer"));
+      form.addEventListener("submit", (e) => {
+        e.preventDefault();
+        let answer = input.value;
+        try {
+          if (input.tagName === "SELECT" || kind === "json") answer = JSON.parse(answer);
+          else if (kind === "number") answer = Number(answer);
+        } catch (err) {
+          status.textContent = "not JSON: " + err.message;
+          return;
+        }
+        submit(answer);
+      });
+    }
+    form.append(status);
+    const node = row(env, "question", el("p", {class: "question-prompt"}, d.prompt || "The run asks:"), form);
+    node.dataset.request = d.request_id;
+    node.dataset.open = "true";
+    return node;
+  }
+
+  // runQuery addresses a command to one run (?run=N; run IDs end in
+  // "/run-N"), not to whichever run is active when it arrives.
+  function runQuery(runID) {
+    const m = /\/run-(\d+)$/.exec(runID || "");
+    return m ? "?run=" + m[1] : "";
+  }
+
+  async function respond(runID, requestID, answer, form, status) {
+    status.textContent = "sending…";
+    try {
+      await call("POST", sessionPath(page.session) + "/respond" + runQuery(runID), {request_id: requestID, answer});
+      status.textContent = "sent";
+      for (const c of form.querySelectorAll("input, button, select, textarea")) c.disabled = true;
+    } catch (err) {
+      status.textContent = err.message;
+    }
+  }
+
+  async function retractSteering(runID, id, node) {
+    try {
+      const r = await call("DELETE", sessionPath(page.session) + "/steer/" + encodeURIComponent(id) + runQuery(runID));
+      if (r.result !== "retracted") node.querySelector(".meta").textContent = "steering (" + r.result.replaceAll("_", " ") + ") ";
+    } catch (err) {
+      showError(err);
+    }
+  }
+
+  // The composer.
+
+  async function send(e) {
+    e.preventDefault();
+    const text = $("prompt").value;
+    if (!text.trim() || !page.session) return;
+    const body = {prompt: text};
+    const model = $("model").value.trim();
+    if (model) body.model = model;
+    const tools = $("tools").value.split(",").map((t) => t.trim()).filter(Boolean);
+    if (tools.length) body.tools = tools;
+    showError(null);
+    try {
+      await call("POST", sessionPath(page.session) + "/runs", body);
+      $("prompt").value = "";
+      if (!page.stream) {
+        page.failures = 0;
+        startStream(false); // a new session's stream, or one waiting to reconnect
+      }
+      loadSessions();
+    } catch (err) {
+      showError(err);
+    }
+  }
+
+  async function steer() {
+    const text = $("prompt").value;
+    if (!text.trim() || !page.session) return;
+    showError(null);
+    try {
+      await call("POST", sessionPath(page.session) + "/steer", {text});
+      $("prompt").value = "";
+    } catch (err) {
+      showError(err);
+    }
+  }
+
+  async function cancelRun() {
+    if (!page.session) return;
+    showError(null);
+    try {
+      await call("POST", sessionPath(page.session) + "/cancel");
+    } catch (err) {
+      showError(err);
+    }
+  }
+
+  // Start.
+
+  const keyInput = $("api-key");
+  keyInput.value = apiKey();
+  keyInput.addEventListener("change", () => {
+    if (keyInput.value.trim()) localStorage.setItem("keel.apiKey", keyInput.value.trim());
+    else localStorage.removeItem("keel.apiKey");
+    loadSessions();
+    if (page.session) openSession(page.session);
+  });
+  $("open-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const id = $("open-id").value.trim();
+    if (id) openSession(id);
+    $("open-id").value = "";
+  });
+  $("refresh").addEventListener("click", loadSessions);
+  $("composer").addEventListener("submit", send);
+  $("steer").addEventListener("click", steer);
+  $("cancel").addEventListener("click", cancelRun);
+  $("prompt").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("composer").requestSubmit();
+  });
+  window.addEventListener("pagehide", saveCache);
+  window.addEventListener("online", () => {
+    if (page.retryTimer) startStream(true);
+  });
+  window.addEventListener("hashchange", () => {
+    const id = decodeURIComponent(location.hash.replace(/^#session=/, ""));
+    if (location.hash.startsWith("#session=") && id && id !== page.session) openSession(id);
+  });
+  loadSessions();
+  const fromHash = decodeURIComponent(location.hash.replace(/^#session=/, ""));
+  if (location.hash.startsWith("#session=") && fromHash) openSession(fromHash);
+})();
