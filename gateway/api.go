@@ -28,6 +28,7 @@ func (g *Gateway) routeAPI() {
 	g.Handle(http.MethodPost, "/v1/sessions/{id}/respond", g.session(g.postRespond))
 	g.Handle(http.MethodPost, "/v1/sessions/{id}/cancel", g.session(g.postCancel))
 	g.Handle(http.MethodGet, "/v1/sessions/{id}/requests", g.session(g.getRequests))
+	g.Handle(http.MethodPost, "/v1/ag-ui", http.HandlerFunc(g.postAGUI))
 }
 
 // sessionHandler serves one session's route.

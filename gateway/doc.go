@@ -13,7 +13,8 @@
 //	http.ListenAndServe(addr, gw)
 //
 // Routes live under /v1 (docs/gateway.md, and the OpenAPI document at
-// /v1/openapi.json). Errors are typed bodies {"code", "message"} carrying
+// /v1/openapi.json); POST /v1/ag-ui serves agent frontends that speak
+// AG-UI, with keel's host-input requests as AG-UI interrupts. Errors are typed bodies {"code", "message"} carrying
 // keel's error codes. Other handlers (another protocol, a web page) mount
 // on the same gateway with Handle or HandlePublic and share its keys,
 // CORS policy, body limit and logging; ReadJSON, WriteError, SSEWriter

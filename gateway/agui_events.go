@@ -1,0 +1,304 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/keelrun/keel"
+)
+
+// AG-UI event types the gateway sends (AG-UI protocol 1.0).
+const (
+	aguiRunStarted         = "RUN_STARTED"
+	aguiRunFinished        = "RUN_FINISHED"
+	aguiRunError           = "RUN_ERROR"
+	aguiStepStarted        = "STEP_STARTED"
+	aguiStepFinished       = "STEP_FINISHED"
+	aguiTextMessageStart   = "TEXT_MESSAGE_START"
+	aguiTextMessageContent = "TEXT_MESSAGE_CONTENT"
+	aguiTextMessageEnd     = "TEXT_MESSAGE_END"
+	aguiToolCallStart      = "TOOL_CALL_START"
+	aguiToolCallArgs       = "TOOL_CALL_ARGS"
+	aguiToolCallEnd        = "TOOL_CALL_END"
+	aguiToolCallResult     = "TOOL_CALL_RESULT"
+	aguiCustom             = "CUSTOM"
+)
+
+// aguiEvent is one AG-UI event on the wire. Each type uses a few of the
+// fields; the rest stay empty and are left out, since AG-UI clients strip
+// (and warn about) fields a type does not define.
+type aguiEvent struct {
+	Type            string          `json:"type"`
+	Timestamp       int64           `json:"timestamp,omitempty"`
+	ThreadID        string          `json:"threadId,omitempty"`
+	RunID           string          `json:"runId,omitempty"`
+	StepName        string          `json:"stepName,omitempty"`
+	MessageID       string          `json:"messageId,omitempty"`
+	Role            string          `json:"role,omitempty"`
+	Delta           string          `json:"delta,omitempty"`
+	ToolCallID      string          `json:"toolCallId,omitempty"`
+	ToolCallName    string          `json:"toolCallName,omitempty"`
+	ParentMessageID string          `json:"parentMessageId,omitempty"`
+	Content         *string         `json:"content,omitempty"`
+	Name            string          `json:"name,omitempty"`
+	Value           json.RawMessage `json:"value,omitempty"`
+	Message         string          `json:"message,omitempty"`
+	Code            string          `json:"code,omitempty"`
+	Result          any             `json:"result,omitempty"`
+	Outcome         *aguiOutcome    `json:"outcome,omitempty"`
+	Usage           []aguiUsage     `json:"usage,omitempty"`
+	Metadata        map[string]any  `json:"metadata,omitempty"`
+}
+
+// aguiOutcome is RUN_FINISHED's outcome: "success", "interrupt" (with
+// interrupts) or "cancelled".
+type aguiOutcome struct {
+	Type       string          `json:"type"`
+	Interrupts []aguiInterrupt `json:"interrupts,omitempty"`
+}
+
+// aguiInterrupt is a host-input request as an AG-UI interrupt; its ID is
+// keel's request ID, which the resume entry answering it names.
+type aguiInterrupt struct {
+	ID             string          `json:"id"`
+	Reason         string          `json:"reason"`
+	Message        string          `json:"message,omitempty"`
+	ToolCallID     string          `json:"toolCallId,omitempty"`
+	ResponseSchema json.RawMessage `json:"responseSchema,omitempty"`
+}
+
+// aguiUsage is AG-UI's token count of a run.
+type aguiUsage struct {
+	InputTokens       int64 `json:"inputTokens"`
+	OutputTokens      int64 `json:"outputTokens"`
+	TotalTokens       int64 `json:"totalTokens"`
+	ReasoningTokens   int64 `json:"reasoningTokens,omitempty"`
+	CachedInputTokens int64 `json:"cachedInputTokens,omitempty"`
+}
+
+// InterruptReasonHostInput is the reason of the interrupts the gateway
+// sends for keel's host-input requests (ask_user, approvals, tool.Ask).
+const InterruptReasonHostInput = "host_input"
+
+// aguiRun turns one keel run's events into one AG-UI run's events: it
+// opens and closes text messages and steps around them, and says when the
+// AG-UI run is over (a terminal event, or a host-input request, which
+// ends it with an interrupt while the keel run waits).
+type aguiRun struct {
+	threadID, runID string // the AG-UI run's
+	keelRun         string
+	step            int    // the open step, 0 when none
+	attempt         int    // the step's current provider attempt
+	msg             string // the open text message, "" when none
+	ended           map[string]bool
+	skip            int64 // a resumed run's cursor: events up to it were sent
+	out             []aguiEvent
+}
+
+// started opens the AG-UI run, and the keel step already under way when
+// it resumes one.
+func (a *aguiRun) started(step int) []aguiEvent {
+	a.out = a.out[:0]
+	a.add(aguiEvent{Type: aguiRunStarted, ThreadID: a.threadID, RunID: a.runID,
+		Metadata: map[string]any{"keel": map[string]any{"run_id": a.keelRun}}})
+	if step > 0 {
+		a.openStep(step, 0)
+	}
+	return a.out
+}
+
+// translate maps one keel event; ended reports that the AG-UI run is over
+// (its last event is among those returned).
+func (a *aguiRun) translate(env keel.Envelope) (evs []aguiEvent, ended bool, err error) {
+	a.out = a.out[:0]
+	ts := env.At.UnixMilli()
+	ev, err := env.Event()
+	if err != nil {
+		return nil, false, err
+	}
+	defer func() {
+		if env.Durable() {
+			for i := range evs {
+				evs[i].keelMeta("seq", env.Seq)
+			}
+		}
+	}()
+	switch e := ev.(type) {
+	case keel.StepStarted:
+		a.openStep(e.Step, ts)
+	case keel.TextDelta:
+		if e.Text == "" || e.Step != a.step || e.Attempt < a.attempt {
+			break // a late delta of an abandoned attempt
+		}
+		a.attempt = e.Attempt
+		id := a.messageID(e.Step, e.Attempt)
+		if a.ended[id] {
+			break // a delta that came after its response was complete
+		}
+		if a.msg != id {
+			a.closeMessage(ts)
+			a.msg = id
+			a.add(aguiEvent{Type: aguiTextMessageStart, Timestamp: ts, MessageID: id, Role: "assistant"})
+		}
+		a.add(aguiEvent{Type: aguiTextMessageContent, Timestamp: ts, MessageID: id, Delta: e.Text})
+	case keel.ProviderStreamReset:
+		// The contract has renderers drop the attempt's text: its message
+		// is closed and the CUSTOM event names it, so a frontend removes
+		// it; the next attempt streams into a new message.
+		var meta map[string]any
+		if abandoned := a.messageID(e.Step, e.Attempt); a.msg == abandoned {
+			a.closeMessage(ts)
+			meta = map[string]any{"abandoned_message_id": abandoned}
+		}
+		a.custom(env, ts, meta)
+		if e.Step == a.step {
+			a.attempt = e.Attempt + 1
+		}
+	case keel.ModelCallCompleted:
+		// The response is complete: so is its text.
+		if e.Step == a.step {
+			a.attempt = e.Attempt
+			a.closeMessage(ts)
+		}
+		a.custom(env, ts, nil)
+	case keel.ToolCallDelta:
+		// The complete call arrives as TOOL_CALL_* with tool.proposed.
+	case keel.ToolProposed:
+		a.closeMessage(ts)
+		args := string(e.Arguments)
+		if args == "" {
+			args = "{}"
+		}
+		a.add(aguiEvent{Type: aguiToolCallStart, Timestamp: ts, ToolCallID: e.ToolCallID, ToolCallName: e.Name,
+			ParentMessageID: a.messageID(e.Step, a.attempt)})
+		a.add(aguiEvent{Type: aguiToolCallArgs, Timestamp: ts, ToolCallID: e.ToolCallID, Delta: args})
+		a.add(aguiEvent{Type: aguiToolCallEnd, Timestamp: ts, ToolCallID: e.ToolCallID})
+	case keel.ToolFinished:
+		out := e.Output
+		a.add(aguiEvent{Type: aguiToolCallResult, Timestamp: ts, MessageID: a.keelRun + "/result/" + e.ToolCallID,
+			ToolCallID: e.ToolCallID, Content: &out, Role: "tool",
+			Metadata: map[string]any{"keel": map[string]any{"status": e.Status, "name": e.Name}}})
+	case keel.HostInputRequested:
+		a.closeAll(ts)
+		in := aguiInterrupt{ID: e.RequestID, Reason: InterruptReasonHostInput, Message: e.Prompt, ToolCallID: e.ToolCallID}
+		if isJSONObject(e.Schema) {
+			in.ResponseSchema = e.Schema
+		}
+		a.add(aguiEvent{Type: aguiRunFinished, Timestamp: ts, ThreadID: a.threadID, RunID: a.runID,
+			Outcome: &aguiOutcome{Type: "interrupt", Interrupts: []aguiInterrupt{in}}})
+		return a.out, true, nil
+	case keel.RunCompleted:
+		a.closeAll(ts)
+		a.add(aguiEvent{Type: aguiRunFinished, Timestamp: ts, ThreadID: a.threadID, RunID: a.runID,
+			Result: e.Text, Outcome: &aguiOutcome{Type: "success"}, Usage: usageOf(e.Usage)})
+		return a.out, true, nil
+	case keel.RunCancelled:
+		a.closeAll(ts)
+		a.add(aguiEvent{Type: aguiRunFinished, Timestamp: ts, ThreadID: a.threadID, RunID: a.runID,
+			Outcome: &aguiOutcome{Type: "cancelled"}})
+		return a.out, true, nil
+	case keel.RunFailed:
+		a.closeAll(ts)
+		msg := e.Message
+		if msg == "" {
+			msg = "the run failed (" + string(e.Code) + ")"
+		}
+		a.add(aguiEvent{Type: aguiRunError, Timestamp: ts, Message: msg, Code: snake(e.Code)})
+		return a.out, true, nil
+	default:
+		a.custom(env, ts, nil)
+	}
+	return a.out, false, nil
+}
+
+// failed ends the AG-UI run on an error of the stream itself (the keel
+// run goes on).
+func (a *aguiRun) failed(err error) []aguiEvent {
+	a.out = a.out[:0]
+	e := fromError(err)
+	a.add(aguiEvent{Type: aguiRunError, Message: e.Message, Code: e.Code})
+	return a.out
+}
+
+// lagged reports deltas lost to a slow reader as a CUSTOM "lag" event.
+func (a *aguiRun) lagged(missed int) []aguiEvent {
+	a.out = a.out[:0]
+	v, _ := json.Marshal(map[string]int{"missed": missed})
+	a.add(aguiEvent{Type: aguiCustom, Name: EventLag, Value: v})
+	return a.out
+}
+
+// messageID names the assistant message of one attempt of one step.
+func (a *aguiRun) messageID(step, attempt int) string {
+	return fmt.Sprintf("%s/step-%d/attempt-%d", a.keelRun, step, max(attempt, 1))
+}
+
+func stepName(step int) string { return fmt.Sprintf("step %d", step) }
+
+func (a *aguiRun) openStep(step int, ts int64) {
+	a.closeAll(ts)
+	a.step, a.attempt = step, 1
+	a.add(aguiEvent{Type: aguiStepStarted, Timestamp: ts, StepName: stepName(step)})
+}
+
+func (a *aguiRun) closeMessage(ts int64) {
+	if a.msg != "" {
+		a.add(aguiEvent{Type: aguiTextMessageEnd, Timestamp: ts, MessageID: a.msg})
+		if a.ended == nil {
+			a.ended = map[string]bool{}
+		}
+		a.ended[a.msg] = true
+		a.msg = ""
+	}
+}
+
+// closeAll ends the open message and step: AG-UI runs end with none open.
+func (a *aguiRun) closeAll(ts int64) {
+	a.closeMessage(ts)
+	if a.step > 0 {
+		a.add(aguiEvent{Type: aguiStepFinished, Timestamp: ts, StepName: stepName(a.step)})
+		a.step = 0
+	}
+}
+
+// custom passes a keel event on as CUSTOM: its type as the name, its data
+// as the value.
+func (a *aguiRun) custom(env keel.Envelope, ts int64, keelMeta map[string]any) {
+	v := env.Data
+	if len(v) == 0 {
+		v = json.RawMessage("null")
+	}
+	ev := aguiEvent{Type: aguiCustom, Timestamp: ts, Name: env.Type, Value: v}
+	for k, x := range keelMeta {
+		ev.keelMeta(k, x)
+	}
+	a.add(ev)
+}
+
+func (a *aguiRun) add(ev aguiEvent) { a.out = append(a.out, ev) }
+
+// keelMeta sets metadata.keel[k]: keel's facts that AG-UI has no field
+// for, such as the durable sequence of the event an AG-UI event came from.
+func (ev *aguiEvent) keelMeta(k string, v any) {
+	if ev.Metadata == nil {
+		ev.Metadata = map[string]any{}
+	}
+	m, ok := ev.Metadata["keel"].(map[string]any)
+	if !ok {
+		m = map[string]any{}
+		ev.Metadata["keel"] = m
+	}
+	m[k] = v
+}
+
+func usageOf(u keel.Usage) []aguiUsage {
+	return []aguiUsage{{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens,
+		ReasoningTokens: u.ReasoningTokens, CachedInputTokens: u.CacheReadTokens}}
+}
+
+// isJSONObject reports whether raw is a JSON object (AG-UI's
+// responseSchema must be one).
+func isJSONObject(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return len(raw) > 0 && json.Unmarshal(raw, &m) == nil && m != nil
+}
