@@ -130,8 +130,13 @@ func (r *Run) Outcome(ctx context.Context) (keel.Outcome, error) {
 	err := r.s.c.tc.GetWorkflow(ctx, r.ID, "").Get(ctx, &res)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		// A queued run has no workflow until its turn comes.
+		// A queued run has no workflow until its turn comes, and a run
+		// just sent may not have one yet (Send returns at the start
+		// request).
 		if err := r.waitStarted(ctx); err != nil {
+			return keel.Outcome{}, err
+		}
+		if _, err := r.awaitWorkflow(ctx); err != nil {
 			return keel.Outcome{}, err
 		}
 		err = r.s.c.tc.GetWorkflow(ctx, r.ID, "").Get(ctx, &res)

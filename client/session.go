@@ -49,9 +49,8 @@ func OrSteer() SendOption {
 // queue, and steering must be accepted by the run itself.
 const ifActiveSteer api.IfActive = "steer"
 
-// Send submits a prompt and returns its run once the session has asked
-// Temporal to start it (or, with Queue, once it is queued); the run's
-// methods wait for its workflow to appear. The first Send creates the session.
+// Send submits a prompt and returns its run once the run has started (or,
+// with Queue, once it is queued). The first Send creates the session.
 // While a run is active Send fails with keel.ErrRunActive.
 func (s *Session) Send(ctx context.Context, prompt string, opts ...SendOption) (*Run, error) {
 	if err := keel.ValidateSessionID(s.id); err != nil {

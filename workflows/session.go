@@ -238,14 +238,13 @@ func (s *session) send(ctx workflow.Context, req SendRequest) (SendResult, error
 	}
 	p.waiting = true
 	defer func() { p.waiting = false }()
-	// A send returns once the run's start is asked for, in the workflow
-	// task that accepted it, rather than one task later when Temporal
-	// reports the Run workflow started: under load every workflow task
-	// waits its turn. Sessions that began waiting for the start (before
-	// this version) keep doing so. A start that fails reaches the sender
-	// as the run's absence (keel.ErrNotFound from Outcome).
-	atStart := workflow.GetVersion(ctx, sendAtStartChange, workflow.DefaultVersion, 1) == 1
-	if err := workflow.Await(ctx, func() bool { return p.started || (atStart && p.issued) }); err != nil {
+	// Version 1 of send-at-start returned once the run's start was asked
+	// for; under load, commands and outcomes asked for right away then met
+	// a run without a workflow and timed out waiting (docs/contract.md
+	// §11.1). Every send now waits for the start again; the version check
+	// stays so that histories that recorded it replay.
+	_ = workflow.GetVersion(ctx, sendAtStartChange, workflow.DefaultVersion, 1)
+	if err := workflow.Await(ctx, func() bool { return p.started }); err != nil {
 		return SendResult{}, err
 	}
 	return p.result, p.err
