@@ -36,3 +36,32 @@ func TestRegistry(t *testing.T) {
 		t.Error("duplicate names accepted")
 	}
 }
+
+// Tools come and go while calls look them up (an MCP server's list
+// changed); run with -race.
+func TestRegistryUnregisterConcurrent(t *testing.T) {
+	noop := func(context.Context, struct{}) (string, error) { return "", nil }
+	reg, err := NewRegistry(New("a", "A.", noop))
+	must(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			reg.Lookup("b")
+			reg.Names()
+		}
+	}()
+	for range 200 {
+		must(t, reg.Register(New("b", "B.", noop)))
+		if !reg.Unregister("b") {
+			t.Fatal("Unregister(b) = false after Register")
+		}
+	}
+	<-done
+	if reg.Unregister("b") {
+		t.Error("Unregister of an absent tool = true")
+	}
+	if diff := cmp.Diff([]string{"a"}, reg.Names()); diff != "" {
+		t.Errorf("names (-want +got):\n%s", diff)
+	}
+}
