@@ -1,0 +1,96 @@
+package mcp
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// stdioEnv are the variables of the worker a stdio server inherits; the
+// rest of the worker's environment (provider keys) stays out.
+var stdioEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR", "LANG"}
+
+// transport returns how to reach the server: a fresh process for a stdio
+// server, HTTP requests with the expanded headers for a URL.
+func (s *server) transport() (sdk.Transport, error) {
+	if s.cfg.Command != "" {
+		env, err := s.cfg.expandAll("env", s.cfg.Env)
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
+		for _, k := range stdioEnv {
+			if v, ok := os.LookupEnv(k); ok {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+		}
+		keys := make([]string, 0, len(env))
+		for k := range env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			cmd.Env = append(cmd.Env, k+"="+env[k])
+		}
+		cmd.Stderr = stderrLog(s.log)
+		return &sdk.CommandTransport{Command: cmd}, nil
+	}
+	headers, err := s.cfg.expandAll("headers", s.cfg.Headers)
+	if err != nil {
+		return nil, err
+	}
+	return &sdk.StreamableClientTransport{
+		Endpoint: s.cfg.URL,
+		// Temporal retries the call; the transport's own reconnects would
+		// hide a dead server behind minutes of attempts.
+		MaxRetries: 1,
+		HTTPClient: &http.Client{Transport: headerTransport{headers: headers, next: http.DefaultTransport}},
+	}, nil
+}
+
+// headerTransport adds the configured headers to every request. The
+// values live in memory only: never in logs, errors or history.
+type headerTransport struct {
+	headers map[string]string
+	next    http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.headers {
+		r.Header.Set(k, v)
+	}
+	return t.next.RoundTrip(r)
+}
+
+// stderrLog returns a writer logging each line a stdio server writes to
+// its standard error (at debug level: servers chat there).
+func stderrLog(log *slog.Logger) io.Writer { return &lineLog{log: log} }
+
+type lineLog struct {
+	log     *slog.Logger
+	partial []byte
+}
+
+// Write is called by one goroutine of os/exec at a time.
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.partial = append(l.partial, p...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			break
+		}
+		l.log.Debug("mcp server stderr", "line", string(l.partial[:i]))
+		l.partial = l.partial[i+1:]
+	}
+	if len(l.partial) > 64<<10 {
+		l.partial = l.partial[:0]
+	}
+	return len(p), nil
+}
