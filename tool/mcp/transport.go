@@ -8,9 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// stdioTerminate is how long a stdio server has to exit after its input
+// closed before it gets SIGTERM.
+const stdioTerminate = 2 * time.Second
 
 // stdioEnv are the variables of the worker a stdio server inherits; the
 // rest of the worker's environment (provider keys) stays out.
@@ -39,7 +44,7 @@ func (s *server) transport() (sdk.Transport, error) {
 			cmd.Env = append(cmd.Env, k+"="+env[k])
 		}
 		cmd.Stderr = stderrLog(s.log)
-		return &sdk.CommandTransport{Command: cmd}, nil
+		return &sdk.CommandTransport{Command: cmd, TerminateDuration: stdioTerminate}, nil
 	}
 	headers, err := s.cfg.expandAll("headers", s.cfg.Headers)
 	if err != nil {
