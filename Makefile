@@ -10,7 +10,7 @@ BIN     ?= bin/keel
 DATA    ?= .keel
 TIMEOUT ?= 40m
 
-.PHONY: all build run dev test lint vet fmt bench clean
+.PHONY: all build run dev test lint vet fmt bench clean replay-release
 
 all: build
 
@@ -33,6 +33,12 @@ dev: build
 test: lint
 	$(GO) test -race -count=1 -run '^$$' ./... > /dev/null
 	$(GO) test -race -count=1 -p 1 -timeout $(TIMEOUT) ./...
+
+# The release gate alone: workflows/testdata as committed at the release
+# RELEASE names, replayed with today's workflows (make test runs it too,
+# as TestReplayPreviousRelease in ./workflows/).
+replay-release:
+	$(GO) test -count=1 -run TestReplayPreviousRelease -v ./workflows/
 
 lint: fmt vet
 

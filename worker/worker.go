@@ -90,6 +90,13 @@ type Options struct {
 	// carries its whole event log when it continues as new, so its
 	// length is bounded by Temporal's limits after all.
 	Codec *store.Codec
+	// Deployment and BuildID make the worker one version of a Worker
+	// Deployment (deployment.go): runs stay on the build that started
+	// them, sessions move to the current build. Set both or neither.
+	// Default: an unversioned worker, which takes every task of the task
+	// queue.
+	Deployment string
+	BuildID    string
 }
 
 // Defaults of Options; docs/performance.md has the measurements behind them.
@@ -111,6 +118,10 @@ var stickyOnce sync.Once
 // New returns a worker for c with keel's workflows and activities
 // registered. Start it with Run or Start.
 func New(c client.Client, opts Options) (sdkworker.Worker, error) {
+	deployment, err := deploymentOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 	acts, err := NewActivities(c, opts)
 	if err != nil {
 		return nil, err
@@ -132,6 +143,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	if tq == "" {
 		tq = api.TaskQueue
 	}
+	wo.DeploymentOptions = deployment
 	w := sdkworker.New(c, tq, wo)
 	Register(w, acts)
 	return w, nil

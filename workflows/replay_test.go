@@ -88,24 +88,33 @@ func TestReplayRecordedHistories(t *testing.T) {
 			path := filepath.Join("testdata", h.file)
 			requireCoverage(t, path, h)
 
-			// Histories hold content-store references; the replayer reads
-			// them from the objects recorded beside the histories.
-			st, err := store.Open(context.Background(), filepath.Join("testdata", "store"))
-			require.NoError(t, err)
-			defer st.Close()
-			r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{
-				DataConverter: store.NewDataConverter(store.NewCodec(st, store.CodecOptions{})),
-			})
-			require.NoError(t, err)
-			worker.Register(replayRegistry{r}, &activities.Activities{})
-			logger := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err := r.ReplayWorkflowHistoryFromJSONFile(logger, path); err != nil {
+			if err := replayHistory(path, filepath.Join("testdata", "store")); err != nil {
 				t.Fatalf("replaying %s with today's workflows: %v\n"+
 					"A nondeterminism error means this change would break workflows in flight: "+
 					"guard it with workflow.GetVersion, or, if breaking them is intended, re-record (docs/testing.md).", path, err)
 			}
 		})
 	}
+}
+
+// replayHistory replays the history in the JSON file at path with today's
+// workflows. Histories hold content-store references; the replayer reads
+// them from the objects recorded beside the histories, in storeDir.
+func replayHistory(path, storeDir string) error {
+	st, err := store.Open(context.Background(), storeDir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{
+		DataConverter: store.NewDataConverter(store.NewCodec(st, store.CodecOptions{})),
+	})
+	if err != nil {
+		return err
+	}
+	worker.Register(replayRegistry{r}, &activities.Activities{})
+	logger := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return r.ReplayWorkflowHistoryFromJSONFile(logger, path)
 }
 
 // replayRegistry registers keel's workflows on a replayer through

@@ -1,0 +1,52 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Worker Deployment versioning: a worker started with a deployment name and
+// a build ID polls for that version only, and the server routes each
+// workflow by its versioning behavior once an operator makes a version
+// current (docs/operations.md, "Rolling out a new version"):
+//
+//   - a Run is pinned: every task of a run, its model turns and tools
+//     included, goes to workers of the build that started it, so a run never
+//     meets code it did not start with, and old builds drain as their runs
+//     end;
+//   - a Session and the Runtime workflow move to the current build at their
+//     next task: they live for days, so they cannot wait for a drain, and
+//     every change in what they do is guarded with workflow.GetVersion and
+//     checked by the replay tests over recorded histories.
+const (
+	RunVersioning     = workflow.VersioningBehaviorPinned
+	SessionVersioning = workflow.VersioningBehaviorAutoUpgrade
+	RuntimeVersioning = workflow.VersioningBehaviorAutoUpgrade
+)
+
+// ErrDeployment is returned (wrapped) for a deployment name without a build
+// ID or the other way round.
+var ErrDeployment = errors.New("worker: deployment name and build ID go together")
+
+// deploymentOptions returns the Temporal worker's versioning options for
+// opts: versioned when Deployment and BuildID are both set, unversioned
+// when both are empty.
+func deploymentOptions(opts Options) (sdkworker.DeploymentOptions, error) {
+	switch {
+	case opts.Deployment == "" && opts.BuildID == "":
+		return sdkworker.DeploymentOptions{}, nil
+	case opts.Deployment == "" || opts.BuildID == "":
+		return sdkworker.DeploymentOptions{}, fmt.Errorf("%w: got deployment %q and build ID %q",
+			ErrDeployment, opts.Deployment, opts.BuildID)
+	}
+	// No DefaultVersioningBehavior: every workflow Register adds names its
+	// own, and a workflow added without one fails at registration instead
+	// of silently taking a default.
+	return sdkworker.DeploymentOptions{
+		UseVersioning: true,
+		Version:       sdkworker.WorkerDeploymentVersion{DeploymentName: opts.Deployment, BuildID: opts.BuildID},
+	}, nil
+}
