@@ -103,7 +103,7 @@ func (g *Gateway) postAGUI(w http.ResponseWriter, r *http.Request) {
 	}
 	// Run.Events takes the live subscription Send opened before the run
 	// could start, so no delta of the run is missed.
-	evs := startPump(ctx, run.Events(ctx))
+	evs := startPump(ctx, run.Events)
 	defer evs.stop()
 	a := &aguiRun{threadID: in.ThreadID, runID: in.RunID, keelRun: run.ID}
 	g.streamAGUI(ctx, w, a, 0, evs, run.ID)
@@ -132,7 +132,7 @@ func (g *Gateway) resumeAGUI(ctx context.Context, w http.ResponseWriter, s *clie
 	// Follow the run from its start: the first event read proves the live
 	// subscription is open before the answer lets the run stream on; what
 	// the previous AG-UI run sent (up to the cursor) is skipped.
-	evs := startPump(ctx, run.Events(ctx))
+	evs := startPump(ctx, run.Events)
 	defer evs.stop()
 	select {
 	case it, ok := <-evs.ch:
@@ -279,13 +279,16 @@ type pumpItem struct {
 	err error
 }
 
-func startPump(ctx context.Context, seq iter.Seq2[keel.Envelope, error]) *pump {
+// The iterator gets the pump's own context: stop must end it even while
+// it waits for an event that will not come before the request ends (a
+// run waiting for host input sends nothing more).
+func startPump(ctx context.Context, events func(context.Context) iter.Seq2[keel.Envelope, error]) *pump {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &pump{ch: make(chan pumpItem), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		defer close(p.ch)
-		for env, err := range seq {
+		for env, err := range events(ctx) {
 			select {
 			case p.ch <- pumpItem{env, err}:
 			case <-ctx.Done():
