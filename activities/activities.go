@@ -65,8 +65,12 @@ type Activities struct {
 	// nothing else to report (streamed chunks heartbeat too, within the
 	// worker's throttle). Optional; default DefaultHeartbeatEvery.
 	HeartbeatEvery time.Duration
+	// Policy is the worker's approvals and limits, applied on top of each
+	// run's configuration. Optional.
+	Policy Policy
 
 	cache *transcriptCache
+	slots slots
 }
 
 func (a *Activities) logger() *slog.Logger {

@@ -35,10 +35,15 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (*ModelTu
 
 	ctx, hb := a.begin(ctx)
 	defer hb.Stop()
+	release, err := a.slots.acquire(ctx, &a.Policy, p.Name())
+	if err != nil {
+		return nil, temporal.NewCanceledError(TurnFailure{})
+	}
+	defer release()
 
 	req := provider.Request{
 		Model: model, System: in.System, Messages: messages, Tools: specs,
-		MaxTokens: in.MaxTokens, Step: in.Step, Attempt: in.Attempt,
+		MaxTokens: a.Policy.capTokens(in.MaxTokens), Step: in.Step, Attempt: in.Attempt,
 	}
 	var asm provider.Assembler
 	var firstToken time.Duration
@@ -94,6 +99,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (*ModelTu
 		},
 	}
 	res.ToolTokens = keel.EstimateToolTokens(specs)
+	res.MaxSteps = a.Policy.MaxSteps
 	for _, c := range resp.ToolCalls {
 		plan, ok := plans[c.Name]
 		if !ok {
@@ -135,7 +141,7 @@ func (a *Activities) toolSpecs(names []string) ([]keel.ToolSpec, map[string]Call
 			continue
 		}
 		specs = append(specs, t.Spec())
-		plans[n] = CallPlan{Available: true, Traits: tool.TraitsOf(t)}
+		plans[n] = CallPlan{Available: true, Traits: tool.TraitsOf(t), Approval: a.Policy.ApprovalFor(n)}
 	}
 	return specs, plans, nil
 }

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/tool"
 )
 
@@ -27,6 +28,12 @@ func (a *Activities) Tool(ctx context.Context, in ToolInput) (*ToolOutput, error
 	if t == nil {
 		return &ToolOutput{Status: keel.ToolUnavailable,
 			Output: fmt.Sprintf("tool %q is not available", in.Call.Name)}, nil
+	}
+	if a.Policy.ApprovalFor(in.Call.Name) == api.ApprovalDeny {
+		// The run refuses such calls from the turn's plan; this holds
+		// even for a run whose plan predates the policy.
+		return &ToolOutput{Status: keel.ToolError,
+			Output: fmt.Sprintf("tool %q is denied by this worker's policy", in.Call.Name)}, nil
 	}
 	ctx, hb := a.begin(ctx)
 	defer hb.Stop()

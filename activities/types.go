@@ -62,12 +62,19 @@ type ModelTurnResult struct {
 	Calls []CallPlan `json:"calls,omitempty"`
 	// ToolTokens estimates the tokens the tool schemas take in a request.
 	ToolTokens int `json:"tool_tokens,omitempty"`
+	// MaxSteps is the worker's cap on the run's model turns
+	// (Policy.MaxSteps); 0: none. The run applies the smaller of it and its
+	// own. Recorded with the result, so replay sees the cap the run saw.
+	MaxSteps int `json:"max_steps,omitempty"`
 }
 
 // CallPlan says how a tool call will run.
 type CallPlan struct {
 	Available bool        `json:"available"`
 	Traits    tool.Traits `json:"traits"`
+	// Approval is the worker's policy for the tool (Policy.Approvals);
+	// empty: none. The run applies the stricter of it and its own.
+	Approval api.Approval `json:"approval,omitempty"`
 }
 
 // TurnFailure is the detail of a failed or cancelled model turn attempt.

@@ -26,6 +26,7 @@ import (
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/tool"
+	"github.com/keelrun/keel/tool/mcp"
 )
 
 // Options configures a worker. Every field is optional.
@@ -43,6 +44,16 @@ type Options struct {
 	// Workspace is the root of the file tools when Tools is nil.
 	// Default "./workspace".
 	Workspace string
+	// Policy is the operator's approvals and limits (keel.yaml's approvals
+	// and limits), applied on top of every run's own configuration: the
+	// stricter approval wins and limits cap what runs ask for. Optional.
+	Policy activities.Policy
+	// MCPServers are the MCP servers whose tools the worker offers to the
+	// model as mcp__<server>__<tool> (keel.yaml's mcp_servers). New
+	// connects them with mcp.Connect into the worker's tool registry,
+	// within MCPConnectTimeout, and the worker closes them when it stops.
+	// Optional.
+	MCPServers []mcp.ServerConfig
 	// Live receives ephemeral events (deltas). Default: none.
 	Live live.Publisher
 	// Logger for keel's activities. Default slog.Default().
@@ -126,6 +137,12 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	var servers *mcp.Servers
+	if len(opts.MCPServers) > 0 {
+		if servers, err = connectMCP(opts.MCPServers, acts.Tools); err != nil {
+			return nil, err
+		}
+	}
 	opts = opts.withDefaults()
 	wo := opts.Worker
 	wo.MaxHeartbeatThrottleInterval = opts.HeartbeatInterval
@@ -146,6 +163,9 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	wo.DeploymentOptions = deployment
 	w := sdkworker.New(c, tq, wo)
 	Register(w, acts)
+	if servers != nil {
+		return &mcpWorker{Worker: w, servers: servers}, nil
+	}
 	return w, nil
 }
 
@@ -188,7 +208,7 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 		}
 	}
 	acts := &activities.Activities{Models: models, Tools: tools, Live: opts.Live, Logger: opts.Logger,
-		HeartbeatEvery: opts.HeartbeatInterval}
+		HeartbeatEvery: opts.HeartbeatInterval, Policy: opts.Policy}
 	if opts.Codec != nil {
 		acts.Segments = codecSegments{opts.Codec}
 	}

@@ -43,6 +43,9 @@ type run struct {
 
 	// toolTokens is the last known estimate of the tool schemas' size.
 	toolTokens int
+	// workerMaxSteps is the worker's step cap, as the last model turn
+	// reported it (0: none).
+	workerMaxSteps int
 	step       int
 	state      keel.SessionState
 	outcome    *keel.Outcome
@@ -173,9 +176,9 @@ func (r *run) loop() {
 			r.finishCancelled("")
 			return
 		}
-		if r.step >= r.cfg.MaxSteps {
+		if limit := r.stepLimit(); r.step >= limit {
 			r.finishFailed(&keel.Error{Code: keel.CodeMaxSteps,
-				Message: fmt.Sprintf("run reached its limit of %d steps", r.cfg.MaxSteps)}, "")
+				Message: fmt.Sprintf("run reached its limit of %d steps", limit)}, "")
 			return
 		}
 		r.step++
@@ -191,6 +194,7 @@ func (r *run) loop() {
 			return
 		}
 		r.toolTokens = res.ToolTokens
+		r.workerMaxSteps = res.MaxSteps
 		r.transcript.add(res.Response.Message())
 		if len(res.Response.ToolCalls) > 0 {
 			r.transcript.add(r.tools.runBatch(r.step, res)...)
@@ -208,6 +212,16 @@ func (r *run) loop() {
 		r.finishCompleted(res.Response.Text)
 		return
 	}
+}
+
+// stepLimit is the run's step limit: its own, or the worker's if smaller.
+// The worker's comes recorded with each turn's result, so a replay sees
+// the limit the run saw (and histories from before it carry none).
+func (r *run) stepLimit() int {
+	if r.workerMaxSteps > 0 && r.workerMaxSteps < r.cfg.MaxSteps {
+		return r.workerMaxSteps
+	}
+	return r.cfg.MaxSteps
 }
 
 // boundary is a model-step boundary: results of detached jobs that

@@ -117,10 +117,15 @@ func (t *tools) start(s *slot) {
 	case t.cfg.ApprovalFor(s.call.Name) == ApprovalDeny:
 		t.close(s, keel.ToolError, fmt.Sprintf("tool %q is denied by this run's policy", s.call.Name), 0)
 		return
+	case s.plan.Approval == ApprovalDeny:
+		t.close(s, keel.ToolError, fmt.Sprintf("tool %q is denied by this worker's policy", s.call.Name), 0)
+		return
 	}
 	ctx, cancel := workflow.WithCancel(t.work)
 	s.cancel = cancel
-	needsApproval := t.cfg.ApprovalFor(s.call.Name) == ApprovalAsk
+	// The worker's policy comes with the turn's result (CallPlan), so a
+	// replay decides as the run did; histories from before it carry none.
+	needsApproval := t.cfg.ApprovalFor(s.call.Name) == ApprovalAsk || s.plan.Approval == ApprovalAsk
 	if !needsApproval {
 		t.started(s)
 	}

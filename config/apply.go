@@ -1,0 +1,87 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+
+	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/tool"
+	"github.com/keelrun/keel/tool/mcp"
+	"github.com/keelrun/keel/worker"
+)
+
+// Apply sets in opts what the file configures: Models (the named models,
+// with every other spec resolved as opts.Models or worker.DefaultModels
+// would), Workspace, Tools (the enabled built-ins, unless opts.Tools is
+// already set), Policy (approvals and limits) and MCPServers. It builds
+// the providers now, so a missing key fails here, naming the model.
+func (c *Config) Apply(opts *worker.Options) error {
+	models, err := c.NewModels()
+	if err != nil {
+		return err
+	}
+	models.Specs = opts.Models
+	if models.Specs == nil {
+		models.Specs = worker.DefaultModels()
+	}
+	opts.Models = models
+	if c.Workspace != "" {
+		opts.Workspace = c.Workspace
+	}
+	if opts.Tools == nil {
+		root := opts.Workspace
+		if root == "" {
+			root = "workspace"
+		}
+		if opts.Tools, err = c.NewTools(root); err != nil {
+			return err
+		}
+	}
+	opts.Policy = activities.Policy{
+		Approvals:   maps.Clone(c.Approvals),
+		MaxSteps:    c.Limits.MaxSteps,
+		MaxTokens:   c.Limits.MaxTokens,
+		Concurrency: maps.Clone(c.Limits.Concurrency),
+	}
+	opts.MCPServers = c.MCPServerConfigs()
+	return nil
+}
+
+// NewTools returns a registry of the enabled built-in tools (all of them
+// when the file lists none), the file tools confined to root, which is
+// created if missing.
+func (c *Config) NewTools(root string) (*tool.Registry, error) {
+	// A worker's workspace is created when missing, as keel worker does.
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, c.errorAt("workspace", "%v", err)
+	}
+	ws, err := tool.NewWorkspace(root)
+	if err != nil {
+		return nil, c.errorAt("workspace", "%v", err)
+	}
+	all := append([]tool.Tool{tool.Sleep(), tool.AskUser()}, ws.Tools()...)
+	var enabled []tool.Tool
+	for _, t := range all {
+		if c.Tools == nil || slices.Contains(c.Tools, t.Spec().Name) {
+			enabled = append(enabled, t)
+		}
+	}
+	r, err := tool.NewRegistry(enabled...)
+	if err != nil {
+		return nil, fmt.Errorf("config: tools: %w", err)
+	}
+	return r, nil
+}
+
+// MCPServerConfigs returns the file's MCP servers as package tool/mcp
+// takes them.
+func (c *Config) MCPServerConfigs() []mcp.ServerConfig {
+	var out []mcp.ServerConfig
+	for _, s := range c.MCPServers {
+		out = append(out, mcp.ServerConfig{Name: s.Name, Command: s.Command, Args: slices.Clone(s.Args),
+			Env: maps.Clone(s.Env), URL: s.URL, Headers: maps.Clone(s.Headers), Timeout: s.Timeout})
+	}
+	return out
+}

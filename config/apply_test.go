@@ -1,0 +1,210 @@
+package config_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/config"
+	"github.com/keelrun/keel/devserver"
+	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/provider/providertest"
+	"github.com/keelrun/keel/worker"
+)
+
+// sseText and sseToolCall are OpenAI Chat Completions streams.
+func sseText(text string) []string {
+	return []string{
+		fmt.Sprintf(`data: {"id":"c","object":"chat.completion.chunk","model":"gpt-test","choices":[{"index":0,"delta":{"role":"assistant","content":%q},"finish_reason":null}]}`+"\n\n", text),
+		`data: {"id":"c","object":"chat.completion.chunk","model":"gpt-test","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n",
+		`data: {"id":"c","object":"chat.completion.chunk","model":"gpt-test","choices":[],"usage":{"prompt_tokens":20,"completion_tokens":3,"total_tokens":23}}` + "\n\n",
+		"data: [DONE]\n\n",
+	}
+}
+
+func sseToolCall(id, name, args string) []string {
+	return []string{
+		fmt.Sprintf(`data: {"id":"c","object":"chat.completion.chunk","model":"gpt-test","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":%q,"type":"function","function":{"name":%q,"arguments":%q}}]},"finish_reason":null}]}`+"\n\n", id, name, args),
+		`data: {"id":"c","object":"chat.completion.chunk","model":"gpt-test","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\n",
+		"data: [DONE]\n\n",
+	}
+}
+
+// A worker configured from keel.yaml runs real runs on the embedded
+// server: a named model served by an OpenAI-compatible SSE server, with
+// the key read from the variable the file names, the worker's approval
+// policy (a pattern) asking the host before a tool runs, the token cap
+// sent to the server, "default" resolving to default_model, and the
+// worker's step cap ending a run that wants more steps.
+func TestWorkerFromFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Temporal server")
+	}
+	const key = "sk-test-config-0123456789"
+	t.Setenv("KEEL_TEST_OPENAI_KEY", key)
+	llm := providertest.NewServer(t,
+		providertest.SSEEvents(sseToolCall("call_ls", "list_files", `{}`)...),
+		providertest.SSEEvents(sseText("The workspace holds notes.txt.")...),
+		providertest.SSEEvents(sseToolCall("call_r1", "read_file", `{"path":"missing.txt"}`)...),
+		providertest.SSEEvents(sseToolCall("call_r2", "read_file", `{"path":"missing.txt"}`)...),
+	)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ws", "notes.txt"), []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "keel.yaml")
+	yaml := fmt.Sprintf(`models:
+  local:
+    provider: openai
+    base_url: %s/v1
+    model: gpt-test
+    api_key_env: KEEL_TEST_OPENAI_KEY
+default_model: local
+workspace: ws
+tools: [list_files, read_file]
+approvals:
+  "list_*": ask
+limits:
+  max_steps: 2
+  max_tokens: 77
+  concurrency:
+    openai: 1
+`, llm.URL)
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	srv := keeltest.StartServer(t, devserver.Config{})
+	opts := worker.Options{Codec: keeltest.Codec(t, srv), StopTimeout: time.Second}
+	if err := cfg.Apply(&opts); err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(keeltest.Dial(t, srv), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	c := keeltest.Client(t, srv, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	sess := c.NewSession()
+	run, err := sess.Send(ctx, "What is in the workspace?",
+		client.WithConfig(api.RunConfig{Model: "local", Tools: []string{"list_files"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The run's own config says nothing about approvals: the worker's
+	// "list_*: ask" makes the call wait for the host.
+	var requested keel.HostInputRequested
+	for ev, err := range run.Events(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == keel.TypeToolStarted {
+			t.Fatal("list_files started before the host approved it")
+		}
+		if ev.Type == keel.TypeHostInputRequested {
+			e, _ := ev.Event()
+			requested = e.(keel.HostInputRequested)
+			break
+		}
+	}
+	if requested.ToolCallID != "call_ls" {
+		t.Fatalf("host input request %+v, want one for call_ls", requested)
+	}
+	if err := run.Respond(ctx, requested.RequestID, map[string]any{"approved": true}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run.Outcome(ctx)
+	if err != nil {
+		t.Fatalf("outcome: %v", err)
+	}
+	if out.Text != "The workspace holds notes.txt." {
+		t.Errorf("outcome text %q", out.Text)
+	}
+	hist, err := sess.History(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hist.Messages[2].Content; !strings.Contains(got, "notes.txt") {
+		t.Errorf("list_files result %q does not list the configured workspace", got)
+	}
+
+	for i, req := range llm.Requests() {
+		if got := req.Header.Get("Authorization"); got != "Bearer "+key {
+			t.Errorf("request %d: Authorization %q, want the key from KEEL_TEST_OPENAI_KEY", i, got)
+		}
+		var body struct {
+			Model     string `json:"model"`
+			MaxTokens int    `json:"max_completion_tokens"`
+		}
+		if err := json.Unmarshal(req.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if body.Model != "gpt-test" || body.MaxTokens != 77 {
+			t.Errorf("request %d: model %q, max_completion_tokens %d; want gpt-test and the file's cap 77", i, body.Model, body.MaxTokens)
+		}
+	}
+
+	// "default" is default_model; read_file is allowed; the third step is
+	// past the worker's max_steps although the run asked for 10.
+	run2, err := sess.Send(ctx, "Read missing.txt",
+		client.WithConfig(api.RunConfig{Model: config.DefaultModelSpec, Tools: []string{"read_file"}, MaxSteps: 10}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = run2.Outcome(ctx)
+	if out.Status != keel.StatusFailed || out.Error == nil || out.Error.Code != keel.CodeMaxSteps {
+		t.Fatalf("outcome %+v (%v), want failed with max_steps", out, err)
+	}
+	if !strings.Contains(out.Error.Message, "limit of 2 steps") {
+		t.Errorf("message %q does not name the worker's limit", out.Error.Message)
+	}
+	if n := llm.Count(); n != 4 {
+		t.Errorf("the model server saw %d requests, want 4", n)
+	}
+
+	// The key never reaches Temporal: not in any event of the session.
+	evs, err := sess.EventsAfter(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(evs)
+	if strings.Contains(string(raw), key) {
+		t.Error("the API key appears in the session's events")
+	}
+}
+
+// A missing key fails Apply, naming the file, line and field.
+func TestApplyMissingKey(t *testing.T) {
+	t.Setenv("KEEL_TEST_UNSET_KEY", "")
+	cfg, err := config.Parse("keel.yaml", []byte("models:\n  gpt:\n    provider: openai\n    model: gpt-4.1\n    api_key_env: KEEL_TEST_UNSET_KEY\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts worker.Options
+	err = cfg.Apply(&opts)
+	want := "keel.yaml:5:18: models.gpt.api_key_env: the environment variable KEEL_TEST_UNSET_KEY is not set"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Apply: %v\nwant %s", err, want)
+	}
+}

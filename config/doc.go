@@ -1,0 +1,21 @@
+// Package config reads keel.yaml, a worker's configuration file: named
+// models, the default model, the workspace, the enabled built-in tools,
+// approval policies per tool, limits and MCP servers (docs/config.md).
+//
+// Load reads and checks a file; every unknown field and bad value is
+// refused with the file, line and field named (*Error). Apply turns the
+// result into worker.Options:
+//
+//	cfg, err := config.Load("keel.yaml")
+//	if err != nil {
+//		log.Fatal(err) // keel.yaml:7:5: models.gpt.api_key: ...
+//	}
+//	opts := worker.Options{}
+//	if err := cfg.Apply(&opts); err != nil {
+//		log.Fatal(err)
+//	}
+//	w, err := worker.New(c, opts)
+//
+// A file never holds an API key: a model names the environment variable
+// that does (api_key_env), read by the worker when it starts.
+package config

@@ -1,0 +1,53 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/keelrun/keel/tool"
+	"github.com/keelrun/keel/tool/mcp"
+)
+
+// MCPConnectTimeout bounds how long New waits for Options.MCPServers to
+// start (or answer) and list their tools. A stdio server started with npx
+// may first download its package.
+const MCPConnectTimeout = 2 * time.Minute
+
+// connectMCP connects the servers and registers their tools in tools.
+func connectMCP(servers []mcp.ServerConfig, tools *tool.Registry) (*mcp.Servers, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), MCPConnectTimeout)
+	defer cancel()
+	ss, err := mcp.Connect(ctx, servers, mcp.Options{Registry: tools})
+	if err != nil {
+		return nil, fmt.Errorf("worker: MCP servers: %w", err)
+	}
+	return ss, nil
+}
+
+// mcpWorker is a worker that closes its MCP servers (stopping the stdio
+// ones) when it stops.
+type mcpWorker struct {
+	sdkworker.Worker
+	servers *mcp.Servers
+	once    sync.Once
+}
+
+func (w *mcpWorker) close() { w.once.Do(func() { _ = w.servers.Close() }) }
+
+// Stop stops the worker, then its MCP servers.
+func (w *mcpWorker) Stop() {
+	w.Worker.Stop()
+	w.close()
+}
+
+// Run runs the worker until interruptCh delivers, then stops its MCP
+// servers.
+func (w *mcpWorker) Run(interruptCh <-chan interface{}) error {
+	err := w.Worker.Run(interruptCh)
+	w.close()
+	return err
+}
