@@ -75,6 +75,10 @@ type call struct {
 	mu        sync.Mutex
 	questions int             // elicitations so far in this run of the call
 	need      *tool.NeedInput // set when an elicitation waits for the host
+	// Progress notifications read off the connection and published (see
+	// progress.go); drained is signalled as handled catches up.
+	received, handled int
+	drained           chan struct{}
 }
 
 // call runs tool name on the server. Failures the model should see (the
@@ -91,7 +95,7 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage) (t
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := &call{ctx: ctx, cancel: cancel}
+	c := &call{ctx: ctx, cancel: cancel, drained: make(chan struct{}, 1)}
 	s.mu.Lock()
 	s.seq++
 	token := "keel-" + strconv.FormatInt(s.seq, 10)
@@ -106,6 +110,9 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage) (t
 	params := &sdk.CallToolParams{Name: name, Arguments: args}
 	params.SetProgressToken(token)
 	res, err := cs.CallTool(cctx, params)
+	if err == nil {
+		c.drain()
+	}
 	c.mu.Lock()
 	need := c.need
 	c.mu.Unlock()
@@ -127,32 +134,6 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage) (t
 				"but whether this call had effects is unknown", s.cfg.Name, err)}, nil
 	}
 	return resultOf(res), nil
-}
-
-// progress publishes a server's progress notification as the call's
-// tool.progress event.
-func (s *server) progress(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
-	token, _ := req.Params.ProgressToken.(string)
-	s.mu.Lock()
-	c := s.calls[token]
-	s.mu.Unlock()
-	if c == nil {
-		return
-	}
-	tool.Progress(c.ctx, progressText(req.Params))
-}
-
-// progressText renders a progress notification: "3/5", "3/5: message",
-// or "3: message" when the total is unknown.
-func progressText(p *sdk.ProgressNotificationParams) string {
-	n := strconv.FormatFloat(p.Progress, 'f', -1, 64)
-	if p.Total > 0 {
-		n += "/" + strconv.FormatFloat(p.Total, 'f', -1, 64)
-	}
-	if p.Message != "" {
-		return n + ": " + p.Message
-	}
-	return n
 }
 
 // errNotOneCall refuses an elicitation that cannot be tied to a call.

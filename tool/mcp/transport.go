@@ -44,7 +44,7 @@ func (s *server) transport() (sdk.Transport, error) {
 			cmd.Env = append(cmd.Env, k+"="+env[k])
 		}
 		cmd.Stderr = stderrLog(s.log)
-		return &sdk.CommandTransport{Command: cmd, TerminateDuration: stdioTerminate}, nil
+		return countingTransport{Transport: &sdk.CommandTransport{Command: cmd, TerminateDuration: stdioTerminate}, s: s}, nil
 	}
 	headers, err := s.cfg.expandAll("headers", s.cfg.Headers)
 	if err != nil {

@@ -1,0 +1,154 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/devserver"
+	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/tool"
+	"github.com/keelrun/keel/tool/mcp"
+)
+
+// A keel worker on the embedded Temporal server offers server-everything's
+// tools: a scripted model calls echo, get-sum (under an "ask" approval
+// policy, as for a built-in) and the long-running operation (its progress
+// on the live channel) in one run, and the elicitation tool in a second
+// run, whose question the host answers through Respond (what `keel
+// respond` sends).
+func TestEndToEndEverything(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Temporal server")
+	}
+	cfg := everything(t)
+	reg, err := tool.Builtins(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := make(chan []string, 10)
+	connect(t, mcp.Options{Registry: reg, OnToolsChanged: func(_ string, tools []string) { changes <- tools }}, cfg)
+	waitFor(t, changes, "mcp__everything__trigger-elicitation-request", true)
+
+	srv := keeltest.StartServer(t, devserver.Config{})
+	mem := live.NewMemory()
+	var book keeltest.ScriptBook
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: &book, Tools: reg, Live: mem})
+	c := keeltest.Client(t, srv, mem)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	tools := []string{"mcp__everything__echo", "mcp__everything__get-sum",
+		"mcp__everything__trigger-long-running-operation", "mcp__everything__trigger-elicitation-request"}
+	model := book.Add(t, "mcp-e2e", `{"turns":[
+	  {"tool_calls":[
+	    {"id":"e1","name":"mcp__everything__echo","arguments":{"message":"hello from keel"}},
+	    {"id":"s1","name":"mcp__everything__get-sum","arguments":{"a":19,"b":23}},
+	    {"id":"l1","name":"mcp__everything__trigger-long-running-operation","arguments":{"duration":0.3,"steps":3}}]},
+	  {"text":["Echoed, summed and waited."]},
+	  {"tool_calls":[{"id":"q1","name":"mcp__everything__trigger-elicitation-request","arguments":{}}]},
+	  {"text":["Thanks, Ada."]}]}`)
+	sess := c.Session("mcp-e2e")
+	run, err := sess.Send(ctx, "use the MCP tools", client.WithConfig(api.RunConfig{Model: model, Tools: tools,
+		Approvals: map[string]api.Approval{"mcp__everything__get-sum": api.ApprovalAsk}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := follow(t, ctx, run, func(req keel.HostInputRequested) any {
+		if req.RequestID != "s1/approval" {
+			t.Errorf("host input %s, want the approval of s1", req.RequestID)
+		}
+		return map[string]any{"approved": true}
+	})
+	finished := toolResults(events)
+	for id, want := range map[string]string{"e1": "Echo: hello from keel", "s1": "The sum of 19 and 23 is 42.",
+		"l1": "Long running operation completed. Duration: 0.3 seconds, Steps: 3."} {
+		if f := finished[id]; f.Status != keel.ToolOK || f.Output != want {
+			t.Errorf("tool.finished %s = %+v, want ok %q", id, f, want)
+		}
+	}
+	var progress []string
+	for _, ev := range events {
+		if e, _ := ev.Event(); e != nil {
+			if p, ok := e.(keel.ToolProgress); ok && p.ToolCallID == "l1" {
+				progress = append(progress, p.Message)
+			}
+		}
+	}
+	if strings.Join(progress, ",") != "1/3,2/3,3/3" {
+		t.Errorf("tool.progress of l1 = %v, want 1/3, 2/3, 3/3", progress)
+	}
+
+	// The elicitation: the session waits for the host; a bad answer is
+	// refused against the requested schema; a good one reaches the server.
+	run2, err := sess.Send(ctx, "ask me", client.WithConfig(api.RunConfig{Model: model, Tools: tools}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events = follow(t, ctx, run2, func(req keel.HostInputRequested) any {
+		st, err := sess.State(ctx)
+		if err != nil || st.State != keel.StateWaitingForHostInput {
+			t.Errorf("state while asking = %v, %v; want %s", st.State, err, keel.StateWaitingForHostInput)
+		}
+		if err := run2.Respond(ctx, req.RequestID, map[string]any{"check": true}); !errors.Is(err, keel.ErrInvalidAnswer) {
+			t.Errorf("answer without the required name: %v, want ErrInvalidAnswer", err)
+		}
+		return map[string]any{"name": "Ada Lovelace", "check": true, "email": "ada@example.com"}
+	})
+	f := toolResults(events)["q1"]
+	if f.Status != keel.ToolOK || !strings.Contains(f.Output, "- Name: Ada Lovelace") || !strings.Contains(f.Output, "- Email: ada@example.com") {
+		t.Errorf("tool.finished q1 = %+v, want the server's echo of the answer", f)
+	}
+}
+
+// follow reads the run's events to its end, answering each host-input
+// request with answer's value, and logs them (durable ones with their
+// sequence).
+func follow(t *testing.T, ctx context.Context, run *client.Run, answer func(keel.HostInputRequested) any) []keel.Envelope {
+	t.Helper()
+	var out []keel.Envelope
+	for ev, err := range run.Events(ctx) {
+		if err != nil {
+			t.Fatalf("events: %v", err)
+		}
+		out = append(out, ev)
+		e, _ := ev.Event()
+		if ev.Type != keel.TypeTextDelta {
+			b, _ := json.Marshal(e)
+			t.Logf("%3d %-22s %s", ev.Seq, ev.Type, truncate(string(b), 160))
+		}
+		if req, ok := e.(keel.HostInputRequested); ok {
+			if err := run.Respond(ctx, req.RequestID, answer(req)); err != nil {
+				t.Fatalf("respond %s: %v", req.RequestID, err)
+			}
+		}
+	}
+	return out
+}
+
+func toolResults(events []keel.Envelope) map[string]keel.ToolFinished {
+	out := map[string]keel.ToolFinished{}
+	for _, ev := range events {
+		if e, _ := ev.Event(); e != nil {
+			if f, ok := e.(keel.ToolFinished); ok {
+				out[f.ToolCallID] = f
+			}
+		}
+	}
+	return out
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + fmt.Sprintf("… (%d bytes)", len(s))
+}
