@@ -47,7 +47,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--bogus", "hi"}, "flag provided but not defined: -bogus"},
 		{[]string{"run", "--max-steps", "-1", "hi"}, "--max-steps must be positive"},
 		{[]string{"run", "--max-steps", "many", "hi"}, `invalid value "many" for flag -max-steps`},
-		{[]string{"run", "--model", "gpt", "hi"}, `--model "gpt": want scripted:demo`},
+		{[]string{"run", "--model", "my gpt", "hi"}, `--model "my gpt": want scripted:demo`},
 		{[]string{"run", "--session", "bad id!", "hi"}, "--session: keel: session ID"},
 		{[]string{"run", strings.Repeat("x", api.MaxPromptBytes+1)}, "the limit is"},
 		{[]string{"send"}, "missing argument PROMPT"},
@@ -180,6 +180,7 @@ func TestPromptConfig(t *testing.T) {
 	}{
 		{nil, api.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools}},
 		{[]string{"--model", "openai:gpt-x"}, api.RunConfig{Model: "openai:gpt-x"}},
+		{[]string{"--model", "local"}, api.RunConfig{Model: "local"}},
 		{[]string{"--model", "openai:gpt-x", "--tools", "read_file, list_files"},
 			api.RunConfig{Model: "openai:gpt-x", Tools: []string{"read_file", "list_files"}}},
 		{[]string{"--tools", ""}, api.RunConfig{Model: "scripted:demo", Tools: []string{}}},

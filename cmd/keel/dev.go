@@ -70,6 +70,8 @@ type devConfig struct {
 	// crypt names the encryption key file ("" encrypts nothing) and the
 	// codec endpoint's bearer token ("" requires none).
 	crypt devCryptFlags
+	// config is the worker's keel.yaml; nil or an empty flag: none.
+	config *configFlag
 }
 
 // devStack is a running local stack.
@@ -113,8 +115,13 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tuning.register(fs)
 	var cryptFlags devCryptFlags
 	cryptFlags.register(fs)
+	var confFlag configFlag
+	confFlag.register(fs)
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
+	}
+	if err := confFlag.load(); err != nil {
+		return fail(stderr, "dev", err)
 	}
 	if err := tuning.check(); err != nil {
 		return fs.usageError(stderr, "%v", err)
@@ -131,7 +138,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fs.usageError(stderr, "--log-level %q: want debug, info, warn or error", *logLevel)
 	}
-	if *workspace == "" {
+	if *workspace = confFlag.workspace(fs, *workspace); *workspace == "" {
 		*workspace = filepath.Join(*dataDir, "workspace")
 	}
 	// The server and the worker log to a file: their warnings (a dial
@@ -163,6 +170,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		gateway:   gwOpts,
 		tuning:    &tuning,
 		crypt:     cryptFlags,
+		config:    &confFlag,
 	})
 	if err != nil {
 		return fail(stderr, "dev", err)
@@ -242,6 +250,11 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	wopts := worker.Options{Workspace: s.workspace, Live: s.publisher, Logger: logger, Codec: s.codec}
 	if cfg.tuning != nil {
 		cfg.tuning.apply(&wopts)
+	}
+	if cfg.config != nil {
+		if err := cfg.config.apply(&wopts); err != nil {
+			return s, err
+		}
 	}
 	w, err := worker.New(s.temporal, wopts)
 	if err != nil {

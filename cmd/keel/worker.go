@@ -43,14 +43,17 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	stopTimeout := fs.Duration("stop-timeout", 10*time.Second, "how long running activities may finish on shutdown")
 	var tuning tuningFlags
 	tuning.register(fs)
-	var dep deploymentFlags
-	dep.register(fs)
 	// keel bench runs its latency script, which calls the no-op tool, on a
 	// worker in a child process; nothing else should offer that tool.
 	benchTools := fs.Bool("bench-tools", false, "offer the no-op tool of keel bench too")
 	fs.hide("bench-tools")
+	var confFlag configFlag
+	confFlag.register(fs)
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
+	}
+	if err := confFlag.load(); err != nil {
+		return fail(stderr, "worker", err)
 	}
 	if *stopTimeout <= 0 {
 		return fs.usageError(stderr, "--stop-timeout must be positive, got %v", *stopTimeout)
@@ -58,10 +61,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := tuning.check(); err != nil {
 		return fs.usageError(stderr, "%v", err)
 	}
-	if err := dep.check(); err != nil {
-		return fs.usageError(stderr, "%v", err)
-	}
-	ws, err := prepareWorkerWorkspace(*workspace)
+	ws, err := prepareWorkerWorkspace(confFlag.workspace(fs, *workspace))
 	if err != nil {
 		return fail(stderr, "worker", err)
 	}
@@ -83,7 +83,9 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 	opts := worker.Options{Namespace: conn.namespace, Workspace: ws, StopTimeout: *stopTimeout, Logger: logger, Codec: cs.codec}
 	tuning.apply(&opts)
-	dep.apply(&opts)
+	if err := confFlag.apply(&opts); err != nil {
+		return fail(stderr, "worker", err)
+	}
 	storeNote := "none: large values stay in Temporal history (--store)"
 	if cs.codec != nil {
 		storeNote = cs.where
@@ -115,9 +117,8 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := w.Start(); err != nil {
 		return fail(stderr, "worker", err)
 	}
-	fmt.Fprint(stdout, dep.note())
-	fmt.Fprintf(stdout, "keel worker: polling task queue %q on %s (namespace %s)\n  workspace  %s\n  live       %s\n  store      %s\n  encryption %s\nCtrl-C or SIGTERM stops it.\n",
-		workflows.TaskQueue, conn.address, conn.namespace, ws, liveNote, storeNote, encryptionNote(cs.keys))
+	fmt.Fprintf(stdout, "keel worker: polling task queue %q on %s (namespace %s)\n  config     %s\n  workspace  %s\n  live       %s\n  store      %s\n  encryption %s\nCtrl-C or SIGTERM stops it.\n",
+		workflows.TaskQueue, conn.address, conn.namespace, confFlag.note(), ws, liveNote, storeNote, encryptionNote(cs.keys))
 	<-ctx.Done()
 	fmt.Fprintf(stdout, "keel worker: stopping; running activities get up to %v to finish…\n", *stopTimeout)
 	w.Stop()
