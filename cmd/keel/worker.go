@@ -43,6 +43,8 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	stopTimeout := fs.Duration("stop-timeout", 10*time.Second, "how long running activities may finish on shutdown")
 	var tuning tuningFlags
 	tuning.register(fs)
+	var dep deploymentFlags
+	dep.register(fs)
 	// keel bench runs its latency script, which calls the no-op tool, on a
 	// worker in a child process; nothing else should offer that tool.
 	benchTools := fs.Bool("bench-tools", false, "offer the no-op tool of keel bench too")
@@ -59,6 +61,9 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fs.usageError(stderr, "--stop-timeout must be positive, got %v", *stopTimeout)
 	}
 	if err := tuning.check(); err != nil {
+		return fs.usageError(stderr, "%v", err)
+	}
+	if err := dep.check(); err != nil {
 		return fs.usageError(stderr, "%v", err)
 	}
 	ws, err := prepareWorkerWorkspace(confFlag.workspace(fs, *workspace))
@@ -86,6 +91,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := confFlag.apply(&opts); err != nil {
 		return fail(stderr, "worker", err)
 	}
+	dep.apply(&opts)
 	storeNote := "none: large values stay in Temporal history (--store)"
 	if cs.codec != nil {
 		storeNote = cs.where
@@ -117,6 +123,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := w.Start(); err != nil {
 		return fail(stderr, "worker", err)
 	}
+	fmt.Fprint(stdout, dep.note())
 	fmt.Fprintf(stdout, "keel worker: polling task queue %q on %s (namespace %s)\n  config     %s\n  workspace  %s\n  live       %s\n  store      %s\n  encryption %s\nCtrl-C or SIGTERM stops it.\n",
 		workflows.TaskQueue, conn.address, conn.namespace, confFlag.note(), ws, liveNote, storeNote, encryptionNote(cs.keys))
 	<-ctx.Done()
