@@ -19,13 +19,9 @@ import (
 	"github.com/keelrun/keel/tool/mcp"
 )
 
-// A keel worker on the embedded Temporal server offers server-everything's
-// tools: a scripted model calls echo, get-sum (under an "ask" approval
-// policy, as for a built-in) and the long-running operation (its progress
-// on the live channel) in one run, and the elicitation tool in a second
-// run, whose question the host answers through Respond (what `keel
-// respond` sends).
-func TestEndToEndEverything(t *testing.T) {
+// A keel worker on the embedded Temporal server offers the tools of
+// server-everything (stdio) and of an in-process Go SDK server (HTTP).
+func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Temporal server")
 	}
@@ -34,8 +30,10 @@ func TestEndToEndEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hooks := &faultHooks{slowStarted: make(chan struct{}, 1), slowCancelled: make(chan time.Time, 1)}
 	changes := make(chan []string, 10)
-	connect(t, mcp.Options{Registry: reg, OnToolsChanged: func(_ string, tools []string) { changes <- tools }}, cfg)
+	connect(t, mcp.Options{Registry: reg, OnToolsChanged: func(_ string, tools []string) { changes <- tools }},
+		cfg, mcp.ServerConfig{Name: "fault", URL: serveFault(t, newFaultServer(hooks), "")})
 	waitFor(t, changes, "mcp__everything__trigger-elicitation-request", true)
 
 	srv := keeltest.StartServer(t, devserver.Config{})
@@ -43,6 +41,16 @@ func TestEndToEndEverything(t *testing.T) {
 	var book keeltest.ScriptBook
 	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: &book, Tools: reg, Live: mem})
 	c := keeltest.Client(t, srv, mem)
+	t.Run("everything", func(t *testing.T) { endToEndEverything(t, c, &book) })
+	t.Run("cancel", func(t *testing.T) { endToEndCancel(t, c, &book, hooks) })
+}
+
+// A scripted model calls server-everything's echo, get-sum (under an "ask"
+// approval policy, as for a built-in) and the long-running operation (its
+// progress on the live channel) in one run, and the elicitation tool in a
+// second run, whose question the host answers through Respond (what `keel
+// respond` sends).
+func endToEndEverything(t *testing.T, c *client.Client, book *keeltest.ScriptBook) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -107,6 +115,37 @@ func TestEndToEndEverything(t *testing.T) {
 	if f.Status != keel.ToolOK || !strings.Contains(f.Output, "- Name: Ada Lovelace") || !strings.Contains(f.Output, "- Email: ada@example.com") {
 		t.Errorf("tool.finished q1 = %+v, want the server's echo of the answer", f)
 	}
+}
+
+// Cancelling a run cancels its MCP call on the server: the time from the
+// cancel request to the server's handler seeing its context end is the
+// latency reported.
+func endToEndCancel(t *testing.T, c *client.Client, book *keeltest.ScriptBook, hooks *faultHooks) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	model := book.Add(t, "mcp-cancel", `{"turns":[
+	  {"tool_calls":[{"id":"w1","name":"mcp__fault__slow","arguments":{"seconds":600}}]},
+	  {"text":["never"]}]}`)
+	run, err := c.Session("mcp-cancel").Send(ctx, "wait", client.WithConfig(api.RunConfig{Model: model, Tools: []string{"mcp__fault__slow"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-hooks.slowStarted
+	start := time.Now()
+	if err := run.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case seen := <-hooks.slowCancelled:
+		t.Logf("run cancelled: the MCP server's handler saw the cancellation %v after the cancel request", seen.Sub(start))
+	case <-time.After(30 * time.Second):
+		t.Fatal("the MCP server never saw the cancellation")
+	}
+	out, err := run.Outcome(ctx)
+	if !errors.Is(err, keel.ErrCancelled) {
+		t.Errorf("outcome %+v, %v; want keel.ErrCancelled", out, err)
+	}
+	t.Logf("outcome of the cancelled run: %v (%v after the cancel request)", err, time.Since(start))
 }
 
 // follow reads the run's events to its end, answering each host-input
