@@ -6,9 +6,11 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/provider"
 	"github.com/keelrun/keel/tool"
@@ -65,6 +67,9 @@ type Activities struct {
 	// nothing else to report (streamed chunks heartbeat too, within the
 	// worker's throttle). Optional; default DefaultHeartbeatEvery.
 	HeartbeatEvery time.Duration
+	// Tracer starts the spans of model turns and tool calls. Optional:
+	// without it there are none.
+	Tracer trace.Tracer
 	// Policy is the worker's approvals and limits, applied on top of each
 	// run's configuration. Optional.
 	Policy Policy
@@ -93,6 +98,7 @@ func (a *Activities) publish(ctx context.Context, sessionID, runID string, after
 	env.AfterSeq = afterSeq
 	if err := a.Live.Publish(ctx, env); err != nil {
 		a.logger().Debug("live publish failed", "type", env.Type, "err", err)
+		instrument.LivePublishFailed(activity.GetMetricsHandler(ctx))
 	}
 }
 

@@ -18,12 +18,14 @@ import (
 // budget so it can record every attempt. Failures are ApplicationErrors of
 // type keel.ProviderError or keel.MalformedResponse with a TurnFailure as
 // detail; cancellation returns a CanceledError carrying the partial text.
-func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (*ModelTurnResult, error) {
+func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *ModelTurnResult, err error) {
 	start := time.Now()
 	p, model, messages, err := a.prepare(ctx, in.Model, in.Transcript, in.Tail)
 	if err != nil {
 		return nil, err
 	}
+	ctx, obs := a.observeTurn(ctx, in, p.Name(), model)
+	defer func() { obs.end(ctx, turn, err) }()
 	var specs []keel.ToolSpec
 	var plans map[string]CallPlan
 	if len(in.Tools) > 0 {

@@ -19,8 +19,10 @@ import (
 // a panic is caught and reported as an error result. When the tool asks
 // the host a question it has no answer to, the output carries the question
 // and the workflow calls again once the host answered.
-func (a *Activities) Tool(ctx context.Context, in ToolInput) (*ToolOutput, error) {
+func (a *Activities) Tool(ctx context.Context, in ToolInput) (result *ToolOutput, err error) {
 	start := time.Now()
+	ctx, obs := a.observeTool(ctx, in)
+	defer func() { obs.end(result, err) }()
 	var t tool.Tool
 	if a.Tools != nil {
 		t, _ = a.Tools.Lookup(in.Call.Name)

@@ -2,11 +2,13 @@ package worker
 
 import (
 	"context"
+	"fmt"
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/keelrun/keel/connect"
+	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/store"
 )
 
@@ -14,7 +16,8 @@ import (
 // a client certificate for mutual TLS, an API key, and Temporal's
 // environment variables and configuration profile for what conn leaves
 // unset (see package connect). The client's payloads go through
-// opts.Codec when it is set, and it logs to opts.Logger. The Options
+// opts.Codec when it is set, it logs to opts.Logger, records metrics on
+// opts.MetricsHandler and traces to opts.TracerProvider. The Options
 // returned are opts with Namespace set to the namespace connected to:
 //
 //	c, opts, err := worker.Dial(ctx, connect.Options{}, worker.Options{Workspace: "./workspace"})
@@ -34,6 +37,14 @@ func Dial(ctx context.Context, conn connect.Options, opts Options) (client.Clien
 	}
 	if opts.Logger != nil {
 		sdk.Logger = tlog.NewStructuredLogger(opts.Logger)
+	}
+	sdk.MetricsHandler = opts.MetricsHandler
+	if opts.TracerProvider != nil {
+		tracing, err := instrument.TracingInterceptor(opts.TracerProvider)
+		if err != nil {
+			return nil, opts, fmt.Errorf("worker: %w", err)
+		}
+		sdk.Interceptors = append(sdk.Interceptors, tracing)
 	}
 	c, err := connect.Dial(ctx, conn, sdk)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/tool"
@@ -101,6 +103,18 @@ type Options struct {
 	// carries its whole event log when it continues as new, so its
 	// length is bounded by Temporal's limits after all.
 	Codec *store.Codec
+	// MetricsHandler receives the Temporal SDK's worker metrics and keel's
+	// own (docs/observability.md). Dial gives it to the client; workflows
+	// and activities record into their client's handler, so a worker whose
+	// client you dial yourself needs client.Options.MetricsHandler set
+	// (telemetry.Telemetry.ClientOptions does both). Optional: no metrics.
+	MetricsHandler client.MetricsHandler
+	// TracerProvider receives keel's spans of model turns and tool calls,
+	// under the Temporal SDK's activity spans. Dial also puts the SDK's
+	// OpenTelemetry tracing interceptor on the client, which the worker
+	// inherits (give a client you dial yourself the interceptor, and the
+	// worker no second one). Optional: no spans.
+	TracerProvider trace.TracerProvider
 	// Deployment and BuildID make the worker one version of a Worker
 	// Deployment (deployment.go): runs stay on the build that started
 	// them, sessions move to the current build. Set both or neither.
@@ -209,6 +223,9 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 	}
 	acts := &activities.Activities{Models: models, Tools: tools, Live: opts.Live, Logger: opts.Logger,
 		HeartbeatEvery: opts.HeartbeatInterval, Policy: opts.Policy}
+	if opts.TracerProvider != nil {
+		acts.Tracer = instrument.Tracer(opts.TracerProvider)
+	}
 	if opts.Codec != nil {
 		acts.Segments = codecSegments{opts.Codec}
 	}

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/tool"
 )
 
@@ -98,7 +99,9 @@ func (h *hostInput) ask(ctx workflow.Context, callID string, q tool.Question) (j
 	h.order = append(h.order, r)
 	h.emit(keel.HostInputRequested{RequestID: id, ToolCallID: callID, Prompt: q.Prompt, Schema: q.Schema})
 	h.changed()
+	asked := workflow.Now(ctx)
 	err := workflow.Await(ctx, func() bool { return r.answered })
+	instrument.HostInputWaited(workflow.GetMetricsHandler(ctx), err == nil && r.answered, workflow.Now(ctx).Sub(asked))
 	if err != nil || !r.answered {
 		h.drop(r)
 		return nil, keel.ErrCancelled

@@ -12,6 +12,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/provider"
 )
 
@@ -66,6 +67,7 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 		for _, ev := range events {
 			m.emit(ev)
 		}
+		instrument.ModelRetry(workflow.GetMetricsHandler(m.root), retryKind(fail))
 		if delay > 0 {
 			if err := workflow.Sleep(m.work, delay); err != nil {
 				// Cancelled during the wait.
@@ -237,6 +239,14 @@ func decodeTurnFailure(err error) *activities.TurnFailure {
 func workerLost() *keel.ProviderError {
 	return &keel.ProviderError{Provider: "keel", Kind: keel.ProviderWorkerLost, Retryable: true,
 		Message: "the worker stopped during the model turn"}
+}
+
+// retryKind names the failure a retry follows, for metrics.
+func retryKind(fail *activities.TurnFailure) string {
+	if fail.Malformed != "" || fail.Provider == nil {
+		return "malformed"
+	}
+	return string(fail.Provider.Kind)
 }
 
 // providerOf returns the provider part of a model spec ("openai").

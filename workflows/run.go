@@ -7,6 +7,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/internal/instrument"
 )
 
 // run is one Run workflow execution: the loop, and the parts it drives.
@@ -295,6 +296,10 @@ func (r *run) finish(status keel.RunStatus, rev int64, text string, err *keel.Er
 	}
 	// Search attributes are best effort: the worker registers them at start.
 	_ = workflow.UpsertTypedSearchAttributes(r.root, AttrState.ValueSet(string(status)))
+	// The SDK's workflow metrics handler records nothing while replaying,
+	// and metrics leave no trace in history.
+	instrument.RunFinished(workflow.GetMetricsHandler(r.root), string(status),
+		workflow.Now(r.root).Sub(workflow.GetInfo(r.root).WorkflowStartTime))
 }
 
 // internalError is the failure of code that should not fail.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/tool"
 )
 
@@ -181,6 +182,7 @@ func (t *tools) close(s *slot, status keel.ToolStatus, output string, took time.
 	s.closed, s.status, s.output = true, status, output
 	t.emit(keel.ToolFinished{ToolCallID: s.call.ID, Name: s.call.Name, Status: status, Output: output,
 		Duration: keel.Duration(took)})
+	instrument.ToolCallDone(workflow.GetMetricsHandler(t.root), s.call.Name, string(status), took)
 	if s.detached {
 		t.jobDone(s)
 	}

@@ -1,0 +1,124 @@
+// Package instrument names keel's own metrics and spans and records them:
+// metrics through the Temporal SDK's metrics handler (in workflow code the
+// handler of workflow.GetMetricsHandler, which records nothing while a
+// workflow replays; in activities activity.GetMetricsHandler's), spans
+// through OpenTelemetry's trace API. Package telemetry exports both.
+// docs/observability.md lists every name with its labels.
+package instrument
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/client"
+)
+
+// Metric names, in Prometheus form: the unit ends the name, counters end
+// in _total. Labels are listed beside each; the SDK's handlers add
+// namespace, task_queue and workflow_type (and activity_type in
+// activities) to what a workflow or activity records.
+const (
+	// RunsTotal counts finished runs; label outcome (completed, failed,
+	// cancelled). Recorded by the Run workflow at its terminal commit.
+	RunsTotal = "keel_runs_total"
+	// RunDuration is a run's time from start to terminal commit, by outcome.
+	RunDuration = "keel_run_duration_seconds"
+	// ModelRetriesTotal counts retried model requests; label kind (the
+	// provider failure's kind, or malformed). Recorded by the Run workflow.
+	ModelRetriesTotal = "keel_model_retries_total"
+	// HostInputWait is how long a tool's question waited for the host;
+	// label outcome (answered, interrupted). Recorded by the Run workflow.
+	HostInputWait = "keel_host_input_wait_seconds"
+	// ModelTurnDuration is one provider request's time, streaming
+	// included; labels provider, model, outcome (ok, error, cancelled).
+	ModelTurnDuration = "keel_model_turn_duration_seconds"
+	// ModelTimeToFirstToken is the time from a request to its first text,
+	// reasoning or tool-call chunk; labels provider, model.
+	ModelTimeToFirstToken = "keel_model_time_to_first_token_seconds"
+	// ModelInputTokens and ModelOutputTokens count the tokens providers
+	// reported, failed attempts included; labels provider, model.
+	ModelInputTokens  = "keel_model_input_tokens_total"
+	ModelOutputTokens = "keel_model_output_tokens_total"
+	// ToolCallsTotal counts finished tool calls by tool and status (ok,
+	// error, unavailable, interrupted). Recorded by the Run workflow, which
+	// runs some tools itself (ask_user, sleep).
+	ToolCallsTotal = "keel_tool_calls_total"
+	// ToolCallDuration is a tool call's time; labels tool, status.
+	ToolCallDuration = "keel_tool_call_duration_seconds"
+	// LiveDeliveryLag is the time from an ephemeral event's creation on
+	// the worker to its delivery to a live subscriber.
+	LiveDeliveryLag = "keel_live_delivery_lag_seconds"
+	// LiveMissedEventsTotal counts ephemeral events live subscribers lost
+	// by falling behind (each *live.LaggedError's Missed).
+	LiveMissedEventsTotal = "keel_live_missed_events_total"
+	// LivePublishFailuresTotal counts ephemeral events a worker could not
+	// publish to the live channel.
+	LivePublishFailuresTotal = "keel_live_publish_failures_total"
+)
+
+// Names lists every metric keel records itself, for documentation and
+// tests.
+var Names = []string{
+	RunsTotal, RunDuration, ModelRetriesTotal, HostInputWait,
+	ModelTurnDuration, ModelTimeToFirstToken, ModelInputTokens, ModelOutputTokens,
+	ToolCallsTotal, ToolCallDuration,
+	LiveDeliveryLag, LiveMissedEventsTotal, LivePublishFailuresTotal,
+}
+
+// RunFinished records a run's terminal commit.
+func RunFinished(h client.MetricsHandler, outcome string, took time.Duration) {
+	h = h.WithTags(map[string]string{"outcome": outcome})
+	h.Counter(RunsTotal).Inc(1)
+	h.Timer(RunDuration).Record(took)
+}
+
+// ModelRetry records a model request the run retries after a failure of
+// the given kind.
+func ModelRetry(h client.MetricsHandler, kind string) {
+	h.WithTags(map[string]string{"kind": kind}).Counter(ModelRetriesTotal).Inc(1)
+}
+
+// HostInputWaited records how long a question waited for its answer.
+func HostInputWaited(h client.MetricsHandler, answered bool, took time.Duration) {
+	outcome := "interrupted"
+	if answered {
+		outcome = "answered"
+	}
+	h.WithTags(map[string]string{"outcome": outcome}).Timer(HostInputWait).Record(took)
+}
+
+// ModelTurn is what one provider request cost.
+type ModelTurn struct {
+	Provider, Model string
+	// Outcome is ok, error or cancelled.
+	Outcome                   string
+	Took                      time.Duration
+	FirstToken                time.Duration // zero: no token came
+	InputTokens, OutputTokens int64
+}
+
+// ModelTurnDone records a provider request.
+func ModelTurnDone(h client.MetricsHandler, t ModelTurn) {
+	h = h.WithTags(map[string]string{"provider": t.Provider, "model": t.Model})
+	h.WithTags(map[string]string{"outcome": t.Outcome}).Timer(ModelTurnDuration).Record(t.Took)
+	if t.FirstToken > 0 {
+		h.Timer(ModelTimeToFirstToken).Record(t.FirstToken)
+	}
+	if t.InputTokens > 0 {
+		h.Counter(ModelInputTokens).Inc(t.InputTokens)
+	}
+	if t.OutputTokens > 0 {
+		h.Counter(ModelOutputTokens).Inc(t.OutputTokens)
+	}
+}
+
+// ToolCallDone records a tool call.
+func ToolCallDone(h client.MetricsHandler, tool, status string, took time.Duration) {
+	h = h.WithTags(map[string]string{"tool": tool, "status": status})
+	h.Counter(ToolCallsTotal).Inc(1)
+	h.Timer(ToolCallDuration).Record(took)
+}
+
+// LivePublishFailed records an ephemeral event that was not published.
+func LivePublishFailed(h client.MetricsHandler) {
+	h.Counter(LivePublishFailuresTotal).Inc(1)
+}
