@@ -130,7 +130,7 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage) (t
 		// HTTP server went away): the next call starts afresh.
 		s.drop(cs)
 		return tool.Result{IsError: true,
-			Output: fmt.Sprintf("MCP server %q failed during the call (%v); it is restarted for the next call, "+
+			Output: fmt.Sprintf("MCP server %q failed during the call (%v); the next call starts or reaches it again, "+
 				"but whether this call had effects is unknown", s.cfg.Name, err)}, nil
 	}
 	return resultOf(res), nil
