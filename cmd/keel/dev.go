@@ -28,6 +28,7 @@ import (
 	"github.com/keelrun/keel/live/natsserver"
 	"github.com/keelrun/keel/provider/scripted"
 	"github.com/keelrun/keel/store"
+	"github.com/keelrun/keel/telemetry"
 	"github.com/keelrun/keel/worker"
 )
 
@@ -70,6 +71,9 @@ type devConfig struct {
 	// crypt names the encryption key file ("" encrypts nothing) and the
 	// codec endpoint's bearer token ("" requires none).
 	crypt devCryptFlags
+	// telemetry gives the worker and the clients their metrics handler
+	// and tracing; nil: none.
+	telemetry *telemetry.Telemetry
 	// config is the worker's keel.yaml; nil or an empty flag: none.
 	config *configFlag
 }
@@ -95,6 +99,7 @@ type devStack struct {
 	temporal   sdkclient.Client
 	worker     sdkworker.Worker
 	workspace  string
+	tel        *telemetry.Telemetry
 }
 
 func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -117,6 +122,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cryptFlags.register(fs)
 	var confFlag configFlag
 	confFlag.register(fs)
+	var telFlags telemetryFlags
+	telFlags.register(fs, defaultDevMetricsAddress)
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
 	}
@@ -160,6 +167,11 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "dev", err)
 	}
 
+	tel, err := telFlags.start(ctx, stderr, "dev")
+	if err != nil {
+		return fail(stderr, "dev", err)
+	}
+	defer tel.Shutdown(context.Background())
 	fmt.Fprintln(stdout, "keel dev: starting Temporal, the Web UI, NATS and a worker…")
 	stack, err := startDevStack(ctx, devConfig{
 		dataDir: *dataDir, port: *port, uiPort: *uiPort, natsPort: *natsPort, httpPort: *httpPort, noUI: *noUI,
@@ -170,6 +182,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		gateway:   gwOpts,
 		tuning:    &tuning,
 		crypt:     cryptFlags,
+		telemetry: tel,
 		config:    &confFlag,
 	})
 	if err != nil {
@@ -241,7 +254,8 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if s.publisher, err = live.DialNATS(s.nats.ClientURL(), live.NATSOptions{}); err != nil {
 		return s, err
 	}
-	if s.temporal, err = s.server.Dial(ctx, sdkclient.Options{DataConverter: s.dc}); err != nil {
+	s.tel = cfg.telemetry
+	if s.temporal, err = s.server.Dial(ctx, s.tel.ClientOptions(sdkclient.Options{DataConverter: s.dc})); err != nil {
 		return s, fmt.Errorf("keel dev: connect to the server: %w", err)
 	}
 	if err := worker.EnsureSearchAttributes(ctx, s.temporal, s.server.Namespace()); err != nil {
@@ -251,6 +265,7 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if cfg.tuning != nil {
 		cfg.tuning.apply(&wopts)
 	}
+	wopts = s.tel.WorkerOptions(wopts)
 	if cfg.config != nil {
 		if err := cfg.config.apply(&wopts); err != nil {
 			return s, err
@@ -281,7 +296,10 @@ func (s *devStack) startGateway(ctx context.Context, opts gateway.Options) error
 	if s.gwLive, err = live.DialNATS(s.nats.ClientURL(), live.NATSOptions{}); err != nil {
 		return err
 	}
-	if s.gwClient, err = client.Dial(ctx, client.Options{Temporal: s.temporal, Live: s.gwLive, DataConverter: s.dc}); err != nil {
+	// The HTTP API's event streams are keel dev's live subscribers: their
+	// lag is measured there.
+	gwLive := telemetry.MeterLive(s.gwLive, s.tel.MetricsHandler())
+	if s.gwClient, err = client.Dial(ctx, client.Options{Temporal: s.temporal, Live: gwLive, DataConverter: s.dc}); err != nil {
 		return err
 	}
 	opts.WebUIURL = s.uiURL() // the web page links runs to it
@@ -387,6 +405,7 @@ func (s *devStack) printWelcome(w io.Writer, dataDir, logPath string) {
 		ui = "off (--no-ui)"
 	}
 	where := "SQLite in " + dataDir + "; sessions survive a restart"
+	metricsNote, tracesNote := telemetryNote(s.tel)
 	if abs, err := filepath.Abs(dataDir); err == nil {
 		where = "SQLite in " + abs + "; sessions survive a restart"
 	}
@@ -403,12 +422,14 @@ keel dev is up.
   content store  %s
   workspace      %s
   logs           %s
+  metrics        %s
+  traces         %s
 
 Try it from another terminal:
   keel run%s "Give me a tour of the workspace"
   curl -d '{"prompt":"Give me a tour"}' %s/sessions/demo/runs
 `, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL(), s.gatewayURL(), "http://"+s.httpL.Addr().String()+"/", s.codecURL, decryptsNote(s.keys), encryptionNote(s.keys), where,
-		s.store.URL(), s.workspace, logPath, s.addressFlag()+s.natsFlag()+s.codecFlag(), s.gatewayURL())
+		s.store.URL(), s.workspace, logPath, metricsNote, tracesNote, s.addressFlag()+s.natsFlag()+s.codecFlag(), s.gatewayURL())
 }
 
 // runDemo sends the demo prompt in a new session and renders the run as

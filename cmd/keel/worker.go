@@ -51,6 +51,8 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.hide("bench-tools")
 	var confFlag configFlag
 	confFlag.register(fs)
+	var telFlags telemetryFlags
+	telFlags.register(fs, "")
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
 	}
@@ -77,7 +79,12 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, "worker", err)
 	}
 	defer cs.close()
-	tc, err := conn.dialTemporal(ctx, sdkclient.Options{Logger: tlog.NewStructuredLogger(logger), DataConverter: cs.dc})
+	tel, err := telFlags.start(ctx, stderr, "worker")
+	if err != nil {
+		return fail(stderr, "worker", err)
+	}
+	defer tel.Shutdown(context.Background())
+	tc, err := conn.dialTemporal(ctx, tel.ClientOptions(sdkclient.Options{Logger: tlog.NewStructuredLogger(logger), DataConverter: cs.dc}))
 	if err != nil {
 		return fail(stderr, "worker", err)
 	}
@@ -88,6 +95,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 	opts := worker.Options{Namespace: conn.namespace, Workspace: ws, StopTimeout: *stopTimeout, Logger: logger, Codec: cs.codec}
 	tuning.apply(&opts)
+	opts = tel.WorkerOptions(opts)
 	if err := confFlag.apply(&opts); err != nil {
 		return fail(stderr, "worker", err)
 	}
@@ -115,6 +123,10 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if !pub.Conn().IsConnected() {
 			fmt.Fprintf(stderr, "keel worker: warning: NATS at %s is not reachable yet; retrying in the background (no streamed text until then)\n", conn.nats)
 		}
+	}
+	if tel.MetricsURL() != "" || tel.TracerProvider() != nil {
+		metrics, traces := telemetryNote(tel)
+		fmt.Fprintf(stdout, "keel worker: metrics %s; traces %s\n", metrics, traces)
 	}
 	w, err := worker.New(tc, opts)
 	if err != nil {
