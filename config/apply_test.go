@@ -75,6 +75,7 @@ workspace: ws
 tools: [list_files, read_file]
 approvals:
   "list_*": ask
+  read_file: deny
 limits:
   max_steps: 2
   max_tokens: 77
@@ -165,8 +166,9 @@ limits:
 		}
 	}
 
-	// "default" is default_model; read_file is allowed; the third step is
-	// past the worker's max_steps although the run asked for 10.
+	// "default" is default_model; read_file is denied by the worker (the
+	// model sees the refusal); the third step is past the worker's
+	// max_steps although the run asked for 10.
 	run2, err := sess.Send(ctx, "Read missing.txt",
 		client.WithConfig(api.RunConfig{Model: config.DefaultModelSpec, Tools: []string{"read_file"}, MaxSteps: 10}))
 	if err != nil {
@@ -178,6 +180,27 @@ limits:
 	}
 	if !strings.Contains(out.Error.Message, "limit of 2 steps") {
 		t.Errorf("message %q does not name the worker's limit", out.Error.Message)
+	}
+	evs2, err := sess.EventsAfter(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := 0
+	for _, env := range evs2 {
+		e, _ := env.Event()
+		switch e := e.(type) {
+		case keel.ToolStarted:
+			if e.Name == "read_file" {
+				t.Errorf("read_file started although the worker denies it")
+			}
+		case keel.ToolFinished:
+			if e.Name == "read_file" && e.Status == keel.ToolError && strings.Contains(e.Output, "denied by this worker's policy") {
+				denied++
+			}
+		}
+	}
+	if denied != 2 {
+		t.Errorf("%d read_file calls were refused by the worker's policy, want 2", denied)
 	}
 	if n := llm.Count(); n != 4 {
 		t.Errorf("the model server saw %d requests, want 4", n)
