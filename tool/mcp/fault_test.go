@@ -181,8 +181,8 @@ func TestToolListChanged(t *testing.T) {
 	if _, ok := reg.Lookup("mcp__fault__added"); ok {
 		t.Error("mcp__fault__added still registered after the server removed it")
 	}
-	if got := ss.Tools("fault"); len(got) != 6 {
-		t.Errorf("tools = %v, want the 6 of the fault server", got)
+	if got := ss.Tools("fault"); len(got) != 7 {
+		t.Errorf("tools = %v, want the 7 of the fault server", got)
 	}
 }
 
@@ -275,5 +275,29 @@ func TestElicitationAsksTheHost(t *testing.T) {
 	res, err := call(t, callCtx(context.Background(), map[string]json.RawMessage{q.ID: answer}, nil), reg, "mcp__fault__ask", `{"topic":"the roof"}`)
 	if err != nil || res.IsError || res.Output != "accept: blue" {
 		t.Errorf("second run: %+v, %v; want accept: blue", res, err)
+	}
+}
+
+// Every progress notification sent before the result is published before
+// the call returns, over stdio and over HTTP, although the SDK hands over
+// the result before its notification handler runs.
+func TestProgressBeforeResult(t *testing.T) {
+	for name, cfg := range map[string]mcp.ServerConfig{
+		"stdio": faultStdio(t),
+		"http":  {Name: "fault", URL: serveFault(t, newFaultServer(nil), "")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			reg, _ := connect(t, mcp.Options{}, cfg)
+			for i := range 20 {
+				progress := newProgressLog()
+				res, err := call(t, callCtx(context.Background(), nil, progress), reg, "mcp__fault__steps", `{"n":3}`)
+				if err != nil || res.Output != "done" {
+					t.Fatalf("steps: %+v, %v", res, err)
+				}
+				if got := progress.all(); strings.Join(got, ",") != "1/3,2/3,3/3" {
+					t.Fatalf("call %d: progress = %v, want 1/3, 2/3, 3/3", i, got)
+				}
+			}
+		})
 	}
 }

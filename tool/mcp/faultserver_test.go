@@ -33,6 +33,10 @@ type slowArgs struct {
 	Seconds float64 `json:"seconds"`
 }
 
+type stepsArgs struct {
+	N int `json:"n"`
+}
+
 type askArgs struct {
 	Topic string `json:"topic"`
 }
@@ -68,6 +72,14 @@ func newFaultServer(h *faultHooks) *sdk.Server {
 				}
 				return nil, nil, ctx.Err()
 			}
+		})
+	sdk.AddTool(s, &sdk.Tool{Name: "steps", Description: "Reports progress for each step, then returns at once."},
+		func(ctx context.Context, req *sdk.CallToolRequest, args stepsArgs) (*sdk.CallToolResult, any, error) {
+			for i := 1; i <= args.N; i++ {
+				_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(),
+					Progress: float64(i), Total: float64(args.N)})
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil, nil
 		})
 	sdk.AddTool(s, &sdk.Tool{Name: "crash", Description: "Exits the server process mid-call."},
 		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {

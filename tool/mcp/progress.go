@@ -1,8 +1,10 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"strconv"
 	"time"
 
@@ -13,12 +15,11 @@ import (
 )
 
 // The SDK hands a call its result as soon as it reads it, but queues
-// notifications for a handler goroutine: the last progress notification,
-// sent before the result, may be handled after the call returned. Over
-// stdio keel therefore counts the progress notifications it reads for each
-// call, and a call waits, before it returns, until all of them were
-// published. (An HTTP connection cannot be wrapped the same way; there the
-// last note may be lost.)
+// notifications for a handler goroutine: progress notifications sent
+// before the result may be handled after the call returned. So keel counts
+// the progress notifications of each call as they are read off the wire
+// (the stdio connection's messages, the HTTP response streams' bytes),
+// and a call waits, before it returns, until all of them were published.
 
 // progressDrain bounds the wait for notifications already read.
 const progressDrain = time.Second
@@ -46,22 +47,66 @@ func (t countingTransport) Connect(ctx context.Context) (sdk.Connection, error) 
 func (c countingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if req, ok := msg.(*jsonrpc.Request); ok && !req.ID.IsValid() && req.Method == "notifications/progress" {
-		var p struct {
-			Token any `json:"progressToken"`
-		}
-		if json.Unmarshal(req.Params, &p) == nil {
-			if token, ok := p.Token.(string); ok {
-				c.s.mu.Lock()
-				if cl := c.s.calls[token]; cl != nil {
-					cl.mu.Lock()
-					cl.received++
-					cl.mu.Unlock()
-				}
-				c.s.mu.Unlock()
-			}
-		}
+		c.s.progressRead(req.Params)
 	}
 	return msg, err
+}
+
+// sseCounter counts the progress notifications in an HTTP response's
+// server-sent events as the SDK reads them.
+type sseCounter struct {
+	io.ReadCloser
+	s    *server
+	line []byte
+}
+
+func (r *sseCounter) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	r.line = append(r.line, p[:n]...)
+	for {
+		i := bytes.IndexByte(r.line, '\n')
+		if i < 0 {
+			break
+		}
+		if data, ok := bytes.CutPrefix(bytes.TrimRight(r.line[:i], "\r"), []byte("data:")); ok &&
+			bytes.Contains(data, []byte("notifications/progress")) {
+			var msg struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+				Params json.RawMessage `json:"params"`
+			}
+			if json.Unmarshal(data, &msg) == nil && msg.ID == nil && msg.Method == "notifications/progress" {
+				r.s.progressRead(msg.Params)
+			}
+		}
+		r.line = r.line[i+1:]
+	}
+	if len(r.line) > 16<<20 { // not SSE after all; stop buffering
+		r.line = r.line[:0]
+	}
+	return n, err
+}
+
+// progressRead counts a progress notification read off the wire for its
+// call.
+func (s *server) progressRead(params json.RawMessage) {
+	var p struct {
+		Token any `json:"progressToken"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	token, ok := p.Token.(string)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.calls[token]; c != nil {
+		c.mu.Lock()
+		c.received++
+		c.mu.Unlock()
+	}
 }
 
 // progress publishes a server's progress notification as the call's

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -55,23 +56,29 @@ func (s *server) transport() (sdk.Transport, error) {
 		// Temporal retries the call; the transport's own reconnects would
 		// hide a dead server behind minutes of attempts.
 		MaxRetries: 1,
-		HTTPClient: &http.Client{Transport: headerTransport{headers: headers, next: http.DefaultTransport}},
+		HTTPClient: &http.Client{Transport: httpTransport{headers: headers, next: http.DefaultTransport, s: s}},
 	}, nil
 }
 
-// headerTransport adds the configured headers to every request. The
-// values live in memory only: never in logs, errors or history.
-type headerTransport struct {
+// httpTransport adds the configured headers to every request (the values
+// live in memory only: never in logs, errors or history), and counts the
+// progress notifications of event streams (progress.go).
+type httpTransport struct {
 	headers map[string]string
 	next    http.RoundTripper
+	s       *server
 }
 
-func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+func (t httpTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, v := range t.headers {
 		r.Header.Set(k, v)
 	}
-	return t.next.RoundTrip(r)
+	resp, err := t.next.RoundTrip(r)
+	if err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = &sseCounter{ReadCloser: resp.Body, s: t.s}
+	}
+	return resp, err
 }
 
 // stderrLog returns a writer logging each line a stdio server writes to
