@@ -37,6 +37,7 @@ var commands = []command{
 	{"dev", "run a local Temporal server, Web UI, NATS and worker in one process", cmdDev},
 	{"worker", "run a keel worker against a Temporal server", cmdWorker},
 	{"serve", "serve keel's HTTP API (JSON and Server-Sent Events) against a Temporal server", cmdServe},
+	{"codec", "serve the content store's codec endpoint for a Web UI and the temporal CLI", cmdCodec},
 	{"run", "send a prompt and render the run live until it ends", cmdRun},
 	{"send", "send a prompt and print the run's IDs without waiting", cmdSend},
 	{"events", "print a session's durable events, or follow them live", cmdEvents},
