@@ -94,6 +94,14 @@ func TestRunMetricsAndTraces(t *testing.T) {
 
 	t.Run("metrics", func(t *testing.T) {
 		m := scrape(t, tel.MetricsURL())
+		var names []string
+		for name := range m {
+			if strings.HasPrefix(name, "keel_") || strings.HasPrefix(name, "temporal_") {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+		t.Logf("keel and SDK series after the run: %s", strings.Join(names, " "))
 		require.Equal(t, 1.0, m.sum("keel_runs_total", "outcome", "completed"))
 		require.Equal(t, 1.0, m.count("keel_run_duration_seconds", "outcome", "completed"))
 		require.Equal(t, 1.0, m.sum("keel_model_retries_total", "kind", "malformed"))
@@ -128,6 +136,7 @@ func TestRunMetricsAndTraces(t *testing.T) {
 		// send → session → run: the run's span is in the trace the
 		// client's send started.
 		send := tr.one(t, "UpdateWithStartWorkflow:"+api.UpdateSend)
+		t.Logf("trace of the send:\n%s", tr.render(send))
 		require.Equal(t, send.SpanContext.TraceID(), runSpan.SpanContext.TraceID())
 		require.Equal(t, []string{"StartChildWorkflow:" + api.RunWorkflowName}, tr.ancestors(runSpan)[:1])
 
