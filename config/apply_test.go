@@ -4,11 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -43,7 +49,8 @@ func sseToolCall(id, name, args string) []string {
 // the key read from the variable the file names, the worker's approval
 // policy (a pattern) asking the host before a tool runs, the token cap
 // sent to the server, "default" resolving to default_model, and the
-// worker's step cap ending a run that wants more steps.
+// worker's step cap ending a run that wants more steps, and the tool of
+// an MCP server the file names, behind the worker's approval.
 func TestWorkerFromFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Temporal server")
@@ -55,7 +62,12 @@ func TestWorkerFromFile(t *testing.T) {
 		providertest.SSEEvents(sseText("The workspace holds notes.txt.")...),
 		providertest.SSEEvents(sseToolCall("call_r1", "read_file", `{"path":"missing.txt"}`)...),
 		providertest.SSEEvents(sseToolCall("call_r2", "read_file", `{"path":"missing.txt"}`)...),
+		providertest.SSEEvents(sseToolCall("call_add", "mcp__calc__add", `{"a":2,"b":3}`)...),
+		providertest.SSEEvents(sseText("2 + 3 = 5.")...),
 	)
+	const mcpToken = "mcp-token-0123456789"
+	t.Setenv("KEEL_TEST_MCP_TOKEN", mcpToken)
+	calc := startCalcServer(t, "Bearer "+mcpToken)
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "ws"), 0o755); err != nil {
 		t.Fatal(err)
@@ -76,12 +88,19 @@ tools: [list_files, read_file]
 approvals:
   "list_*": ask
   read_file: deny
+  "mcp__*": ask
 limits:
   max_steps: 2
   max_tokens: 77
   concurrency:
     openai: 1
-`, llm.URL)
+mcp_servers:
+  calc:
+    url: %s/mcp
+    headers:
+      Authorization: "Bearer ${KEEL_TEST_MCP_TOKEN}"
+    timeout: 30s
+`, llm.URL, calc.URL)
 	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -206,15 +225,89 @@ limits:
 		t.Errorf("the model server saw %d requests, want 4", n)
 	}
 
+	// An MCP server's tool, from the file's mcp_servers: listed when the
+	// worker started, called with the header the file names (expanded
+	// from the environment), behind the worker's "mcp__*: ask".
+	run3, err := sess.Send(ctx, "Add 2 and 3",
+		client.WithConfig(api.RunConfig{Model: "local", Tools: []string{"mcp__calc__add"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	requested = keel.HostInputRequested{}
+	for ev, err := range run3.Events(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == keel.TypeHostInputRequested {
+			e, _ := ev.Event()
+			requested = e.(keel.HostInputRequested)
+			break
+		}
+	}
+	if requested.ToolCallID != "call_add" {
+		t.Fatalf("host input request %+v, want an approval for call_add", requested)
+	}
+	if calc.calls.Load() != 0 {
+		t.Fatal("the MCP tool ran before the host approved it")
+	}
+	if err := run3.Respond(ctx, requested.RequestID, map[string]any{"approved": true}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run3.Outcome(ctx); err != nil || out.Text != "2 + 3 = 5." {
+		t.Fatalf("outcome %+v, %v", out, err)
+	}
+	hist, err = sess.History(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hist.Messages[len(hist.Messages)-2]; got.Content != "5" {
+		t.Errorf("the MCP tool's result is %+v, want 5", got)
+	}
+	if calc.calls.Load() != 1 {
+		t.Errorf("the MCP tool ran %d times, want once", calc.calls.Load())
+	}
+
 	// The key never reaches Temporal: not in any event of the session.
 	evs, err := sess.EventsAfter(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(evs)
-	if strings.Contains(string(raw), key) {
+	if strings.Contains(string(raw), key) || strings.Contains(string(raw), mcpToken) {
 		t.Error("the API key appears in the session's events")
 	}
+}
+
+// calcServer is an MCP server over streamable HTTP with one tool, add,
+// that answers only requests carrying the expected Authorization header.
+type calcServer struct {
+	*httptest.Server
+	calls atomic.Int32
+}
+
+type addArgs struct {
+	A int `json:"a"`
+	B int `json:"b"`
+}
+
+func startCalcServer(t *testing.T, auth string) *calcServer {
+	s := sdk.NewServer(&sdk.Implementation{Name: "calc", Version: "1"}, nil)
+	c := &calcServer{}
+	sdk.AddTool(s, &sdk.Tool{Name: "add", Description: "Adds two integers."},
+		func(ctx context.Context, req *sdk.CallToolRequest, args addArgs) (*sdk.CallToolResult, any, error) {
+			c.calls.Add(1)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strconv.Itoa(args.A + args.B)}}}, nil, nil
+		})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != auth {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(c.Close)
+	return c
 }
 
 // A missing key fails Apply, naming the file, line and field.

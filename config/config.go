@@ -78,10 +78,6 @@ type Model struct {
 	MaxTokens int
 }
 
-// Spec returns the model spec equivalent to m, without its base URL and
-// key ("openai:gpt-4.1-mini").
-func (m Model) Spec() string { return m.Provider + ":" + m.Model }
-
 // Limits bound every run a worker serves, whatever the run asks for.
 type Limits struct {
 	// MaxSteps caps the model turns of a run. Optional; 0: the run's own.

@@ -68,7 +68,7 @@ func (p *parser) parse(data []byte) {
 		"limits":        p.limits,
 		"mcp_servers":   p.mcpServers,
 	})
-	p.checkDefault(root)
+	p.checkDefault()
 }
 
 // fields checks that n is a mapping whose keys are all known, and calls
@@ -241,8 +241,8 @@ func (p *parser) checkModel(k *yaml.Node, f string, m *Model) {
 		p.errorf(k, f+".model", "required: the provider's model name")
 	}
 	if m.Provider == ProviderScripted {
-		if m.BaseURL != "" || m.APIKeyEnv != "" {
-			p.errorf(k, f, "a scripted model takes no base_url or api_key_env")
+		if m.BaseURL != "" || m.APIKeyEnv != "" || m.MaxTokens != 0 {
+			p.errorf(k, f, "a scripted model takes no base_url, api_key_env or max_tokens")
 		}
 		if m.Model != "demo" {
 			m.Model = p.localPath(m.Model)
@@ -250,7 +250,7 @@ func (p *parser) checkModel(k *yaml.Node, f string, m *Model) {
 	}
 }
 
-func (p *parser) checkDefault(root *yaml.Node) {
+func (p *parser) checkDefault() {
 	name := p.cfg.DefaultModel
 	if name == "" {
 		return

@@ -75,7 +75,7 @@ func TestParseRefuses(t *testing.T) {
 		{name: "negative max_tokens", yaml: "models:\n  g:\n    provider: openai\n    model: m\n    max_tokens: -3\n",
 			want: "bad.yaml:5:17: models.g.max_tokens: must be at least 1, got -3"},
 		{name: "scripted with a key", yaml: "models:\n  s:\n    provider: scripted\n    model: demo\n    api_key_env: K\n",
-			want: "bad.yaml:2:3: models.s: a scripted model takes no base_url or api_key_env"},
+			want: "bad.yaml:2:3: models.s: a scripted model takes no base_url, api_key_env or max_tokens"},
 		{name: "default names nothing", yaml: "models:\n  g:\n    provider: openai\n    model: m\ndefault_model: gpt\n",
 			want: `bad.yaml:5:16: default_model: names no model under models: "gpt"`},
 		{name: "unknown tool", yaml: "tools: [read_file, shell]\n",
