@@ -259,3 +259,24 @@ func TestFilesystemServer(t *testing.T) {
 		t.Errorf("read outside the root: %+v, %v; want an access-denied error result", res, err)
 	}
 }
+
+// A URL elicitation asks the host to open the URL and say when done.
+func TestEverythingURLElicitation(t *testing.T) {
+	changes := make(chan []string, 10)
+	reg, _ := connect(t, mcp.Options{OnToolsChanged: func(_ string, tools []string) { changes <- tools }}, everything(t))
+	const name = "mcp__everything__trigger-url-elicitation"
+	waitFor(t, changes, name, true)
+	args := `{"url":"https://auth.example.com/consent","message":"Grant access"}`
+	_, err := call(t, callCtx(context.Background(), nil, nil), reg, name, args)
+	var need *tool.NeedInput
+	if !errors.As(err, &need) {
+		t.Fatalf("first run: error %v, want *tool.NeedInput", err)
+	}
+	if q := need.Question; !strings.Contains(q.Prompt, "https://auth.example.com/consent") || string(q.Schema) != `{"type":"boolean"}` {
+		t.Errorf("question = %+v, want a yes-or-no question naming the URL", q)
+	}
+	res, err := call(t, callCtx(context.Background(), map[string]json.RawMessage{need.Question.ID: json.RawMessage(`true`)}, nil), reg, name, args)
+	if err != nil || res.IsError || !strings.Contains(res.Output, "User completed the URL elicitation flow") {
+		t.Errorf("second run: %+v, %v", res, err)
+	}
+}

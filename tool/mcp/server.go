@@ -46,7 +46,10 @@ func newServer(cfg ServerConfig, reg *tool.Registry, log *slog.Logger, changed f
 	s := &server{cfg: cfg, reg: reg, log: log.With("mcp_server", cfg.Name),
 		tools: map[string]*remoteTool{}, calls: map[string]*call{}, changed: changed}
 	s.client = sdk.NewClient(&sdk.Implementation{Name: "keel", Version: "1"}, &sdk.ClientOptions{
-		Capabilities:                &sdk.ClientCapabilities{},
+		// No roots, no sampling (refused by policy: servers do not ask);
+		// elicitation in both modes, answered by keel's host.
+		Capabilities: &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{
+			Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{}}},
 		ElicitationHandler:          s.elicit,
 		ProgressNotificationHandler: s.progress,
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
