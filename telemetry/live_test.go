@@ -1,0 +1,49 @@
+package telemetry_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/telemetry"
+)
+
+// A subscriber that falls behind is counted by what it missed; what it
+// receives records its lag.
+func TestMeterLive(t *testing.T) {
+	clearOTEL(t)
+	ctx := context.Background()
+	tel, err := telemetry.Start(ctx, telemetry.Options{MetricsAddress: "127.0.0.1:0"})
+	require.NoError(t, err)
+	defer tel.Shutdown(ctx)
+	mem := live.NewMemory()
+	defer mem.Close()
+	ch := telemetry.MeterLive(mem, tel.MetricsHandler())
+	sub, err := ch.Subscribe(ctx, "s", live.SubscribeOptions{Buffer: 2})
+	require.NoError(t, err)
+	defer sub.Close()
+	for i := range 5 {
+		env, err := keel.Seal(keel.TextDelta{Step: 1, Attempt: 1, Text: string(rune('a' + i))}, "s", "s/run-1",
+			time.Now().Add(-time.Second))
+		require.NoError(t, err)
+		require.NoError(t, ch.Publish(ctx, env))
+	}
+	_, err = sub.Next(ctx)
+	var lagged *live.LaggedError
+	require.True(t, errors.As(err, &lagged), "%v", err)
+	require.Equal(t, 3, lagged.Missed)
+	for range 2 {
+		_, err := sub.Next(ctx)
+		require.NoError(t, err)
+	}
+	m := scrape(t, tel.MetricsURL())
+	require.Equal(t, 3.0, m.sum("keel_live_missed_events_total"))
+	require.Equal(t, 2.0, m.count("keel_live_delivery_lag_seconds"))
+	// Stamped a second ago: every delivery lagged at least that.
+	require.GreaterOrEqual(t, m.histSum("keel_live_delivery_lag_seconds"), 2.0)
+}
