@@ -1,5 +1,7 @@
-# The keel binary, for `keel worker` (and the other commands) in containers.
-FROM golang:1.26 AS build
+# The keel binary, for `keel worker`, `keel codec` and the other commands
+# in containers (docker-compose.yml). Every base image is pinned.
+FROM golang:1.27.3-bookworm AS build
+# go.temporal.io/server v1.32.2 needs Go >= 1.26.10.
 ENV GOTOOLCHAIN=go1.27.3
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -7,8 +9,13 @@ RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -o /out/keel ./cmd/keel
 
-FROM gcr.io/distroless/static-debian12
+# Alpine rather than distroless: the health checks need wget, and the
+# shell tool, when enabled, needs programs to run. CA certificates come
+# with the base image (model providers are reached over HTTPS).
+FROM alpine:3.22
+RUN adduser -D -u 10001 keel && mkdir -p /work/workspace && chown -R keel /work
 COPY --from=build /out/keel /usr/local/bin/keel
+USER keel
 WORKDIR /work
 ENTRYPOINT ["/usr/local/bin/keel"]
 CMD ["worker"]
