@@ -47,9 +47,10 @@ type run struct {
 	// workerMaxSteps is the worker's step cap, as the last model turn
 	// reported it (0: none).
 	workerMaxSteps int
-	step       int
-	state      keel.SessionState
-	outcome    *keel.Outcome
+
+	step    int
+	state   keel.SessionState
+	outcome *keel.Outcome
 }
 
 // RunWorkflow runs one prompt to its end: model turn, tool calls, model
