@@ -18,7 +18,7 @@ import (
 )
 
 // ConnectTimeout bounds starting or reaching a server and listing its
-// tools.
+// tools when the caller's context has no deadline.
 const ConnectTimeout = 30 * time.Second
 
 // server is one configured MCP server: its current session (nil while
@@ -91,7 +91,14 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ConnectTimeout)
+	// The session outlives ctx (a call's, or Connect's): connect under a
+	// context that ctx's end cancels but that carries no cancellation into
+	// the session.
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(ConnectTimeout)
+	}
+	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
