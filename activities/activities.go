@@ -2,12 +2,12 @@ package activities
 
 import (
 	"context"
-	"log/slog"
 	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
+	"go.uber.org/zap"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/internal/instrument"
@@ -56,7 +56,7 @@ type Activities struct {
 	Runs      RunReader      // Optional: without it a cache miss fails the turn.
 	Lifecycle Lifecycle      // Optional: without it Shutdown fails.
 	Segments  SegmentStore   // Optional: without it sessions keep their logs in memory.
-	Logger    *slog.Logger   // Optional.
+	Logger    *zap.Logger    // Optional: default logging.Default().
 	// CacheRuns bounds the transcript cache, which keeps the latest run's
 	// transcript of each session. Optional; default 256 sessions.
 	CacheRuns int
@@ -78,13 +78,6 @@ type Activities struct {
 	slots slots
 }
 
-func (a *Activities) logger() *slog.Logger {
-	if a.Logger != nil {
-		return a.Logger
-	}
-	return slog.Default()
-}
-
 // publish sends an ephemeral event; failures are logged, never fatal: the
 // durable log is the source of truth.
 func (a *Activities) publish(ctx context.Context, sessionID, runID string, afterSeq int64, ev keel.Event) {
@@ -97,7 +90,7 @@ func (a *Activities) publish(ctx context.Context, sessionID, runID string, after
 	}
 	env.AfterSeq = afterSeq
 	if err := a.Live.Publish(ctx, env); err != nil {
-		a.logger().Debug("live publish failed", "type", env.Type, "err", err)
+		a.log(ctx).Debug("live publish failed", zap.String("type", env.Type), zap.Error(err))
 		instrument.LivePublishFailed(activity.GetMetricsHandler(ctx))
 	}
 }

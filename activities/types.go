@@ -94,6 +94,9 @@ type ToolInput struct {
 	SessionID string        `json:"session_id"`
 	RunID     string        `json:"run_id"`
 	Call      keel.ToolCall `json:"call"`
+	// Step is the model step whose response made the call (0 from a run
+	// started before the field existed); it only labels log records.
+	Step int `json:"step,omitempty"`
 	// Answers are the host's answers to the call's questions so far.
 	Answers  map[string]json.RawMessage `json:"answers,omitempty"`
 	AfterSeq int64                      `json:"after_seq"`
@@ -147,6 +150,9 @@ type CompactInput struct {
 	Transcript TranscriptRef  `json:"transcript"`
 	Tail       []keel.Message `json:"tail,omitempty"`
 	Cut        int            `json:"cut"`
+	// Step is the step the compaction comes before (0 from a run started
+	// before the field existed); it only labels log records.
+	Step int `json:"step,omitempty"`
 }
 
 // CompactResult is the summary that replaces the compacted messages.

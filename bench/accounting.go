@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"log/slog"
 	"maps"
 	"path"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/metrics"
 	"go.temporal.io/server/common/tasktoken"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 )
 
@@ -188,8 +189,12 @@ func (s *ServerCounters) MetricsHandler() metrics.Handler {
 
 // Logger passes the server's records at warning level or above to next
 // (nil: nowhere) and counts them by message.
-func (s *ServerCounters) Logger(next slog.Handler) *slog.Logger {
-	return slog.New(warningCounter{c: &s.warnings, next: next})
+func (s *ServerCounters) Logger(next *zap.Logger) *zap.Logger {
+	core := zapcore.NewNopCore()
+	if next != nil {
+		core = next.Core()
+	}
+	return zap.New(warningCounter{c: &s.warnings, next: core})
 }
 
 // Metric names and the tag persistenceMetrics reads.
@@ -266,29 +271,28 @@ func PersistenceWrite(op string) bool {
 // warningCounter counts records at warning level and above by message.
 type warningCounter struct {
 	c    *counter
-	next slog.Handler
+	next zapcore.Core
 }
 
-func (h warningCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h warningCounter) Enabled(l zapcore.Level) bool { return l >= zapcore.WarnLevel }
 
-func (h warningCounter) Handle(ctx context.Context, r slog.Record) error {
-	h.c.add(r.Message, 1)
-	if h.next != nil && h.next.Enabled(ctx, r.Level) {
-		return h.next.Handle(ctx, r)
+func (h warningCounter) With(fields []zapcore.Field) zapcore.Core {
+	return warningCounter{c: h.c, next: h.next.With(fields)}
+}
+
+func (h warningCounter) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if h.Enabled(e.Level) {
+		return ce.AddCore(e, h)
+	}
+	return ce
+}
+
+func (h warningCounter) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	h.c.add(e.Message, 1)
+	if h.next.Enabled(e.Level) {
+		return h.next.Write(e, fields)
 	}
 	return nil
 }
 
-func (h warningCounter) WithAttrs(attrs []slog.Attr) slog.Handler {
-	if h.next != nil {
-		h.next = h.next.WithAttrs(attrs)
-	}
-	return h
-}
-
-func (h warningCounter) WithGroup(name string) slog.Handler {
-	if h.next != nil {
-		h.next = h.next.WithGroup(name)
-	}
-	return h
-}
+func (h warningCounter) Sync() error { return h.next.Sync() }

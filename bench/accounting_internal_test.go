@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -11,6 +10,9 @@ import (
 	tokenspb "go.temporal.io/server/api/token/v1"
 	"go.temporal.io/server/common/metrics"
 	"go.temporal.io/server/common/tasktoken"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 )
 
@@ -52,7 +54,7 @@ func TestServerCountersCountByName(t *testing.T) {
 
 	log := c.Logger(nil)
 	log.Warn("Slow gRPC call")
-	log.Warn("Slow gRPC call", "method", "x")
+	log.Warn("Slow gRPC call", zap.String("method", "x"))
 	log.Info("chatty")
 
 	got := c.Snapshot().Sub(before)
@@ -72,26 +74,19 @@ func TestServerCountersCountByName(t *testing.T) {
 
 func TestWarningCounterPassesRecordsOn(t *testing.T) {
 	var c ServerCounters
-	var seen []string
-	next := recordingHandler{seen: &seen}
-	log := c.Logger(next)
+	core, logs := observer.New(zapcore.DebugLevel)
+	log := c.Logger(zap.New(core)).With(zap.String("component", "temporal"))
 	log.Warn("a")
 	log.Error("b")
 	log.Info("c")
-	if d := cmp.Diff([]string{"a", "b"}, seen); d != "" {
+	var seen []string
+	for _, e := range logs.AllUntimed() {
+		seen = append(seen, e.Message+" "+e.ContextMap()["component"].(string))
+	}
+	if d := cmp.Diff([]string{"a temporal", "b temporal"}, seen); d != "" {
 		t.Errorf("passed on (-want +got):\n%s", d)
 	}
 }
-
-type recordingHandler struct{ seen *[]string }
-
-func (h recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h recordingHandler) Handle(_ context.Context, r slog.Record) error {
-	*h.seen = append(*h.seen, r.Message)
-	return nil
-}
-func (h recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h recordingHandler) WithGroup(string) slog.Handler      { return h }
 
 func TestParseStatCPU(t *testing.T) {
 	// Fields 14 and 15 are 250 and 50 ticks; the name holds a space and a

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 
 	"github.com/keelrun/keel/devserver"
@@ -169,7 +170,7 @@ func measurePoint(ctx context.Context, opts ConcurrencyOptions, n int) (p Concur
 	s.say("starting the server (SQLite in %s), NATS and the content store", dir)
 	s.srv, err = devserver.Start(ctx, devserver.Config{
 		DataDir: filepath.Join(dir, "data"), Port: devserver.AnyPort, DisableUI: true,
-		Logger: s.counters.Logger(nil), LogLevel: slog.LevelWarn,
+		Logger: s.counters.Logger(nil), LogLevel: zapcore.WarnLevel,
 		FrontendInterceptors: []grpc.UnaryServerInterceptor{s.counters.Interceptor()},
 		MetricsHandler:       s.counters.MetricsHandler(),
 	})
@@ -232,7 +233,7 @@ func (s *stack) startInProcessKeelWorker(ctx context.Context, workspace string) 
 		return nil, err
 	}
 	w, err := worker.New(tc, worker.Options{Workspace: workspace, Live: pub, Codec: s.codec,
-		Logger: slog.New(slog.DiscardHandler)})
+		Logger: zap.NewNop()})
 	if err == nil {
 		err = w.Start()
 	}

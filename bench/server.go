@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/client"
@@ -132,9 +132,8 @@ func (b *serverBench) say(format string, args ...any) {
 // measure starts the server, takes every figure, and stops it again.
 func (b *serverBench) measure(ctx context.Context) (f ServerFigures, err error) {
 	b.say("starting an in-memory Temporal server")
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	b.srv, err = devserver.Start(ctx, devserver.Config{
-		Port: devserver.AnyPort, DisableUI: true, Untuned: !b.tuned, Logger: quiet, LogLevel: slog.LevelError,
+		Port: devserver.AnyPort, DisableUI: true, Untuned: !b.tuned, Logger: zap.NewNop(), LogLevel: zapcore.ErrorLevel,
 	})
 	if err != nil {
 		return f, err
@@ -284,7 +283,7 @@ func (b *serverBench) startWorker(models activities.ModelResolver, pub live.Publ
 	}
 	w, err := worker.New(b.work, worker.Options{
 		Models: models, Tools: tools, Live: pub, StopTimeout: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: zap.NewNop(),
 	})
 	if err != nil {
 		return nil, err

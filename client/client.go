@@ -57,8 +57,10 @@ type Options struct {
 	// behind before it reports a *live.LaggedError. Default
 	// live.DefaultBuffer.
 	LiveBuffer int
-	// Logger for the Temporal client. Default: warnings to stderr.
-	Logger *slog.Logger
+	// Logger for the Temporal client, in the Temporal SDK's interface:
+	// log.NewStructuredLogger over an *slog.Logger, or logging.Temporal
+	// over keel's zap logger. Default: warnings to stderr.
+	Logger tlog.Logger
 	// Config holds the defaults of new sessions (model, tools, ...).
 	Config api.RunConfig
 	// HandOver bounds each execution of new sessions before they continue
@@ -133,10 +135,10 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	}
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		logger = tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	}
 	tc, err := connect.Dial(ctx, conn, client.Options{
-		Logger: tlog.NewStructuredLogger(logger), DataConverter: opts.DataConverter,
+		Logger: logger, DataConverter: opts.DataConverter,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("keel: %w", err)

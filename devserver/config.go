@@ -4,14 +4,16 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"time"
 
 	"go.temporal.io/server/common/metrics"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
+
+	"github.com/keelrun/keel/logging"
 )
 
 // Defaults follow Temporal's own dev server, so the temporal CLI and the Web
@@ -81,14 +83,15 @@ type Config struct {
 	// Optional.
 	DynamicConfig map[string]any
 
-	// Logger receives the server's own logs. Optional: default a text
-	// logger on stderr.
-	Logger *slog.Logger
+	// Logger receives the server's own logs (with the field component
+	// "temporal") and those of the SDK clients Dial returns. Optional:
+	// default logging.Default().
+	Logger *zap.Logger
 
 	// LogLevel is the least severe server log record passed to Logger.
 	// Temporal is chatty at info level, so the default keeps the terminal
-	// quiet. Optional: default slog.LevelWarn.
-	LogLevel slog.Leveler
+	// quiet. Optional: default zapcore.WarnLevel.
+	LogLevel zapcore.LevelEnabler
 
 	// TLS serves the frontend's gRPC API with TLS: the certificate in
 	// TLS.Certificates (the first is the one served), and client
@@ -140,10 +143,10 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("devserver: negative Retention %v", cfg.Retention)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		cfg.Logger = logging.Default()
 	}
 	if cfg.LogLevel == nil {
-		cfg.LogLevel = slog.LevelWarn
+		cfg.LogLevel = zapcore.WarnLevel
 	}
 	if cfg.DataDir != "" {
 		// The SQLite plugin shares one connection per DSN across the whole

@@ -1,24 +1,24 @@
 package devserver
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
-	"runtime"
 	"sync/atomic"
-	"time"
 
 	sdklog "go.temporal.io/sdk/log"
 	serverlog "go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/log/tag"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/keelrun/keel/logging"
 )
 
-// serverLogger adapts an slog.Logger to the Temporal server's logger
+// serverLogger adapts a zap logger to the Temporal server's logger
 // interface, dropping records below level before any tag is converted:
 // the server logs at debug level on every hot path.
 type serverLogger struct {
-	sl    *slog.Logger
-	level slog.Leveler
+	zl    *zap.Logger
+	level zapcore.LevelEnabler
 	// stopping is set by Server.Stop: shutting down makes every in-flight
 	// poll inside the server fail and log, which says nothing; real
 	// failures come back from Stop.
@@ -30,8 +30,11 @@ var (
 	_ serverlog.WithLogger = serverLogger{}
 )
 
-func newServerLogger(sl *slog.Logger, level slog.Leveler) serverLogger {
-	return serverLogger{sl: sl.With("component", "temporal"), level: level, stopping: new(atomic.Bool)}
+func newServerLogger(zl *zap.Logger, level zapcore.LevelEnabler) serverLogger {
+	// Two frames (log, and Debug or its siblings) sit between the
+	// server's call and zap: the caller field names the server's code.
+	zl = zl.With(zap.String("component", "temporal")).WithOptions(zap.AddCallerSkip(2))
+	return serverLogger{zl: zl, level: level, stopping: new(atomic.Bool)}
 }
 
 // benignWarnings are warnings the server logs on every start of a
@@ -48,35 +51,36 @@ type fatalError struct{ msg string }
 
 func (e fatalError) Error() string { return "devserver: temporal server: " + e.msg }
 
-func (l serverLogger) log(level slog.Level, msg string, tags []tag.Tag) {
-	least := l.level.Level()
-	if level < least || benignWarnings[msg] || (l.stopping.Load() && least > slog.LevelDebug) {
+func (l serverLogger) log(level zapcore.Level, msg string, tags []tag.Tag) {
+	if !l.level.Enabled(level) || benignWarnings[msg] || (l.stopping.Load() && !l.level.Enabled(zapcore.DebugLevel)) {
 		return
 	}
-	ctx := context.Background()
-	if !l.sl.Enabled(ctx, level) {
+	ce := l.zl.Check(level, msg)
+	if ce == nil {
 		return
 	}
-	var pcs [1]uintptr
-	runtime.Callers(3, pcs[:]) // the server's call site, not this adapter
-	r := slog.NewRecord(time.Now(), level, msg, pcs[0])
-	for _, t := range tags {
-		r.AddAttrs(slog.Any(t.Key(), t.Value()))
-	}
-	_ = l.sl.Handler().Handle(ctx, r)
+	ce.Write(tagFields(tags)...)
 }
 
-func (l serverLogger) Debug(msg string, tags ...tag.Tag) { l.log(slog.LevelDebug, msg, tags) }
-func (l serverLogger) Info(msg string, tags ...tag.Tag)  { l.log(slog.LevelInfo, msg, tags) }
-func (l serverLogger) Warn(msg string, tags ...tag.Tag)  { l.log(slog.LevelWarn, msg, tags) }
-func (l serverLogger) Error(msg string, tags ...tag.Tag) { l.log(slog.LevelError, msg, tags) }
+func tagFields(tags []tag.Tag) []zap.Field {
+	fields := make([]zap.Field, len(tags))
+	for i, t := range tags {
+		fields[i] = zap.Any(t.Key(), t.Value())
+	}
+	return fields
+}
+
+func (l serverLogger) Debug(msg string, tags ...tag.Tag) { l.log(zapcore.DebugLevel, msg, tags) }
+func (l serverLogger) Info(msg string, tags ...tag.Tag)  { l.log(zapcore.InfoLevel, msg, tags) }
+func (l serverLogger) Warn(msg string, tags ...tag.Tag)  { l.log(zapcore.WarnLevel, msg, tags) }
+func (l serverLogger) Error(msg string, tags ...tag.Tag) { l.log(zapcore.ErrorLevel, msg, tags) }
 
 // DPanic panics only in the server's development mode, which keel never
 // runs, so it is an error record.
-func (l serverLogger) DPanic(msg string, tags ...tag.Tag) { l.log(slog.LevelError, msg, tags) }
+func (l serverLogger) DPanic(msg string, tags ...tag.Tag) { l.log(zapcore.ErrorLevel, msg, tags) }
 
 func (l serverLogger) Panic(msg string, tags ...tag.Tag) {
-	l.log(slog.LevelError, msg, tags)
+	l.log(zapcore.ErrorLevel, msg, tags)
 	panic(msg)
 }
 
@@ -84,7 +88,7 @@ func (l serverLogger) Panic(msg string, tags ...tag.Tag) {
 // CLI, tests and benchmarks); a panic stops the failing code path the same
 // way and can be recovered by Start.
 func (l serverLogger) Fatal(msg string, tags ...tag.Tag) {
-	l.log(slog.LevelError, msg, tags)
+	l.log(zapcore.ErrorLevel, msg, tags)
 	for _, t := range tags {
 		if t.Key() == "error" {
 			msg = fmt.Sprintf("%s: %v", msg, t.Value())
@@ -93,35 +97,13 @@ func (l serverLogger) Fatal(msg string, tags ...tag.Tag) {
 	panic(fatalError{msg: msg})
 }
 
-// With lets the server prepend tags cheaply, as slog does with attributes.
+// With lets the server prepend tags cheaply, as zap does with fields.
 func (l serverLogger) With(tags ...tag.Tag) serverlog.Logger {
-	args := make([]any, 0, len(tags))
-	for _, t := range tags {
-		args = append(args, slog.Any(t.Key(), t.Value()))
-	}
-	return serverLogger{sl: l.sl.With(args...), level: l.level, stopping: l.stopping}
+	return serverLogger{zl: l.zl.With(tagFields(tags)...), level: l.level, stopping: l.stopping}
 }
 
-// levelHandler drops records below a level before they reach the wrapped
-// handler, so the SDK clients built by Server.Dial are as quiet as the
-// server.
-type levelHandler struct {
-	level slog.Leveler
-	slog.Handler
-}
-
-func (h levelHandler) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= h.level.Level() && h.Handler.Enabled(ctx, l)
-}
-
-func (h levelHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return levelHandler{h.level, h.Handler.WithAttrs(attrs)}
-}
-
-func (h levelHandler) WithGroup(name string) slog.Handler {
-	return levelHandler{h.level, h.Handler.WithGroup(name)}
-}
-
-func sdkLogger(sl *slog.Logger, level slog.Leveler) sdklog.Logger {
-	return sdklog.NewStructuredLogger(slog.New(levelHandler{level, sl.Handler()}))
+// sdkLogger is the Temporal SDK's logger for the clients Server.Dial
+// builds, as quiet as the server.
+func sdkLogger(zl *zap.Logger, level zapcore.LevelEnabler) sdklog.Logger {
+	return logging.Temporal(logging.AtLeast(zl, level))
 }

@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/server/common/primitives"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
+	"go.uber.org/zap"
 )
 
 // clusterName is persisted in the database on first start and must never
@@ -69,7 +70,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		if err == nil || !errors.As(err, &fatal) || attempt == 3 {
 			return s, err
 		}
-		cfg.Logger.Warn("devserver: retrying start", "error", err)
+		cfg.Logger.Warn("devserver: retrying start", zap.Error(err))
 	}
 }
 

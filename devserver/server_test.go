@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/testlog"
@@ -240,7 +241,7 @@ func TestConfigDefaults(t *testing.T) {
 	require.Equal(t, DefaultNamespace, got.Namespace)
 	require.Equal(t, DefaultRetention, got.Retention)
 	require.NotNil(t, got.Logger)
-	require.Equal(t, "WARN", got.LogLevel.Level().String())
+	require.Equal(t, zapcore.WarnLevel, got.LogLevel)
 
 	got, err = Config{Port: AnyPort, UIPort: 9000, DataDir: "rel", Retention: time.Hour}.withDefaults()
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package devserver
 
 import (
 	"bytes"
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -10,6 +9,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	persistencespb "go.temporal.io/server/api/persistence/v1"
 	"go.temporal.io/server/common/log/tag"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/keelrun/keel/logging"
 )
 
 func TestReconcileNamespace(t *testing.T) {
@@ -72,7 +74,11 @@ func TestFreeColumnExhausted(t *testing.T) {
 
 func TestServerLogger(t *testing.T) {
 	var buf bytes.Buffer
-	l := newServerLogger(slog.New(slog.NewTextHandler(&buf, nil)), slog.LevelWarn)
+	zl, err := logging.New(logging.Options{Format: logging.FormatJSON, Level: zapcore.DebugLevel, Output: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newServerLogger(zl, zapcore.WarnLevel)
 	l.Info("chatty")
 	l.Warn("kept", tag.NewStringTag("shard", "1"))
 	for msg := range benignWarnings {
@@ -83,7 +89,7 @@ func TestServerLogger(t *testing.T) {
 	l.Error("poll failed during shutdown")
 
 	out := buf.String()
-	for _, want := range []string{"msg=kept", "shard=1", "msg=failed", "service=history", "component=temporal"} {
+	for _, want := range []string{`"msg":"kept"`, `"shard":"1"`, `"msg":"failed"`, `"service":"history"`, `"component":"temporal"`, `"caller":"devserver/unit_test.go:`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}

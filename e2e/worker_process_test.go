@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,9 +17,9 @@ import (
 	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 
 	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/provider"
 	"github.com/keelrun/keel/provider/scripted"
 	"github.com/keelrun/keel/tool"
@@ -90,9 +89,9 @@ func serveWorker(raw string) error {
 	if err := tools.Register(tallyTool(spec.TallyLog, spec.Generation)); err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := logging.Default()
 	c, err := sdkclient.Dial(sdkclient.Options{
-		HostPort: spec.Address, Namespace: spec.Namespace, Logger: tlog.NewStructuredLogger(logger),
+		HostPort: spec.Address, Namespace: spec.Namespace, Logger: logging.Temporal(logger),
 	})
 	if err != nil {
 		return err

@@ -3,8 +3,6 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
+	"go.uber.org/zap"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/client"
@@ -327,7 +326,7 @@ func TestTemporalUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := serveGateway(t, c, gateway.Options{RequestTimeout: 500 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: zap.NewNop()})
 	for _, path := range []string{"/v1/sessions/down", "/v1/sessions/down/events"} {
 		r := s.call(t, http.MethodGet, path, nil).must(t, http.StatusServiceUnavailable)
 		if r.code() != gateway.CodeUnavailable || r.body["retryable"] != true || strings.Contains(string(r.raw), addr) ||

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,7 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/logging"
 )
 
 // Defaults of Options.
@@ -66,9 +69,10 @@ type Options struct {
 	WebUIURL string
 	// Logger receives one record per request (method, path, status,
 	// duration; never a header, query or body) at debug level, at warn for
-	// 503 and error for other 5xx answers, with their causes.
-	// Default: slog.Default().
-	Logger *slog.Logger
+	// 503 and error for other 5xx answers, with their causes; a request
+	// about a session carries its session_id.
+	// Default: logging.Default() (warnings on stderr).
+	Logger *zap.Logger
 }
 
 // Gateway is keel's HTTP API over a client.Client: an http.Handler serving
@@ -80,7 +84,7 @@ type Gateway struct {
 	opts   Options
 	keys   *keyring
 	cors   *cors
-	log    *slog.Logger
+	log    *zap.Logger
 	mux    *http.ServeMux
 	mu     sync.Mutex
 	routes []Route
@@ -126,14 +130,14 @@ func New(c *client.Client, opts Options) (*Gateway, error) {
 		opts.StreamBuffer = DefaultStreamBuffer
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = logging.Default()
 	}
 	keys, err := newKeyring(opts.APIKeys)
 	if err != nil {
 		return nil, err
 	}
 	g := &Gateway{c: c, opts: opts, keys: keys, cors: newCORS(opts.CORSOrigins),
-		log: opts.Logger.With("component", "gateway"), mux: http.NewServeMux(), hubs: map[string]*hub{},
+		log: opts.Logger.With(zap.String("component", "gateway")), mux: http.NewServeMux(), hubs: map[string]*hub{},
 		ringEvents: defaultRingEvents}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.routeAPI()
@@ -332,17 +336,24 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 // logRequest logs one request: never its headers, query or body, which
 // can hold keys and prompts.
 func (g *Gateway) logRequest(r *http.Request, status int, d time.Duration, cause error) {
-	level := slog.LevelDebug
-	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path),
-		slog.Int("status", status), slog.Duration("duration", d)}
+	level := zapcore.DebugLevel
 	switch {
 	case status == http.StatusServiceUnavailable:
-		level = slog.LevelWarn // Temporal out of reach or busy: not the gateway's fault
+		level = zapcore.WarnLevel // Temporal out of reach or busy: not the gateway's fault
 	case status >= 500:
-		level = slog.LevelError
+		level = zapcore.ErrorLevel
+	}
+	ce := g.log.Check(level, "request")
+	if ce == nil {
+		return
+	}
+	fields := []zap.Field{zap.String("method", r.Method), zap.String("path", r.URL.Path),
+		zap.Int("status", status), zap.Duration("duration", d)}
+	if id := r.PathValue("id"); id != "" {
+		fields = append(fields, zap.String(logging.FieldSessionID, id))
 	}
 	if status >= 500 && cause != nil {
-		attrs = append(attrs, slog.String("error", cause.Error()))
+		fields = append(fields, zap.String("error", cause.Error()))
 	}
-	g.log.LogAttrs(context.Background(), level, "request", attrs...)
+	ce.Write(fields...)
 }

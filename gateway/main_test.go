@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +17,8 @@ import (
 
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/client"
@@ -26,6 +27,7 @@ import (
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/live/natsserver"
+	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/tool"
 	"github.com/keelrun/keel/worker"
 )
@@ -167,7 +169,7 @@ func serveGateway(t testing.TB, c *client.Client, opts gateway.Options) *stack {
 	t.Helper()
 	if opts.Logger == nil {
 		// Only the causes of 5xx answers, which no test expects.
-		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+		opts.Logger = errorLogger(t)
 	}
 	gw, err := gateway.New(c, opts)
 	if err != nil {
@@ -436,4 +438,23 @@ func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// errorLogger writes only the causes of 5xx answers, which no test
+// expects, to stderr.
+func errorLogger(t testing.TB) *zap.Logger {
+	l, err := logging.New(logging.Options{Level: zapcore.ErrorLevel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// jsonLogger writes every record as JSON to w.
+func jsonLogger(t testing.TB, w io.Writer) *zap.Logger {
+	l, err := logging.New(logging.Options{Format: logging.FormatJSON, Level: zapcore.DebugLevel, Output: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

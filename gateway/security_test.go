@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"bytes"
 	"errors"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -38,7 +37,7 @@ func TestAPIKeys(t *testing.T) {
 	const good, other, wrong = "k-good-0123456789abcdef", "k-other-0123456789abcdef", "k-wrong-0123456789abcdef"
 	var logs syncBuffer
 	s := startGateway(t, gateway.Options{APIKeys: []string{good, other},
-		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		Logger: jsonLogger(t, &logs)})
 	m := model(t, `{"turns":[{"text":["hi"]}]}`)
 	prompt := map[string]any{"prompt": "hello", "model": m}
 

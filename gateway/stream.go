@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/client"
 )
@@ -189,7 +191,7 @@ func (g *Gateway) writeItem(sw *SSEWriter, it streamItem, last *int64) error {
 		}
 		e := fromError(it.err)
 		if e.status >= 500 {
-			g.log.Error("event stream failed", "error", it.err.Error())
+			g.log.Error("event stream failed", zap.String("error", it.err.Error()))
 		}
 		data, _ := json.Marshal(e)
 		_ = sw.Event("", EventStreamError, data)

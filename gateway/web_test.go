@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -413,7 +412,7 @@ func listenGateway(t *testing.T, addr string) *liveGateway {
 		t.Fatalf("listen %s: %v", addr, err)
 	}
 	gw, err := gateway.New(newClient(t, 0), gateway.Options{
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+		Logger: errorLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,8 +47,11 @@ type ValueError struct {
 }
 
 func (e *ValueError) Error() string {
-	return fmt.Sprintf("logging: %s %q: want %s", e.Setting, e.Value, orList(e.Valid))
+	return fmt.Sprintf("logging: %s %q: want %s", e.Setting, e.Value, e.Want())
 }
+
+// Want spells the valid values: "debug, info, warn or error".
+func (e *ValueError) Want() string { return orList(e.Valid) }
 
 // orList spells "a, b or c".
 func orList(items []string) string {
@@ -127,4 +130,11 @@ func NewEncoder(format Format) (zapcore.Encoder, error) {
 		return zapcore.NewConsoleEncoder(cfg), nil
 	}
 	return nil, &ValueError{Setting: "log format", Value: string(format), Valid: Formats}
+}
+
+// Default is the logger of a library caller that gave none: warnings and
+// errors as console text on stderr.
+func Default() *zap.Logger {
+	l, _ := New(Options{Format: FormatConsole, Level: zapcore.WarnLevel})
+	return l
 }

@@ -146,3 +146,20 @@ func TestForRunLeavesOutUnknownStep(t *testing.T) {
 		t.Errorf("record = %v, want attempt 2 and no step", enc.Fields)
 	}
 }
+
+func TestAtLeast(t *testing.T) {
+	var buf bytes.Buffer
+	l, _ := logging.New(logging.Options{Format: logging.FormatJSON, Level: zapcore.DebugLevel, Output: &buf})
+	quiet := logging.AtLeast(l, zapcore.WarnLevel).With(zap.String("component", "temporal"))
+	quiet.Info("dropped")
+	quiet.Warn("kept")
+	l.Debug("the rest still at debug")
+	out := buf.String()
+	if strings.Contains(out, "dropped") || !strings.Contains(out, `"msg":"kept","component":"temporal"`) ||
+		!strings.Contains(out, "the rest still at debug") {
+		t.Errorf("records:\n%s", out)
+	}
+	if quiet.Core().Enabled(zapcore.InfoLevel) {
+		t.Error("quiet logger enabled at info")
+	}
+}

@@ -1,6 +1,7 @@
 package logging
 
 import (
+	"context"
 	"strings"
 
 	"go.uber.org/zap"
@@ -60,4 +61,20 @@ func WorkflowFields(workflowID string) []zap.Field {
 		return nil
 	}
 	return []zap.Field{zap.String(FieldSessionID, workflowID)}
+}
+
+type contextKey struct{}
+
+// NewContext returns ctx carrying l, for code that learns of its run only
+// through its context (FromContext).
+func NewContext(ctx context.Context, l *zap.Logger) context.Context {
+	return context.WithValue(ctx, contextKey{}, l)
+}
+
+// FromContext returns the logger NewContext put in ctx, else fallback.
+func FromContext(ctx context.Context, fallback *zap.Logger) *zap.Logger {
+	if l, ok := ctx.Value(contextKey{}).(*zap.Logger); ok {
+		return l
+	}
+	return fallback
 }

@@ -3,13 +3,15 @@ package worker
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/keelrun/keel/logging"
 )
 
 // errCancelRequested is the cause of a context cancelled by the watch.
@@ -30,7 +32,7 @@ const cancelLinger = 30 * time.Second
 // fails, the heartbeat still brings the cancellation.
 type cancelWatch struct {
 	c      client.Client
-	log    *slog.Logger
+	log    *zap.Logger
 	linger time.Duration
 
 	mu   sync.Mutex
@@ -51,7 +53,7 @@ type runWatch struct {
 
 type execKey struct{ workflowID, runID string }
 
-func newCancelWatch(c client.Client, log *slog.Logger) *cancelWatch {
+func newCancelWatch(c client.Client, log *zap.Logger) *cancelWatch {
 	return &cancelWatch{c: c, log: log, linger: cancelLinger, runs: map[execKey]*runWatch{}}
 }
 
@@ -128,8 +130,8 @@ func (w *cancelWatch) follow(ctx context.Context, k execKey, rw *runWatch) {
 		if err == nil || ctx.Err() != nil {
 			return // the workflow closed, or the watch retired
 		}
-		w.log.Debug("cancel watch: history read failed; heartbeats still deliver cancellation",
-			"workflow_id", k.workflowID, "err", err)
+		logging.ForWorkflow(w.log, k.workflowID).Debug("cancel watch: history read failed; heartbeats still deliver cancellation",
+			zap.String("workflow_id", k.workflowID), zap.Error(err))
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):

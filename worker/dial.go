@@ -5,10 +5,10 @@ import (
 	"fmt"
 
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 
 	"github.com/keelrun/keel/connect"
 	"github.com/keelrun/keel/internal/instrument"
+	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/store"
 )
 
@@ -36,7 +36,7 @@ func Dial(ctx context.Context, conn connect.Options, opts Options) (client.Clien
 		sdk.DataConverter = store.NewDataConverter(opts.Codec)
 	}
 	if opts.Logger != nil {
-		sdk.Logger = tlog.NewStructuredLogger(opts.Logger)
+		sdk.Logger = logging.Temporal(opts.Logger)
 	}
 	sdk.MetricsHandler = opts.MetricsHandler
 	if opts.TracerProvider != nil {

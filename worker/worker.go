@@ -11,7 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,11 +21,13 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
 
 	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/tool"
 	"github.com/keelrun/keel/tool/mcp"
@@ -58,8 +60,12 @@ type Options struct {
 	MCPServers []mcp.ServerConfig
 	// Live receives ephemeral events (deltas). Default: none.
 	Live live.Publisher
-	// Logger for keel's activities. Default slog.Default().
-	Logger *slog.Logger
+	// Logger receives what keel's activities and the fast path of
+	// cancellation log; records about a run carry its session_id, run_id,
+	// step and attempt. The Temporal SDK's own records go to the client's
+	// logger: Dial gives the client this one (logging.Temporal), so both
+	// reach one sink. Default logging.Default(): warnings on stderr.
+	Logger *zap.Logger
 	// HeartbeatInterval is how often a running activity heartbeats, and the
 	// longest the SDK holds a heartbeat before sending it. Heartbeats serve
 	// liveness (a worker that dies mid-turn is noticed after the run's
@@ -159,6 +165,9 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	}
 	opts = opts.withDefaults()
 	wo := opts.Worker
+	// Activities log through a logger derived from their input, which
+	// carries the run's session_id, run_id, step and attempt.
+	wo.Interceptors = append(slices.Clip(wo.Interceptors), activities.LogInterceptor(acts.Logger))
 	wo.MaxHeartbeatThrottleInterval = opts.HeartbeatInterval
 	wo.DefaultHeartbeatThrottleInterval = opts.HeartbeatInterval
 	wo.MaxConcurrentActivityExecutionSize = opts.MaxConcurrentActivities
@@ -221,7 +230,11 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 			return nil, fmt.Errorf("worker: tools: %w", err)
 		}
 	}
-	acts := &activities.Activities{Models: models, Tools: tools, Live: opts.Live, Logger: opts.Logger,
+	logger := opts.Logger
+	if logger == nil {
+		logger = logging.Default()
+	}
+	acts := &activities.Activities{Models: models, Tools: tools, Live: opts.Live, Logger: logger,
 		HeartbeatEvery: opts.HeartbeatInterval, Policy: opts.Policy}
 	if opts.TracerProvider != nil {
 		acts.Tracer = instrument.Tracer(opts.TracerProvider)
@@ -233,11 +246,7 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 		acts.Runs = runReader{c: c}
 		acts.Lifecycle = newLifecycle(c, opts.Namespace)
 		if !opts.NoCancelWatch {
-			log := opts.Logger
-			if log == nil {
-				log = slog.Default()
-			}
-			acts.Cancels = newCancelWatch(c, log)
+			acts.Cancels = newCancelWatch(c, acts.Logger)
 		}
 	}
 	return acts, nil

@@ -55,7 +55,7 @@ func (c *compactor) maybeCompact(step, toolTokens int, jobsRunning bool) {
 		Summary: fmt.Sprintf("compact %d messages (%s)", cut, c.cfg.Model),
 	})
 	in := activities.CompactInput{SessionID: c.sessionID, RunID: c.runID, Model: c.cfg.Model,
-		Transcript: c.transcript.ref(), Tail: c.transcript.ship(), Cut: cut}
+		Transcript: c.transcript.ref(), Tail: c.transcript.ship(), Cut: cut, Step: step}
 	var res activities.CompactResult
 	if err := workflow.ExecuteActivity(actx, activities.CompactName, in).Get(c.work, &res); err != nil {
 		// Cancelled or failed: the history stays as it was, and no

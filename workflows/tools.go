@@ -51,6 +51,7 @@ type tools struct {
 // slot is one tool call of a batch and, once closed, its result.
 type slot struct {
 	call     keel.ToolCall
+	step     int // the step whose response made the call
 	plan     activities.CallPlan
 	closed   bool
 	status   keel.ToolStatus
@@ -76,7 +77,7 @@ func (t *tools) runBatch(step int, res *activities.ModelTurnResult) []keel.Messa
 	t.host.newBatch()
 	slots := make([]*slot, len(calls))
 	for i, c := range calls {
-		s := &slot{call: c}
+		s := &slot{call: c, step: step}
 		if i < len(res.Calls) {
 			s.plan = res.Calls[i]
 		}
@@ -249,7 +250,8 @@ func (t *tools) activity(ctx workflow.Context, s *slot, answers map[string]json.
 			MaximumInterval: 4 * time.Second, MaximumAttempts: MaxRequestsPerTurn},
 		Summary: "tool " + s.call.Name,
 	})
-	in := activities.ToolInput{SessionID: t.sessionID, RunID: t.runID, Call: s.call, Answers: answers, AfterSeq: t.lastSeq()}
+	in := activities.ToolInput{SessionID: t.sessionID, RunID: t.runID, Step: s.step, Call: s.call, Answers: answers,
+		AfterSeq: t.lastSeq()}
 	var out activities.ToolOutput
 	if err := workflow.ExecuteActivity(actx, activities.ToolName, in).Get(ctx, &out); err != nil {
 		return nil, err

@@ -10,12 +10,15 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	tlog "go.temporal.io/sdk/log"
+	"go.uber.org/zap"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/connect"
 	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/logging"
 )
 
 // Connection defaults: Temporal's own (so `temporal` and keel find the same
@@ -38,6 +41,9 @@ type connFlags struct {
 	nats     string
 	withNATS bool
 	store    storeFlags
+	// logger receives the Temporal client's records (keel serve's);
+	// nil: errors only, on stderr.
+	logger *zap.Logger
 }
 
 func (c *connFlags) register(fs *flagSet, withNATS bool) {
@@ -103,7 +109,7 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.Run
 		Live:          ch,
 		Config:        defaults,
 		DataConverter: cs.dc,
-		Logger:        slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		Logger:        c.temporalLogger(stderr),
 	})
 	if err != nil {
 		if out.live != nil {
@@ -118,6 +124,15 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.Run
 		fmt.Fprintf(stderr, "keel: warning: live channel unavailable (%v); showing durable events only, without streamed text\n", natsErr)
 	}
 	return out, nil
+}
+
+// temporalLogger is the Temporal client's logger: c.logger, else errors
+// only, on stderr.
+func (c *connFlags) temporalLogger(stderr io.Writer) tlog.Logger {
+	if c.logger != nil {
+		return logging.Temporal(c.logger)
+	}
+	return tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 }
 
 // fail prints err for command name with a hint for the errors users hit

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -46,7 +46,7 @@ func TestEncryptedDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	stack, err := startDevStack(ctx, devConfig{noUI: true, workspace: workspace, store: "file://" + storeDir,
-		logger: quietLogger(), logLevel: slog.LevelError, crypt: devCryptFlags{keyFile: keyFile}})
+		logger: quietLogger(), logLevel: zapcore.ErrorLevel, crypt: devCryptFlags{keyFile: keyFile}})
 	if err != nil {
 		t.Fatal(err)
 	}

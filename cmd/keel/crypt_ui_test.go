@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap/zapcore"
 )
 
 // chromium returns a headless Chromium, or skips the test without one;
@@ -52,7 +53,7 @@ func TestEncryptedDevWebUI(t *testing.T) {
 		t.Fatal(err)
 	}
 	stack, err := startDevStack(ctx, devConfig{uiPort: 0, workspace: t.TempDir(),
-		logger: quietLogger(), logLevel: slog.LevelError, crypt: devCryptFlags{keyFile: keyFile}})
+		logger: quietLogger(), logLevel: zapcore.ErrorLevel, crypt: devCryptFlags{keyFile: keyFile}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,6 +17,8 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
@@ -26,6 +27,7 @@ import (
 	"github.com/keelrun/keel/gateway"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/live/natsserver"
+	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/provider/scripted"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/telemetry"
@@ -59,10 +61,10 @@ type devConfig struct {
 	// workspace is the file tools' root, created (and seeded with the
 	// demo's welcome.txt) if missing.
 	workspace string
-	// logger receives the server's and the worker's logs from logLevel
-	// up. Default: warnings on stderr.
-	logger   *slog.Logger
-	logLevel slog.Level
+	// logger receives the server's, the worker's and the HTTP API's logs;
+	// the server's from logLevel up. Default: warnings on stderr.
+	logger   *zap.Logger
+	logLevel zapcore.Level
 	// gateway configures the HTTP API; its Logger defaults to logger.
 	gateway gateway.Options
 	// tuning sets the worker's capacity and heartbeats; nil keeps
@@ -115,7 +117,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	noUI := fs.Bool("no-ui", false, "run without the Web UI")
 	workspace := fs.String("workspace", "", "`DIR` the file tools may read and write (default DATA_DIR/workspace)")
 	demo := fs.Bool("demo", false, "send the demo prompt and render its run once the stack is up")
-	logLevel := fs.String("log-level", "warn", "least severe server and worker log record written to DATA_DIR/dev.log: debug, info, warn or error")
+	var logs logFlags
+	logs.register(fs, "to DATA_DIR/dev.log (by the server, the worker and the HTTP API)", "")
 	var tuning tuningFlags
 	tuning.register(fs)
 	var cryptFlags devCryptFlags
@@ -141,9 +144,9 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *dataDir == "" {
 		return fs.usageError(stderr, "--data-dir must name a directory")
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fs.usageError(stderr, "--log-level %q: want debug, info, warn or error", *logLevel)
+	logOpts, err := logs.options(nil)
+	if err != nil {
+		return fs.usageError(stderr, "%v", err)
 	}
 	if *workspace = confFlag.workspace(fs, *workspace); *workspace == "" {
 		*workspace = filepath.Join(*dataDir, "workspace")
@@ -161,7 +164,12 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer logFile.Close()
 
-	devLogger := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: level}))
+	logOpts.Output = logFile
+	devLogger, err := logging.New(logOpts)
+	if err != nil {
+		return fail(stderr, "dev", err)
+	}
+	defer func() { _ = devLogger.Sync() }()
 	gwOpts, err := gw.options(devLogger)
 	if err != nil {
 		return fail(stderr, "dev", err)
@@ -178,7 +186,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		store:     *storeURL,
 		workspace: *workspace,
 		logger:    devLogger,
-		logLevel:  level,
+		logLevel:  logOpts.Level,
 		gateway:   gwOpts,
 		tuning:    &tuning,
 		crypt:     cryptFlags,
@@ -220,7 +228,7 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	}
 	logger, level := cfg.logger, cfg.logLevel
 	if logger == nil {
-		logger, level = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), slog.LevelWarn
+		logger, level = logging.Default(), zapcore.WarnLevel
 	}
 	if err := s.openStore(ctx, cfg); err != nil {
 		return s, err

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	keelpkg "github.com/keelrun/keel"
 	"github.com/keelrun/keel/client"
@@ -78,8 +79,8 @@ func (w *watchWriter) wait(t *testing.T, ctx context.Context) {
 // quietLogger keeps the server's and worker's logs out of the test output:
 // the tests check what the commands print, which says what went wrong, and
 // the worker logs every provider failure the tests inject.
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+func quietLogger() *zap.Logger {
+	return zap.NewNop()
 }
 
 // withNoInput gives commands an empty stdin, so a test run from a
@@ -108,7 +109,7 @@ func TestEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(withNoInput(context.Background()), 3*time.Minute)
 	defer cancel()
 	workspace := t.TempDir()
-	stack, err := startDevStack(ctx, devConfig{noUI: true, workspace: workspace, logger: quietLogger(), logLevel: slog.LevelError})
+	stack, err := startDevStack(ctx, devConfig{noUI: true, workspace: workspace, logger: quietLogger(), logLevel: zapcore.ErrorLevel})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/gateway"
@@ -38,7 +39,7 @@ func (g *gatewayFlags) register(fs *flagSet) {
 }
 
 // options loads the keys and returns the gateway's options.
-func (g *gatewayFlags) options(logger *slog.Logger) (gateway.Options, error) {
+func (g *gatewayFlags) options(logger *zap.Logger) (gateway.Options, error) {
 	keys, err := gateway.LoadAPIKeys(g.keyFile)
 	if err != nil {
 		return gateway.Options{}, err
@@ -54,22 +55,24 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	gw.register(fs)
 	httpPort := fs.Int("http-port", defaultHTTPPort, "`port` to listen on, on 127.0.0.1")
 	listen := fs.String("listen", "", "`HOST:PORT` to listen on instead (0.0.0.0:7280: every interface; needs API keys)")
-	logLevel := fs.String("log-level", "warn", "least severe log record written to stderr: debug (one a request), info, warn or error")
+	var logs logFlags
+	logs.register(fs, "to stderr", " (one a request)")
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
 	}
 	if *httpPort < 0 || *httpPort > 65535 {
 		return fs.usageError(stderr, "--http-port %d is not a port (0 picks a free one)", *httpPort)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fs.usageError(stderr, "--log-level %q: want debug, info, warn or error", *logLevel)
+	logger, _, err := logs.logger(stderr)
+	if err != nil {
+		return fs.usageError(stderr, "%v", err)
 	}
+	defer func() { _ = logger.Sync() }()
+	conn.logger = logger
 	addr := *listen
 	if addr == "" {
 		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(*httpPort))
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	opts, err := gw.options(logger)
 	if err != nil {
 		return fail(stderr, "serve", err)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap/zapcore"
 
 	"github.com/keelrun/keel"
 )
@@ -42,7 +43,7 @@ func TestServeAndDevGateway(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(withNoInput(context.Background()), 3*time.Minute)
 	defer cancel()
-	stack, err := startDevStack(ctx, devConfig{noUI: true, workspace: t.TempDir(), logger: quietLogger(), logLevel: slog.LevelError})
+	stack, err := startDevStack(ctx, devConfig{noUI: true, workspace: t.TempDir(), logger: quietLogger(), logLevel: zapcore.ErrorLevel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestGatewayStreamAcrossDevRestart(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(withNoInput(context.Background()), 3*time.Minute)
 	defer cancel()
-	cfg := devConfig{dataDir: t.TempDir(), noUI: true, workspace: t.TempDir(), logger: quietLogger(), logLevel: slog.LevelError}
+	cfg := devConfig{dataDir: t.TempDir(), noUI: true, workspace: t.TempDir(), logger: quietLogger(), logLevel: zapcore.ErrorLevel}
 	first, err := startDevStack(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -4,16 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	sdkclient "go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 
 	"github.com/keelrun/keel/bench"
 	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/worker"
 	"github.com/keelrun/keel/workflows"
 )
@@ -41,6 +40,8 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	conn.register(fs, true)
 	workspace := fs.String("workspace", "workspace", "`DIR` the file tools may read and write")
 	stopTimeout := fs.Duration("stop-timeout", 10*time.Second, "how long running activities may finish on shutdown")
+	var logs logFlags
+	logs.register(fs, "to stderr", "")
 	var tuning tuningFlags
 	tuning.register(fs)
 	var dep deploymentFlags
@@ -65,6 +66,11 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := tuning.check(); err != nil {
 		return fs.usageError(stderr, "%v", err)
 	}
+	logger, _, err := logs.logger(stderr)
+	if err != nil {
+		return fs.usageError(stderr, "%v", err)
+	}
+	defer func() { _ = logger.Sync() }()
 	if err := dep.check(); err != nil {
 		return fs.usageError(stderr, "%v", err)
 	}
@@ -73,7 +79,6 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, "worker", err)
 	}
 
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cs, err := conn.store.open(ctx)
 	if err != nil {
 		return fail(stderr, "worker", err)
@@ -84,7 +89,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, "worker", err)
 	}
 	defer tel.Shutdown(context.Background())
-	tc, err := conn.dialTemporal(ctx, tel.ClientOptions(sdkclient.Options{Logger: tlog.NewStructuredLogger(logger), DataConverter: cs.dc}))
+	tc, err := conn.dialTemporal(ctx, tel.ClientOptions(sdkclient.Options{Logger: logging.Temporal(logger), DataConverter: cs.dc}))
 	if err != nil {
 		return fail(stderr, "worker", err)
 	}
