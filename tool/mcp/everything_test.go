@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -107,6 +108,11 @@ func TestEverythingTools(t *testing.T) {
 	res, err := call(t, ctx, reg, "mcp__everything__get-structured-content", `{"location":"New York"}`)
 	if err != nil || res.IsError || !strings.Contains(res.Output, `"temperature"`) {
 		t.Errorf("get-structured-content: %+v, %v; want its JSON", res, err)
+	}
+	// An image is a line naming it, between the text blocks.
+	res, err = call(t, ctx, reg, "mcp__everything__get-tiny-image", `{}`)
+	if err != nil || res.IsError || !regexp.MustCompile(`^Here's the image you requested:\n\[image image/png, \d+ bytes\]\nThe image above is the MCP logo\.$`).MatchString(res.Output) {
+		t.Errorf("get-tiny-image: %+v, %v", res, err)
 	}
 	// Arguments the schema refuses never reach the server.
 	res, err = call(t, ctx, reg, "mcp__everything__get-sum", `{"a":"two","b":40}`)
