@@ -14,6 +14,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -22,6 +24,7 @@ import (
 	"github.com/keelrun/keel/connect"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/logging"
 )
 
 // dial connects with o (and nothing from the environment) and checks the
@@ -159,7 +162,7 @@ func TestAPIKey(t *testing.T) {
 	logs := &lockedBuffer{}
 	srv := keeltest.StartServer(t, devserver.Config{TLS: pki.ServerTLS(false),
 		FrontendInterceptors: []grpc.UnaryServerInterceptor{rec.intercept},
-		Logger:               slog.New(slog.NewTextHandler(logs, nil)), LogLevel: slog.LevelInfo})
+		Logger:               serverLogger(t, logs), LogLevel: zapcore.InfoLevel})
 	t.Cleanup(func() {
 		if logs.String() == "" {
 			t.Error("nothing was logged, so the search for keys below proves nothing")
@@ -194,6 +197,15 @@ func TestAPIKey(t *testing.T) {
 			t.Fatalf("the error shows the API key: %v", err)
 		}
 	})
+}
+
+// serverLogger writes the server's records, at every level, to w.
+func serverLogger(t *testing.T, w io.Writer) *zap.Logger {
+	l, err := logging.New(logging.Options{Level: zapcore.DebugLevel, Output: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // lockedBuffer is a buffer that loggers on several goroutines write to.
