@@ -65,7 +65,10 @@ func TestRunMetricsAndTraces(t *testing.T) {
 	require.NoError(t, err)
 	ch := live.NewMemory()
 	defer ch.Close()
-	w, err := worker.New(tc, tel.WorkerOptions(worker.Options{Models: keeltest.ScriptModels(t, observedScript),
+	var book keeltest.ScriptBook
+	observed := book.Add(t, "observed", observedScript)
+	stuck := book.Add(t, "stuck", `{"turns":[{"tool_calls":[{"id":"z","name":"sleep","arguments":{"seconds":3600}}]}]}`)
+	w, err := worker.New(tc, tel.WorkerOptions(worker.Options{Models: &book,
 		Tools: tools, Live: ch, StopTimeout: time.Second}))
 	require.NoError(t, err)
 	require.NoError(t, w.Start())
@@ -75,7 +78,7 @@ func TestRunMetricsAndTraces(t *testing.T) {
 		Live: telemetry.MeterLive(ch, tel.MetricsHandler())})
 	require.NoError(t, err)
 	run, err := kc.Session("observed").Send(ctx, "which colour?",
-		client.WithConfig(api.RunConfig{Tools: []string{"read_file", "ask_user"}}))
+		client.WithConfig(api.RunConfig{Model: observed, Tools: []string{"read_file", "ask_user"}}))
 	require.NoError(t, err)
 	deltas := 0
 	for ev, err := range run.Events(ctx) {
@@ -92,6 +95,21 @@ func TestRunMetricsAndTraces(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "All done.", out.Text)
 
+	// A run whose workflow an operator terminates never commits its end;
+	// its session does, and counts it.
+	lost, err := kc.Session("terminated").Send(ctx, "sleep", client.WithConfig(api.RunConfig{Model: stuck, Tools: []string{"sleep"}}))
+	require.NoError(t, err)
+	for ev, err := range lost.Events(ctx) {
+		require.NoError(t, err)
+		if ev.Type == keel.TypeToolStarted {
+			break
+		}
+	}
+	require.NoError(t, tc.TerminateWorkflow(ctx, lost.ID, "", "operator"))
+	lostOut, err := lost.Outcome(ctx)
+	require.Error(t, err)
+	require.Equal(t, keel.StatusFailed, lostOut.Status)
+
 	t.Run("metrics", func(t *testing.T) {
 		m := scrape(t, tel.MetricsURL())
 		var names []string
@@ -103,19 +121,21 @@ func TestRunMetricsAndTraces(t *testing.T) {
 		slices.Sort(names)
 		t.Logf("keel and SDK series after the run: %s", strings.Join(names, " "))
 		require.Equal(t, 1.0, m.sum("keel_runs_total", "outcome", "completed"))
+		require.Equal(t, 1.0, m.sum("keel_runs_total", "outcome", "failed", "workflow_type", api.SessionWorkflowName))
 		require.Equal(t, 1.0, m.count("keel_run_duration_seconds", "outcome", "completed"))
 		require.Equal(t, 1.0, m.sum("keel_model_retries_total", "kind", "malformed"))
 		require.Equal(t, 1.0, m.count("keel_host_input_wait_seconds", "outcome", "answered"))
 		require.Positive(t, m.histSum("keel_host_input_wait_seconds", "outcome", "answered"))
-		require.Equal(t, 2.0, m.count("keel_model_turn_duration_seconds", "outcome", "ok", "provider", "scripted", "model", "scripted"))
-		require.Equal(t, 1.0, m.count("keel_model_turn_duration_seconds", "outcome", "error"))
-		require.Equal(t, 2.0, m.count("keel_model_time_to_first_token_seconds"))
+		require.Equal(t, 2.0, m.count("keel_model_turn_duration_seconds", "outcome", "ok", "provider", "scripted", "model", "observed"))
+		require.Equal(t, 1.0, m.count("keel_model_turn_duration_seconds", "outcome", "error", "model", "observed"))
+		require.Equal(t, 2.0, m.count("keel_model_time_to_first_token_seconds", "model", "observed"))
 		// The malformed attempt's usage counts too: it was billed.
-		require.Equal(t, 350.0, m.sum("keel_model_input_tokens_total", "provider", "scripted"))
-		require.Equal(t, 45.0, m.sum("keel_model_output_tokens_total", "provider", "scripted"))
+		require.Equal(t, 350.0, m.sum("keel_model_input_tokens_total", "provider", "scripted", "model", "observed"))
+		require.Equal(t, 45.0, m.sum("keel_model_output_tokens_total", "provider", "scripted", "model", "observed"))
 		require.Equal(t, 1.0, m.sum("keel_tool_calls_total", "tool", "read_file", "status", "ok"))
 		require.Equal(t, 1.0, m.sum("keel_tool_calls_total", "tool", "ask_user", "status", "ok"))
-		require.Equal(t, 2.0, m.count("keel_tool_call_duration_seconds"))
+		require.Equal(t, 1.0, m.count("keel_tool_call_duration_seconds", "tool", "read_file"))
+		require.Equal(t, 1.0, m.count("keel_tool_call_duration_seconds", "tool", "ask_user"))
 		if deltas > 0 {
 			require.GreaterOrEqual(t, m.count("keel_live_delivery_lag_seconds"), float64(deltas))
 		}
@@ -131,23 +151,22 @@ func TestRunMetricsAndTraces(t *testing.T) {
 	t.Run("traces", func(t *testing.T) {
 		require.NoError(t, tel.ForceFlush(ctx))
 		tr := newTree(spans.GetSpans())
-		runSpan := tr.one(t, "RunWorkflow:"+api.RunWorkflowName)
+		runSpan := tr.runOf(t, "observed/run-1")
 		t.Logf("trace of the run:\n%s", tr.render(runSpan))
 		// send → session → run: the run's span is in the trace the
 		// client's send started.
-		send := tr.one(t, "UpdateWithStartWorkflow:"+api.UpdateSend)
+		send := tr.sendOf(t, runSpan)
 		t.Logf("trace of the send:\n%s", tr.render(send))
-		require.Equal(t, send.SpanContext.TraceID(), runSpan.SpanContext.TraceID())
 		require.Equal(t, []string{"StartChildWorkflow:" + api.RunWorkflowName}, tr.ancestors(runSpan)[:1])
 
-		turns := tr.named("chat scripted")
+		turns := tr.named("chat observed")
 		require.Len(t, turns, 3) // the malformed attempt and two turns
 		for _, s := range turns {
 			require.Equal(t, []string{"RunActivity:ModelTurn", "StartActivity:ModelTurn", "RunWorkflow:" + api.RunWorkflowName},
 				tr.ancestors(s)[:3])
 			a := attrs(s)
 			require.Equal(t, "scripted", a[attribute.Key(instrument.AttrGenAISystem)].AsString())
-			require.Equal(t, "scripted", a[attribute.Key(instrument.AttrGenAIRequestModel)].AsString())
+			require.Equal(t, "observed", a[attribute.Key(instrument.AttrGenAIRequestModel)].AsString())
 			require.Equal(t, "observed/run-1", a[attribute.Key(instrument.AttrRunID)].AsString())
 		}
 		ok := slices.DeleteFunc(slices.Clone(turns), func(s tracetest.SpanStub) bool { return s.Status.Code != 0 })
@@ -267,6 +286,38 @@ func (tr *tree) one(t *testing.T, name string) tracetest.SpanStub {
 	t.Helper()
 	got := tr.named(name)
 	require.Len(t, got, 1, "spans named %q", name)
+	return got[0]
+}
+
+// runOf returns the span of the Run workflow runID.
+func (tr *tree) runOf(t *testing.T, runID string) tracetest.SpanStub {
+	t.Helper()
+	return tr.tagged(t, "RunWorkflow:"+api.RunWorkflowName, "temporalWorkflowID", runID)
+}
+
+// sendOf returns the span of the client's send in the trace of run.
+func (tr *tree) sendOf(t *testing.T, run tracetest.SpanStub) tracetest.SpanStub {
+	t.Helper()
+	var got []tracetest.SpanStub
+	for _, s := range tr.named("UpdateWithStartWorkflow:" + api.UpdateSend) {
+		if s.SpanContext.TraceID() == run.SpanContext.TraceID() {
+			got = append(got, s)
+		}
+	}
+	require.Len(t, got, 1, "sends in the run's trace")
+	return got[0]
+}
+
+// tagged returns the one span named name whose attribute key is value.
+func (tr *tree) tagged(t *testing.T, name, key, value string) tracetest.SpanStub {
+	t.Helper()
+	var got []tracetest.SpanStub
+	for _, s := range tr.named(name) {
+		if attrs(s)[attribute.Key(key)].AsString() == value {
+			got = append(got, s)
+		}
+	}
+	require.Len(t, got, 1, "spans %s with %s=%s", name, key, value)
 	return got[0]
 }
 

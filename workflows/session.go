@@ -11,6 +11,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/internal/instrument"
 )
 
 // session is the state of a Session workflow.
@@ -369,6 +370,9 @@ func (s *session) recoverRun(ctx workflow.Context, runID, execRunID string, caus
 	failed, _ := keel.Seal(keel.RunFailed{Code: code, Message: msg, Revision: rev}, s.id, runID, workflow.Now(ctx))
 	failed.Seq = next
 	evs = append(evs, failed)
+	// The run never reached its own terminal commit, where it counts
+	// itself: count it here.
+	instrument.RunLost(workflow.GetMetricsHandler(ctx))
 	return RunResult{
 		Outcome: keel.Outcome{RunID: runID, Number: s.runs, Status: keel.StatusFailed, Revision: rev,
 			Error: &keel.Error{Code: code, Message: msg}},

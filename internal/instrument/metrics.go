@@ -18,7 +18,9 @@ import (
 // activities) to what a workflow or activity records.
 const (
 	// RunsTotal counts finished runs; label outcome (completed, failed,
-	// cancelled). Recorded by the Run workflow at its terminal commit.
+	// cancelled). Recorded by the Run workflow at its terminal commit, or
+	// by the Session workflow (outcome failed) for a Run workflow that
+	// ended without one (terminated, say).
 	RunsTotal = "keel_runs_total"
 	// RunDuration is a run's time from start to terminal commit, by outcome.
 	RunDuration = "keel_run_duration_seconds"
@@ -69,6 +71,12 @@ func RunFinished(h client.MetricsHandler, outcome string, took time.Duration) {
 	h = h.WithTags(map[string]string{"outcome": outcome})
 	h.Counter(RunsTotal).Inc(1)
 	h.Timer(RunDuration).Record(took)
+}
+
+// RunLost records a run whose workflow ended without its terminal commit,
+// which the session then committed as failed.
+func RunLost(h client.MetricsHandler) {
+	h.WithTags(map[string]string{"outcome": "failed"}).Counter(RunsTotal).Inc(1)
 }
 
 // ModelRetry records a model request the run retries after a failure of
