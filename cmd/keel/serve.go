@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -55,6 +56,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	gw.register(fs)
 	httpPort := fs.Int("http-port", defaultHTTPPort, "`port` to listen on, on 127.0.0.1")
 	listen := fs.String("listen", "", "`HOST:PORT` to listen on instead (0.0.0.0:7280: every interface; needs API keys)")
+	webUI := fs.String("web-ui", "", "`URL` of the Temporal Web UI (http://127.0.0.1:8233) the web page links sessions and runs to; none by default")
 	var logs logFlags
 	logs.register(fs, "to stderr", " (one a request)")
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
@@ -76,6 +78,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	opts, err := gw.options(logger)
 	if err != nil {
 		return fail(stderr, "serve", err)
+	}
+	if *webUI != "" {
+		u, err := url.Parse(*webUI)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fs.usageError(stderr, "--web-ui %q: want an http or https URL, such as http://127.0.0.1:8233", *webUI)
+		}
+		opts.WebUIURL = *webUI
 	}
 	if err := gateway.CheckListen(addr, len(opts.APIKeys) > 0); err != nil {
 		return fail(stderr, "serve", err)

@@ -28,6 +28,10 @@ func TestServeRefusesOpenListenerWithoutKeys(t *testing.T) {
 	if code != exitFailed || !strings.Contains(stderr, "without API keys") || !strings.Contains(stderr, "--api-key-file") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
+	code, _, stderr = call(t, "serve", "--web-ui", "127.0.0.1:8233")
+	if code != exitUsage || !strings.Contains(stderr, "--web-ui") {
+		t.Fatalf("bad --web-ui: exit %d, stderr %q", code, stderr)
+	}
 	code, _, stderr = call(t, "serve", "--listen", "nowhere")
 	if code != exitFailed || !strings.Contains(stderr, "nowhere") {
 		t.Fatalf("bad --listen: exit %d, stderr %q", code, stderr)
@@ -75,7 +79,8 @@ func TestServeAndDevGateway(t *testing.T) {
 	defer interrupt()
 	out, errOut, done := inBackground(t, ctx, "keel serve is up.", func(stdout, stderr io.Writer) int {
 		return cmdServe(serveCtx, []string{"--address", stack.server.Address(), "--nats", stack.nats.ClientURL(),
-			"--codec-endpoint", stack.codecURL, "--http-port", "0", "--api-key-file", keyFile}, stdout, stderr)
+			"--codec-endpoint", stack.codecURL, "--http-port", "0", "--api-key-file", keyFile,
+			"--web-ui", "http://127.0.0.1:8233/"}, stdout, stderr)
 	})
 	m := regexp.MustCompile(`HTTP API   (http://127\.0\.0\.1:\d+/v1)`).FindStringSubmatch(out.String())
 	if m == nil || !strings.Contains(out.String(), "1 configured") {
@@ -84,6 +89,14 @@ func TestServeAndDevGateway(t *testing.T) {
 	api := m[1]
 	if r := httpDo(t, ctx, http.MethodGet, api+"/sessions/serve-e2e", "", ""); r.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("without a key: %d", r.StatusCode)
+	}
+	// The web page links to the Temporal Web UI that --web-ui names.
+	var list struct {
+		WebUI string `json:"web_ui"`
+	}
+	if err := json.Unmarshal([]byte(readAll(t, httpDo(t, ctx, http.MethodGet, api+"/sessions", key, ""))), &list); err != nil ||
+		list.WebUI != "http://127.0.0.1:8233" {
+		t.Fatalf("GET /v1/sessions: web_ui %q (%v), want --web-ui's URL", list.WebUI, err)
 	}
 	stream := httpDo(t, ctx, http.MethodGet, api+"/sessions/serve-e2e/events?after=0", key, "")
 	if stream.StatusCode != http.StatusOK {
