@@ -1,8 +1,18 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	sdkclient "go.temporal.io/sdk/client"
+
+	"github.com/keelrun/keel/devserver"
+	"github.com/keelrun/keel/internal/keeltest"
 )
 
 // Half a version is a usage error, from flags or from the environment,
@@ -36,5 +46,56 @@ func TestWorkerDeploymentFlags(t *testing.T) {
 				t.Errorf("a usage error printed to stdout: %q", stdout)
 			}
 		})
+	}
+}
+
+// `keel worker --deployment --build-id` polls as that version: once an
+// operator makes it current, a run goes to it and stays pinned to it.
+func TestWorkerJoinsDeployment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Temporal server")
+	}
+	clearTemporalEnv(t)
+	ctx, cancel := context.WithTimeout(withNoInput(context.Background()), 2*time.Minute)
+	defer cancel()
+	srv := keeltest.StartServer(t, devserver.Config{})
+	startKeelWorker(t, ctx, "--address", srv.Address(), "--deployment", "keel-cli", "--build-id", "b1")
+	tc := keeltest.Dial(t, srv)
+
+	// The server learns of the version when the worker polls: until then
+	// it refuses to make it current, so retry on that refusal only.
+	h := tc.WorkerDeploymentClient().GetHandle("keel-cli")
+	retry := time.NewTicker(100 * time.Millisecond)
+	defer retry.Stop()
+	for {
+		_, err := h.SetCurrentVersion(ctx, sdkclient.WorkerDeploymentSetCurrentVersionOptions{BuildID: "b1"})
+		if err == nil {
+			break
+		}
+		var precondition *serviceerror.FailedPrecondition
+		var notFound *serviceerror.NotFound
+		if !errors.As(err, &precondition) && !errors.As(err, &notFound) {
+			t.Fatalf("set b1 current: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("set b1 current: %v (last refusal: %v)", ctx.Err(), err)
+		case <-retry.C:
+		}
+	}
+
+	code, out, errOut := keelCmd(ctx, "run", "--address", srv.Address(), "--nats", "",
+		"--model", writeScript(t, connScript), "--session", "deploy-cli", "hello")
+	if code != exitOK || !strings.Contains(out, "Reached you.") {
+		t.Fatalf("status %d, want 0 and the run's text\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	desc, err := tc.DescribeWorkflowExecution(ctx, "deploy-cli/run-1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := desc.GetWorkflowExecutionInfo().GetVersioningInfo()
+	if info.GetBehavior() != enumspb.VERSIONING_BEHAVIOR_PINNED ||
+		info.GetDeploymentVersion().GetDeploymentName() != "keel-cli" || info.GetDeploymentVersion().GetBuildId() != "b1" {
+		t.Errorf("the run's versioning: %v, want pinned to keel-cli b1", info)
 	}
 }
