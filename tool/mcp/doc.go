@@ -20,6 +20,9 @@
 //	defer servers.Close()
 //	w, err := worker.New(c, worker.Options{Tools: reg})
 //
+// worker.Options.MCPServers (keel.yaml's mcp_servers) does the same for a
+// worker and closes the servers when it stops.
+//
 // A call maps the server's answer to a tool result: text content as text,
 // structured content as JSON, isError and JSON-RPC errors as error results
 // the model sees. Cancelling the call's context sends notifications/cancelled;
