@@ -34,6 +34,17 @@ test: lint
 	$(GO) test -race -count=1 -run '^$$' ./... > /dev/null
 	$(GO) test -race -count=1 -p 1 -timeout $(TIMEOUT) ./...
 
+# keel on more than one machine: the embedded server on PostgreSQL and two
+# `keel worker` processes of $(BIN), one killed with SIGKILL mid-turn, then
+# the server restarted (e2e/cluster). Needs a PostgreSQL URL whose user may
+# create databases, e.g.
+# KEEL_POSTGRES_DSN='postgres://keel:keel@127.0.0.1:5432/?sslmode=disable';
+# .ci/run starts Debian's PostgreSQL for it.
+.PHONY: test-postgres
+test-postgres: build
+	@test -n "$$KEEL_POSTGRES_DSN" || { echo "test-postgres: set KEEL_POSTGRES_DSN (see the Makefile)"; exit 1; }
+	KEEL_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -p 1 -timeout 15m -run 'Postgres' -v ./devserver/ ./e2e/cluster/
+
 # The release gate alone: workflows/testdata as committed at the release
 # RELEASE names, replayed with today's workflows (make test runs it too,
 # as TestReplayPreviousRelease in ./workflows/).

@@ -44,6 +44,10 @@ type Config struct {
 	// server forgets everything when stopped.
 	DataDir string
 
+	// Postgres keeps the server's data in PostgreSQL instead of SQLite
+	// (see Postgres); DataDir must then be empty. Optional: default SQLite.
+	Postgres *Postgres
+
 	// IP the frontend and the Web UI listen on. Optional: default 127.0.0.1.
 	IP string
 
@@ -147,6 +151,14 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.LogLevel == nil {
 		cfg.LogLevel = zapcore.WarnLevel
+	}
+	if cfg.Postgres != nil {
+		if cfg.DataDir != "" {
+			return cfg, errors.New("devserver: DataDir and Postgres both set; the data lives in one of them")
+		}
+		if cfg.Postgres, err = cfg.Postgres.withDefaults(); err != nil {
+			return cfg, err
+		}
 	}
 	if cfg.DataDir != "" {
 		// The SQLite plugin shares one connection per DSN across the whole

@@ -122,14 +122,14 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 		undo = append(undo, unlock)
 	}
 
-	sqlCfg, err := sqlConfig(cfg)
+	stores, err := dataStores(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	if err := ensureNamespace(ctx, sqlCfg, cfg, logger); err != nil {
+	if err := ensureNamespace(ctx, stores.executions, cfg, logger); err != nil {
 		return nil, err
 	}
-	serverCfg, hosts, err := serverConfig(cfg, sqlCfg)
+	serverCfg, hosts, err := serverConfig(cfg, stores)
 	if err != nil {
 		return nil, err
 	}
@@ -220,6 +220,25 @@ var fileConnectAttributes = map[string]string{
 	"synchronous":  "1",
 }
 
+// sqlStores are the server's two data stores; SQLite keeps both in one
+// database.
+type sqlStores struct {
+	executions, visibility *config.SQL
+}
+
+// dataStores returns the persistence settings, creating databases and
+// schemas where missing.
+func dataStores(ctx context.Context, cfg Config, logger serverLogger) (sqlStores, error) {
+	if pg := cfg.Postgres; pg != nil {
+		if err := setupPostgres(ctx, pg, logger); err != nil {
+			return sqlStores{}, err
+		}
+		return sqlStores{pg.sqlConfig(pg.Database), pg.sqlConfig(pg.VisibilityDatabase)}, nil
+	}
+	sqlCfg, err := sqlConfig(cfg)
+	return sqlStores{sqlCfg, sqlCfg}, err
+}
+
 // sqlConfig returns the SQLite settings, creating the schema in a new
 // database file.
 func sqlConfig(cfg Config) (*config.SQL, error) {
@@ -252,7 +271,7 @@ func sqlConfig(cfg Config) (*config.SQL, error) {
 
 // serverConfig builds the static server configuration: one process, one
 // history shard, every service on its own loopback port.
-func serverConfig(cfg Config, sqlCfg *config.SQL) (*config.Config, map[primitives.ServiceName]static.Hosts, error) {
+func serverConfig(cfg Config, stores sqlStores) (*config.Config, map[primitives.ServiceName]static.Hosts, error) {
 	const internalIP = "127.0.0.1"
 	frontendHost := net.JoinHostPort(dialableIP(cfg.IP), strconv.Itoa(cfg.Port))
 	services := map[string]config.Service{
@@ -276,10 +295,13 @@ func serverConfig(cfg Config, sqlCfg *config.SQL) (*config.Config, map[primitive
 			Membership: config.Membership{BroadcastAddress: internalIP},
 		},
 		Persistence: config.Persistence{
-			DefaultStore:     "sqlite",
-			VisibilityStore:  "sqlite",
+			DefaultStore:     "executions",
+			VisibilityStore:  "visibility",
 			NumHistoryShards: 1,
-			DataStores:       map[string]config.DataStore{"sqlite": {SQL: sqlCfg}},
+			DataStores: map[string]config.DataStore{
+				"executions": {SQL: stores.executions},
+				"visibility": {SQL: stores.visibility},
+			},
 		},
 		ClusterMetadata: &cluster.Config{
 			FailoverVersionIncrement: 10,
