@@ -48,8 +48,16 @@ func (a *Activities) Tool(ctx context.Context, in ToolInput) (result *ToolOutput
 	}, in.Answers, func(msg string) {
 		a.publish(ctx, in.SessionID, in.RunID, in.AfterSeq, keel.ToolProgress{ToolCallID: in.Call.ID, Message: msg})
 	})
+	var sampling samplingLog
+	if in.Model != "" && a.Models != nil {
+		callCtx = tool.WithSampler(callCtx, func(ctx context.Context, req tool.SampleRequest) (tool.SampleResult, error) {
+			res, u, err := a.sample(ctx, in.Model, req)
+			sampling.add(u)
+			return res, err
+		})
+	}
 	res, err := callTool(callCtx, t, in.Call)
-	out := &ToolOutput{Duration: keel.Duration(time.Since(start))}
+	out := &ToolOutput{Duration: keel.Duration(time.Since(start)), Sampling: sampling.all()}
 	var need *tool.NeedInput
 	switch {
 	case errors.As(err, &need):

@@ -100,6 +100,9 @@ type ToolInput struct {
 	// Answers are the host's answers to the call's questions so far.
 	Answers  map[string]json.RawMessage `json:"answers,omitempty"`
 	AfterSeq int64                      `json:"after_seq"`
+	// Model is the run's model spec, which the call may ask (tool.Sample:
+	// an MCP server's sampling request). Empty: sampling is refused.
+	Model string `json:"model,omitempty"`
 }
 
 // ToolOutput is how a tool call ended, or the question it needs answered.
@@ -108,6 +111,9 @@ type ToolOutput struct {
 	Output    string          `json:"output"`
 	NeedInput *tool.Question  `json:"need_input,omitempty"`
 	Duration  keel.Duration   `json:"duration"`
+	// Sampling is the usage of each request the call made to the run's
+	// model, in order; the run counts it.
+	Sampling []keel.Usage `json:"sampling,omitempty"`
 }
 
 // RecoverRunInput names a Run workflow to read back.

@@ -3,7 +3,10 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+
+	"github.com/keelrun/keel"
 )
 
 // CallInfo identifies the call a tool is running for.
@@ -75,4 +78,43 @@ func Progress(ctx context.Context, msg string) {
 	if s, ok := ctx.Value(callKey{}).(*callState); ok && s.progress != nil {
 		s.progress(msg)
 	}
+}
+
+// SampleRequest asks the run's model for one response outside the
+// conversation (an MCP server's sampling request).
+type SampleRequest struct {
+	System    string
+	Messages  []keel.Message
+	MaxTokens int
+}
+
+// SampleResult is the model's response to a SampleRequest.
+type SampleResult struct {
+	Text string
+	// Model is the model that answered, as the provider names it.
+	Model string
+	// Finish is the provider's finish reason ("stop", "length", ...).
+	Finish string
+}
+
+// ErrSamplingRefused is returned by Sample when the runner offers no model
+// to the call.
+var ErrSamplingRefused = errors.New("tool: sampling is not offered to this call")
+
+type samplerKey struct{}
+
+// WithSampler returns ctx whose tool calls may ask the run's model through
+// sample (Sample). Runners set it; the Tool activity does, with the run's
+// model, and counts the usage in the run's.
+func WithSampler(ctx context.Context, sample func(context.Context, SampleRequest) (SampleResult, error)) context.Context {
+	return context.WithValue(ctx, samplerKey{}, sample)
+}
+
+// Sample asks the run's model for one response. It returns
+// ErrSamplingRefused when the runner offers no model.
+func Sample(ctx context.Context, req SampleRequest) (SampleResult, error) {
+	if s, ok := ctx.Value(samplerKey{}).(func(context.Context, SampleRequest) (SampleResult, error)); ok && s != nil {
+		return s(ctx, req)
+	}
+	return SampleResult{}, ErrSamplingRefused
 }

@@ -82,7 +82,7 @@ func newRun(ctx workflow.Context, in RunInput) *run {
 	r.steering = newSteering(emit)
 	r.host = newHostInput(in.RunID, emit, r.refreshState)
 	r.tools = &tools{cfg: r.cfg, sessionID: in.SessionID, runID: in.RunID, root: ctx, work: r.work,
-		emit: emit, lastSeq: r.journal.lastSeq, host: r.host}
+		emit: emit, lastSeq: r.journal.lastSeq, host: r.host, meter: r.meter}
 	r.model = &modelTurns{cfg: r.cfg, sessionID: in.SessionID, runID: in.RunID, root: ctx, work: r.work,
 		emit: emit, lastSeq: r.journal.lastSeq, meter: r.meter, transcript: r.transcript}
 	r.compactor = &compactor{cfg: r.cfg, sessionID: in.SessionID, runID: in.RunID, root: ctx, work: r.work,

@@ -15,6 +15,10 @@ import (
 	"github.com/keelrun/keel/tool"
 )
 
+// toolSamplingChange versions passing the run's model to Tool activities
+// and counting the usage of their sampling requests.
+const toolSamplingChange = "tool-sampling"
+
 const (
 	// interruptedOutput is the result every unresolved call gets when its
 	// run ends first, so the next prompt never replays an unanswered call.
@@ -42,6 +46,9 @@ type tools struct {
 	emit       emitFunc
 	lastSeq    func() int64
 	host       asker
+	// meter counts the usage of the run's model that calls ask for
+	// (sampling).
+	meter *meter
 
 	// running are the detached calls still running; finished those done
 	// whose results wait for the next step boundary, in completion order.
@@ -252,9 +259,20 @@ func (t *tools) activity(ctx workflow.Context, s *slot, answers map[string]json.
 	})
 	in := activities.ToolInput{SessionID: t.sessionID, RunID: t.runID, Step: s.step, Call: s.call, Answers: answers,
 		AfterSeq: t.lastSeq()}
+	// Calls may ask the run's model (an MCP server's sampling request);
+	// runs recorded before that never did.
+	if workflow.GetVersion(ctx, toolSamplingChange, workflow.DefaultVersion, 1) >= 1 {
+		in.Model = t.cfg.Model
+	}
 	var out activities.ToolOutput
 	if err := workflow.ExecuteActivity(actx, activities.ToolName, in).Get(ctx, &out); err != nil {
 		return nil, err
+	}
+	for _, u := range out.Sampling {
+		// Like compaction's, outside the model-turn budget (attempt 0);
+		// the response was used, so it counts as kept.
+		t.meter.request(s.step, 0, u)
+		t.meter.keep(u)
 	}
 	return &out, nil
 }

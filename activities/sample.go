@@ -1,0 +1,55 @@
+package activities
+
+import (
+	"context"
+	"sync"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/provider"
+	"github.com/keelrun/keel/tool"
+)
+
+// sample asks the run's model (spec) for one response on behalf of a tool
+// call (tool.Sample). It returns the request's usage even when the
+// request failed: an abandoned request is billed all the same.
+func (a *Activities) sample(ctx context.Context, spec string, req tool.SampleRequest) (tool.SampleResult, keel.Usage, error) {
+	p, model, err := a.Models.Resolve(spec)
+	if err != nil {
+		return tool.SampleResult{}, keel.Usage{}, err
+	}
+	preq := provider.Request{Model: model, System: req.System, Messages: req.Messages, MaxTokens: req.MaxTokens,
+		Step: 0, Attempt: 1}
+	var asm provider.Assembler
+	for chunk, err := range p.Stream(ctx, preq) {
+		if err != nil {
+			return tool.SampleResult{}, asm.Usage(), provider.AsProviderError(p.Name(), err)
+		}
+		asm.Add(chunk)
+	}
+	resp, err := asm.Response()
+	if err != nil {
+		return tool.SampleResult{}, asm.Usage(), err
+	}
+	return tool.SampleResult{Text: resp.Text, Model: model, Finish: string(resp.Finish)}, resp.Usage, nil
+}
+
+// samplingLog collects the usage of a call's sampling requests.
+type samplingLog struct {
+	mu    sync.Mutex
+	usage []keel.Usage
+}
+
+func (l *samplingLog) add(u keel.Usage) {
+	if u.Requests == 0 {
+		return // no request was made
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.usage = append(l.usage, u)
+}
+
+func (l *samplingLog) all() []keel.Usage {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]keel.Usage(nil), l.usage...)
+}
