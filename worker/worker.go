@@ -8,17 +8,12 @@
 package worker
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
@@ -250,42 +245,4 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 		}
 	}
 	return acts, nil
-}
-
-// SearchAttributes lists the custom search attributes keel's workflows set.
-func SearchAttributes() map[string]enumspb.IndexedValueType {
-	return map[string]enumspb.IndexedValueType{
-		api.AttrSessionID.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		api.AttrState.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		api.AttrRunNumber.GetName(): enumspb.INDEXED_VALUE_TYPE_INT,
-		api.AttrModel.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	}
-}
-
-// EnsureSearchAttributes registers keel's search attributes on the
-// namespace if they are missing. Workers call it at start, so keel runs on
-// any Temporal cluster without a manual setup step.
-func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
-	list, err := c.OperatorService().ListSearchAttributes(ctx,
-		&operatorservice.ListSearchAttributesRequest{Namespace: namespace})
-	if err != nil {
-		return fmt.Errorf("worker: list search attributes: %w", err)
-	}
-	missing := map[string]enumspb.IndexedValueType{}
-	for name, typ := range SearchAttributes() {
-		if _, ok := list.GetCustomAttributes()[name]; !ok {
-			missing[name] = typ
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-		Namespace: namespace, SearchAttributes: missing,
-	})
-	var exists *serviceerror.AlreadyExists
-	if err != nil && !errors.As(err, &exists) {
-		return fmt.Errorf("worker: add search attributes: %w", err)
-	}
-	return nil
 }
