@@ -153,11 +153,12 @@ func TestRunMetricsAndTraces(t *testing.T) {
 		tr := newTree(spans.GetSpans())
 		runSpan := tr.runOf(t, "observed/run-1")
 		t.Logf("trace of the run:\n%s", tr.render(runSpan))
-		// send → session → run: the run's span is in the trace the
-		// client's send started.
 		send := tr.sendOf(t, runSpan)
 		t.Logf("trace of the send:\n%s", tr.render(send))
-		require.Equal(t, []string{"StartChildWorkflow:" + api.RunWorkflowName}, tr.ancestors(runSpan)[:1])
+		// send → session → run: the run starts under the session's
+		// handling of the send that asked for it.
+		require.Equal(t, []string{"StartChildWorkflow:" + api.RunWorkflowName, "HandleUpdate:" + api.UpdateSend,
+			"UpdateWithStartWorkflow:" + api.UpdateSend}, tr.ancestors(runSpan))
 
 		turns := tr.named("chat observed")
 		require.Len(t, turns, 3) // the malformed attempt and two turns

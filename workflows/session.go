@@ -65,6 +65,10 @@ type pendingRun struct {
 	result  SendResult
 	err     error
 	cancel  workflow.CancelFunc
+	// trace is the span of the send that asked for the run (the tracing
+	// interceptor's, under instrument.SpanContextKey), nil without one.
+	// It is never carried across continue-as-new.
+	trace any
 }
 
 // SessionWorkflow is a conversation. It starts a Run child for each prompt
@@ -232,7 +236,7 @@ func (s *session) send(ctx workflow.Context, req SendRequest) (SendResult, error
 	if s.shutdown {
 		return SendResult{}, wireError(keel.ErrRuntimeShutdown)
 	}
-	p := &pendingRun{number: s.runs + len(s.queue) + 1, req: req}
+	p := &pendingRun{number: s.runs + len(s.queue) + 1, req: req, trace: ctx.Value(instrument.SpanContextKey)}
 	s.queue = append(s.queue, p)
 	if s.active != nil || len(s.queue) > 1 {
 		return SendResult{RunID: keel.RunID(s.id, p.number), Number: p.number, Queued: true}, nil
@@ -263,6 +267,11 @@ func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 	runID := keel.RunID(s.id, p.number)
 	cctx, cancel := workflow.WithCancel(ctx)
 	p.cancel = cancel
+	if p.trace != nil {
+		// The run's spans go under the send's, not the session's, whose
+		// span ends only when the session does.
+		cctx = workflow.WithValue(cctx, instrument.SpanContextKey, p.trace)
+	}
 	cctx = workflow.WithChildOptions(cctx, workflow.ChildWorkflowOptions{
 		WorkflowID:          runID,
 		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
