@@ -136,9 +136,24 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage) (t
 	return resultOf(res), nil
 }
 
-// errNotOneCall refuses an elicitation that cannot be tied to a call.
+// soleCall returns the one call in flight, or nil when there is none or
+// several: a server's request to the client names no call, so keel ties it
+// to the only one it can be part of.
+func (s *server) soleCall() *call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.calls) != 1 {
+		return nil
+	}
+	for _, only := range s.calls {
+		return only
+	}
+	return nil
+}
+
+// errNotOneCall refuses a request that cannot be tied to a call.
 var errNotOneCall = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-	Message: "keel ties an elicitation to the one call in flight, and this server has none or several"}
+	Message: "keel ties an elicitation or a sampling request to the one call in flight, and this server has none or several"}
 
 // elicit turns a server's elicitation into a question for keel's host.
 // The n-th elicitation of a call is question "elicitation-n". Without an
@@ -147,14 +162,7 @@ var errNotOneCall = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 // call runs again from the start and the server's same elicitation gets
 // the answer.
 func (s *server) elicit(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
-	s.mu.Lock()
-	var c *call
-	if len(s.calls) == 1 {
-		for _, only := range s.calls {
-			c = only
-		}
-	}
-	s.mu.Unlock()
+	c := s.soleCall()
 	if c == nil {
 		return nil, errNotOneCall
 	}

@@ -32,9 +32,9 @@ func TestEndToEnd(t *testing.T) {
 	}
 	hooks := &faultHooks{slowStarted: make(chan struct{}, 1), slowCancelled: make(chan time.Time, 1)}
 	changes := make(chan []string, 10)
-	connect(t, mcp.Options{Registry: reg, OnToolsChanged: func(_ string, tools []string) { changes <- tools }},
+	connect(t, mcp.Options{Registry: reg, Sampling: true, OnToolsChanged: func(_ string, tools []string) { changes <- tools }},
 		cfg, mcp.ServerConfig{Name: "fault", URL: serveFault(t, newFaultServer(hooks), "")})
-	waitFor(t, changes, "mcp__everything__trigger-elicitation-request", true)
+	waitFor(t, changes, "mcp__everything__trigger-sampling-request", true)
 
 	srv := keeltest.StartServer(t, devserver.Config{})
 	mem := live.NewMemory()
@@ -43,6 +43,48 @@ func TestEndToEnd(t *testing.T) {
 	c := keeltest.Client(t, srv, mem)
 	t.Run("everything", func(t *testing.T) { endToEndEverything(t, c, &book) })
 	t.Run("cancel", func(t *testing.T) { endToEndCancel(t, c, &book, hooks) })
+	t.Run("sampling", func(t *testing.T) { endToEndSampling(t, c, &book) })
+}
+
+// server-everything's sampling tool asks the run's model; the request's
+// usage is recorded (usage.updated, attempt 0) and counted in the run's.
+func endToEndSampling(t *testing.T, c *client.Client, book *keeltest.ScriptBook) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The scripted model plays the turn matching the request's assistant
+	// messages: the sampling request has none, so it gets turn 1's text.
+	model := book.Add(t, "mcp-sampling", `{"turns":[
+	  {"text":["Sampled by keel."],"tool_calls":[{"id":"m1","name":"mcp__everything__trigger-sampling-request","arguments":{"prompt":"say hi","maxTokens":50}}],
+	   "usage":{"input_tokens":120,"output_tokens":30}},
+	  {"text":["done"],"usage":{"input_tokens":10,"output_tokens":5}}]}`)
+	run, err := c.Session("mcp-sampling").Send(ctx, "sample", client.WithConfig(api.RunConfig{Model: model,
+		Tools: []string{"mcp__everything__trigger-sampling-request"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := follow(t, ctx, run, func(keel.HostInputRequested) any { return nil })
+	f := toolResults(events)["m1"]
+	if f.Status != keel.ToolOK || !strings.Contains(f.Output, `"text": "Sampled by keel."`) || !strings.Contains(f.Output, `"role": "assistant"`) {
+		t.Errorf("tool.finished m1 = %+v, want the model's text in the server's result", f)
+	}
+	var sampled []keel.Usage
+	var completed *keel.RunCompleted
+	for _, ev := range events {
+		switch e, _ := ev.Event(); e := e.(type) {
+		case keel.UsageUpdated:
+			if e.Attempt == 0 {
+				sampled = append(sampled, e.Usage)
+			}
+		case keel.RunCompleted:
+			completed = &e
+		}
+	}
+	if len(sampled) != 1 || sampled[0].InputTokens != 120 || sampled[0].OutputTokens != 30 {
+		t.Errorf("usage.updated of sampling = %+v, want one request of 120 in, 30 out", sampled)
+	}
+	if completed == nil || completed.Usage.InputTokens != 250 || completed.Usage.Requests != 3 {
+		t.Errorf("run.completed = %+v, want 250 input tokens over 3 requests (two turns and the sampling)", completed)
+	}
 }
 
 // A scripted model calls server-everything's echo, get-sum (under an "ask"

@@ -286,3 +286,30 @@ func TestEverythingURLElicitation(t *testing.T) {
 		t.Errorf("second run: %+v, %v", res, err)
 	}
 }
+
+// With sampling allowed, server-everything's sampling request reaches the
+// call's sampler (the Tool activity's: the run's model); a call without
+// one refuses it and the server reports the failure.
+func TestEverythingSampling(t *testing.T) {
+	changes := make(chan []string, 10)
+	reg, _ := connect(t, mcp.Options{Sampling: true, OnToolsChanged: func(_ string, tools []string) { changes <- tools }}, everything(t))
+	const name = "mcp__everything__trigger-sampling-request"
+	waitFor(t, changes, name, true)
+	var got tool.SampleRequest
+	ctx := tool.WithSampler(callCtx(context.Background(), nil, nil), func(_ context.Context, req tool.SampleRequest) (tool.SampleResult, error) {
+		got = req
+		return tool.SampleResult{Text: "hi from the model", Model: "m1", Finish: "stop"}, nil
+	})
+	res, err := call(t, ctx, reg, name, `{"prompt":"say hi","maxTokens":50}`)
+	if err != nil || res.IsError || !strings.Contains(res.Output, `"text": "hi from the model"`) || !strings.Contains(res.Output, `"model": "m1"`) {
+		t.Fatalf("sampling: %+v, %v", res, err)
+	}
+	if got.System != "You are a helpful test server." || got.MaxTokens != 50 || len(got.Messages) != 1 ||
+		got.Messages[0].Content != "Resource trigger-sampling-request context: say hi" {
+		t.Errorf("sample request = %+v", got)
+	}
+	res, err = call(t, callCtx(context.Background(), nil, nil), reg, name, `{"prompt":"say hi"}`)
+	if err != nil || !res.IsError || !strings.Contains(res.Output, "sampling is refused") {
+		t.Errorf("without a sampler: %+v, %v; want an error result saying sampling is refused", res, err)
+	}
+}

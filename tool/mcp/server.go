@@ -42,14 +42,19 @@ type server struct {
 	changed func(server string, tools []string)
 }
 
-func newServer(cfg ServerConfig, reg *tool.Registry, log *slog.Logger, changed func(string, []string)) *server {
-	s := &server{cfg: cfg, reg: reg, log: log.With("mcp_server", cfg.Name),
-		tools: map[string]*remoteTool{}, calls: map[string]*call{}, changed: changed}
+func newServer(cfg ServerConfig, opts Options, log *slog.Logger) *server {
+	s := &server{cfg: cfg, reg: opts.Registry, log: log.With("mcp_server", cfg.Name),
+		tools: map[string]*remoteTool{}, calls: map[string]*call{}, changed: opts.OnToolsChanged}
+	var sample func(context.Context, *sdk.CreateMessageRequest) (*sdk.CreateMessageResult, error)
+	if opts.Sampling {
+		sample = s.sample
+	}
 	s.client = sdk.NewClient(&sdk.Implementation{Name: "keel", Version: "1"}, &sdk.ClientOptions{
-		// No roots, no sampling (refused by policy: servers do not ask);
-		// elicitation in both modes, answered by keel's host.
+		// No roots; sampling only when allowed (otherwise servers do not
+		// ask); elicitation in both modes, answered by keel's host.
 		Capabilities: &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{
 			Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{}}},
+		CreateMessageHandler:        sample,
 		ElicitationHandler:          s.elicit,
 		ProgressNotificationHandler: s.progress,
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {

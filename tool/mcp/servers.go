@@ -17,6 +17,11 @@ type Options struct {
 	// Logger for connection events and servers' standard error (at debug
 	// level). Default slog.Default().
 	Logger *slog.Logger
+	// Sampling lets servers ask the run's model during a call (sampling):
+	// the Tool activity answers through keel's provider layer and the run
+	// counts the usage. Default false: keel advertises no sampling
+	// capability, so servers do not ask (refused by policy).
+	Sampling bool
 	// OnToolsChanged is called after each listing of a server's tools (at
 	// connect, after the server said its list changed, after a restart)
 	// with their keel names, sorted. Optional.
@@ -50,7 +55,7 @@ func Connect(ctx context.Context, configs []ServerConfig, opts Options) (*Server
 		if _, dup := ss.byName[cfg.Name]; dup {
 			return nil, &ConfigError{Server: cfg.Name, Field: "name", Problem: "two servers have this name"}
 		}
-		s := newServer(cfg, opts.Registry, log, opts.OnToolsChanged)
+		s := newServer(cfg, opts, log)
 		ss.byName[cfg.Name] = s
 		ss.order = append(ss.order, s)
 	}
