@@ -42,8 +42,8 @@ var ErrSearchAttributeType = errors.New("worker: search attribute registered wit
 //
 // Several workers may start together on a fresh namespace. Their requests
 // race: on SQL visibility each picks a free column from a possibly stale
-// view of the namespace, and the loser is refused ("field name already
-// allocated", or a conflicting namespace update). So a refused or failed
+// view of the namespace, and the server refuses a loser ("field name
+// already allocated", or a conflicting namespace update). So a refused or failed
 // registration is retried, with jittered backoff, from a fresh list, until
 // every attribute is there with its type, for up to
 // SearchAttributesTimeout; a namespace that does not exist yet (created by
