@@ -178,7 +178,9 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	if tq == "" {
 		tq = api.TaskQueue
 	}
-	wo.DeploymentOptions = deployment
+	if deployment.UseVersioning { // else keep what opts.Worker says
+		wo.DeploymentOptions = deployment
+	}
 	w := sdkworker.New(c, tq, wo)
 	Register(w, acts)
 	if servers != nil {
