@@ -7,7 +7,9 @@ import (
 	"time"
 
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
 
+	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/tool"
 	"github.com/keelrun/keel/tool/mcp"
 )
@@ -17,11 +19,12 @@ import (
 // may first download its package.
 const MCPConnectTimeout = 2 * time.Minute
 
-// connectMCP connects the servers and registers their tools in tools.
-func connectMCP(servers []mcp.ServerConfig, tools *tool.Registry) (*mcp.Servers, error) {
+// connectMCP connects the servers and registers their tools in tools;
+// what the servers and their stderr say goes to log.
+func connectMCP(servers []mcp.ServerConfig, tools *tool.Registry, log *zap.Logger) (*mcp.Servers, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), MCPConnectTimeout)
 	defer cancel()
-	ss, err := mcp.Connect(ctx, servers, mcp.Options{Registry: tools})
+	ss, err := mcp.Connect(ctx, servers, mcp.Options{Registry: tools, Logger: logging.Slog(log.With(zap.String("component", "mcp")))})
 	if err != nil {
 		return nil, fmt.Errorf("worker: MCP servers: %w", err)
 	}

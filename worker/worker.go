@@ -154,7 +154,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	}
 	var servers *mcp.Servers
 	if len(opts.MCPServers) > 0 {
-		if servers, err = connectMCP(opts.MCPServers, acts.Tools); err != nil {
+		if servers, err = connectMCP(opts.MCPServers, acts.Tools, acts.Logger); err != nil {
 			return nil, err
 		}
 	}
