@@ -43,7 +43,7 @@ test: lint
 .PHONY: test-postgres
 test-postgres: build
 	@test -n "$$KEEL_POSTGRES_DSN" || { echo "test-postgres: set KEEL_POSTGRES_DSN (see the Makefile)"; exit 1; }
-	KEEL_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -p 1 -timeout 15m -run 'Postgres' -v ./devserver/ ./e2e/cluster/
+	KEEL_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -p 1 -timeout 15m -run 'Postgres' -v ./devserver/ ./cmd/keel/ ./e2e/cluster/
 
 # The release gate alone: workflows/testdata as committed at the release
 # RELEASE names, replayed with today's workflows (make test runs it too,

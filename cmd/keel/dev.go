@@ -35,7 +35,8 @@ import (
 )
 
 const devDesc = `Runs a complete local keel in one process: a Temporal server whose state
-lives in SQLite under --data-dir (so sessions survive a restart), the
+lives in SQLite under --data-dir, or in PostgreSQL with --postgres (so
+sessions survive a restart), the
 Temporal Web UI, an embedded NATS server for streamed text, a worker
 with the built-in tools confined to --workspace, and keel's HTTP API
 (docs/gateway.md) on 127.0.0.1 at --http-port. It prints the addresses and
@@ -52,6 +53,8 @@ const demoPrompt = "Give me a tour of the workspace."
 type devConfig struct {
 	// dataDir holds the SQLite database; "" keeps it in memory (tests).
 	dataDir string
+	// postgres keeps the server's data in PostgreSQL instead; nil: SQLite.
+	postgres *devserver.Postgres
 	// Ports; 0 picks a free one.
 	port, uiPort, natsPort, httpPort int
 	// store is the content store's URL; "" puts it under dataDir (or in
@@ -107,6 +110,7 @@ type devStack struct {
 func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("dev", "keel dev [flags]", devDesc)
 	dataDir := fs.String("data-dir", ".keel", "`DIR` for the server's SQLite database and the default workspace")
+	postgresURL := fs.String("postgres", "", "PostgreSQL `URL` (postgres://USER:PASSWORD@HOST:PORT/DATABASE?sslmode=disable) for the server's data instead of SQLite in DATA_DIR")
 	port := fs.Int("port", devserver.DefaultPort, "Temporal gRPC `port`")
 	uiPort := fs.Int("ui-port", devserver.DefaultUIPort, "Web UI `port`")
 	natsPort := fs.Int("nats-port", natsserver.DefaultPort, "NATS `port`")
@@ -143,6 +147,13 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *dataDir == "" {
 		return fs.usageError(stderr, "--data-dir must name a directory")
+	}
+	var postgres *devserver.Postgres
+	if *postgresURL != "" {
+		var err error
+		if postgres, err = devserver.ParsePostgresURL(*postgresURL); err != nil {
+			return fs.usageError(stderr, "--postgres: %v", err)
+		}
 	}
 	logOpts, err := logs.options(nil)
 	if err != nil {
@@ -182,7 +193,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer tel.Shutdown(context.Background())
 	fmt.Fprintln(stdout, "keel dev: starting Temporal, the Web UI, NATS and a worker…")
 	stack, err := startDevStack(ctx, devConfig{
-		dataDir: *dataDir, port: *port, uiPort: *uiPort, natsPort: *natsPort, httpPort: *httpPort, noUI: *noUI,
+		dataDir: *dataDir, postgres: postgres, port: *port, uiPort: *uiPort, natsPort: *natsPort, httpPort: *httpPort, noUI: *noUI,
 		store:     *storeURL,
 		workspace: *workspace,
 		logger:    devLogger,
@@ -240,8 +251,13 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	}
 	s.httpL = httpListener
 	s.codecURL = "http://" + httpListener.Addr().String() + "/codec"
+	serverDir := cfg.dataDir
+	if cfg.postgres != nil {
+		serverDir = ""
+	}
 	s.server, err = devserver.Start(ctx, devserver.Config{
-		DataDir:         cfg.dataDir,
+		DataDir:         serverDir,
+		Postgres:        cfg.postgres,
 		Port:            anyPortIfZero(cfg.port, devserver.AnyPort),
 		UIPort:          anyPortIfZero(cfg.uiPort, devserver.AnyPort),
 		DisableUI:       cfg.noUI,
@@ -416,6 +432,9 @@ func (s *devStack) printWelcome(w io.Writer, dataDir, logPath string) {
 	metricsNote, tracesNote := telemetryNote(s.tel)
 	if abs, err := filepath.Abs(dataDir); err == nil {
 		where = "SQLite in " + abs + "; sessions survive a restart"
+	}
+	if pg := s.server.Config().Postgres; pg != nil {
+		where = fmt.Sprintf("PostgreSQL at %s (databases %s, %s); sessions survive a restart", pg.Address, pg.Database, pg.VisibilityDatabase)
 	}
 	fmt.Fprintf(w, `
 keel dev is up.
