@@ -41,7 +41,7 @@ type promptFlags struct {
 func (p *promptFlags) register(fs *flagSet) {
 	fs.StringVar(&p.session, "session", "", "session `ID` to continue (default: a new session)")
 	fs.StringVar(&p.model, "model", api.DefaultModel,
-		"model `SPEC`: scripted:demo, scripted:FILE.json, openai:MODEL, anthropic:MODEL, or NAME of a model in the worker's keel.yaml (default: its default_model)")
+		"model `SPEC`: scripted:demo, scripted:FILE.json, openai:MODEL, anthropic:MODEL, or NAME of a model in the worker's keel.yaml (\"default\" names its default_model)")
 	fs.Var(&p.tools, "tools", "comma-separated tool `LIST` (default: the demo's tools for scripted:demo, else none)")
 	fs.IntVar(&p.maxSteps, "max-steps", 0, "most model turns in the run (default 32)")
 	fs.Var(&p.approveAsk, "approve-ask", "comma-separated tool `LIST` whose every call waits for the host's approval (\"*\": all tools)")
