@@ -62,10 +62,15 @@ func (l serverLogger) log(level zapcore.Level, msg string, tags []tag.Tag) {
 	ce.Write(tagFields(tags)...)
 }
 
+// tagFields turns the server's tags into fields; a keel workflow's ID adds
+// the session_id and run_id it names, as in keel's own records.
 func tagFields(tags []tag.Tag) []zap.Field {
-	fields := make([]zap.Field, len(tags))
-	for i, t := range tags {
-		fields[i] = zap.Any(t.Key(), t.Value())
+	fields := make([]zap.Field, 0, len(tags))
+	for _, t := range tags {
+		fields = append(fields, zap.Any(t.Key(), t.Value()))
+		if id, ok := t.Value().(string); ok && t.Key() == tag.WorkflowIDKey {
+			fields = append(fields, logging.WorkflowFields(id)...)
+		}
 	}
 	return fields
 }

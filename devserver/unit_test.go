@@ -84,12 +84,12 @@ func TestServerLogger(t *testing.T) {
 	for msg := range benignWarnings {
 		l.Warn(msg)
 	}
-	l.With(tag.NewStringTag("service", "history")).Error("failed")
+	l.With(tag.NewStringTag("service", "history")).Error("failed", tag.WorkflowID("s1/run-2"))
 	l.stopping.Store(true)
 	l.Error("poll failed during shutdown")
 
 	out := buf.String()
-	for _, want := range []string{`"msg":"kept"`, `"shard":"1"`, `"msg":"failed"`, `"service":"history"`, `"component":"temporal"`, `"caller":"devserver/unit_test.go:`} {
+	for _, want := range []string{`"msg":"kept"`, `"shard":"1"`, `"msg":"failed"`, `"service":"history"`, `"component":"temporal"`, `"wf-id":"s1/run-2","session_id":"s1","run_id":"s1/run-2"`, `"caller":"devserver/unit_test.go:`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}
