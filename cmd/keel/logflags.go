@@ -22,7 +22,7 @@ func (l *logFlags) register(fs *flagSet, where, levelNote string) {
 	fs.StringVar(&l.format, "log-format", string(logging.FormatConsole),
 		"`FORMAT` of the log records written "+where+": json (one object a line) or console")
 	fs.StringVar(&l.level, "log-level", "warn",
-		"least severe log record written "+where+": debug"+levelNote+", info, warn or error")
+		"`LEVEL` of the least severe log record written "+where+": debug"+levelNote+", info, warn or error")
 }
 
 // flagValueError is a bad --log-format or --log-level.
