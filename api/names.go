@@ -15,6 +15,16 @@ var (
 // TaskQueue is the task queue keel's workers poll.
 const TaskQueue = "keel"
 
+// Task priorities, on Temporal's scale of 1 (first) to 5. A Session
+// workflow takes SessionPriority and its runs RunPriority (their
+// activities inherit it): when workflow tasks queue up under load, a
+// session's tasks (a send, a run's start and commit) are handed out before
+// the runs' own, so a send does not wait behind hundreds of model turns.
+const (
+	SessionPriority = 1
+	RunPriority     = 3
+)
+
 // Workflow, update, signal and query names: stable surfaces that the
 // temporal CLI and other clients rely on.
 const (

@@ -111,3 +111,22 @@ func mustEvent(t *testing.T, env keel.Envelope) keel.Event {
 	require.NoError(t, err)
 	return ev
 }
+
+// A session's tasks go before its runs' when tasks queue up: the Session
+// workflow starts with api.SessionPriority and gives each run
+// api.RunPriority (docs/performance.md, "Sends under load").
+func TestSessionAndRunPriorities(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	model := shared.book.Add(t, t.Name(), `{"turns":[{"text":["ok"]}]}`)
+	sess := c.Session("e2e-priority")
+	run, err := sess.Send(ctx, "hi", client.WithConfig(api.RunConfig{Model: model, Tools: []string{}}))
+	require.NoError(t, err)
+	_, err = run.Outcome(ctx)
+	require.NoError(t, err)
+	for id, want := range map[string]int32{sess.ID(): api.SessionPriority, run.ID: api.RunPriority} {
+		d, err := c.Temporal().DescribeWorkflowExecution(ctx, id, "")
+		require.NoError(t, err)
+		require.Equal(t, want, d.GetWorkflowExecutionInfo().GetPriority().GetPriorityKey(), "priority of %s", id)
+	}
+}

@@ -122,6 +122,7 @@ func (s *Session) sendUpdate(ctx context.Context, req api.SendRequest) (*Run, er
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(s.id)),
 		StaticSummary:         "keel session " + s.id,
+		Priority:              temporal.Priority{PriorityKey: api.SessionPriority},
 	}, api.SessionWorkflowName, api.SessionInput{SessionID: s.id, Config: s.c.config, HandOver: s.c.handOver})
 	// The update has an ID of our own so that a call that timed out while
 	// the server was busy can be resumed, never sent twice.

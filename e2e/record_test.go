@@ -109,6 +109,31 @@ func TestRecordSendAtStartHistory(t *testing.T) {
 	writeHistory(t, ctx, c.Temporal(), sess.ID(), filepath.Join("..", "workflows", "testdata", "session_send_at_start.json"))
 }
 
+// TestRecordRunPriorityHistory records a session that gives its runs
+// their own priority (the run-priority version), for
+// workflows/replay_test.go:
+//
+//	KEEL_RECORD=1 go test -run TestRecordRunPriorityHistory ./e2e
+//
+// It writes session_run_priority.json: two runs, one after the other.
+func TestRecordRunPriorityHistory(t *testing.T) {
+	if os.Getenv(recordEnv) != "1" {
+		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
+	}
+	ctx := testContext(t, 3*time.Minute)
+	srv := keeltest.StartServer(t, devserver.Config{})
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["Done."]}]}`})
+	c := keeltest.Client(t, srv, nil)
+	sess := c.Session("replay-run-priority")
+	for _, prompt := range []string{"first", "second"} {
+		run, err := sess.Send(ctx, prompt)
+		require.NoError(t, err)
+		_, err = run.Outcome(ctx)
+		require.NoError(t, err)
+	}
+	writeHistory(t, ctx, c.Temporal(), sess.ID(), filepath.Join("..", "workflows", "testdata", "session_run_priority.json"))
+}
+
 // writeHistory saves a workflow's history as the JSON the temporal CLI
 // prints and sdk worker.WorkflowReplayer reads.
 func writeHistory(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID, path string) {

@@ -70,6 +70,7 @@ const (
 	RunWorkflowName     = api.RunWorkflowName
 	RuntimeWorkflowName = api.RuntimeWorkflowName
 	RuntimeWorkflowID   = api.RuntimeWorkflowID
+	RunPriority         = api.RunPriority
 
 	UpdateSend            = api.UpdateSend
 	UpdateSteer           = api.UpdateSteer

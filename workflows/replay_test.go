@@ -18,6 +18,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/worker"
 	"github.com/keelrun/keel/workflows"
@@ -49,6 +50,11 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 2,
 		enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED.String():       2,
 	}, check: updatesCompleteBeforeChildStarts},
+	// A session that starts its runs at api.RunPriority (run-priority).
+	{file: "session_run_priority.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 2,
+		enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED.String():       2,
+	}, check: runsStartAtRunPriority},
 	{file: "session.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED.String():       2,
 		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 2,
@@ -143,6 +149,21 @@ func requireCoverage(t *testing.T, path string, h recordedHistory) {
 	if h.check != nil {
 		require.NoError(t, h.check(hist), h.file)
 	}
+}
+
+// runsStartAtRunPriority checks that every run was started with
+// api.RunPriority, below its session's own.
+func runsStartAtRunPriority(h *historypb.History) error {
+	if p := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetPriority().GetPriorityKey(); p != api.SessionPriority {
+		return fmt.Errorf("the session started with priority %d, want %d", p, api.SessionPriority)
+	}
+	for _, ev := range h.GetEvents() {
+		if a := ev.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a != nil && a.GetPriority().GetPriorityKey() != api.RunPriority {
+			return fmt.Errorf("event %d: run %s started with priority %d, want %d",
+				ev.GetEventId(), a.GetWorkflowId(), a.GetPriority().GetPriorityKey(), api.RunPriority)
+		}
+	}
+	return nil
 }
 
 // updatesCompleteBeforeChildStarts checks that every send completed before

@@ -259,6 +259,9 @@ func (s *session) send(ctx workflow.Context, req SendRequest) (SendResult, error
 // request instead of its start.
 const sendAtStartChange = "send-at-start"
 
+// runPriorityChange versions the priority a session gives its runs.
+const runPriorityChange = "run-priority"
+
 // runOne runs one accepted prompt as a Run child and commits its result.
 func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 	s.runs++
@@ -272,7 +275,7 @@ func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 		// span ends only when the session does.
 		cctx = workflow.WithValue(cctx, instrument.SpanContextKey, p.trace)
 	}
-	cctx = workflow.WithChildOptions(cctx, workflow.ChildWorkflowOptions{
+	opts := workflow.ChildWorkflowOptions{
 		WorkflowID:          runID,
 		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 		WaitForCancellation: true,
@@ -280,7 +283,14 @@ func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 			AttrSessionID.ValueSet(s.id), AttrState.ValueSet(string(keel.StatusActive)),
 			AttrRunNumber.ValueSet(int64(p.number)), AttrModel.ValueSet(cfg.Model)),
 		StaticSummary: fmt.Sprintf("run %d: %s", p.number, clip(p.req.Prompt, 80)),
-	})
+	}
+	// A run would inherit the session's priority; it takes a lower one, so
+	// the session's tasks go first (api.SessionPriority). Histories from
+	// before it started their runs without one and replay that way.
+	if workflow.GetVersion(ctx, runPriorityChange, workflow.DefaultVersion, 1) == 1 {
+		opts.Priority = temporal.Priority{PriorityKey: RunPriority}
+	}
+	cctx = workflow.WithChildOptions(cctx, opts)
 	in := RunInput{SessionID: s.id, RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq,
 		Prompt: p.req.Prompt, Transcript: s.transcript, Config: cfg}
 	s.active = p
