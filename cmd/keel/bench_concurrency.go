@@ -35,6 +35,7 @@ func cmdBenchConcurrency(ctx context.Context, args []string, stdout, stderr io.W
 	cancelFraction := fs.Float64("cancel-fraction", 0.1, "`fraction` of the sessions (and of the baseline's workflows) cancelled mid-stream, to time cancellation")
 	inProcess := fs.Bool("in-process", false, "run the workers in this process (their CPU time then counts as the server's)")
 	asJSON := fs.Bool("json", false, "print the figures as one JSON object (per-run counts, seconds, verdicts) instead of the table")
+	workerFlags := fs.String("worker-flags", "", "space-separated `FLAGS` given to the keel worker process besides the connection ones (\"--no-cancel-watch --workflow-pollers 32\"), to measure settings")
 	label := fs.String("label", "", "`name` of what is measured, printed in the table (a commit, \"before\"; default the binary's VCS revision if it recorded one)")
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
@@ -48,8 +49,20 @@ func cmdBenchConcurrency(ctx context.Context, args []string, stdout, stderr io.W
 	}
 	opts := bench.ConcurrencyOptions{Sessions: ns, CancelFraction: *cancelFraction, Label: *label,
 		Progress: func(n int, phase string) { fmt.Fprintf(stderr, "keel bench concurrency: %d sessions: %s\n", n, phase) }}
+	extra := strings.Fields(*workerFlags)
+	if len(extra) > 0 {
+		if *inProcess {
+			return fs.usageError(stderr, "--worker-flags needs the worker in its own process (leave out --in-process)")
+		}
+		if code, ok := checkWorkerFlags(ctx, extra, stderr); !ok {
+			return code
+		}
+	}
 	if !*inProcess {
-		opts.KeelWorker, opts.BaselineWorker = startKeelWorkerProcess, startBaselineWorkerProcess
+		opts.KeelWorker = func(ctx context.Context, cfg bench.WorkerConfig) (*bench.Process, error) {
+			return startKeelWorkerProcess(ctx, cfg, extra)
+		}
+		opts.BaselineWorker = startBaselineWorkerProcess
 	}
 	rep, err := bench.MeasureConcurrency(ctx, opts)
 	if rep != nil && len(rep.Points) > 0 {
@@ -82,11 +95,25 @@ func parseSessions(s string) ([]int, error) {
 	return out, nil
 }
 
-// startKeelWorkerProcess runs `keel worker` with its default options on
-// the benchmark's server, NATS and content store.
-func startKeelWorkerProcess(ctx context.Context, cfg bench.WorkerConfig) (*bench.Process, error) {
-	w, err := startChild(ctx, "keel worker: polling", "worker", "--address", cfg.Address, "--namespace", cfg.Namespace,
-		"--nats", cfg.NATSURL, "--store", cfg.StoreURL, "--workspace", cfg.Workspace)
+// checkWorkerFlags parses --worker-flags as keel worker does, so a typo is
+// a usage error before any server starts, not a worker that never comes
+// up after the baseline's minute: with --help after them, keel worker
+// parses the flags and stops there.
+func checkWorkerFlags(ctx context.Context, extra []string, stderr io.Writer) (int, bool) {
+	args := append(append([]string{}, extra...), "--help")
+	if code := cmdWorker(ctx, args, io.Discard, io.Discard); code != exitOK {
+		fmt.Fprintf(stderr, "keel bench concurrency: --worker-flags %q are not flags of keel worker (see keel worker --help)\n", strings.Join(extra, " "))
+		return exitUsage, false
+	}
+	return exitOK, true
+}
+
+// startKeelWorkerProcess runs `keel worker` on the benchmark's server, NATS
+// and content store, with its default options unless extra sets some.
+func startKeelWorkerProcess(ctx context.Context, cfg bench.WorkerConfig, extra []string) (*bench.Process, error) {
+	args := append([]string{"worker", "--address", cfg.Address, "--namespace", cfg.Namespace,
+		"--nats", cfg.NATSURL, "--store", cfg.StoreURL, "--workspace", cfg.Workspace}, extra...)
+	w, err := startChild(ctx, "keel worker: polling", args...)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,8 @@ func TestBenchConcurrencyEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	args := []string{"bench", "concurrency", "--sessions", "2", "--cancel-fraction", "0.5", "--label", "test"}
+	args := []string{"bench", "concurrency", "--sessions", "2", "--cancel-fraction", "0.5", "--label", "test",
+		"--worker-flags", "--workflow-pollers 4 --heartbeat-interval 4s"}
 	if code := dispatch(ctx, args, &out, &errOut); code != exitOK {
 		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
@@ -41,6 +42,21 @@ func TestBenchConcurrencyEndToEnd(t *testing.T) {
 	}
 	if regexp.MustCompile(`CPU s: worker process +—`).MatchString(table) {
 		t.Errorf("no worker CPU time:\n%s", table)
+	}
+}
+
+// Flags for the worker process that keel worker would refuse are refused
+// before any server starts.
+func TestBenchConcurrencyWorkerFlags(t *testing.T) {
+	for _, flags := range []string{"--no-such-flag", "--workflow-pollers", "--workflow-pollers many"} {
+		code, _, stderr := call(t, "bench", "concurrency", "--worker-flags", flags)
+		if code != exitUsage || !strings.Contains(stderr, "--worker-flags") {
+			t.Errorf("--worker-flags %q: exit %d, stderr %q", flags, code, stderr)
+		}
+	}
+	code, _, stderr := call(t, "bench", "concurrency", "--in-process", "--worker-flags", "--no-cancel-watch")
+	if code != exitUsage || !strings.Contains(stderr, "--in-process") {
+		t.Errorf("--worker-flags with --in-process: exit %d, stderr %q", code, stderr)
 	}
 }
 
