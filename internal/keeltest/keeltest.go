@@ -20,6 +20,7 @@ import (
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/testlog"
 	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/provider"
 	"github.com/keelrun/keel/provider/scripted"
 	"github.com/keelrun/keel/store"
@@ -120,8 +121,10 @@ func StartWorker(tb testing.TB, srv *devserver.Server, opts WorkerOptions) sdkwo
 			tb.Fatalf("tools: %v", err)
 		}
 	}
+	// The worker logs where the server does (the test's log), as quietly.
+	cfg := srv.Config()
 	w, err := worker.New(c, worker.Options{Models: models, Tools: tools, Live: opts.Live, StopTimeout: time.Second,
-		Codec: Codec(tb, srv), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch})
+		Logger: logging.AtLeast(cfg.Logger, cfg.LogLevel), Codec: Codec(tb, srv), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch})
 	if err != nil {
 		tb.Fatalf("worker: %v", err)
 	}
