@@ -28,6 +28,7 @@ func clearOTEL(t *testing.T) {
 
 func TestNothingOnByDefault(t *testing.T) {
 	clearOTEL(t)
+	require.False(t, telemetry.OTLPRequested())
 	tel, err := telemetry.Start(context.Background(), telemetry.Options{})
 	require.NoError(t, err)
 	defer tel.Shutdown(context.Background())
@@ -53,6 +54,7 @@ func TestOTLPDisabled(t *testing.T) {
 	clearOTEL(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
 	t.Setenv("OTEL_SDK_DISABLED", "true")
+	require.False(t, telemetry.OTLPRequested())
 	tel, err := telemetry.Start(context.Background(), telemetry.Options{})
 	require.NoError(t, err)
 	defer tel.Shutdown(context.Background())
@@ -87,6 +89,7 @@ func TestOTLPHTTPFromEnvironment(t *testing.T) {
 	defer srv.Close()
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
 	t.Setenv("OTEL_SERVICE_NAME", "keel-test")
+	require.True(t, telemetry.OTLPRequested())
 
 	ctx := context.Background()
 	tel, err := telemetry.Start(ctx, telemetry.Options{})

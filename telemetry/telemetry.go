@@ -258,6 +258,13 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// OTLPRequested reports whether the OTEL_EXPORTER_OTLP_* variables ask
+// for traces, that is whether Start without a SpanExporter traces. A
+// process that would start telemetry only to trace (a command-line
+// client, say) checks it first, so that without the variables it pays
+// nothing.
+func OTLPRequested() bool { return otlpEnabled() }
+
 // otlpEnabled reports whether the environment asks for OTLP traces.
 func otlpEnabled() bool {
 	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") || os.Getenv("OTEL_TRACES_EXPORTER") == "none" {
