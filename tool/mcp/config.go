@@ -36,6 +36,11 @@ type ServerConfig struct {
 	// Timeout is the start-to-close timeout of one call to a tool of this
 	// server. Optional; default: tool.DefaultTimeout.
 	Timeout time.Duration
+	// Sampling lets this server ask the run's model during a call
+	// (sampling), spending the run's tokens: set it only for servers the
+	// operator trusts. Optional; default false (refused, unless
+	// Options.Sampling allows it for every server).
+	Sampling bool
 }
 
 // ConfigError says a ServerConfig is unusable: which server, which field,

@@ -287,12 +287,15 @@ func TestEverythingURLElicitation(t *testing.T) {
 	}
 }
 
-// With sampling allowed, server-everything's sampling request reaches the
-// call's sampler (the Tool activity's: the run's model); a call without
-// one refuses it and the server reports the failure.
+// With sampling allowed for the server, server-everything's sampling
+// request reaches the call's sampler (the Tool activity's: the run's
+// model); a call without one refuses it and the server reports the
+// failure.
 func TestEverythingSampling(t *testing.T) {
 	changes := make(chan []string, 10)
-	reg, _ := connect(t, mcp.Options{Sampling: true, OnToolsChanged: func(_ string, tools []string) { changes <- tools }}, everything(t))
+	cfg := everything(t)
+	cfg.Sampling = true
+	reg, _ := connect(t, mcp.Options{OnToolsChanged: func(_ string, tools []string) { changes <- tools }}, cfg)
 	const name = "mcp__everything__trigger-sampling-request"
 	waitFor(t, changes, name, true)
 	var got tool.SampleRequest

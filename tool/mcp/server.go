@@ -46,7 +46,7 @@ func newServer(cfg ServerConfig, opts Options, log *slog.Logger) *server {
 	s := &server{cfg: cfg, reg: opts.Registry, log: log.With("mcp_server", cfg.Name),
 		tools: map[string]*remoteTool{}, calls: map[string]*call{}, changed: opts.OnToolsChanged}
 	var sample func(context.Context, *sdk.CreateMessageRequest) (*sdk.CreateMessageResult, error)
-	if opts.Sampling {
+	if opts.Sampling || cfg.Sampling {
 		sample = s.sample
 	}
 	s.client = sdk.NewClient(&sdk.Implementation{Name: "keel", Version: "1"}, &sdk.ClientOptions{

@@ -17,10 +17,11 @@ type Options struct {
 	// Logger for connection events and servers' standard error (at debug
 	// level). Default slog.Default().
 	Logger *slog.Logger
-	// Sampling lets servers ask the run's model during a call (sampling):
-	// the Tool activity answers through keel's provider layer and the run
-	// counts the usage. Default false: keel advertises no sampling
-	// capability, so servers do not ask (refused by policy).
+	// Sampling lets every server ask the run's model during a call
+	// (sampling): the Tool activity answers through keel's provider layer
+	// and the run counts the usage. Default false: only the servers whose
+	// ServerConfig.Sampling is set may; to the others keel advertises no
+	// sampling capability, so they do not ask (refused by policy).
 	Sampling bool
 	// OnToolsChanged is called after each listing of a server's tools (at
 	// connect, after the server said its list changed, after a restart)
