@@ -103,7 +103,8 @@ func (p *Provider) Name() string { return Name }
 // events inside the stream, such as overloaded_error), a
 // *provider.MalformedError, or the context's error when ctx ends.
 func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Chunk, error] {
-	return func(yield func(provider.Chunk, error) bool) {
+	// Whatever the server echoes, its text never carries the key.
+	return provider.WithoutSecret(func(yield func(provider.Chunk, error) bool) {
 		params, err := p.params(req)
 		if err != nil {
 			yield(provider.Chunk{}, err)
@@ -136,5 +137,5 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 			yield(provider.Chunk{}, provider.Failure(Name,
 				fmt.Errorf("%w: connection closed before message_stop", provider.ErrStreamCut)))
 		}
-	}
+	}, p.cfg.APIKey)
 }

@@ -221,3 +221,25 @@ func TestRequestErrorsArePermanent(t *testing.T) {
 			Kind: keel.ProviderInvalidRequest},
 	})
 }
+
+// A server that echoes a key in a form no pattern knows (a gateway's own
+// token) still never gets it into the error: the provider redacts its own
+// key by value.
+func TestEchoedKeyOfAnyFormRedacted(t *testing.T) {
+	const key = "gw_7Hq2LmX9pR4tZ8vW1nB6"
+	srv := providertest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"type":"error","error":{"type":"authentication_error","message":"unknown token ` + key + `"}}`))
+	})
+	p, err := New(Config{BaseURL: srv.URL, APIKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = providertest.Collect(t, p.Stream(context.Background(), subject.Request))
+	var pe *keel.ProviderError
+	if !errors.As(err, &pe) || pe.Kind != keel.ProviderAuth || strings.Contains(err.Error(), key) ||
+		!strings.Contains(pe.Message, "unknown token [redacted]") {
+		t.Fatalf("error = %v, want an auth error with the key redacted", err)
+	}
+}

@@ -100,7 +100,8 @@ func (p *Provider) Name() string { return Name }
 // *provider.MalformedError for a chunk that is not valid JSON, or the
 // context's error when ctx ends.
 func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Chunk, error] {
-	return func(yield func(provider.Chunk, error) bool) {
+	// Whatever the server echoes, its text never carries the key.
+	return provider.WithoutSecret(func(yield func(provider.Chunk, error) bool) {
 		params, err := p.params(req)
 		if err != nil {
 			yield(provider.Chunk{}, err)
@@ -124,5 +125,5 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 		}
 		defer res.Body.Close()
 		readStream(ctx, res, yield)
-	}
+	}, p.cfg.APIKey)
 }

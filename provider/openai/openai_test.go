@@ -274,3 +274,25 @@ func TestNotStreamed(t *testing.T) {
 		t.Fatalf("error = %v, want permanent invalid_request", err)
 	}
 }
+
+// A server that echoes a key in a form no pattern knows (an Azure
+// subscription key) still never gets it into the error: the provider
+// redacts its own key by value.
+func TestEchoedKeyOfAnyFormRedacted(t *testing.T) {
+	const key = "3f9a1c0b7e2d4a6f8b1c3e5d7f9a0b2c"
+	srv := providertest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":{"code":"401","message":"Access denied due to invalid subscription key ` + key + `."}}`))
+	})
+	p, err := New(Config{BaseURL: srv.URL + "/v1", APIKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = providertest.Collect(t, p.Stream(context.Background(), subject.Request))
+	var pe *keel.ProviderError
+	if !errors.As(err, &pe) || pe.Kind != keel.ProviderAuth || strings.Contains(err.Error(), key) ||
+		!strings.Contains(pe.Message, "invalid subscription key [redacted]") {
+		t.Fatalf("error = %v, want an auth error with the key redacted", err)
+	}
+}
