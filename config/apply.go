@@ -81,7 +81,8 @@ func (c *Config) MCPServerConfigs() []mcp.ServerConfig {
 	var out []mcp.ServerConfig
 	for _, s := range c.MCPServers {
 		out = append(out, mcp.ServerConfig{Name: s.Name, Command: s.Command, Args: slices.Clone(s.Args),
-			Env: maps.Clone(s.Env), URL: s.URL, Headers: maps.Clone(s.Headers), Timeout: s.Timeout})
+			Env: maps.Clone(s.Env), URL: s.URL, Headers: maps.Clone(s.Headers), Timeout: s.Timeout,
+			Sampling: s.Sampling})
 	}
 	return out
 }

@@ -105,6 +105,10 @@ type MCPServer struct {
 	Headers map[string]string
 	// Timeout is the start-to-close timeout of one call. Optional.
 	Timeout time.Duration
+	// Sampling is true when the file says "sampling: allow": the server
+	// may ask the run's model during a call, spending the run's tokens.
+	// Optional; default ("refuse"): it is not offered sampling.
+	Sampling bool
 }
 
 // position is where a field's value sits in the file.

@@ -357,6 +357,15 @@ func (p *parser) mcpServers(n *yaml.Node, field string) {
 				}
 				s.Timeout = d
 			},
+			"sampling": func(n *yaml.Node, f string) {
+				switch v := p.str(n, f); v {
+				case "allow":
+					s.Sampling = true
+				case "refuse", "":
+				default:
+					p.errorf(n, f, "unknown policy %q: use refuse or allow", v)
+				}
+			},
 		})
 		if v.Kind == yaml.MappingNode {
 			switch {

@@ -34,13 +34,26 @@ func TestLoadComplete(t *testing.T) {
 		Limits:       Limits{MaxSteps: 12, MaxTokens: 2048, Concurrency: map[string]int{"openai": 4, "anthropic": 2}},
 		MCPServers: []MCPServer{
 			{Name: "everything", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-everything"},
-				Env: map[string]string{"LOG_LEVEL": "debug"}, Timeout: 2 * time.Minute},
+				Env: map[string]string{"LOG_LEVEL": "debug"}, Timeout: 2 * time.Minute, Sampling: true},
 			{Name: "docs", URL: "https://mcp.example.com/mcp",
 				Headers: map[string]string{"Authorization": "Bearer ${DOCS_MCP_TOKEN}"}},
 		},
 	}
 	if diff := cmp.Diff(want, cfg, cmpopts.IgnoreUnexported(Config{})); diff != "" {
 		t.Errorf("Load (-want +got):\n%s", diff)
+	}
+	// Only the server the file allows may sample (the worker's
+	// mcp.ServerConfig.Sampling).
+	var sampling []bool
+	for _, s := range cfg.MCPServerConfigs() {
+		sampling = append(sampling, s.Sampling)
+	}
+	if diff := cmp.Diff([]bool{true, false}, sampling); diff != "" {
+		t.Errorf("MCPServerConfigs Sampling (-want +got):\n%s", diff)
+	}
+	refused, err := Parse("keel.yaml", []byte("mcp_servers:\n  fs:\n    command: npx\n    sampling: refuse\n"))
+	if err != nil || len(refused.MCPServers) != 1 || refused.MCPServers[0].Sampling {
+		t.Errorf("sampling: refuse: %+v, %v; want a server that may not sample", refused, err)
 	}
 }
 
@@ -102,6 +115,10 @@ func TestParseRefuses(t *testing.T) {
 			want: "bad.yaml:2:3: mcp_servers.fs: set command (a stdio server) or url"},
 		{name: "server timeout", yaml: "mcp_servers:\n  fs:\n    command: npx\n    timeout: soon\n",
 			want: "bad.yaml:4:14: mcp_servers.fs.timeout: want a positive duration"},
+		{name: "server sampling policy", yaml: "mcp_servers:\n  fs:\n    command: npx\n    sampling: yes\n",
+			want: `bad.yaml:4:15: mcp_servers.fs.sampling: unknown policy "yes": use refuse or allow`},
+		{name: "server sampling as a boolean", yaml: "mcp_servers:\n  fs:\n    command: npx\n    sampling: true\n",
+			want: `bad.yaml:4:15: mcp_servers.fs.sampling: unknown policy "true": use refuse or allow`},
 		{name: "server name", yaml: "mcp_servers:\n  my.server:\n    command: npx\n",
 			want: "bad.yaml:2:3: mcp_servers.my.server: a server name is letters, digits, '-' and '_'"},
 		{name: "server env name", yaml: "mcp_servers:\n  fs:\n    command: npx\n    env:\n      NOT-A-NAME: x\n",
