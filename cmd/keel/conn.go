@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	sdkclient "go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.uber.org/zap"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/keelrun/keel/connect"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/logging"
+	"github.com/keelrun/keel/telemetry"
 )
 
 // Connection defaults: Temporal's own (so `temporal` and keel find the same
@@ -32,6 +34,9 @@ const (
 	dialTimeout = 10 * time.Second
 	// natsDialTimeout is short: the live channel is optional.
 	natsDialTimeout = 2 * time.Second
+	// traceFlushTimeout bounds exporting a command's spans as it exits, so
+	// an unreachable collector delays the exit, never hangs it.
+	traceFlushTimeout = 5 * time.Second
 )
 
 // connFlags are the flags that say where Temporal (and NATS) are and how
@@ -62,14 +67,30 @@ type conn struct {
 	live live.Channel
 	// closeStore releases the content store, if the command opened one.
 	closeStore func()
+	// traced is the Temporal client dialled with the tracing interceptor,
+	// and tel the telemetry whose spans it records; both nil unless the
+	// OTEL_EXPORTER_OTLP_* variables ask for traces.
+	traced sdkclient.Client
+	tel    *telemetry.Telemetry
 }
 
-// close releases the client and the live channel.
+// close releases the client and the live channel, and exports the spans
+// the command recorded.
 func (c *conn) close() {
 	c.Client.Close()
+	if c.traced != nil {
+		c.traced.Close()
+	}
 	c.closeStore()
 	if c.live != nil {
 		_ = c.live.Close()
+	}
+	if c.tel != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+		// A failed export is reported by OpenTelemetry's error handler
+		// (on stderr); the command's own result stands.
+		_ = c.tel.Shutdown(ctx)
+		cancel()
 	}
 }
 
@@ -99,7 +120,7 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.Run
 	}
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	kc, err := client.Dial(dctx, client.Options{
+	opts := client.Options{
 		HostPort:      co.HostPort,
 		Namespace:     co.Namespace,
 		APIKey:        co.APIKey,
@@ -110,8 +131,16 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.Run
 		Config:        defaults,
 		DataConverter: cs.dc,
 		Logger:        c.temporalLogger(stderr),
-	})
+	}
+	var kc *client.Client
+	if err = out.trace(dctx, &opts, c.namespace); err == nil {
+		kc, err = client.Dial(dctx, opts)
+	}
 	if err != nil {
+		if out.traced != nil {
+			out.traced.Close()
+		}
+		_ = out.tel.Shutdown(context.Background())
 		if out.live != nil {
 			_ = out.live.Close()
 		}
@@ -124,6 +153,30 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.Run
 		fmt.Fprintf(stderr, "keel: warning: live channel unavailable (%v); showing durable events only, without streamed text\n", natsErr)
 	}
 	return out, nil
+}
+
+// trace, when the OTEL_EXPORTER_OTLP_* variables ask for traces, starts
+// the command's telemetry and dials the Temporal client as opts say (the
+// same connection, logger and data converter) with the SDK's tracing
+// interceptor, and sets it as opts.Temporal with the resolved namespace:
+// a prompt the command sends then starts the trace that the session, its
+// run, turns and tools join. Without the variables it does nothing.
+func (c *conn) trace(ctx context.Context, opts *client.Options, namespace string) error {
+	if !telemetry.OTLPRequested() {
+		return nil
+	}
+	tel, err := telemetry.Start(ctx, telemetry.Options{})
+	if err != nil {
+		return err
+	}
+	c.tel = tel
+	sdk := tel.ClientOptions(sdkclient.Options{Logger: opts.Logger, DataConverter: opts.DataConverter})
+	tc, err := connect.Dial(ctx, opts.Connection(), sdk)
+	if err != nil {
+		return fmt.Errorf("keel: %w", err)
+	}
+	c.traced, opts.Temporal, opts.Namespace = tc, tc, namespace
+	return nil
 }
 
 // temporalLogger is the Temporal client's logger: c.logger, else errors
