@@ -134,6 +134,48 @@ func TestRecordRunPriorityHistory(t *testing.T) {
 	writeHistory(t, ctx, c.Temporal(), sess.ID(), filepath.Join("..", "workflows", "testdata", "session_run_priority.json"))
 }
 
+// TestRecordToolSamplingHistory records a run whose tool asks the run's
+// model (the tool-sampling version: the run's model travels with each
+// call, and the request's usage is counted in the run), for
+// workflows/replay_test.go:
+//
+//	KEEL_RECORD=1 go test -run TestRecordToolSamplingHistory ./e2e
+//
+// It writes run_tool_sampling.json.
+func TestRecordToolSamplingHistory(t *testing.T) {
+	if os.Getenv(recordEnv) != "1" {
+		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
+	}
+	ctx := testContext(t, 3*time.Minute)
+	srv := keeltest.StartServer(t, devserver.Config{})
+	type question struct {
+		Prompt string `json:"prompt"`
+	}
+	askModel := tool.New("ask_model", "Asks the run's model one question.",
+		func(ctx context.Context, q question) (string, error) {
+			res, err := tool.Sample(ctx, tool.SampleRequest{Messages: []keel.Message{keel.UserMessage(q.Prompt)}, MaxTokens: 50})
+			if err != nil {
+				return "", err
+			}
+			return "the model said: " + res.Text, nil
+		})
+	tools, err := tool.NewRegistry(askModel)
+	require.NoError(t, err)
+	// The sampling request has no assistant message, so the scripted model
+	// answers it with turn 1's text, as it answers the run's first turn.
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Tools: tools, Script: `{"turns":[
+	  {"text":["Asking."],"tool_calls":[{"id":"a1","name":"ask_model","arguments":{"prompt":"say hi"}}],
+	   "usage":{"input_tokens":12,"output_tokens":4}},
+	  {"text":["Done."],"usage":{"input_tokens":30,"output_tokens":2}}]}`})
+	c := keeltest.Client(t, srv, nil)
+	run, err := c.Session("replay-tool-sampling").Send(ctx, "ask it", client.WithConfig(api.RunConfig{Tools: []string{"ask_model"}}))
+	require.NoError(t, err)
+	out, err := run.Outcome(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, out.UsageTotal.Requests, "two model turns and the tool's sampling request")
+	writeHistory(t, ctx, c.Temporal(), run.ID, filepath.Join("..", "workflows", "testdata", "run_tool_sampling.json"))
+}
+
 // writeHistory saves a workflow's history as the JSON the temporal CLI
 // prints and sdk worker.WorkflowReplayer reads.
 func writeHistory(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID, path string) {

@@ -80,6 +80,14 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String():      1,
 	}},
+	// A run whose tool asked the run's model (tool-sampling): the version
+	// marker, the Tool activity, the two model turns.
+	{file: "run_tool_sampling.json", workflowType: workflows.RunWorkflowName, atLeast: map[string]int{
+		activities.ModelTurnName:                                 2,
+		activities.ToolName:                                      1,
+		enumspb.EVENT_TYPE_MARKER_RECORDED.String():              1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
+	}},
 	{file: "run_cancelled.json", workflowType: workflows.RunWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_TIMER_STARTED.String():                1, // the sleep tool
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():  1, // cancel
