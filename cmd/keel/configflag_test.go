@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/keelrun/keel/devserver"
+	"github.com/keelrun/keel/internal/keeltest"
 )
 
 // keel worker and keel dev refuse a bad keel.yaml before they start
@@ -37,5 +42,40 @@ func TestConfigRefusedAtStart(t *testing.T) {
 				t.Error("the key was echoed")
 			}
 		})
+	}
+}
+
+// keel worker --config with a good file: `keel run --model default` runs on
+// the file's default model (a script beside the file), and a name the file
+// does not define is an error the run reports.
+func TestWorkerWithConfigFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Temporal server")
+	}
+	clearTemporalEnv(t)
+	ctx, cancel := context.WithTimeout(withNoInput(context.Background()), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "greeting.json"),
+		[]byte(`{"turns":[{"text":["Hello from ","the file."],"usage":{"input_tokens":3,"output_tokens":4}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "keel.yaml")
+	conf := "models:\n  greeter:\n    provider: scripted\n    model: greeting.json\ndefault_model: greeter\nworkspace: ./ws\n"
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := keeltest.StartServer(t, devserver.Config{})
+	startKeelWorker(t, ctx, "--address", srv.Address(), "--config", file)
+
+	for _, model := range []string{"default", "greeter"} {
+		code, out, errOut := keelCmd(ctx, "run", "--address", srv.Address(), "--nats", "", "--model", model, "--tools", "", "hi")
+		if code != exitOK || !strings.Contains(out, "Hello from the file.") {
+			t.Fatalf("--model %s: status %d, want 0 and the file's script\nstdout:\n%s\nstderr:\n%s", model, code, out, errOut)
+		}
+	}
+	code, out, errOut := keelCmd(ctx, "run", "--address", srv.Address(), "--nats", "", "--model", "nobody", "--tools", "", "hi")
+	if code != exitFailed || !strings.Contains(out+errOut, "nobody") {
+		t.Fatalf("--model nobody: status %d, want %d and an error naming it\nstdout:\n%s\nstderr:\n%s", code, exitFailed, out, errOut)
 	}
 }
