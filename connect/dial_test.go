@@ -1,7 +1,6 @@
 package connect_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -24,6 +23,7 @@ import (
 	"github.com/keelrun/keel/connect"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/internal/syncbuf"
 	"github.com/keelrun/keel/logging"
 )
 
@@ -159,7 +159,7 @@ func TestAPIKey(t *testing.T) {
 	pki := keeltest.NewPKI(t)
 	// Everything the server and the clients log goes here, to be searched
 	// for the keys.
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	srv := keeltest.StartServer(t, devserver.Config{TLS: pki.ServerTLS(false),
 		FrontendInterceptors: []grpc.UnaryServerInterceptor{rec.intercept},
 		Logger:               serverLogger(t, logs), LogLevel: zapcore.InfoLevel})
@@ -206,22 +206,4 @@ func serverLogger(t *testing.T, w io.Writer) *zap.Logger {
 		t.Fatal(err)
 	}
 	return l
-}
-
-// lockedBuffer is a buffer that loggers on several goroutines write to.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -92,6 +92,13 @@ func TestRecordHistories(t *testing.T) {
 //
 // It writes session_send_at_start.json: two runs, one after the other.
 func TestRecordSendAtStartHistory(t *testing.T) {
+	recordTwoRunSession(t, "replay-send-at-start", "session_send_at_start.json")
+}
+
+// recordTwoRunSession records into workflows/testdata/file the history of
+// a session that runs two prompts, one after the other, on a scripted
+// model that answers "Done.".
+func recordTwoRunSession(t *testing.T, sessionID, file string) {
 	if os.Getenv(recordEnv) != "1" {
 		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
 	}
@@ -99,14 +106,14 @@ func TestRecordSendAtStartHistory(t *testing.T) {
 	srv := keeltest.StartServer(t, devserver.Config{})
 	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["Done."]}]}`})
 	c := keeltest.Client(t, srv, nil)
-	sess := c.Session("replay-send-at-start")
+	sess := c.Session(sessionID)
 	for _, prompt := range []string{"first", "second"} {
 		run, err := sess.Send(ctx, prompt)
 		require.NoError(t, err)
 		_, err = run.Outcome(ctx)
 		require.NoError(t, err)
 	}
-	writeHistory(t, ctx, c.Temporal(), sess.ID(), filepath.Join("..", "workflows", "testdata", "session_send_at_start.json"))
+	writeHistory(t, ctx, c.Temporal(), sess.ID(), filepath.Join("..", "workflows", "testdata", file))
 }
 
 // TestRecordRunPriorityHistory records a session that gives its runs
@@ -117,21 +124,7 @@ func TestRecordSendAtStartHistory(t *testing.T) {
 //
 // It writes session_run_priority.json: two runs, one after the other.
 func TestRecordRunPriorityHistory(t *testing.T) {
-	if os.Getenv(recordEnv) != "1" {
-		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
-	}
-	ctx := testContext(t, 3*time.Minute)
-	srv := keeltest.StartServer(t, devserver.Config{})
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["Done."]}]}`})
-	c := keeltest.Client(t, srv, nil)
-	sess := c.Session("replay-run-priority")
-	for _, prompt := range []string{"first", "second"} {
-		run, err := sess.Send(ctx, prompt)
-		require.NoError(t, err)
-		_, err = run.Outcome(ctx)
-		require.NoError(t, err)
-	}
-	writeHistory(t, ctx, c.Temporal(), sess.ID(), filepath.Join("..", "workflows", "testdata", "session_run_priority.json"))
+	recordTwoRunSession(t, "replay-run-priority", "session_run_priority.json")
 }
 
 // TestRecordToolSamplingHistory records a run whose tool asks the run's

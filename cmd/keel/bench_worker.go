@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/keelrun/keel/internal/syncbuf"
 )
 
 // childStopTimeout bounds how long a child worker may take to stop after
@@ -23,7 +24,7 @@ const childStopTimeout = 15 * time.Second
 type benchWorker struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
-	stderr *lockedBuffer
+	stderr *syncbuf.Buffer
 }
 
 // startBenchWorker re-executes this binary as `keel worker --bench-tools`
@@ -58,7 +59,7 @@ func startChild(ctx context.Context, ready string, args ...string) (*benchWorker
 	if err != nil {
 		return nil, err
 	}
-	w := &benchWorker{cmd: cmd, exited: make(chan struct{}), stderr: &lockedBuffer{}}
+	w := &benchWorker{cmd: cmd, exited: make(chan struct{}), stderr: &syncbuf.Buffer{}}
 	cmd.Stderr = w.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start a worker process: %w", err)
@@ -100,23 +101,4 @@ func (w *benchWorker) stop() {
 		_ = w.cmd.Process.Kill()
 		<-w.exited
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for the writer goroutine of exec and
-// a reader.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -7,7 +7,6 @@ package cluster_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +28,7 @@ import (
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/internal/syncbuf"
 	"github.com/keelrun/keel/live"
 )
 
@@ -267,7 +266,7 @@ func (w *streamWatch) next(t *testing.T, ctx context.Context) int {
 // workerProcess is a `keel worker` in a process of its own.
 type workerProcess struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *syncbuf.Buffer
 	exited chan struct{}
 }
 
@@ -277,7 +276,7 @@ func startWorker(t *testing.T, bin, address, natsURL, workspace string) *workerP
 	t.Helper()
 	cmd := exec.Command(bin, "worker", "--address", address, "--namespace", devserver.DefaultNamespace,
 		"--nats", natsURL, "--workspace", workspace, "--stop-timeout", "1s")
-	p := &workerProcess{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &workerProcess{cmd: cmd, stderr: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -335,23 +334,6 @@ func (p *workerProcess) alive() error {
 	default:
 		return nil
 	}
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // keelBinary returns $KEEL_BIN, or builds keel into the test's directory.
