@@ -114,7 +114,8 @@ func mustEvent(t *testing.T, env keel.Envelope) keel.Event {
 
 // A session's tasks go before its runs' when tasks queue up: the Session
 // workflow starts with api.SessionPriority and gives each run
-// api.RunPriority (docs/performance.md, "Sends under load").
+// api.RunPriority (docs/performance.md, "Concurrent streaming sessions":
+// sends go first).
 func TestSessionAndRunPriorities(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
