@@ -41,6 +41,11 @@ type ConcurrencyOptions struct {
 	BaselineWorker func(ctx context.Context, cfg WorkerConfig) (*Process, error)
 	// Progress, when set, is told what each phase does.
 	Progress func(sessions int, phase string)
+	// CPUProfile, when set, writes a CPU profile of this process (the
+	// server, NATS and the benchmark's clients) over each phase's sessions,
+	// to CPUProfile-<N>-baseline.pprof and CPUProfile-<N>-keel.pprof, for
+	// `go tool pprof`. Optional.
+	CPUProfile string
 	// Label names what was measured (a commit, "before"); optional:
 	// default the VCS revision the binary was built from, if it recorded
 	// one.

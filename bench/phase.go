@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"time"
 )
@@ -72,9 +74,16 @@ func (s *stack) run(ctx context.Context, ph phase) (PhaseFigures, []sessionResul
 			results[i] = ph.session(ctx, i, cancelled(i, s.n, c))
 		}()
 	}
+	stopProfile, err := s.startProfile(ph.name)
+	if err != nil {
+		return f, nil, err
+	}
 	close(begin)
 	wg.Wait()
 	f.Wall = time.Since(t0)
+	if err := stopProfile(); err != nil {
+		return f, nil, err
+	}
 
 	f.Server, f.ClientRPCs = s.counters.Snapshot().Sub(before), s.clientRPCs.Snapshot().Sub(clientsBefore)
 	f.ServerTimes = s.counters.TakeTimes()
@@ -129,4 +138,26 @@ func (s *stack) phaseHistories(ctx context.Context, f *PhaseFigures, results []s
 
 func failed(err error, what string) sessionResult {
 	return sessionResult{outcome: outcomeFailed, err: fmt.Errorf("%s: %w", what, err)}
+}
+
+// startProfile starts the CPU profile of phase when the options ask for
+// one; the returned function stops it and closes its file.
+func (s *stack) startProfile(phase string) (stop func() error, err error) {
+	if s.opts.CPUProfile == "" {
+		return func() error { return nil }, nil
+	}
+	path := fmt.Sprintf("%s-%d-%s.pprof", s.opts.CPUProfile, s.n, phase)
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: CPU profile: %w", err)
+	}
+	s.say("%s: CPU profile to %s", phase, path)
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }

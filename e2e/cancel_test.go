@@ -13,6 +13,7 @@ import (
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/live"
 )
 
 // cancelBound is the contract's bound from the cancel call to the
@@ -48,14 +49,41 @@ func TestCancelDuringStreamE2E(t *testing.T) {
 	testCancelDuringStream(t, keeltest.WorkerOptions{}, cancelBound)
 }
 
-// The fast path (docs/contract.md §7): with heartbeats ten seconds apart,
-// the worker still learns of the cancellation from the run's history at
+// The fast path (docs/contract.md §7.5): with heartbeats ten seconds apart,
+// the workflow's cancel notice sends the worker to the run's history at
 // once, so the activity hands back its partial text within the bound
 // (without it, the workflow would give up on the activity after its grace
 // period and keep no text).
 func TestCancelFastPathE2E(t *testing.T) {
 	testCancelDuringStream(t, keeltest.WorkerOptions{HeartbeatInterval: 10 * time.Second}, cancelBound)
 }
+
+// On a live channel without cancel notices, the worker follows the
+// history of every run it streams for, and finds the cancellation there
+// as fast.
+func TestCancelFastPathWithoutNoticesE2E(t *testing.T) {
+	testCancelDuringStreamLive(t, keeltest.WorkerOptions{HeartbeatInterval: 10 * time.Second}, cancelBound,
+		func(m *live.Memory) live.Publisher { return publishOnly{m} })
+}
+
+// With notices that never arrive, the worker does not read the run's
+// history, and the heartbeat brings the cancellation: slower, not lost.
+func TestCancelNoticeLostE2E(t *testing.T) {
+	testCancelDuringStreamLive(t, keeltest.WorkerOptions{HeartbeatInterval: time.Second}, time.Second+cancelBound,
+		func(m *live.Memory) live.Publisher { return lostNotices{publishOnly{m}} })
+}
+
+// publishOnly is a live channel that carries events and no cancel notices.
+type publishOnly struct{ p live.Publisher }
+
+func (p publishOnly) Publish(ctx context.Context, env keel.Envelope) error { return p.p.Publish(ctx, env) }
+
+// lostNotices takes cancel notices and delivers none.
+type lostNotices struct{ publishOnly }
+
+func (lostNotices) NotifyCancel(live.CancelNotice) error { return nil }
+
+func (lostNotices) OnCancel(func(live.CancelNotice)) (func(), error) { return func() {}, nil }
 
 // Without the fast path, Temporal still delivers the cancellation with the
 // next heartbeat response: slower, never lost; the partial text is kept.
@@ -65,8 +93,12 @@ func TestCancelWithoutFastPathE2E(t *testing.T) {
 }
 
 func testCancelDuringStream(t *testing.T, opts keeltest.WorkerOptions, bound time.Duration) {
+	testCancelDuringStreamLive(t, opts, bound, nil)
+}
+
+func testCancelDuringStreamLive(t *testing.T, opts keeltest.WorkerOptions, bound time.Duration, workerLive func(*live.Memory) live.Publisher) {
 	p := scriptedFaults(t, hangingStream)
-	c, srv := faultsStackWith(t, p, opts)
+	c, srv := faultsStackLive(t, p, opts, workerLive)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 

@@ -97,10 +97,20 @@ func faultsStack(t *testing.T, p *faultsProvider) (*client.Client, *devserver.Se
 // faultsStackWith is faultsStack with a worker configured by opts.
 func faultsStackWith(t *testing.T, p *faultsProvider, opts keeltest.WorkerOptions) (*client.Client, *devserver.Server) {
 	t.Helper()
+	return faultsStackLive(t, p, opts, nil)
+}
+
+// faultsStackLive is faultsStackWith whose worker publishes to
+// workerLive(the client's channel) instead of the channel itself.
+func faultsStackLive(t *testing.T, p *faultsProvider, opts keeltest.WorkerOptions, workerLive func(*live.Memory) live.Publisher) (*client.Client, *devserver.Server) {
+	t.Helper()
 	srv := keeltest.StartServer(t, devserver.Config{})
 	mem := live.NewMemory()
 	t.Cleanup(func() { _ = mem.Close() })
 	opts.Models, opts.Live = p, mem
+	if workerLive != nil {
+		opts.Live = workerLive(mem)
+	}
 	keeltest.StartWorker(t, srv, opts)
 	return keeltest.Client(t, srv, mem), srv
 }

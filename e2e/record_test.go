@@ -169,6 +169,30 @@ func TestRecordToolSamplingHistory(t *testing.T) {
 	writeHistory(t, ctx, c.Temporal(), run.ID, filepath.Join("..", "workflows", "testdata", "run_tool_sampling.json"))
 }
 
+// TestRecordCancelledStreamHistory records a run cancelled while its model
+// streams (the ModelTurn activity's cancellation recorded, then the turn's
+// end with its partial text), for workflows/replay_test.go and the cancel
+// notifier's replay test in worker:
+//
+//	KEEL_RECORD=1 go test -run TestRecordCancelledStreamHistory ./e2e
+//
+// It writes run_cancelled_stream.json.
+func TestRecordCancelledStreamHistory(t *testing.T) {
+	if os.Getenv(recordEnv) != "1" {
+		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
+	}
+	ctx := testContext(t, time.Minute)
+	p := scriptedFaults(t, hangingStream)
+	c, _ := faultsStack(t, p)
+	run, err := c.Session("replay-cancelled-stream").Send(ctx, "go")
+	require.NoError(t, err)
+	p.awaitTexts(t, ctx, 2)
+	require.NoError(t, run.Cancel(ctx))
+	_, err = run.Outcome(ctx)
+	require.ErrorIs(t, err, keel.ErrCancelled)
+	writeHistory(t, ctx, c.Temporal(), run.ID, filepath.Join("..", "workflows", "testdata", "run_cancelled_stream.json"))
+}
+
 // writeHistory saves a workflow's history as the JSON the temporal CLI
 // prints and sdk worker.WorkflowReplayer reads.
 func writeHistory(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID, path string) {

@@ -19,6 +19,7 @@ type Memory struct {
 	mu       sync.RWMutex
 	sessions map[string]*memorySession
 	closed   bool
+	cancels  memoryCancels
 }
 
 // memorySession serializes publishing to one session, so all of its

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/logging"
 )
 
@@ -21,19 +22,26 @@ var errCancelRequested = errors.New("the workflow asked to cancel this activity"
 // activity returned, so the next turn of the run finds it followed.
 const cancelLinger = 30 * time.Second
 
-// cancelWatch is the fast path of cancellation (docs/contract.md §7). A
+// cancelWatch is the fast path of cancellation (docs/contract.md §7.5). A
 // workflow cancels an activity by recording ActivityTaskCancelRequested in
 // its history; Temporal tells the activity in the response to its next
-// heartbeat. The watch follows the history of each workflow with an
-// activity running on this worker (one long poll per workflow, shared by
-// its activities) and cancels the activity's context as soon as that event
-// is recorded, so heartbeats need only be as frequent as liveness needs.
-// Everything it acts on is recorded in history: if it falls behind or
-// fails, the heartbeat still brings the cancellation.
+// heartbeat. The watch follows the history of a workflow with an activity
+// running on this worker (one long poll per workflow, shared by its
+// activities) and cancels the activity's context as soon as that event is
+// recorded, so heartbeats need only be as frequent as liveness needs.
+//
+// With cancel notices (live.CancelNotices) it follows a workflow's history
+// only once a notice says the workflow is cancelling something, so a run
+// that is never cancelled costs the server no reads; without them it
+// follows every workflow it runs activities for. Either way, everything it
+// acts on is recorded in history: if a notice is lost or the watch falls
+// behind, the heartbeat still brings the cancellation.
 type cancelWatch struct {
 	c      client.Client
 	log    *zap.Logger
 	linger time.Duration
+	// noticed: follow a workflow only once a cancel notice names it.
+	noticed bool
 
 	mu   sync.Mutex
 	runs map[execKey]*runWatch
@@ -41,6 +49,7 @@ type cancelWatch struct {
 
 // runWatch follows one workflow execution's history.
 type runWatch struct {
+	// stop ends the follow; nil until it starts.
 	stop context.CancelFunc
 	// acts are the running activities by activity ID.
 	acts map[string]context.CancelCauseFunc
@@ -70,11 +79,12 @@ func (w *cancelWatch) Watch(ctx context.Context) (context.Context, func()) {
 	w.mu.Lock()
 	rw := w.runs[k]
 	if rw == nil {
-		fctx, stop := context.WithCancel(context.Background())
-		rw = &runWatch{stop: stop, acts: map[string]context.CancelCauseFunc{},
+		rw = &runWatch{acts: map[string]context.CancelCauseFunc{},
 			scheduled: map[int64]string{}, cancelled: map[string]bool{}}
 		w.runs[k] = rw
-		go w.follow(fctx, k, rw)
+		if !w.noticed {
+			w.startFollow(k, rw)
+		}
 	}
 	if rw.idle != nil {
 		rw.idle.Stop()
@@ -100,6 +110,28 @@ func (w *cancelWatch) Watch(ctx context.Context) (context.Context, func()) {
 	}
 }
 
+// startFollow starts following k's history unless it is followed already.
+// w.mu is held.
+func (w *cancelWatch) startFollow(k execKey, rw *runWatch) {
+	if rw.stop != nil {
+		return
+	}
+	fctx, stop := context.WithCancel(context.Background())
+	rw.stop = stop
+	go w.follow(fctx, k, rw)
+}
+
+// notice starts following the workflow a cancel notice names, if this
+// worker runs one of its activities.
+func (w *cancelWatch) notice(n live.CancelNotice) {
+	k := execKey{n.WorkflowID, n.RunID}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rw := w.runs[k]; rw != nil && len(rw.acts) > 0 {
+		w.startFollow(k, rw)
+	}
+}
+
 // retire stops following a workflow that has had no running activity for
 // the linger time.
 func (w *cancelWatch) retire(k execKey, rw *runWatch) {
@@ -111,7 +143,9 @@ func (w *cancelWatch) retire(k execKey, rw *runWatch) {
 	if w.runs[k] == rw {
 		delete(w.runs, k)
 	}
-	rw.stop()
+	if rw.stop != nil {
+		rw.stop()
+	}
 }
 
 // follow reads the workflow's history with long polls until it closes or

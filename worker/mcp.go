@@ -3,10 +3,8 @@ package worker
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
-	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"github.com/keelrun/keel/logging"
@@ -29,28 +27,4 @@ func connectMCP(servers []mcp.ServerConfig, tools *tool.Registry, log *zap.Logge
 		return nil, fmt.Errorf("worker: MCP servers: %w", err)
 	}
 	return ss, nil
-}
-
-// mcpWorker is a worker that closes its MCP servers (stopping the stdio
-// ones) when it stops.
-type mcpWorker struct {
-	sdkworker.Worker
-	servers *mcp.Servers
-	once    sync.Once
-}
-
-func (w *mcpWorker) close() { w.once.Do(func() { _ = w.servers.Close() }) }
-
-// Stop stops the worker, then its MCP servers.
-func (w *mcpWorker) Stop() {
-	w.Worker.Stop()
-	w.close()
-}
-
-// Run runs the worker until interruptCh delivers, then stops its MCP
-// servers.
-func (w *mcpWorker) Run(interruptCh <-chan interface{}) error {
-	err := w.Worker.Run(interruptCh)
-	w.close()
-	return err
 }

@@ -181,12 +181,64 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	if deployment.UseVersioning { // else keep what opts.Worker says
 		wo.DeploymentOptions = deployment
 	}
+	var closers []func()
+	if servers != nil {
+		closers = append(closers, func() { _ = servers.Close() })
+	}
+	if cw, ok := acts.Cancels.(*cancelWatch); ok {
+		if notices, ok := opts.Live.(live.CancelNotices); ok {
+			// Cancellations of activities go out as notices, and notices
+			// start the watch's reads (cancelWatch).
+			stop, err := notices.OnCancel(cw.notice)
+			if err != nil {
+				for _, c := range closers {
+					c()
+				}
+				return nil, fmt.Errorf("worker: listen for cancel notices: %w", err)
+			}
+			cw.noticed = true
+			notifier, stopNotifier := newCancelNotifier(notices, acts.Logger)
+			wo.Interceptors = append(wo.Interceptors, notifier)
+			closers = append(closers, stop, stopNotifier)
+		}
+	}
 	w := sdkworker.New(c, tq, wo)
 	Register(w, acts)
-	if servers != nil {
-		return &mcpWorker{Worker: w, servers: servers}, nil
+	if len(closers) > 0 {
+		return &closingWorker{Worker: w, closers: closers}, nil
 	}
 	return w, nil
+}
+
+// closingWorker is a worker that releases what it holds besides the SDK
+// worker (MCP servers, the cancel notices' listener and sender) once it
+// stopped.
+type closingWorker struct {
+	sdkworker.Worker
+	closers []func()
+	once    sync.Once
+}
+
+func (w *closingWorker) close() {
+	w.once.Do(func() {
+		for _, c := range w.closers {
+			c()
+		}
+	})
+}
+
+// Stop stops the worker, then what it holds.
+func (w *closingWorker) Stop() {
+	w.Worker.Stop()
+	w.close()
+}
+
+// Run runs the worker until interruptCh delivers, then releases what it
+// holds.
+func (w *closingWorker) Run(interruptCh <-chan interface{}) error {
+	err := w.Worker.Run(interruptCh)
+	w.close()
+	return err
 }
 
 // withDefaults fills in what opts leaves unset.

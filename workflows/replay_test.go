@@ -88,6 +88,16 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_MARKER_RECORDED.String():              1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
 	}},
+	// A run cancelled while its model streamed: the turn's cancellation
+	// recorded, then the turn's end, which hands back the partial text as
+	// a failure.
+	{file: "run_cancelled_stream.json", workflowType: workflows.RunWorkflowName, atLeast: map[string]int{
+		activities.ModelTurnName:                                   1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():    1, // cancel
+		enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED.String(): 1,
+		enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED.String():           1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String():   1,
+	}},
 	{file: "run_cancelled.json", workflowType: workflows.RunWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_TIMER_STARTED.String():                1, // the sleep tool
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():  1, // cancel
