@@ -41,6 +41,12 @@ type ConcurrencyOptions struct {
 	BaselineWorker func(ctx context.Context, cfg WorkerConfig) (*Process, error)
 	// Progress, when set, is told what each phase does.
 	Progress func(sessions int, phase string)
+	// Shaped adds a third measurement after keel's: as many sessions of
+	// bare Temporal in keel's shape (a session workflow started by an
+	// update-with-start, a child run per send, the tool call as an
+	// activity), to tell what keel's design costs from what keel's code
+	// adds. Optional.
+	Shaped bool
 	// CPUProfile, when set, writes a CPU profile of this process (the
 	// server, NATS and the benchmark's clients) over each phase's sessions,
 	// to CPUProfile-<N>-baseline.pprof and CPUProfile-<N>-keel.pprof, for
@@ -220,6 +226,13 @@ func measurePoint(ctx context.Context, opts ConcurrencyOptions, n int) (p Concur
 	}
 	if p.Keel, err = s.keel(ctx); err != nil {
 		return p, fmt.Errorf("keel: %w", err)
+	}
+	if s.opts.Shaped {
+		f, err := s.shaped(ctx)
+		if err != nil {
+			return p, fmt.Errorf("shaped baseline: %w", err)
+		}
+		p.Shaped = &f
 	}
 	return p, nil
 }

@@ -18,6 +18,8 @@ type PointSummary struct {
 	RunRatio [2]float64  `json:"run_p50_p99_over_bare"`
 	Keel     SideSummary `json:"keel"`
 	Baseline SideSummary `json:"baseline"`
+	// Shaped is the shaped baseline, when measured.
+	Shaped *SideSummary `json:"shaped,omitempty"`
 }
 
 // SideSummary is one side of a measurement; per-run figures divide by
@@ -57,8 +59,13 @@ func (r *ConcurrencyReport) Summary() ConcurrencySummary {
 		CancelFraction: r.CancelFraction, WorkerProcess: r.WorkerProcess}
 	for _, p := range r.Points {
 		r50, r99 := p.RunRatios()
-		out.Points = append(out.Points, PointSummary{Sessions: p.Sessions, RunRatio: [2]float64{r50, r99},
-			Keel: summarize(p.Keel), Baseline: summarize(p.Baseline)})
+		ps := PointSummary{Sessions: p.Sessions, RunRatio: [2]float64{r50, r99},
+			Keel: summarize(p.Keel), Baseline: summarize(p.Baseline)}
+		if p.Shaped != nil {
+			sh := summarize(*p.Shaped)
+			ps.Shaped = &sh
+		}
+		out.Points = append(out.Points, ps)
 	}
 	for _, t := range ConcurrencyTargets() {
 		v, d := r.Verdict(t)

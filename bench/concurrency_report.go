@@ -30,6 +30,9 @@ type ConcurrencyReport struct {
 type ConcurrencyPoint struct {
 	Sessions       int
 	Keel, Baseline PhaseFigures
+	// Shaped is the shaped baseline (bare Temporal in keel's shape; see
+	// shapeSessionWorkflow), when ConcurrencyOptions.Shaped asked for it.
+	Shaped *PhaseFigures
 }
 
 // PhaseFigures are what one side of a measurement took.

@@ -63,6 +63,8 @@ func (r *ConcurrencyReport) WriteTable(w io.Writer) {
 	}
 	_ = tw.Flush()
 
+	r.writeShaped(w)
+
 	for _, p := range r.Points {
 		fmt.Fprintf(w, "\n%d sessions: per run, keel beside the bare baseline\n", p.Sessions)
 		r.writePoint(w, p)
@@ -265,4 +267,29 @@ func unionKeys(a, b Counts) []string {
 		return cmp.Or(cmp.Compare(a[y], a[x]), cmp.Compare(b[y], b[x]), strings.Compare(x, y))
 	})
 	return keys
+}
+
+// writeShaped prints the shaped baseline beside keel and the bare one, if
+// it was measured.
+func (r *ConcurrencyReport) writeShaped(w io.Writer) {
+	if !slices.ContainsFunc(r.Points, func(p ConcurrencyPoint) bool { return p.Shaped != nil }) {
+		return
+	}
+	fmt.Fprintln(w, "\nshaped: bare Temporal in keel's shape (a session started by update-with-start, a child run per send, the tool call as an activity), without keel")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "sessions\tshaped run p50 / p99\tshaped ÷ bare\tkeel ÷ shaped\tshaped send p50 / p99\tfrontend RPCs\thistory events\tworkflow tasks per step\tpersistence writes\tCPU s server process\tfailed")
+	for _, p := range r.Points {
+		sh := p.Shaped
+		if sh == nil {
+			continue
+		}
+		_, writes := sh.PersistencePerRun()
+		server, _ := sh.CPUPerRun()
+		fmt.Fprintf(tw, "%d\t%s\t%.2f× / %.2f×\t%.2f× / %.2f×\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", p.Sessions, pair(sh.Runs, secs),
+			ratio(sh.Runs.P50(), p.Baseline.Runs.P50()), ratio(sh.Runs.P99(), p.Baseline.Runs.P99()),
+			ratio(p.Keel.Runs.P50(), sh.Runs.P50()), ratio(p.Keel.Runs.P99(), sh.Runs.P99()),
+			pair(sh.Starts, secs), trim(sh.RPCsPerRun()), trim(sh.History.EventsPerRun()),
+			trim(sh.History.WorkflowTasksPerStep()), trim(writes), cpu(server), sh.Failed)
+	}
+	_ = tw.Flush()
 }

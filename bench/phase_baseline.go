@@ -15,27 +15,12 @@ import (
 // heartbeats, on a worker with Temporal's default options.
 func (s *stack) baseline(ctx context.Context) (PhaseFigures, error) {
 	ph := phase{name: "baseline", streamActivity: baselineActivityName}
-	if s.opts.BaselineWorker != nil {
-		s.say("baseline: starting a bare worker process")
-		p, err := s.opts.BaselineWorker(ctx, s.workerConfig())
-		if err != nil {
-			return PhaseFigures{}, err
-		}
-		defer p.Stop()
-		ph.workerPID = p.PID
-	} else {
-		s.say("baseline: starting a bare worker in this process")
-		wc, err := s.srv.Dial(ctx, sdkclient.Options{})
-		if err != nil {
-			return PhaseFigures{}, err
-		}
-		defer wc.Close()
-		w := NewBaselineWorker(wc)
-		if err := w.Start(); err != nil {
-			return PhaseFigures{}, err
-		}
-		defer w.Stop()
+	stop, pid, err := s.startBaselineWorker(ctx, "baseline")
+	if err != nil {
+		return PhaseFigures{}, err
 	}
+	defer stop()
+	ph.workerPID = pid
 	s.say("baseline: warm-up workflow")
 	warm, err := s.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
 		ID: fmt.Sprintf("bench-baseline-%d-warm", s.n), TaskQueue: BaselineTaskQueue,
@@ -59,6 +44,31 @@ func (s *stack) baseline(ctx context.Context) (PhaseFigures, error) {
 	}
 	err = s.phaseHistories(ctx, &f, results, []string{"Workflow"}, len(in.Chunks))
 	return f, err
+}
+
+// startBaselineWorker starts the bare worker (which runs the shaped
+// baseline too) in a process of its own when the options say how, else in
+// this one; pid is 0 in this process.
+func (s *stack) startBaselineWorker(ctx context.Context, phase string) (stop func(), pid int, err error) {
+	if s.opts.BaselineWorker != nil {
+		s.say("%s: starting a bare worker process", phase)
+		p, err := s.opts.BaselineWorker(ctx, s.workerConfig())
+		if err != nil {
+			return nil, 0, err
+		}
+		return p.Stop, p.PID, nil
+	}
+	s.say("%s: starting a bare worker in this process", phase)
+	wc, err := s.srv.Dial(ctx, sdkclient.Options{})
+	if err != nil {
+		return nil, 0, err
+	}
+	w := NewBaselineWorker(wc)
+	if err := w.Start(); err != nil {
+		wc.Close()
+		return nil, 0, err
+	}
+	return func() { w.Stop(); wc.Close() }, 0, nil
 }
 
 // baselineSession starts one workflow and waits for its result; to

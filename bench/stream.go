@@ -141,11 +141,14 @@ func streamActivity(ctx context.Context, chunks int, delay time.Duration) (strin
 	return b.String(), nil
 }
 
-// NewBaselineWorker returns a worker of the bare baseline on
-// BaselineTaskQueue, with Temporal's default worker options.
+// NewBaselineWorker returns a worker of the bare baseline and the shaped
+// one on BaselineTaskQueue, with Temporal's default worker options.
 func NewBaselineWorker(c sdkclient.Client) sdkworker.Worker {
 	w := sdkworker.New(c, BaselineTaskQueue, sdkworker.Options{})
 	w.RegisterWorkflowWithOptions(baselineWorkflow, workflow.RegisterOptions{Name: baselineWorkflowName})
+	w.RegisterWorkflowWithOptions(shapeSessionWorkflow, workflow.RegisterOptions{Name: shapeSessionName})
+	w.RegisterWorkflowWithOptions(shapeRunWorkflow, workflow.RegisterOptions{Name: shapeRunName})
 	w.RegisterActivityWithOptions(streamActivity, activity.RegisterOptions{Name: baselineActivityName})
+	w.RegisterActivityWithOptions(toolActivity, activity.RegisterOptions{Name: shapeToolName})
 	return w
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,8 +26,9 @@ func TestBenchConcurrencyEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
+	profiles := filepath.Join(t.TempDir(), "cpu")
 	args := []string{"bench", "concurrency", "--sessions", "2", "--cancel-fraction", "0.5", "--label", "test",
-		"--worker-flags", "--workflow-pollers 4 --heartbeat-interval 4s"}
+		"--worker-flags", "--workflow-pollers 4 --heartbeat-interval 4s", "--shaped", "--cpu-profile", profiles}
 	if code := dispatch(ctx, args, &out, &errOut); code != exitOK {
 		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
@@ -42,6 +45,15 @@ func TestBenchConcurrencyEndToEnd(t *testing.T) {
 	}
 	if regexp.MustCompile(`CPU s: worker process +—`).MatchString(table) {
 		t.Errorf("no worker CPU time:\n%s", table)
+	}
+	// The shaped baseline: its row, with no session failed.
+	if !regexp.MustCompile(`(?m)^shaped: bare Temporal in keel's shape.*\n.*keel ÷ shaped.*\n2 +[0-9.]+ s / [0-9.]+ s .* 0\n`).MatchString(table) {
+		t.Errorf("no shaped baseline row for 2 sessions, none failed:\n%s", table)
+	}
+	for _, phase := range []string{"baseline", "keel", "shaped"} {
+		if fi, err := os.Stat(profiles + "-2-" + phase + ".pprof"); err != nil || fi.Size() == 0 {
+			t.Errorf("CPU profile of the %s phase: %v", phase, err)
+		}
 	}
 }
 

@@ -1,0 +1,159 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// The shaped baseline is bare Temporal in keel's shape, without keel: a
+// session workflow started by an update-with-start whose "send" handler
+// returns once it started a child run workflow; the run runs a streaming
+// activity per turn with a tool activity between them; the session waits
+// for the run to end. It has what keel's design requires of every run (two
+// workflows, a child start, an update, the tool call as an activity) and
+// nothing keel adds to that (event log, markers, search attributes, state
+// signals, heartbeats), so keel ÷ shaped is what keel's own code costs,
+// and shaped ÷ bare what the shape costs.
+const (
+	shapeSessionName = "keel.bench.ShapeSession"
+	shapeRunName     = "keel.bench.ShapeRun"
+	shapeToolName    = "keel.bench.Tool"
+	shapeUpdate      = "send"
+)
+
+// shapeSessionWorkflow runs one child per accepted send, one at a time,
+// and stays open for more, as a keel session does.
+func shapeSessionWorkflow(ctx workflow.Context, in BaselineInput) error {
+	accepted, started := 0, 0
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	runID := func(n int) string { return fmt.Sprintf("%s/run-%d", id, n) }
+	err := workflow.SetUpdateHandler(ctx, shapeUpdate, func(ctx workflow.Context) (string, error) {
+		accepted++
+		n := accepted
+		if err := workflow.Await(ctx, func() bool { return started >= n }); err != nil {
+			return "", err
+		}
+		return runID(n), nil
+	})
+	if err != nil {
+		return err
+	}
+	for runs := 0; ; {
+		if err := workflow.Await(ctx, func() bool { return accepted > runs }); err != nil {
+			return nil
+		}
+		runs++
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: runID(runs)})
+		fut := workflow.ExecuteChildWorkflow(cctx, shapeRunName, in)
+		if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+			return err
+		}
+		started = runs
+		_ = fut.Get(ctx, nil) // a cancelled run ends the same way for the session
+	}
+}
+
+// shapeRunWorkflow streams each turn as the bare baseline does, with the
+// tool call between turns as an activity of its own.
+func shapeRunWorkflow(ctx workflow.Context, in BaselineInput) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Minute})
+	for i, n := range in.Chunks {
+		if i > 0 {
+			if err := workflow.ExecuteActivity(ctx, shapeToolName).Get(ctx, nil); err != nil {
+				return err
+			}
+		}
+		if err := workflow.ExecuteActivity(ctx, baselineActivityName, n, in.Delay).Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// toolActivity answers at once, as list_files on a small workspace does.
+func toolActivity(context.Context) (string, error) { return "notes.txt", nil }
+
+// shaped measures n sessions of the shaped baseline at once, on the bare
+// baseline's worker.
+func (s *stack) shaped(ctx context.Context) (PhaseFigures, error) {
+	ph := phase{name: "shaped", streamActivity: baselineActivityName}
+	stop, pid, err := s.startBaselineWorker(ctx, "shaped")
+	if err != nil {
+		return PhaseFigures{}, err
+	}
+	defer stop()
+	ph.workerPID = pid
+	in := streamingBaselineInput()
+	s.say("shaped: warm-up session")
+	if r := s.shapedSession(ctx, fmt.Sprintf("bench-shaped-%d-warm", s.n), BaselineInput{Chunks: []int{1, 1}, Delay: time.Millisecond}, false); r.err != nil {
+		return PhaseFigures{}, fmt.Errorf("warm-up session: %w", r.err)
+	}
+	ph.session = func(ctx context.Context, i int, cancel bool) sessionResult {
+		ctx, stop := context.WithTimeout(ctx, sessionTimeout)
+		defer stop()
+		return s.shapedSession(ctx, fmt.Sprintf("bench-shaped-%d-%04d", s.n, i), in, cancel)
+	}
+	f, results, err := s.run(ctx, ph)
+	if err != nil {
+		return f, err
+	}
+	err = s.phaseHistories(ctx, &f, results, []string{"Session", "Run"}, len(in.Chunks))
+	return f, err
+}
+
+// shapedSession sends one prompt to a new shaped session and waits for its
+// run's end; to cancel, it cancels the run while its first turn streams.
+func (s *stack) shapedSession(ctx context.Context, id string, in BaselineInput, cancel bool) sessionResult {
+	t0 := time.Now()
+	start := s.tc.NewWithStartWorkflowOperation(sdkclient.StartWorkflowOptions{ID: id, TaskQueue: BaselineTaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, shapeSessionName, in)
+	h, err := s.tc.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start,
+		UpdateOptions: sdkclient.UpdateWorkflowOptions{UpdateName: shapeUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted}})
+	var runID string
+	if err == nil {
+		err = h.Get(ctx, &runID)
+	}
+	r := sessionResult{start: time.Since(t0), workflows: []string{id, runID}}
+	if err != nil {
+		r.outcome, r.err = outcomeFailed, fmt.Errorf("send: %w", err)
+		return r
+	}
+	run := s.tc.GetWorkflow(ctx, runID, "")
+	if !cancel {
+		err := run.Get(ctx, nil)
+		r.run = time.Since(t0)
+		if err != nil {
+			r.outcome, r.err = outcomeFailed, fmt.Errorf("result: %w", err)
+		}
+		return r
+	}
+	select {
+	case <-ctx.Done():
+		return failed(ctx.Err(), "cancel")
+	case <-time.After(baselineCancelAfter):
+	}
+	tc := time.Now()
+	if err := s.tc.CancelWorkflow(ctx, runID, ""); err != nil {
+		r.outcome, r.err = outcomeFailed, fmt.Errorf("cancel: %w", err)
+		return r
+	}
+	err = run.Get(ctx, nil)
+	r.cancel = time.Since(tc)
+	var ce *temporal.CanceledError
+	switch {
+	case errors.As(err, &ce):
+		r.outcome = outcomeCancelled
+	case err == nil:
+		r.outcome = outcomeCancelMissed
+	default:
+		r.outcome, r.err = outcomeFailed, fmt.Errorf("cancelled run: %w", err)
+	}
+	return r
+}
