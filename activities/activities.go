@@ -37,6 +37,9 @@ type RunReader interface {
 // for it when the activities have a CancelWatch (docs/contract.md §7.5).
 const DefaultHeartbeatEvery = 5 * time.Second
 
+// DefaultCacheRuns is the default Activities.CacheRuns.
+const DefaultCacheRuns = 256
+
 // CancelWatch tells a running activity that its workflow asked to cancel
 // it, sooner than the next heartbeat would. It is a fast path only:
 // Temporal delivers the same cancellation with a heartbeat regardless, so
@@ -58,7 +61,10 @@ type Activities struct {
 	Segments  SegmentStore   // Optional: without it sessions keep their logs in memory.
 	Logger    *zap.Logger    // Optional: default logging.Default().
 	// CacheRuns bounds the transcript cache, which keeps the latest run's
-	// transcript of each session. Optional; default 256 sessions.
+	// transcript of each session. A turn whose session fell out of it asks
+	// its run for the transcript (a query). Optional; default
+	// DefaultCacheRuns sessions (keel's worker sizes it to the activities
+	// it runs at once).
 	CacheRuns int
 	// Cancels is the fast path of cancellation. Optional: without it an
 	// activity learns of its cancellation from a heartbeat response.

@@ -47,7 +47,7 @@ func (a *Activities) initCache() {
 	if a.cache == nil {
 		n := a.CacheRuns
 		if n <= 0 {
-			n = 256
+			n = DefaultCacheRuns
 		}
 		a.cache = &transcriptCache{entries: lru.New[*cacheEntry](n)}
 	}

@@ -284,7 +284,11 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 		logger = logging.Default()
 	}
 	acts := &activities.Activities{Models: models, Tools: tools, Live: opts.Live, Logger: logger,
-		HeartbeatEvery: opts.HeartbeatInterval, Policy: opts.Policy}
+		HeartbeatEvery: opts.HeartbeatInterval, Policy: opts.Policy,
+		// A worker runs turns of at most this many sessions at once: the
+		// transcript cache keeps each of them, so a turn after the first
+		// never has to ask its run for the transcript (a query).
+		CacheRuns: max(activities.DefaultCacheRuns, opts.withDefaults().MaxConcurrentActivities)}
 	if opts.TracerProvider != nil {
 		acts.Tracer = instrument.Tracer(opts.TracerProvider)
 	}
