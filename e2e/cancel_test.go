@@ -76,7 +76,9 @@ func TestCancelNoticeLostE2E(t *testing.T) {
 // publishOnly is a live channel that carries events and no cancel notices.
 type publishOnly struct{ p live.Publisher }
 
-func (p publishOnly) Publish(ctx context.Context, env keel.Envelope) error { return p.p.Publish(ctx, env) }
+func (p publishOnly) Publish(ctx context.Context, env keel.Envelope) error {
+	return p.p.Publish(ctx, env)
+}
 
 // lostNotices takes cancel notices and delivers none.
 type lostNotices struct{ publishOnly }
