@@ -53,7 +53,11 @@ type Options struct {
 	// within MCPConnectTimeout, and the worker closes them when it stops.
 	// Optional.
 	MCPServers []mcp.ServerConfig
-	// Live receives ephemeral events (deltas). Default: none.
+	// Live receives ephemeral events (deltas). A channel that also carries
+	// cancel notices (live.CancelNotices: NATS, Memory) is the fast path's
+	// messenger: the worker sends a notice when its workflow code cancels
+	// an activity, and reads a workflow's history only once a notice names
+	// it (docs/contract.md §7.5). Default: none.
 	Live live.Publisher
 	// Logger receives what keel's activities and the fast path of
 	// cancellation log; records about a run carry its session_id, run_id,
