@@ -84,12 +84,18 @@ func (s *stack) baselineSession(ctx context.Context, id string, in BaselineInput
 		r.outcome, r.err = outcomeFailed, fmt.Errorf("start: %w", err)
 		return r
 	}
+	return s.awaitBare(ctx, run, t0, cancel, r)
+}
+
+// awaitBare waits for a bare workflow's result, timing the run from t0
+// into r; to cancel, it cancels the workflow baselineCancelAfter after it
+// was started and times the cancel to its cancelled result instead.
+func (s *stack) awaitBare(ctx context.Context, run sdkclient.WorkflowRun, t0 time.Time, cancel bool, r sessionResult) sessionResult {
 	if !cancel {
 		err := run.Get(ctx, nil)
 		r.run = time.Since(t0)
 		if err != nil {
 			r.outcome, r.err = outcomeFailed, fmt.Errorf("result: %w", err)
-			return r
 		}
 		return r
 	}
@@ -99,11 +105,11 @@ func (s *stack) baselineSession(ctx context.Context, id string, in BaselineInput
 	case <-time.After(baselineCancelAfter):
 	}
 	tc := time.Now()
-	if err := s.tc.CancelWorkflow(ctx, id, ""); err != nil {
+	if err := s.tc.CancelWorkflow(ctx, run.GetID(), ""); err != nil {
 		r.outcome, r.err = outcomeFailed, fmt.Errorf("cancel: %w", err)
 		return r
 	}
-	err = run.Get(ctx, nil)
+	err := run.Get(ctx, nil)
 	r.cancel = time.Since(tc)
 	var ce *temporal.CanceledError
 	switch {

@@ -2,13 +2,11 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	sdkclient "go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -109,7 +107,8 @@ func (s *stack) shaped(ctx context.Context) (PhaseFigures, error) {
 }
 
 // shapedSession sends one prompt to a new shaped session and waits for its
-// run's end; to cancel, it cancels the run while its first turn streams.
+// run's end; to cancel, it cancels the run while its first turn streams
+// (the run, not the session, as keel's benchmark cancels a run).
 func (s *stack) shapedSession(ctx context.Context, id string, in BaselineInput, cancel bool) sessionResult {
 	t0 := time.Now()
 	start := s.tc.NewWithStartWorkflowOperation(sdkclient.StartWorkflowOptions{ID: id, TaskQueue: BaselineTaskQueue,
@@ -125,35 +124,5 @@ func (s *stack) shapedSession(ctx context.Context, id string, in BaselineInput, 
 		r.outcome, r.err = outcomeFailed, fmt.Errorf("send: %w", err)
 		return r
 	}
-	run := s.tc.GetWorkflow(ctx, runID, "")
-	if !cancel {
-		err := run.Get(ctx, nil)
-		r.run = time.Since(t0)
-		if err != nil {
-			r.outcome, r.err = outcomeFailed, fmt.Errorf("result: %w", err)
-		}
-		return r
-	}
-	select {
-	case <-ctx.Done():
-		return failed(ctx.Err(), "cancel")
-	case <-time.After(baselineCancelAfter):
-	}
-	tc := time.Now()
-	if err := s.tc.CancelWorkflow(ctx, runID, ""); err != nil {
-		r.outcome, r.err = outcomeFailed, fmt.Errorf("cancel: %w", err)
-		return r
-	}
-	err = run.Get(ctx, nil)
-	r.cancel = time.Since(tc)
-	var ce *temporal.CanceledError
-	switch {
-	case errors.As(err, &ce):
-		r.outcome = outcomeCancelled
-	case err == nil:
-		r.outcome = outcomeCancelMissed
-	default:
-		r.outcome, r.err = outcomeFailed, fmt.Errorf("cancelled run: %w", err)
-	}
-	return r
+	return s.awaitBare(ctx, s.tc.GetWorkflow(ctx, runID, ""), t0, cancel, r)
 }
