@@ -49,8 +49,8 @@ type ConcurrencyOptions struct {
 	Shaped bool
 	// CPUProfile, when set, writes a CPU profile of this process (the
 	// server, NATS and the benchmark's clients) over each phase's sessions,
-	// to CPUProfile-<N>-baseline.pprof and CPUProfile-<N>-keel.pprof, for
-	// `go tool pprof`. Optional.
+	// to CPUProfile-<N>-<phase>.pprof (baseline, keel, and shaped when
+	// measured), for `go tool pprof`. Optional.
 	CPUProfile string
 	// Label names what was measured (a commit, "before"); optional:
 	// default the VCS revision the binary was built from, if it recorded

@@ -265,6 +265,7 @@ func (o Options) withDefaults() Options {
 
 // NewActivities returns keel's activities configured from opts.
 func NewActivities(c client.Client, opts Options) (*activities.Activities, error) {
+	opts = opts.withDefaults()
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
 	}
@@ -292,7 +293,7 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 		// A worker runs turns of at most this many sessions at once: the
 		// transcript cache keeps each of them, so a turn after the first
 		// never has to ask its run for the transcript (a query).
-		CacheRuns: max(activities.DefaultCacheRuns, opts.withDefaults().MaxConcurrentActivities)}
+		CacheRuns: max(activities.DefaultCacheRuns, opts.MaxConcurrentActivities)}
 	if opts.TracerProvider != nil {
 		acts.Tracer = instrument.Tracer(opts.TracerProvider)
 	}

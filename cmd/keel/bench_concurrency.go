@@ -37,7 +37,7 @@ func cmdBenchConcurrency(ctx context.Context, args []string, stdout, stderr io.W
 	asJSON := fs.Bool("json", false, "print the figures as one JSON object (per-run counts, seconds, verdicts) instead of the table")
 	workerFlags := fs.String("worker-flags", "", "space-separated `FLAGS` given to the keel worker process besides the connection ones (\"--no-cancel-watch --workflow-pollers 32\"), to measure settings")
 	shaped := fs.Bool("shaped", false, "also measure bare Temporal in keel's shape (a session workflow, a child run per send, the tool call as an activity), to tell what keel's design costs from what its code adds")
-	cpuProfile := fs.String("cpu-profile", "", "write CPU profiles of the server's process over each phase to `PREFIX`-<N>-baseline.pprof and PREFIX-<N>-keel.pprof (go tool pprof)")
+	cpuProfile := fs.String("cpu-profile", "", "write CPU profiles of the server's process over each phase to `PREFIX`-<N>-baseline.pprof, PREFIX-<N>-keel.pprof and, with --shaped, PREFIX-<N>-shaped.pprof (go tool pprof)")
 	label := fs.String("label", "", "`name` of what is measured, printed in the table (a commit, \"before\"; default the binary's VCS revision if it recorded one)")
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
