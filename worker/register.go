@@ -23,11 +23,18 @@ type Registrar interface {
 
 // Register registers keel's workflows and acts on r under their stable
 // names, each workflow with its versioning behavior (deployment.go), which
-// only a versioned worker acts on.
+// only a versioned worker acts on. The workflows apply no worker rules: a
+// replayer needs none (validators do not run on replay).
 func Register(r Registrar, acts *activities.Activities) {
-	r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: api.SessionWorkflowName,
+	RegisterWithRules(r, acts, workflows.Rules{})
+}
+
+// RegisterWithRules is Register with the worker's rules on what callers
+// send (workflows.Rules), applied in the workflows' update validators.
+func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows.Rules) {
+	r.RegisterWorkflowWithOptions(rules.Session(), workflow.RegisterOptions{Name: api.SessionWorkflowName,
 		VersioningBehavior: SessionVersioning})
-	r.RegisterWorkflowWithOptions(workflows.RunWorkflow, workflow.RegisterOptions{Name: api.RunWorkflowName,
+	r.RegisterWorkflowWithOptions(rules.Run(), workflow.RegisterOptions{Name: api.RunWorkflowName,
 		VersioningBehavior: RunVersioning})
 	r.RegisterActivityWithOptions(acts.ModelTurn, activity.RegisterOptions{Name: activities.ModelTurnName})
 	r.RegisterActivityWithOptions(acts.Tool, activity.RegisterOptions{Name: activities.ToolName})

@@ -26,8 +26,9 @@ import (
 // The run itself decides the loop, the state the session displays, and the
 // terminal commit.
 type run struct {
-	in  RunInput
-	cfg RunConfig
+	in    RunInput
+	cfg   RunConfig
+	rules Rules
 	// root is the workflow's context; work is cancelled when the run is.
 	root, work workflow.Context
 	cancelWork workflow.CancelFunc
@@ -59,7 +60,12 @@ type run struct {
 // with exactly one terminal event and returns a RunResult (cancellation and
 // failure are outcomes, not workflow errors).
 func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
+	return runWorkflow(ctx, in, Rules{})
+}
+
+func runWorkflow(ctx workflow.Context, in RunInput, rules Rules) (*RunResult, error) {
 	r := newRun(ctx, in)
+	r.rules = rules
 	if err := r.registerHandlers(ctx); err != nil {
 		return nil, err
 	}

@@ -16,9 +16,10 @@ import (
 
 // session is the state of a Session workflow.
 type session struct {
-	id   string
-	cfg  RunConfig
-	root workflow.Context
+	id    string
+	cfg   RunConfig
+	root  workflow.Context
+	rules Rules
 
 	transcript []keel.Message
 	revision   int64
@@ -73,12 +74,17 @@ type pendingRun struct {
 
 // SessionWorkflow is a conversation. It starts a Run child for each prompt
 // it accepts through the "send" update, one at a time, and commits each
-// run's messages, events and outcome when it ends.
+// run's messages, events and outcome when it ends. It applies no worker
+// rules (Rules.Session does).
 func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
+	return sessionWorkflow(ctx, in, Rules{})
+}
+
+func sessionWorkflow(ctx workflow.Context, in SessionInput, rules Rules) error {
 	if err := keel.ValidateSessionID(in.SessionID); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), string(keel.CodeInvalidInput), nil)
 	}
-	s := &session{id: in.SessionID, cfg: in.Config, root: ctx, state: keel.StateIdle, limits: in.HandOver.WithDefaults()}
+	s := &session{id: in.SessionID, cfg: in.Config, root: ctx, rules: rules, state: keel.StateIdle, limits: in.HandOver.WithDefaults()}
 	if in.Carry != nil {
 		s.restore(in.Carry)
 	}
