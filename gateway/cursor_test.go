@@ -60,6 +60,16 @@ func envSeqs(evs []keel.Envelope) []int64 {
 	return out
 }
 
+// twoRuns scripts a session's two runs (the scripted model plays the
+// turn after the transcript's last answer): a short first run, then a
+// second that waits at gate key and streams ten chunks.
+func twoRuns(key string) string {
+	return `{"chunk_delay":"1ms","turns":[
+	  {"text":["one"]},
+	  {"tool_calls":[{"id":"g1","name":"gate","arguments":{"key":"` + key + `"}}]},
+	  {"text":["one ","two ","three ","four ","five ","six ","seven ","eight ","nine ","ten"]}]}`
+}
+
 // shortCtx bounds a wait that fails the test when the attack works: the
 // honest stream would wait forever.
 func shortCtx(t testing.TB) context.Context {
@@ -75,7 +85,8 @@ func shortCtx(t testing.TB) context.Context {
 // every event of the run, the same as the session's log.
 func TestHostileCursorCannotBlindOthers(t *testing.T) {
 	s := startGateway(t, gateway.Options{})
-	s.send(t, "blind", map[string]any{"prompt": "first", "model": model(t, `{"turns":[{"text":["one"]}]}`)})
+	m := model(t, twoRuns("blind-2"))
+	s.send(t, "blind", map[string]any{"prompt": "first", "model": m})
 	waitForEvent(t, testCtx(t), "blind", keel.TypeRunCompleted, 1)
 
 	for _, hostile := range []map[string]string{
@@ -99,8 +110,7 @@ func TestHostileCursorCannotBlindOthers(t *testing.T) {
 	end := first[len(first)-1].Seq
 	ctx := shortCtx(t)
 	rd, _ := s.browserStream(t, ctx, "blind", map[string]string{"Last-Event-ID": itoa(end)})
-	run := s.send(t, "blind", map[string]any{"prompt": "second", "model": shared.book.Add(t, t.Name()+"-2", gateThenText("blind-2")),
-		"tools": []string{"gate"}})
+	run := s.send(t, "blind", map[string]any{"prompt": "second", "model": m, "tools": []string{"gate"}})
 	shared.gates.open("blind-2")
 	evs := s.followToEnd(t, ctx, "blind", rd, end, keel.TypeRunCompleted)
 	want := envSeqs(s.logAfter(t, "blind", run.BaseSeq))
@@ -118,7 +128,8 @@ func TestHostileCursorCannotBlindOthers(t *testing.T) {
 // event of the next run.
 func TestHubIgnoresSubscriberCursor(t *testing.T) {
 	s := startGateway(t, gateway.Options{})
-	s.send(t, "hub-cursor", map[string]any{"prompt": "first", "model": model(t, `{"turns":[{"text":["one"]}]}`)})
+	m := model(t, twoRuns("hub-cursor-2"))
+	s.send(t, "hub-cursor", map[string]any{"prompt": "first", "model": m})
 	waitForEvent(t, testCtx(t), "hub-cursor", keel.TypeRunCompleted, 1)
 	leave, err := gateway.Attach(s.gw, "hub-cursor", 9000000000000000000)
 	if err != nil {
@@ -129,8 +140,7 @@ func TestHubIgnoresSubscriberCursor(t *testing.T) {
 	end := first[len(first)-1].Seq
 	ctx := shortCtx(t)
 	rd, _ := s.browserStream(t, ctx, "hub-cursor", map[string]string{"Last-Event-ID": itoa(end)})
-	run := s.send(t, "hub-cursor", map[string]any{"prompt": "second", "model": shared.book.Add(t, t.Name()+"-2", gateThenText("hub-cursor-2")),
-		"tools": []string{"gate"}})
+	run := s.send(t, "hub-cursor", map[string]any{"prompt": "second", "model": m, "tools": []string{"gate"}})
 	shared.gates.open("hub-cursor-2")
 	evs := s.followToEnd(t, ctx, "hub-cursor", rd, end, keel.TypeRunCompleted)
 	want := envSeqs(s.logAfter(t, "hub-cursor", run.BaseSeq))
@@ -155,7 +165,8 @@ func TestStaleCursor(t *testing.T) {
 	longLog := s.logAfter(t, "stale-long", 0)
 	stale := longLog[len(longLog)-1].Seq
 
-	s.send(t, "stale-short", map[string]any{"prompt": "hi", "model": shared.book.Add(t, t.Name()+"-short", `{"turns":[{"text":["hi"]}]}`)})
+	short := shared.book.Add(t, t.Name()+"-short", `{"turns":[{"text":["hi"]},{"text":["again"]}]}`)
+	s.send(t, "stale-short", map[string]any{"prompt": "hi", "model": short})
 	waitForEvent(t, testCtx(t), "stale-short", keel.TypeRunCompleted, 1)
 	shortLog := s.logAfter(t, "stale-short", 0)
 	if end := shortLog[len(shortLog)-1].Seq; end >= stale {
@@ -175,7 +186,7 @@ func TestStaleCursor(t *testing.T) {
 	// what comes after it.
 	atEnd := s.stream(t, ctx, "stale-short", "", map[string]string{"Last-Event-ID": itoa(shortLog[len(shortLog)-1].Seq)})
 
-	run := s.send(t, "stale-short", map[string]any{"prompt": "again", "model": shared.book.Add(t, t.Name()+"-again", `{"turns":[{"text":["again"]}]}`)})
+	run := s.send(t, "stale-short", map[string]any{"prompt": "again", "model": short})
 	evs = append(evs, honest.until(t, keel.TypeRunCompleted)...)
 	contiguous(t, durableSeqs(t, evs), 1)
 	tail := durableSeqs(t, atEnd.until(t, keel.TypeRunCompleted))

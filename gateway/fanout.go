@@ -292,9 +292,11 @@ func (s *subscriber) refill(ctx context.Context, write func(streamItem) error) e
 		if len(h.ring) > 0 {
 			first = h.ring[0].Seq
 		}
-		if s.cursor >= first-1 || h.ended {
+		if s.cursor >= first-1 {
 			// Caught up: the ring's events after the cursor, then
-			// whatever the hub queues from now on.
+			// whatever the hub queues from now on (or its end: a hub
+			// that ended has still been read up to where it got, so a
+			// closed session's stream gets its whole log first).
 			var items []streamItem
 			lost := s.missed
 			for _, env := range h.ring {

@@ -127,6 +127,11 @@ func ParseAPIKey(text string) (APIKey, error) {
 			return APIKey{}, fmt.Errorf("option %s is given twice", name)
 		}
 		seen[name] = true
+		if value == "" {
+			// An empty prefix would mean every session: say so rather
+			// than widen the key.
+			return APIKey{}, fmt.Errorf("option %s has no value", name)
+		}
 		switch name {
 		case "scope":
 			k.Scope = Scope(value)

@@ -115,9 +115,9 @@ func TestTrustedProxy(t *testing.T) {
 // anything, and a follower given back makes room.
 func TestMaxFollowedSessions(t *testing.T) {
 	s := startGateway(t, gateway.Options{MaxFollowedSessions: 1})
-	m := model(t, `{"turns":[{"text":["hi"]},{"text":["again"]}]}`)
+	m := model(t, `{"turns":[{"text":["hi"]}]}`)
 	s.send(t, "followed-a", map[string]any{"prompt": "hi", "model": m})
-	s.send(t, "followed-b", map[string]any{"prompt": "hi", "model": m})
+	s.send(t, "followed-b", map[string]any{"prompt": "hi", "model": shared.book.Add(t, t.Name()+"-b", `{"turns":[{"text":["hi"]}]}`)})
 	ctx, cancel := context.WithCancel(testCtx(t))
 	a := s.stream(t, ctx, "followed-a", "", nil)
 	a.until(t, keel.TypeRunCompleted)

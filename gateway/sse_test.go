@@ -50,7 +50,7 @@ func TestSSEWriterHostileFields(t *testing.T) {
 	}
 	// What is valid goes out as one event each, with its own fields.
 	for _, ok := range []struct{ id, name, data string }{
-		{"7", "run.started", `{"seq":7}`}, {"", "text.delta", `{"text":"a\\nb"}`}, {"", "", `{}`},
+		{"7", "run.started", `{"seq":7}`}, {"", "text.delta", `{"text":"a\nb"}`}, {"", "", `{}`},
 		{"9223372036854775807", "tool_call.delta", `[]`},
 	} {
 		if err := sw.Event(ok.id, ok.name, []byte(ok.data)); err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -287,12 +288,20 @@ const EventUnknown = "unknown"
 // registry of event types spells it (never the bytes a peer sent), or
 // EventUnknown when the registry does not hold it.
 func sseName(typ string) (name string, known bool) {
+	if v, ok := sseNames.Load(typ); ok {
+		return v.(string), true
+	}
 	ev, err := keel.Envelope{Type: typ}.Event()
 	if err != nil {
 		return EventUnknown, false
 	}
-	if _, unknown := ev.(keel.Unknown); unknown || ev.EventType() != typ {
+	if _, unknown := ev.(keel.Unknown); unknown || ev.EventType() != typ || !validSSEName(typ) {
 		return EventUnknown, false
 	}
+	sseNames.Store(typ, ev.EventType())
 	return ev.EventType(), true
 }
+
+// sseNames caches the registry's answers for the types it holds (never
+// for others: those are whatever peers send).
+var sseNames sync.Map

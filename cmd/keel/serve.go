@@ -23,7 +23,11 @@ Server-Sent Events, and the OpenAPI document at /v1/openapi.json. It listens
 on 127.0.0.1 at --http-port unless --listen names another address; it
 refuses an address other machines can reach unless API keys are set
 (--api-key-file, or $KEEL_API_KEYS), and then every call must carry one as
-"Authorization: Bearer KEY". Streamed text comes from NATS (--nats); without
+"Authorization: Bearer KEY"; a key may be limited to reading (scope=read)
+and to the sessions under a prefix (prefix=P). Event streams are limited per
+key, per client address and per gateway (--max-streams-per-key,
+--max-streams-per-addr, --max-followed-sessions, --max-streams). Streamed
+text comes from NATS (--nats); without
 it, event streams carry durable events only. Stops on Ctrl-C, ending open
 streams (clients resume with Last-Event-ID).`
 
