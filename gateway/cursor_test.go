@@ -15,23 +15,25 @@ import (
 	"github.com/keelrun/keel/live"
 )
 
-// logAfter reads every durable event of a session after seq in JSON
-// pages.
-func (s *stack) logAfter(t testing.TB, session string, after int64) []keel.Envelope {
+// logThrough follows a session's durable log after seq through a client
+// of its own (no gateway) up to the first event of type typ, waiting for
+// it to be committed, and returns the events read.
+func logThrough(t testing.TB, session string, after int64, typ string) []keel.Envelope {
 	t.Helper()
 	var out []keel.Envelope
-	for {
-		r := s.call(t, http.MethodGet, "/v1/sessions/"+session+"/events?limit=500&after="+itoa(after), nil).must(t, http.StatusOK)
-		var page gateway.EventsPage
-		if err := json.Unmarshal(r.raw, &page); err != nil {
-			t.Fatal(err)
+	for ev, err := range newClient(t, 0).Session(session).EventsFrom(testCtx(t), after) {
+		if err != nil {
+			t.Fatalf("follow %s: %v", session, err)
 		}
-		out = append(out, page.Events...)
-		after = page.NextAfter
-		if !page.More {
-			return out
+		if !ev.Durable() {
+			continue
+		}
+		out = append(out, ev)
+		if ev.Type == typ {
+			break
 		}
 	}
+	return out
 }
 
 // seqsOf lists the ids of the events that have one.
@@ -87,7 +89,6 @@ func TestHostileCursorCannotBlindOthers(t *testing.T) {
 	s := startGateway(t, gateway.Options{})
 	m := model(t, twoRuns("blind-2"))
 	s.send(t, "blind", map[string]any{"prompt": "first", "model": m})
-	waitForEvent(t, testCtx(t), "blind", keel.TypeRunCompleted, 1)
 
 	for _, hostile := range []map[string]string{
 		{"Last-Event-ID": "9000000000000000000"},
@@ -106,14 +107,14 @@ func TestHostileCursorCannotBlindOthers(t *testing.T) {
 	}
 
 	// The honest stream, attached before the next run, a dozen events.
-	first := s.logAfter(t, "blind", 0)
+	first := logThrough(t, "blind", 0, keel.TypeRunCompleted)
 	end := first[len(first)-1].Seq
 	ctx := shortCtx(t)
 	rd, _ := s.browserStream(t, ctx, "blind", map[string]string{"Last-Event-ID": itoa(end)})
 	run := s.send(t, "blind", map[string]any{"prompt": "second", "model": m, "tools": []string{"gate"}})
 	shared.gates.open("blind-2")
 	evs := s.followToEnd(t, ctx, "blind", rd, end, keel.TypeRunCompleted)
-	want := envSeqs(s.logAfter(t, "blind", run.BaseSeq))
+	want := envSeqs(logThrough(t, "blind", run.BaseSeq, keel.TypeRunCompleted))
 	if seqs := seqsOf(t, evs); !slices.Equal(seqs, want) || len(want) < 8 {
 		t.Fatalf("the honest stream got %v, the log has %v", seqs, want)
 	}
@@ -130,20 +131,19 @@ func TestHubIgnoresSubscriberCursor(t *testing.T) {
 	s := startGateway(t, gateway.Options{})
 	m := model(t, twoRuns("hub-cursor-2"))
 	s.send(t, "hub-cursor", map[string]any{"prompt": "first", "model": m})
-	waitForEvent(t, testCtx(t), "hub-cursor", keel.TypeRunCompleted, 1)
 	leave, err := gateway.Attach(s.gw, "hub-cursor", 9000000000000000000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer leave()
-	first := s.logAfter(t, "hub-cursor", 0)
+	first := logThrough(t, "hub-cursor", 0, keel.TypeRunCompleted)
 	end := first[len(first)-1].Seq
 	ctx := shortCtx(t)
 	rd, _ := s.browserStream(t, ctx, "hub-cursor", map[string]string{"Last-Event-ID": itoa(end)})
 	run := s.send(t, "hub-cursor", map[string]any{"prompt": "second", "model": m, "tools": []string{"gate"}})
 	shared.gates.open("hub-cursor-2")
 	evs := s.followToEnd(t, ctx, "hub-cursor", rd, end, keel.TypeRunCompleted)
-	want := envSeqs(s.logAfter(t, "hub-cursor", run.BaseSeq))
+	want := envSeqs(logThrough(t, "hub-cursor", run.BaseSeq, keel.TypeRunCompleted))
 	if seqs := seqsOf(t, evs); !slices.Equal(seqs, want) {
 		t.Fatalf("the honest stream got %v, the log has %v", seqs, want)
 	}
@@ -161,14 +161,12 @@ func TestStaleCursor(t *testing.T) {
 	long := model(t, `{"turns":[{"text":["a"],"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"stale-long"}}]},{"text":["b"]}]}`)
 	s.send(t, "stale-long", map[string]any{"prompt": "go", "model": long, "tools": []string{"gate"}})
 	shared.gates.open("stale-long")
-	waitForEvent(t, testCtx(t), "stale-long", keel.TypeRunCompleted, 1)
-	longLog := s.logAfter(t, "stale-long", 0)
+	longLog := logThrough(t, "stale-long", 0, keel.TypeRunCompleted)
 	stale := longLog[len(longLog)-1].Seq
 
 	short := shared.book.Add(t, t.Name()+"-short", `{"turns":[{"text":["hi"]},{"text":["again"]}]}`)
 	s.send(t, "stale-short", map[string]any{"prompt": "hi", "model": short})
-	waitForEvent(t, testCtx(t), "stale-short", keel.TypeRunCompleted, 1)
-	shortLog := s.logAfter(t, "stale-short", 0)
+	shortLog := logThrough(t, "stale-short", 0, keel.TypeRunCompleted)
 	if end := shortLog[len(shortLog)-1].Seq; end >= stale {
 		t.Fatalf("the short session's log (%d) is not shorter than the long one's (%d)", end, stale)
 	}
@@ -278,7 +276,7 @@ func TestForgedLiveEnvelopes(t *testing.T) {
 	// Read the rest as a browser would, reconnecting when the stream ends
 	// (the follower ends rather than take a forged seq).
 	evs = append(evs, s.followToEnd(t, ctx, "forged", rd, seqsOf(t, evs)[len(seqsOf(t, evs))-1], keel.TypeRunCompleted)...)
-	want := envSeqs(s.logAfter(t, "forged", run.BaseSeq))
+	want := envSeqs(logThrough(t, "forged", run.BaseSeq, keel.TypeRunCompleted))
 	if got := seqsOf(t, evs); !slices.Equal(got, want) {
 		t.Fatalf("durable ids %v, the log has %v", got, want)
 	}
