@@ -147,6 +147,16 @@ type Route struct {
 	maxBody int64
 }
 
+// Validate checks what New would refuse in the options: the keys and the
+// trusted proxies. Errors never quote a key.
+func (o Options) Validate() error {
+	if _, err := newKeyring(o.APIKeys, o.Keys); err != nil {
+		return err
+	}
+	_, err := parseProxies(o.TrustedProxies)
+	return err
+}
+
 // New returns a gateway calling keel through c. The caller keeps c and
 // closes it after Close.
 func New(c *client.Client, opts Options) (*Gateway, error) {

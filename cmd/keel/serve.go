@@ -63,9 +63,11 @@ func (g *gatewayFlags) options(logger *zap.Logger) (gateway.Options, error) {
 	if err != nil {
 		return gateway.Options{}, err
 	}
-	return gateway.Options{Keys: keys, CORSOrigins: g.origins.items, Logger: logger,
+	opts := gateway.Options{Keys: keys, CORSOrigins: g.origins.items, Logger: logger,
 		MaxStreams: g.maxStreams, MaxFollowedSessions: g.maxFollowed, MaxStreamsPerKey: g.perKey, MaxStreamsPerAddr: g.perAddr,
-		TrustedProxies: g.proxies.items}, nil
+		TrustedProxies: g.proxies.items}
+	// Before anything is dialled: a bad --trusted-proxy fails at once.
+	return opts, opts.Validate()
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
