@@ -66,33 +66,33 @@ func (g *Gateway) postAGUI(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
+	if !allowsSession(r, in.ThreadID) {
+		// As for a session the key's prefix does not cover on any route.
+		WriteError(w, sessionNotFound(in.ThreadID))
+		return
+	}
 	ctx, done, err := g.OpenStream(r)
 	if err != nil {
 		WriteError(w, err)
 		return
 	}
 	defer done()
+	// The stream follows its run with a follower of its own: one history
+	// long poll, counted with the hubs' before anything is sent.
+	if err := g.followers.acquire(); err != nil {
+		WriteError(w, err)
+		return
+	}
+	defer g.followers.release()
 	s := g.c.Session(in.ThreadID)
 	if len(in.Resume) > 0 {
 		g.resumeAGUI(ctx, w, s, in)
 		return
 	}
-	prompt, err := lastUserPrompt(in.Messages)
+	prompt, opts, err := in.runRequest()
 	if err != nil {
 		WriteError(w, err)
 		return
-	}
-	var opts []client.SendOption
-	if o, err := keelOptions(in.ForwardedProps); err != nil {
-		WriteError(w, err)
-		return
-	} else if o != nil {
-		cfg := api.RunConfig{Model: o.Model, Tools: o.Tools, System: o.System, MaxSteps: o.MaxSteps, Approvals: o.Approvals}
-		if err := cfg.Validate(); err != nil {
-			WriteError(w, err)
-			return
-		}
-		opts = append(opts, client.WithConfig(cfg))
 	}
 	cctx, cancel := context.WithTimeout(ctx, g.opts.RequestTimeout)
 	run, err := s.Send(cctx, prompt, opts...)
@@ -328,6 +328,25 @@ func readAGUIInput(r *http.Request) (AGUIInput, error) {
 		return in, keel.Errorf(keel.CodeInvalidInput, "threadId is the keel session: %v", err)
 	}
 	return in, nil
+}
+
+// runRequest reads what a RunAgentInput without resume entries sends: the
+// prompt and the run's overrides (forwardedProps.keel), checked before any
+// call.
+func (in AGUIInput) runRequest() (string, []client.SendOption, error) {
+	prompt, err := lastUserPrompt(in.Messages)
+	if err != nil {
+		return "", nil, err
+	}
+	o, err := keelOptions(in.ForwardedProps)
+	if err != nil || o == nil {
+		return prompt, nil, err
+	}
+	cfg := api.RunConfig{Model: o.Model, Tools: o.Tools, System: o.System, MaxSteps: o.MaxSteps, Approvals: o.Approvals}
+	if err := cfg.Validate(); err != nil {
+		return "", nil, err
+	}
+	return prompt, []client.SendOption{client.WithConfig(cfg)}, nil
 }
 
 // lastUserPrompt is the text of the thread's last user message.

@@ -114,6 +114,9 @@ func (a *aguiRun) translate(env keel.Envelope) (evs []aguiEvent, ended bool, err
 	ts := env.At.UnixMilli()
 	ev, err := env.Event()
 	if err != nil {
+		if !env.Durable() {
+			return nil, false, nil // a delta that does not decode: dropped, as deltas may be
+		}
 		return nil, false, err
 	}
 	defer func() {
@@ -261,14 +264,20 @@ func (a *aguiRun) closeAll(ts int64) {
 	}
 }
 
-// custom passes a keel event on as CUSTOM: its type as the name, its data
-// as the value.
+// custom passes a keel event on as CUSTOM: its type, as keel's registry
+// of event types names it, as the name, and its data as the value. A
+// durable event of a type the registry does not hold is named
+// EventUnknown; a delta of one is dropped.
 func (a *aguiRun) custom(env keel.Envelope, ts int64, keelMeta map[string]any) {
+	name, known := sseName(env.Type)
+	if !known && !env.Durable() {
+		return
+	}
 	v := env.Data
 	if len(v) == 0 {
 		v = json.RawMessage("null")
 	}
-	ev := aguiEvent{Type: aguiCustom, Timestamp: ts, Name: env.Type, Value: v}
+	ev := aguiEvent{Type: aguiCustom, Timestamp: ts, Name: name, Value: v}
 	for k, x := range keelMeta {
 		ev.keelMeta(k, x)
 	}

@@ -85,6 +85,9 @@ func (s *stack) aguiOpen(t testing.TB, ctx context.Context, input map[string]any
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
+	if s.key != "" {
+		req.Header.Set("Authorization", bearer(s.key))
+	}
 	resp, err := s.srv.Client().Do(req)
 	if err != nil {
 		t.Fatalf("POST /v1/ag-ui: %v", err)

@@ -23,12 +23,14 @@ func (g *Gateway) routeAPI() {
 	g.Handle(http.MethodGet, "/v1/sessions/{id}", g.session(g.getState))
 	g.Handle(http.MethodGet, "/v1/sessions/{id}/history", g.session(g.getHistory))
 	g.Handle(http.MethodGet, "/v1/sessions/{id}/events", g.session(g.getEvents))
-	g.Handle(http.MethodPost, "/v1/sessions/{id}/steer", g.session(g.postSteer))
+	g.handle(Route{Method: http.MethodPost, Path: "/v1/sessions/{id}/steer", maxBody: MaxSteerBodyBytes}, g.session(g.postSteer))
 	g.Handle(http.MethodDelete, "/v1/sessions/{id}/steer/{steering_id}", g.session(g.deleteSteer))
 	g.Handle(http.MethodPost, "/v1/sessions/{id}/respond", g.session(g.postRespond))
 	g.Handle(http.MethodPost, "/v1/sessions/{id}/cancel", g.session(g.postCancel))
 	g.Handle(http.MethodGet, "/v1/sessions/{id}/requests", g.session(g.getRequests))
-	g.Handle(http.MethodPost, "/v1/ag-ui", http.HandlerFunc(g.postAGUI))
+	// AG-UI names its session (threadId) in the body: postAGUI checks it
+	// against the key's prefix.
+	g.handle(Route{Method: http.MethodPost, Path: "/v1/ag-ui", sessions: true}, http.HandlerFunc(g.postAGUI))
 }
 
 // sessionHandler serves one session's route.
@@ -113,17 +115,13 @@ type RunResponse struct {
 	SteeringID string `json:"steering_id,omitempty"`
 }
 
-func (g *Gateway) postRun(w http.ResponseWriter, r *http.Request, s *client.Session) {
-	var req RunRequest
-	if err := ReadJSON(r, &req); err != nil {
-		WriteError(w, err)
-		return
-	}
-	// Checked here as well as in the session: update-with-start would
-	// create the session before its update is refused.
+// Validate checks the request before any call and returns the send
+// options it asks for. Checked here as well as in the session:
+// update-with-start would create the session before its update is
+// refused.
+func (req RunRequest) Validate() ([]client.SendOption, error) {
 	if strings.TrimSpace(req.Prompt) == "" || len(req.Prompt) > api.MaxPromptBytes {
-		WriteError(w, keel.Errorf(keel.CodeInvalidInput, "prompt must be 1 to %d bytes of text", api.MaxPromptBytes))
-		return
+		return nil, keel.Errorf(keel.CodeInvalidInput, "prompt must be 1 to %d bytes of text", api.MaxPromptBytes)
 	}
 	var opts []client.SendOption
 	switch req.IfActive {
@@ -133,16 +131,28 @@ func (g *Gateway) postRun(w http.ResponseWriter, r *http.Request, s *client.Sess
 	case "steer":
 		opts = append(opts, client.OrSteer())
 	default:
-		WriteError(w, keel.Errorf(keel.CodeInvalidInput, "if_active %q: use reject, queue or steer", req.IfActive))
-		return
+		return nil, keel.Errorf(keel.CodeInvalidInput, "if_active %s: use reject, queue or steer", quoteShort(req.IfActive))
 	}
 	cfg := api.RunConfig{Model: req.Model, Tools: req.Tools, System: req.System, MaxSteps: req.MaxSteps, Approvals: req.Approvals}
 	if err := cfg.Validate(); err != nil {
-		WriteError(w, err)
-		return
+		return nil, err
 	}
 	if req.Model != "" || req.Tools != nil || req.System != "" || req.MaxSteps != 0 || req.Approvals != nil {
 		opts = append(opts, client.WithConfig(cfg))
+	}
+	return opts, nil
+}
+
+func (g *Gateway) postRun(w http.ResponseWriter, r *http.Request, s *client.Session) {
+	var req RunRequest
+	if err := ReadJSON(r, &req); err != nil {
+		WriteError(w, err)
+		return
+	}
+	opts, err := req.Validate()
+	if err != nil {
+		WriteError(w, err)
+		return
 	}
 	ctx, cancel := g.callCtx(r)
 	defer cancel()
@@ -207,11 +217,12 @@ func (g *Gateway) getEvents(w http.ResponseWriter, r *http.Request, s *client.Se
 		g.streamEvents(w, r, s)
 		return
 	}
-	after, err := intParam(r, "after", 0, 0)
+	after, err := oneCursor("after", r.URL.Query()["after"])
 	if err != nil {
 		WriteError(w, err)
 		return
 	}
+	after = max(after, 0)
 	limit, err := intParam(r, "limit", DefaultEventsLimit, 1)
 	if err != nil {
 		WriteError(w, err)

@@ -98,7 +98,9 @@ func BenchmarkEventLatency(b *testing.B) {
 // time one delta takes to reach all of them.
 func BenchmarkSubscribers(b *testing.B) {
 	n := *subscribers
-	s := startGateway(b, gateway.Options{})
+	// Every stream comes from one process on one address: no per-client
+	// limit.
+	s := startGateway(b, gateway.Options{MaxStreamsPerAddr: -1})
 	session := fmt.Sprintf("subscribers-%d", benchSessions.Add(1))
 	s.send(b, session, map[string]any{"prompt": "hi", "model": model(b, `{"turns":[{"text":["hi"]}]}`)})
 	waitForEvent(b, testCtx(b), session, keel.TypeRunCompleted, 1)

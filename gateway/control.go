@@ -15,6 +15,15 @@ type SteerRequest struct {
 	Text string `json:"text"`
 }
 
+// Validate checks the text as the run does, before any call: 1 to
+// api.MaxPromptBytes bytes.
+func (req SteerRequest) Validate() error {
+	if req.Text == "" || len(req.Text) > api.MaxPromptBytes {
+		return keel.Errorf(keel.CodeInvalidInput, "text must be 1 to %d bytes of text", api.MaxPromptBytes)
+	}
+	return nil
+}
+
 // SteerResponse is its answer.
 type SteerResponse struct {
 	SteeringID string `json:"steering_id"`
@@ -31,6 +40,15 @@ type RetractResponse struct {
 type RespondRequest struct {
 	RequestID string          `json:"request_id"`
 	Answer    json.RawMessage `json:"answer"`
+}
+
+// Validate checks the request before any call: a request ID. The answer
+// is checked by the run against the request's schema.
+func (req RespondRequest) Validate() error {
+	if req.RequestID == "" {
+		return keel.Errorf(keel.CodeInvalidInput, "request_id is required (GET .../requests lists the open ones)")
+	}
+	return nil
 }
 
 // StatusResponse answers respond and cancel.
@@ -73,6 +91,10 @@ func (g *Gateway) postSteer(w http.ResponseWriter, r *http.Request, s *client.Se
 		WriteError(w, err)
 		return
 	}
+	if err := req.Validate(); err != nil {
+		WriteError(w, err)
+		return
+	}
 	ctx, cancel := g.callCtx(r)
 	defer cancel()
 	run, err := activeRun(ctx, r, s)
@@ -110,8 +132,8 @@ func (g *Gateway) postRespond(w http.ResponseWriter, r *http.Request, s *client.
 		WriteError(w, err)
 		return
 	}
-	if req.RequestID == "" {
-		WriteError(w, keel.Errorf(keel.CodeInvalidInput, "request_id is required (GET .../requests lists the open ones)"))
+	if err := req.Validate(); err != nil {
+		WriteError(w, err)
 		return
 	}
 	ctx, cancel := g.callCtx(r)

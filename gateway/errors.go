@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -25,6 +26,9 @@ type Error struct {
 	// Retryable is keel's hint that the same call may succeed later.
 	Retryable bool `json:"retryable,omitempty"`
 	status    int
+	// retryAfter is the Retry-After of a 429 or 503 answer, in seconds
+	// (at least 1).
+	retryAfter int
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -41,6 +45,18 @@ const (
 	CodeUnavailable      = "unavailable"
 	CodeOverloaded       = "overloaded"
 	CodeInternal         = "internal"
+	// CodeForbidden refuses what the request's API key may not do: a
+	// read-only key's POST or DELETE, or a route its session prefix does
+	// not cover (403).
+	CodeForbidden = "forbidden"
+	// CodeTooManyStreams refuses an event stream past a client's own
+	// limit: its API key's or its address's (429 with Retry-After).
+	CodeTooManyStreams = "too_many_streams"
+	// CodeCursorAhead refuses an event stream whose cursor (Last-Event-ID
+	// or after) is past the end of the session's log: the session was
+	// recreated, or the ID came from another session (409). Start again
+	// from 0.
+	CodeCursorAhead = "cursor_ahead"
 )
 
 // apiError returns an error response with the given status and code.
@@ -130,8 +146,8 @@ func writeError(w http.ResponseWriter, e *Error) {
 	switch e.status {
 	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="keel"`)
-	case http.StatusServiceUnavailable:
-		w.Header().Set("Retry-After", "1")
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+		w.Header().Set("Retry-After", strconv.Itoa(max(e.retryAfter, 1)))
 	}
 	writeJSON(w, e.status, e)
 }

@@ -32,7 +32,7 @@ func Example() {
 	if err := gateway.CheckListen(addr, len(keys) > 0); err != nil {
 		log.Fatal(err)
 	}
-	gw, err := gateway.New(kc, gateway.Options{APIKeys: keys})
+	gw, err := gateway.New(kc, gateway.Options{Keys: keys})
 	if err != nil {
 		log.Fatal(err)
 	}

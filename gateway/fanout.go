@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"sync"
 
 	"github.com/keelrun/keel"
@@ -22,10 +24,19 @@ import (
 // durable event, marks the stream behind; the stream then refills its
 // durable events from the ring or pages, in order, none skipped or
 // repeated.
+//
+// The hub starts where the session's own log ends when it starts (its
+// state's last_seq, read by the hub), never at a stream's cursor: what
+// one stream sends cannot change what another receives. A stream whose
+// cursor is behind that point refills from pages; one ahead of it waits
+// for the hub to pass it.
 type hub struct {
 	g       *Gateway
 	session string
 	cancel  context.CancelFunc
+	// ready is closed once the hub knows where it starts (last), or
+	// ended before it could.
+	ready chan struct{}
 
 	mu    sync.Mutex
 	subs  map[*subscriber]struct{}
@@ -69,15 +80,20 @@ type streamItem struct {
 }
 
 // join attaches a stream that resumes after cursor to the session's hub,
-// starting one if none runs. The stream refills first (behind is set),
-// so whatever the hub has passed is read from the ring or from pages.
-func (g *Gateway) join(session string, cursor int64) *subscriber {
+// starting one if none runs; a new hub past MaxSessions is refused with
+// 503 overloaded. The stream refills first (behind is set), so whatever
+// the hub has passed is read from the ring or from pages. The cursor is
+// the stream's alone: the hub does not start from it.
+func (g *Gateway) join(session string, cursor int64) (*subscriber, error) {
 	g.hubsMu.Lock()
 	defer g.hubsMu.Unlock()
 	h := g.hubs[session]
 	if h == nil {
+		if err := g.followers.acquire(); err != nil {
+			return nil, err
+		}
 		ctx, cancel := context.WithCancel(g.ctx)
-		h = &hub{g: g, session: session, cancel: cancel, subs: map[*subscriber]struct{}{}, last: cursor}
+		h = &hub{g: g, session: session, cancel: cancel, ready: make(chan struct{}), subs: map[*subscriber]struct{}{}}
 		g.hubs[session] = h
 		go h.follow(ctx)
 	}
@@ -86,7 +102,7 @@ func (g *Gateway) join(session string, cursor int64) *subscriber {
 	h.subs[s] = struct{}{}
 	h.mu.Unlock()
 	s.notify()
-	return s
+	return s, nil
 }
 
 // leave detaches the stream; the last one stops the hub.
@@ -113,23 +129,31 @@ func (s *subscriber) notify() {
 	}
 }
 
-// follow runs the hub's one EventsFrom and fans its elements out.
+// follow reads where the session's log ends, then runs the hub's one
+// EventsFrom from there and fans its elements out. Its follower slot
+// (MaxFollowedSessions) is given back when it returns.
 func (h *hub) follow(ctx context.Context) {
-	var end error
-	for env, err := range h.g.c.Session(h.session).EventsFrom(ctx, h.last) {
-		var lag *live.LaggedError
-		switch {
-		case err == nil:
-			h.publish(env)
-			continue
-		case errors.As(err, &lag):
-			h.lost(lag.Missed)
-			continue
+	defer h.g.followers.release()
+	end := h.start(ctx)
+	if end == nil {
+		for env, err := range h.g.c.Session(h.session).EventsFrom(ctx, h.last) {
+			var lag *live.LaggedError
+			switch {
+			case err == nil:
+				if end = h.publish(env); end == nil {
+					continue
+				}
+			case errors.As(err, &lag):
+				h.lost(lag.Missed)
+				continue
+			default:
+				end = err
+			}
+			break
 		}
-		end = err
-		break
 	}
 	if ctx.Err() != nil {
+		h.setReady()
 		return // no stream is left, or the gateway closed
 	}
 	if end == nil {
@@ -149,15 +173,51 @@ func (h *hub) follow(ctx context.Context) {
 		s.notify()
 	}
 	h.mu.Unlock()
+	h.setReady()
 }
 
-// publish hands one element to every stream, without waiting for any.
-func (h *hub) publish(env keel.Envelope) {
+// start reads the session's state for where its own log ends, and makes
+// that the hub's starting point.
+func (h *hub) start(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, h.g.opts.RequestTimeout)
+	st, err := h.g.c.Session(h.session).State(cctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.last = st.LastSeq
+	h.mu.Unlock()
+	h.setReady()
+	return nil
+}
+
+// setReady closes ready once.
+func (h *hub) setReady() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	select {
+	case <-h.ready:
+	default:
+		close(h.ready)
+	}
+}
+
+// publish hands one element to every stream, without waiting for any. A
+// durable event must be the one after the last (the log is dense,
+// docs/contract.md §14): one that is not (a forged live message carrying
+// a seq) ends the hub with a retryable error rather than move its place,
+// and the streams resume from their own cursors.
+func (h *hub) publish(env keel.Envelope) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if env.Durable() {
 		if env.Seq <= h.last {
-			return
+			return nil
+		}
+		if env.Seq != h.last+1 {
+			return &Error{Code: CodeUnavailable, Retryable: true, status: http.StatusServiceUnavailable,
+				Message: fmt.Sprintf("the event feed of session %s went from seq %d to %d; reconnect to resume", h.session, h.last, env.Seq)}
 		}
 		h.ring = append(h.ring, env)
 		h.bytes += env.Size()
@@ -171,6 +231,7 @@ func (h *hub) publish(env keel.Envelope) {
 	for s := range h.subs {
 		s.offer(env)
 	}
+	return nil
 }
 
 // lost reports deltas the hub's own subscription lost to every stream.
@@ -220,15 +281,22 @@ func (s *subscriber) take() (items []streamItem, behind bool, err error) {
 // called with each element, in order, outside the hub's lock.
 func (s *subscriber) refill(ctx context.Context, write func(streamItem) error) error {
 	h := s.h
+	select {
+	case <-h.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	for {
 		h.mu.Lock()
 		first := h.last + 1
 		if len(h.ring) > 0 {
 			first = h.ring[0].Seq
 		}
-		if s.cursor >= first-1 || h.ended {
+		if s.cursor >= first-1 {
 			// Caught up: the ring's events after the cursor, then
-			// whatever the hub queues from now on.
+			// whatever the hub queues from now on (or its end: a hub
+			// that ended has still been read up to where it got, so a
+			// closed session's stream gets its whole log first).
 			var items []streamItem
 			lost := s.missed
 			for _, env := range h.ring {

@@ -30,9 +30,14 @@ const (
 // Options configure a Gateway. Every field is optional.
 type Options struct {
 	// APIKeys, when set, are the bearer tokens every API call must carry
-	// (Authorization: Bearer KEY). Without keys the gateway is open: serve
-	// it on a loopback address only (CheckListen).
+	// (Authorization: Bearer KEY), each with full access. Without keys
+	// (here or in Keys) the gateway is open: serve it on a loopback
+	// address only (CheckListen).
 	APIKeys []string
+	// Keys are API keys with their scope and session prefix (read-only,
+	// a team's sessions), as LoadAPIKeys reads them; with APIKeys, the
+	// keys the gateway takes.
+	Keys []APIKey
 	// CORSOrigins are the browser origins (scheme://host[:port]) allowed to
 	// call the API; "*" allows any. Requests from the gateway's own origin
 	// and requests without an Origin header (programs) are always allowed;
@@ -55,9 +60,31 @@ type Options struct {
 	// request; when Temporal does not answer in time the call gets 503.
 	// Default DefaultRequestTimeout.
 	RequestTimeout time.Duration
-	// MaxStreams bounds the event streams open at once; one more gets 503
-	// overloaded. Default DefaultMaxStreams.
+	// MaxStreams bounds the event streams open at once (AG-UI streams
+	// included); one more gets 503 overloaded. Default DefaultMaxStreams.
 	MaxStreams int
+	// MaxFollowedSessions bounds the sessions the gateway follows at
+	// once: each costs one Temporal history long poll however many
+	// streams share it, and so does each AG-UI stream. A stream that
+	// would follow one more gets 503 overloaded with Retry-After. Keep it
+	// below the namespace's limit of concurrent long polls
+	// (docs/gateway.md, "Limits"). Default DefaultMaxFollowedSessions.
+	MaxFollowedSessions int
+	// MaxStreamsPerKey bounds the streams open at once with one API key;
+	// one more gets 429 too_many_streams with Retry-After. Default
+	// DefaultMaxStreamsPerKey; negative: no limit.
+	MaxStreamsPerKey int
+	// MaxStreamsPerAddr bounds the streams open at once from one client
+	// address (the connection's peer, an IPv6 one by its /64; behind a
+	// reverse proxy that is the proxy, unless it is in TrustedProxies);
+	// one more gets 429 too_many_streams with Retry-After. Default
+	// DefaultMaxStreamsPerAddr; negative: no limit.
+	MaxStreamsPerAddr int
+	// TrustedProxies are the IP addresses or CIDR prefixes of reverse
+	// proxies in front of the gateway: for a connection from one, the
+	// client address is the right-most X-Forwarded-For hop that is not a
+	// trusted proxy. Default: none, and X-Forwarded-For is ignored.
+	TrustedProxies []string
 	// StreamBuffer is how many events wait for a stream whose client
 	// reads slowly; past it, deltas are dropped (and reported with a lag
 	// event) and durable events are read again from the session's log
@@ -93,10 +120,16 @@ type Gateway struct {
 	cancel  context.CancelFunc
 	streams sync.WaitGroup
 	open    atomic.Int64
+	// clients counts the open streams of each key and address (mu).
+	clients clients
+	proxies proxies
 	// hubs follow the sessions that have event streams, one each.
 	hubsMu     sync.Mutex
 	hubs       map[string]*hub
 	ringEvents int
+	// followers counts the hubs and AG-UI run followers: Temporal
+	// history long polls.
+	followers followers
 }
 
 // Route is one method and path the gateway serves, as an http.ServeMux
@@ -106,6 +139,22 @@ type Route struct {
 	Path   string
 	// Public routes take no API key.
 	Public bool
+	// sessions says the handler checks the sessions it touches against
+	// the key's prefix itself (the path names none).
+	sessions bool
+	// maxBody bounds the route's body below Options.MaxBodyBytes; 0: no
+	// bound of its own.
+	maxBody int64
+}
+
+// Validate checks what New would refuse in the options: the keys and the
+// trusted proxies. Errors never quote a key.
+func (o Options) Validate() error {
+	if _, err := newKeyring(o.APIKeys, o.Keys); err != nil {
+		return err
+	}
+	_, err := parseProxies(o.TrustedProxies)
+	return err
 }
 
 // New returns a gateway calling keel through c. The caller keeps c and
@@ -126,19 +175,33 @@ func New(c *client.Client, opts Options) (*Gateway, error) {
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = DefaultMaxStreams
 	}
+	if opts.MaxFollowedSessions <= 0 {
+		opts.MaxFollowedSessions = DefaultMaxFollowedSessions
+	}
+	if opts.MaxStreamsPerKey == 0 {
+		opts.MaxStreamsPerKey = DefaultMaxStreamsPerKey
+	}
+	if opts.MaxStreamsPerAddr == 0 {
+		opts.MaxStreamsPerAddr = DefaultMaxStreamsPerAddr
+	}
 	if opts.StreamBuffer <= 0 {
 		opts.StreamBuffer = DefaultStreamBuffer
 	}
 	if opts.Logger == nil {
 		opts.Logger = logging.Default()
 	}
-	keys, err := newKeyring(opts.APIKeys)
+	keys, err := newKeyring(opts.APIKeys, opts.Keys)
+	if err != nil {
+		return nil, err
+	}
+	px, err := parseProxies(opts.TrustedProxies)
 	if err != nil {
 		return nil, err
 	}
 	g := &Gateway{c: c, opts: opts, keys: keys, cors: newCORS(opts.CORSOrigins),
 		log: opts.Logger.With(zap.String("component", "gateway")), mux: http.NewServeMux(), hubs: map[string]*hub{},
-		ringEvents: defaultRingEvents}
+		ringEvents: defaultRingEvents, proxies: px, followers: followers{most: opts.MaxFollowedSessions},
+		clients: clients{perKey: map[int]int{}, perAddr: map[string]int{}}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.routeAPI()
 	g.routeWeb()
@@ -194,12 +257,15 @@ func (g *Gateway) Close() {
 }
 
 // OpenStream is for handlers that hold a response open (an event stream
-// of another protocol): it counts the stream against MaxStreams and
-// returns a context that ends when the client leaves or the gateway
-// closes, and the function to call when the stream is over. When the
-// gateway is closing or full, it returns an *Error for WriteError.
+// of another protocol): it counts the stream against MaxStreams and the
+// client's own limits (MaxStreamsPerKey, MaxStreamsPerAddr) and returns
+// a context that ends when the client leaves or the gateway closes, and
+// the function to call when the stream is over. When the gateway is
+// closing or full, it returns an *Error for WriteError (503; 429 for a
+// client at its own limit).
 func (g *Gateway) OpenStream(r *http.Request) (context.Context, func(), error) {
-	if err := g.startStream(); err != nil {
+	end, err := g.startStream(r)
+	if err != nil {
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -207,31 +273,37 @@ func (g *Gateway) OpenStream(r *http.Request) (context.Context, func(), error) {
 	return ctx, func() {
 		stop()
 		cancel()
-		g.endStream()
+		end()
 	}, nil
 }
 
-// startStream counts a new event stream, unless the gateway is closed or
-// holds its maximum.
-func (g *Gateway) startStream() *Error {
+// startStream counts a new event stream of r's key and address, unless
+// the gateway is closed, the client holds its maximum, or the gateway
+// does; it returns the function that uncounts it.
+func (g *Gateway) startStream(r *http.Request) (func(), *Error) {
+	k, addr := requestKey(r), g.proxies.clientAddr(r)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.ctx.Err() != nil {
-		return apiError(http.StatusServiceUnavailable, CodeUnavailable, "the gateway is shutting down; reconnect")
+		return nil, apiError(http.StatusServiceUnavailable, CodeUnavailable, "the gateway is shutting down; reconnect")
+	}
+	if err := g.clients.admit(&g.opts, k, addr); err != nil {
+		return nil, err
 	}
 	if g.open.Load() >= int64(g.opts.MaxStreams) {
-		return &Error{Code: CodeOverloaded, Retryable: true, status: http.StatusServiceUnavailable,
+		return nil, &Error{Code: CodeOverloaded, Retryable: true, status: http.StatusServiceUnavailable,
 			Message: fmt.Sprintf("the gateway holds its maximum of %d event streams; retry later", g.opts.MaxStreams)}
 	}
+	g.clients.add(k, addr, 1)
 	g.open.Add(1)
 	g.streams.Add(1)
-	return nil
-}
-
-// endStream uncounts a stream.
-func (g *Gateway) endStream() {
-	g.open.Add(-1)
-	g.streams.Done()
+	return func() {
+		g.mu.Lock()
+		g.clients.add(k, addr, -1)
+		g.mu.Unlock()
+		g.open.Add(-1)
+		g.streams.Done()
+	}, nil
 }
 
 // ServeHTTP applies the origin allow-list, answers CORS preflights, and
@@ -293,16 +365,30 @@ func (g *Gateway) noRoute(w http.ResponseWriter, r *http.Request) {
 	writeError(w, apiError(http.StatusNotFound, CodeRouteNotFound, "no route "+r.URL.Path+" (see /v1/openapi.json)"))
 }
 
-// guard wraps a route's handler: API key, body limit.
+// guard wraps a route's handler: the API key and what it may do (its
+// scope against the method, its prefix against the session; 401, 403 or
+// 404 before the handler runs), and the route's body limit.
 func (g *Gateway) guard(rt Route, h http.Handler) http.Handler {
+	limit := g.opts.MaxBodyBytes
+	if rt.maxBody > 0 {
+		limit = min(limit, rt.maxBody)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !rt.Public && g.keys.enabled() && !g.keys.allows(r) {
-			writeError(w, apiError(http.StatusUnauthorized, CodeUnauthorized,
-				"a valid API key is required: Authorization: Bearer KEY"))
-			return
+		if !rt.Public && g.keys.enabled() {
+			k := g.keys.match(r)
+			if k == nil {
+				writeError(w, apiError(http.StatusUnauthorized, CodeUnauthorized,
+					"a valid API key is required: Authorization: Bearer KEY"))
+				return
+			}
+			if err := k.authorize(rt, r); err != nil {
+				writeError(w, err)
+				return
+			}
+			r = withKey(r, k)
 		}
 		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, g.opts.MaxBodyBytes)
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
 		}
 		h.ServeHTTP(w, r)
 	})

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -47,7 +48,21 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(readerEnv); spec != "" {
 		os.Exit(runReader(spec))
 	}
+	flag.Parse()
+	if fuzzing() {
+		// Fuzz targets call the gateway's parsers and writers alone: no
+		// server, and no server in each fuzz worker process.
+		os.Exit(m.Run())
+	}
 	os.Exit(run(m))
+}
+
+// fuzzing reports whether the test binary runs fuzz targets (-fuzz) or is
+// one of their worker processes.
+func fuzzing() bool {
+	f := flag.Lookup("test.fuzz")
+	w := flag.Lookup("test.fuzzworker")
+	return f != nil && f.Value.String() != "" || w != nil && w.Value.String() == "true"
 }
 
 func run(m *testing.M) int {
@@ -177,8 +192,11 @@ func serveGateway(t testing.TB, c *client.Client, opts gateway.Options) *stack {
 	}
 	srv := httptest.NewServer(gw)
 	s := &stack{gw: gw, srv: srv}
-	if len(opts.APIKeys) > 0 {
+	switch {
+	case len(opts.APIKeys) > 0:
 		s.key = opts.APIKeys[0]
+	case len(opts.Keys) > 0:
+		s.key = opts.Keys[0].Key
 	}
 	t.Cleanup(s.stop)
 	return s

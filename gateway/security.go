@@ -1,81 +1,17 @@
 package gateway
 
 import (
-	"bufio"
-	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 )
-
-// EnvAPIKeys names the environment variable that holds API keys, separated
-// by commas or newlines.
-const EnvAPIKeys = "KEEL_API_KEYS"
 
 // ErrNoKeys is returned by CheckListen for a listener other machines can
 // reach when no API key is configured.
 var ErrNoKeys = errors.New("gateway: refusing to listen on a non-loopback address without API keys " +
 	"(give keys with --api-key-file or " + EnvAPIKeys + ", or listen on 127.0.0.1)")
-
-// LoadAPIKeys reads API keys: one a line from file (blank lines and lines
-// starting with # are skipped) when file is not empty, then those in the
-// environment variable EnvAPIKeys. Errors never quote a key.
-func LoadAPIKeys(file string) ([]string, error) {
-	var keys []string
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("gateway: read API key file: %w", err)
-		}
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for line := 1; sc.Scan(); line++ {
-			k := strings.TrimSpace(sc.Text())
-			if k == "" || strings.HasPrefix(k, "#") {
-				continue
-			}
-			if err := checkKey(k); err != nil {
-				return nil, fmt.Errorf("gateway: API key file %s, line %d: %w", file, line, err)
-			}
-			keys = append(keys, k)
-		}
-		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("gateway: read API key file: %w", err)
-		}
-		if len(keys) == 0 {
-			return nil, fmt.Errorf("gateway: API key file %s holds no key", file)
-		}
-	}
-	for _, k := range strings.FieldsFunc(os.Getenv(EnvAPIKeys), func(r rune) bool { return r == ',' || r == '\n' }) {
-		if k = strings.TrimSpace(k); k == "" {
-			continue
-		}
-		if err := checkKey(k); err != nil {
-			return nil, fmt.Errorf("gateway: %s: %w", EnvAPIKeys, err)
-		}
-		keys = append(keys, k)
-	}
-	return keys, nil
-}
-
-// minKeyLength keeps guessable keys out.
-const minKeyLength = 16
-
-func checkKey(k string) error {
-	if len(k) < minKeyLength {
-		return fmt.Errorf("an API key must have at least %d characters (this one has %d)", minKeyLength, len(k))
-	}
-	for _, r := range k {
-		if r <= ' ' || r == 0x7f {
-			return errors.New("an API key may not hold spaces or control characters")
-		}
-	}
-	return nil
-}
 
 // CheckListen refuses an address other machines can reach (anything but a
 // loopback IP or "localhost") when there are no API keys.
@@ -109,38 +45,6 @@ func loopbackHost(hostport string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// keyring checks bearer tokens. It holds the keys' hashes, so comparing
-// takes the same time whatever the key's length, and no key is kept in
-// the clear.
-type keyring struct{ sums [][sha256.Size]byte }
-
-func newKeyring(keys []string) (*keyring, error) {
-	kr := &keyring{}
-	for _, k := range keys {
-		if err := checkKey(k); err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
-		}
-		kr.sums = append(kr.sums, sha256.Sum256([]byte(k)))
-	}
-	return kr, nil
-}
-
-func (kr *keyring) enabled() bool { return len(kr.sums) > 0 }
-
-// allows reports whether r carries one of the keys.
-func (kr *keyring) allows(r *http.Request) bool {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || token == "" {
-		return false
-	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	found := 0
-	for _, s := range kr.sums {
-		found |= subtle.ConstantTimeCompare(s[:], sum[:])
-	}
-	return found == 1
 }
 
 // cors applies the origin allow-list. Browsers send Origin on cross-origin

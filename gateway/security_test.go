@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -72,26 +73,71 @@ func TestAPIKeys(t *testing.T) {
 	}
 }
 
-// Keys come from a file (one a line) and the environment; bad keys are
-// refused without being quoted.
+// Keys come from a file (one a line) and the environment, each with its
+// options; a bare key has full access. Bad keys and options are refused
+// without the key or the option's value being quoted.
 func TestLoadAPIKeys(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "keys")
-	if err := os.WriteFile(file, []byte("# keel keys\nfile-key-0123456789abcdef\n\n  second-key-0123456789ab  \n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("# keel keys\nfile-key-0123456789abcdef\n\n  second-key-0123456789ab  scope=read\n"+
+		"third-key-0123456789abc\tprefix=team-a- scope=full\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(gateway.EnvAPIKeys, "env-key-0123456789abcdef,env-key-2-0123456789abcdef")
+	t.Setenv(gateway.EnvAPIKeys, "env-key-0123456789abcdef,env-key-2-0123456789abcdef scope=read prefix=b_")
 	keys, err := gateway.LoadAPIKeys(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"file-key-0123456789abcdef", "second-key-0123456789ab", "env-key-0123456789abcdef", "env-key-2-0123456789abcdef"}
-	if strings.Join(keys, " ") != strings.Join(want, " ") {
-		t.Fatalf("keys %v, want %v", keys, want)
+	want := []gateway.APIKey{
+		{Key: "file-key-0123456789abcdef"},
+		{Key: "second-key-0123456789ab", Scope: gateway.ScopeRead},
+		{Key: "third-key-0123456789abc", Scope: gateway.ScopeFull, Prefix: "team-a-"},
+		{Key: "env-key-0123456789abcdef"},
+		{Key: "env-key-2-0123456789abcdef", Scope: gateway.ScopeRead, Prefix: "b_"},
+	}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("keys %+v, want %+v", keys, want)
 	}
 	t.Setenv(gateway.EnvAPIKeys, "short")
 	if _, err := gateway.LoadAPIKeys(""); err == nil || strings.Contains(err.Error(), "short") {
 		t.Fatalf("a short key: %v", err)
+	}
+	// Each bad line is refused; the error names the line, never the key
+	// (SECRET…) nor a value (VALUE…), even where a second key sits in
+	// the place of an option.
+	t.Setenv(gateway.EnvAPIKeys, "")
+	const key = "SECRET-0123456789abcdef"
+	for name, line := range map[string]string{
+		"unknown scope":       key + " scope=VALUE-write",
+		"empty scope":         key + " scope=",
+		"bad prefix":          key + " prefix=VALUE/team",
+		"empty prefix":        key + " prefix=",
+		"unknown option":      key + " VALUE=1",
+		"two keys on a line":  key + " SECRET-second-0123456789",
+		"option twice":        key + " scope=read scope=read",
+		"control in the key":  "SECRET-0123\x01456789abcdef",
+		"the same key twice":  key + "\n" + key + " scope=read",
+		"key with no options": key + " =VALUE",
+	} {
+		bad := filepath.Join(dir, "bad")
+		if err := os.WriteFile(bad, []byte("# comment\n"+line+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := gateway.LoadAPIKeys(bad)
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		if strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), "VALUE") {
+			t.Errorf("%s: the error quotes what it refuses: %v", name, err)
+		}
+		if name != "the same key twice" && !strings.Contains(err.Error(), "line 2") {
+			t.Errorf("%s: the error names no line: %v", name, err)
+		}
+	}
+	t.Setenv(gateway.EnvAPIKeys, key+" scope=VALUE")
+	if _, err := gateway.LoadAPIKeys(""); err == nil || strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), "VALUE") {
+		t.Fatalf("a bad option in %s: %v", gateway.EnvAPIKeys, err)
 	}
 	t.Setenv(gateway.EnvAPIKeys, "")
 	empty := filepath.Join(dir, "empty")

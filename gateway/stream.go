@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -52,11 +54,27 @@ func NewSSEWriter(w http.ResponseWriter, timeout time.Duration) *SSEWriter {
 	return &SSEWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
 }
 
+// ErrSSEField is returned, and nothing is written, when an event's id,
+// name or data, or a comment, would not stay one field of one event: a
+// browser splits lines at CR, LF and CRLF, so such bytes would let the
+// value start fields or events of its own.
+var ErrSSEField = errors.New("gateway: SSE field holds a byte it may not")
+
+// maxSSEName bounds an event name.
+const maxSSEName = 64
+
 // Event writes one event: an id line when id is not empty, an event line
-// when name is not empty, and data, which must hold no newline (compact
-// JSON never does).
+// when name is not empty, and one data line. The id must be a formatted
+// non-negative integer (a durable sequence), the name 1 to 64 bytes of
+// letters, digits, '.', '_' and '-' (keel's event types are), and data
+// must hold no CR, LF or NUL (compact JSON never does); otherwise Event
+// writes nothing and returns ErrSSEField.
 func (s *SSEWriter) Event(id, name string, data []byte) error {
+	if !validSSEID(id) || !validSSEName(name) || bytes.ContainsAny(data, "\r\n\x00") {
+		return ErrSSEField
+	}
 	var b strings.Builder
+	b.Grow(len(id) + len(name) + len(data) + 24)
 	if id != "" {
 		b.WriteString("id: " + id + "\n")
 	}
@@ -69,8 +87,43 @@ func (s *SSEWriter) Event(id, name string, data []byte) error {
 	return s.write(b.String())
 }
 
-// Comment writes a comment line, which clients ignore: a keep-alive.
-func (s *SSEWriter) Comment(text string) error { return s.write(": " + text + "\n\n") }
+// validSSEID reports whether id is empty or ASCII digits, as
+// strconv.FormatInt writes a sequence.
+func validSSEID(id string) bool {
+	if len(id) > maxCursorDigits {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < '0' || id[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// validSSEName reports whether name is empty or a token of letters,
+// digits, '.', '_' and '-'.
+func validSSEName(name string) bool {
+	if len(name) > maxSSEName {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Comment writes a comment line, which clients ignore: a keep-alive. Text
+// holding CR, LF or NUL is refused with ErrSSEField.
+func (s *SSEWriter) Comment(text string) error {
+	if strings.ContainsAny(text, "\r\n\x00") {
+		return ErrSSEField
+	}
+	return s.write(": " + text + "\n\n")
+}
 
 // Retry tells the client how long to wait before reconnecting.
 func (s *SSEWriter) Retry(d time.Duration) error {
@@ -115,23 +168,31 @@ func (g *Gateway) streamEvents(w http.ResponseWriter, r *http.Request, s *client
 	}
 	defer done()
 	{
-		// A typed 404 for a session that does not exist, rather than a
-		// stream that fails at once.
+		// A typed 404 for a session that does not exist, and a typed 409
+		// for a cursor past the end of its log, rather than a stream that
+		// fails at once or waits for events that are not this session's.
 		cctx, ccancel := context.WithTimeout(ctx, g.opts.RequestTimeout)
-		_, err := s.State(cctx)
+		st, err := s.State(cctx)
+		if err == nil {
+			err = checkCursor(cctx, s, st, after)
+		}
 		ccancel()
 		if err != nil {
 			WriteError(w, err)
 			return
 		}
 	}
+	sub, err := g.join(s.ID(), after)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	defer sub.leave()
 
 	sw := NewSSEWriter(w, g.opts.WriteTimeout)
 	if sw.Retry(retryMillis*time.Millisecond) != nil || sw.Comment(fmt.Sprintf("keel events of %s after %d", s.ID(), after)) != nil {
 		return
 	}
-	sub := g.join(s.ID(), after)
-	defer sub.leave()
 	keepAlive := time.NewTimer(g.opts.KeepAlive)
 	defer keepAlive.Stop()
 	last := after
@@ -197,26 +258,50 @@ func (g *Gateway) writeItem(sw *SSEWriter, it streamItem, last *int64) error {
 		_ = sw.Event("", EventStreamError, data)
 		return errStreamEnded
 	}
+	name, known := sseName(it.env.Type)
+	if !known && !it.env.Durable() {
+		// A delta of a type this keel does not know: deltas may be lost,
+		// and this one has no name the stream can give it.
+		return nil
+	}
 	data, err := json.Marshal(it.env)
 	if err != nil {
+		if !it.env.Durable() {
+			return nil // a delta that is not JSON: dropped, as deltas may be
+		}
 		return err
 	}
 	if it.env.Durable() {
 		*last = it.env.Seq
-		return sw.Event(strconv.FormatInt(it.env.Seq, 10), it.env.Type, data)
+		return sw.Event(strconv.FormatInt(it.env.Seq, 10), name, data)
 	}
-	return sw.Event("", it.env.Type, data)
+	return sw.Event("", name, data)
 }
 
-// cursor reads where a stream starts: Last-Event-ID (a browser
-// reconnecting) wins over ?after=N.
-func cursor(r *http.Request) (int64, error) {
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		if err != nil || n < 0 {
-			return 0, keel.Errorf(keel.CodeInvalidInput, "Last-Event-ID %q: want the seq of the last durable event seen", v)
-		}
-		return n, nil
+// EventUnknown is the SSE event name of a durable event whose type is not
+// in keel's registry of event types (one a newer worker wrote): it keeps
+// its id and its envelope, which names the type, as data. Deltas of
+// unknown types are not written.
+const EventUnknown = "unknown"
+
+// sseName is the SSE event name of an event type: the type as keel's
+// registry of event types spells it (never the bytes a peer sent), or
+// EventUnknown when the registry does not hold it.
+func sseName(typ string) (name string, known bool) {
+	if v, ok := sseNames.Load(typ); ok {
+		return v.(string), true
 	}
-	return intParam(r, "after", 0, 0)
+	ev, err := keel.Envelope{Type: typ}.Event()
+	if err != nil {
+		return EventUnknown, false
+	}
+	if _, unknown := ev.(keel.Unknown); unknown || ev.EventType() != typ || !validSSEName(typ) {
+		return EventUnknown, false
+	}
+	sseNames.Store(typ, ev.EventType())
+	return ev.EventType(), true
 }
+
+// sseNames caches the registry's answers for the types it holds (never
+// for others: those are whatever peers send).
+var sseNames sync.Map

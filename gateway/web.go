@@ -56,7 +56,8 @@ func (g *Gateway) routeWeb() {
 	files := http.FileServerFS(page)
 	g.HandlePublic(http.MethodGet, "/{$}", noCache(files))
 	g.HandlePublic(http.MethodGet, "/web/", noCache(http.StripPrefix("/web", files)))
-	g.Handle(http.MethodGet, "/v1/sessions", http.HandlerFunc(g.listSessions))
+	// The list shows a prefixed key its own sessions only.
+	g.handle(Route{Method: http.MethodGet, Path: "/v1/sessions", sessions: true}, http.HandlerFunc(g.listSessions))
 }
 
 // noCache makes a browser ask again for the page's files, so a new keel
@@ -71,8 +72,16 @@ func noCache(h http.Handler) http.Handler {
 
 // listSessions lists the newest sessions through Temporal's visibility
 // API: a session is a Session workflow whose ID is the session ID, and
-// each hand-over (continue-as-new) adds an execution of the same ID.
+// each hand-over (continue-as-new) adds an execution of the same ID. A
+// key limited to a prefix sees the sessions under it only (the query asks
+// for them, and each ID is checked again).
 func (g *Gateway) listSessions(w http.ResponseWriter, r *http.Request) {
+	query := fmt.Sprintf("WorkflowType = '%s'", api.SessionWorkflowName)
+	if k := requestKey(r); k != nil && k.prefix != "" {
+		// The prefix holds letters, digits, '-' and '_' only (APIKey
+		// check), so it cannot end the quoted string.
+		query += fmt.Sprintf(" AND WorkflowId STARTS_WITH '%s'", k.prefix)
+	}
 	limit, err := intParam(r, "limit", DefaultSessionsLimit, 1)
 	if err != nil {
 		WriteError(w, err)
@@ -92,7 +101,7 @@ func (g *Gateway) listSessions(w http.ResponseWriter, r *http.Request) {
 			NextPageToken: token,
 			// Running executions first, then by close time, newest first
 			// (Temporal's order; SQL visibility takes no ORDER BY).
-			Query: fmt.Sprintf("WorkflowType = '%s'", api.SessionWorkflowName),
+			Query: query,
 		})
 		if err != nil {
 			WriteError(w, err)
@@ -100,7 +109,7 @@ func (g *Gateway) listSessions(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, ex := range resp.GetExecutions() {
 			id := ex.GetExecution().GetWorkflowId()
-			if seen[id] || len(out.Sessions) == int(limit) {
+			if seen[id] || len(out.Sessions) == int(limit) || !allowsSession(r, id) {
 				continue
 			}
 			seen[id] = true

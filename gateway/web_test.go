@@ -10,12 +10,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/gateway"
 )
 
@@ -397,6 +400,70 @@ func TestWebPageReconnects(t *testing.T) {
 	b.screenshot("reconnected")
 }
 
+// The page keeps the API key for its tab only: in sessionStorage, never
+// in localStorage (where it would stay on the disk for whoever uses the
+// browser profile next); a key an older page left in localStorage moves
+// to the tab and is removed. Another tab starts without a key. A log this
+// tab cached for a session recreated since (its cursor past the log's
+// end, 409 cursor_ahead) is dropped and read again from the start.
+func TestWebPageKeepsKeyForTheTab(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives a headless Chromium")
+	}
+	const key = "web-tab-key-0123456789"
+	b := newBrowser(t)
+	lg := listenGatewayWith(t, "127.0.0.1:0", gateway.Options{APIKeys: []string{key}})
+	url := "http://" + lg.ln.Addr().String() + "/"
+	b.do("load the page", chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS("#open-form")))
+	keyJS, _ := json.Marshal(key)
+	eval[bool](b, `localStorage.setItem("keel.apiKey", `+string(keyJS)+`), true`)
+	b.do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#open-form")))
+	poll[bool](b, "the key moved to the tab", `sessionStorage.getItem("keel.apiKey") === `+string(keyJS)+
+		` && localStorage.getItem("keel.apiKey") === null && document.getElementById("api-key").value === `+string(keyJS))
+	// Typed in the field, the key goes to the tab's storage.
+	b.fill("#api-key", key)
+	eval[bool](b, `document.getElementById("api-key").dispatchEvent(new Event("change")), true`)
+	if !eval[bool](b, `localStorage.length === 0 && sessionStorage.getItem("keel.apiKey") === `+string(keyJS)) {
+		t.Fatal("the page keeps the key beyond its tab")
+	}
+
+	// A log cached for a session that has since been recreated: seq 1000
+	// is past the end of the real session's log.
+	kc := newClient(t, 0)
+	run, err := kc.Session("web-tab-stale").Send(testCtx(t), "go", client.WithConfig(api.RunConfig{Model: model(t, `{"turns":[
+		{"tool_calls":[{"id":"g1","name":"gate","arguments":{"key":"web-tab-stale"}}]},{"text":["done"]}]}`), Tools: []string{"gate"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForEvent(t, testCtx(t), "web-tab-stale", "tool.started", 1)
+	stale, _ := json.Marshal([]map[string]any{{"seq": 1000, "type": "run.started", "session_id": "web-tab-stale",
+		"run_id": "web-tab-stale/run-9", "at": "2026-01-01T00:00:00Z", "data": map[string]any{"number": 9, "prompt": "stale"}}})
+	eval[bool](b, `sessionStorage.setItem("keel.log.web-tab-stale", `+strconv.Quote(string(stale))+`), true`)
+	b.open("web-tab-stale")
+	b.do("first call running", chromedp.WaitVisible(chromedp.CSS(`.tool-card[data-call="g1"][data-status="running"]`)))
+	shared.gates.open("web-tab-stale")
+	b.do("run completed", chromedp.WaitVisible(chromedp.CSS(`[data-type="run.completed"]`)))
+	got := eval[[]int64](b, renderedSeqs)
+	contiguous(t, got, 1)
+	if o, err := run.Outcome(testCtx(t)); err != nil || len(got) == 0 {
+		t.Fatalf("outcome %v %v, rendered %v", o, err, got)
+	}
+	b.screenshot("stale-log-replaced")
+
+	// Another tab of the same browser has no key.
+	tab, cancel := chromedp.NewContext(b.ctx)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(tab, 45*time.Second)
+	defer cancelT()
+	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS("#open-form"))); err != nil {
+		t.Fatal(err)
+	}
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("api-key").value === "" && sessionStorage.getItem("keel.apiKey") === null`))
+	if err != nil || !v {
+		t.Fatalf("a new tab has the key: %v %v", v, err)
+	}
+}
+
 // liveGateway is a gateway on a listener of its own, so a test can stop
 // it and serve another at the same address.
 type liveGateway struct {
@@ -407,12 +474,17 @@ type liveGateway struct {
 
 func listenGateway(t *testing.T, addr string) *liveGateway {
 	t.Helper()
+	return listenGatewayWith(t, addr, gateway.Options{})
+}
+
+func listenGatewayWith(t *testing.T, addr string, opts gateway.Options) *liveGateway {
+	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("listen %s: %v", addr, err)
 	}
-	gw, err := gateway.New(newClient(t, 0), gateway.Options{
-		Logger: errorLogger(t)})
+	opts.Logger = errorLogger(t)
+	gw, err := gateway.New(newClient(t, 0), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

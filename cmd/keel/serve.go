@@ -23,7 +23,11 @@ Server-Sent Events, and the OpenAPI document at /v1/openapi.json. It listens
 on 127.0.0.1 at --http-port unless --listen names another address; it
 refuses an address other machines can reach unless API keys are set
 (--api-key-file, or $KEEL_API_KEYS), and then every call must carry one as
-"Authorization: Bearer KEY". Streamed text comes from NATS (--nats); without
+"Authorization: Bearer KEY"; a key may be limited to reading (scope=read)
+and to the sessions under a prefix (prefix=P). Event streams are limited per
+key, per client address and per gateway (--max-streams-per-key,
+--max-streams-per-addr, --max-followed-sessions, --max-streams). Streamed
+text comes from NATS (--nats); without
 it, event streams carry durable events only. Stops on Ctrl-C, ending open
 streams (clients resume with Last-Event-ID).`
 
@@ -31,21 +35,39 @@ streams (clients resume with Last-Event-ID).`
 type gatewayFlags struct {
 	keyFile string
 	origins listFlag
+	proxies listFlag
+	// The gateway's limits; 0 takes the gateway's default.
+	maxStreams, maxFollowed, perKey, perAddr int
 }
 
 func (g *gatewayFlags) register(fs *flagSet) {
 	fs.StringVar(&g.keyFile, "api-key-file", "",
-		"`FILE` of the keys the HTTP API's callers must send, one a line (also $"+gateway.EnvAPIKeys+", comma-separated); not Temporal's key (--api-key)")
+		"`FILE` of the keys the HTTP API's callers must send, one a line, each optionally narrowed: KEY scope=read prefix=team-a- (also $"+gateway.EnvAPIKeys+", comma-separated); not Temporal's key (--api-key)")
 	fs.Var(&g.origins, "cors-origin", "browser `ORIGINS` (scheme://host:port, comma-separated, or *) allowed to call the HTTP API")
+	fs.IntVar(&g.maxStreams, "max-streams", 0, fmt.Sprintf("event streams the HTTP API holds at once (`N`; default %d)", gateway.DefaultMaxStreams))
+	fs.IntVar(&g.maxFollowed, "max-followed-sessions", 0, fmt.Sprintf(
+		"sessions the HTTP API follows at once, each one Temporal history long poll (`N`; default %d, below Temporal's 1200 a namespace)", gateway.DefaultMaxFollowedSessions))
+	fs.IntVar(&g.perKey, "max-streams-per-key", 0, fmt.Sprintf("event streams one API key holds at once (`N`; default %d, -1 for no limit)", gateway.DefaultMaxStreamsPerKey))
+	fs.IntVar(&g.perAddr, "max-streams-per-addr", 0, fmt.Sprintf("event streams one client address holds at once (`N`; default %d, -1 for no limit)", gateway.DefaultMaxStreamsPerAddr))
+	fs.Var(&g.proxies, "trusted-proxy", "reverse proxies (`IPS`: addresses or CIDR prefixes, comma-separated) whose X-Forwarded-For names the client address that --max-streams-per-addr counts")
 }
 
 // options loads the keys and returns the gateway's options.
 func (g *gatewayFlags) options(logger *zap.Logger) (gateway.Options, error) {
+	for name, v := range map[string]int{"--max-streams": g.maxStreams, "--max-followed-sessions": g.maxFollowed} {
+		if v < 0 {
+			return gateway.Options{}, fmt.Errorf("%s %d: want a positive number (0 for the default)", name, v)
+		}
+	}
 	keys, err := gateway.LoadAPIKeys(g.keyFile)
 	if err != nil {
 		return gateway.Options{}, err
 	}
-	return gateway.Options{APIKeys: keys, CORSOrigins: g.origins.items, Logger: logger}, nil
+	opts := gateway.Options{Keys: keys, CORSOrigins: g.origins.items, Logger: logger,
+		MaxStreams: g.maxStreams, MaxFollowedSessions: g.maxFollowed, MaxStreamsPerKey: g.perKey, MaxStreamsPerAddr: g.perAddr,
+		TrustedProxies: g.proxies.items}
+	// Before anything is dialled: a bad --trusted-proxy fails at once.
+	return opts, opts.Validate()
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -86,7 +108,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		opts.WebUIURL = *webUI
 	}
-	if err := gateway.CheckListen(addr, len(opts.APIKeys) > 0); err != nil {
+	if err := gateway.CheckListen(addr, len(opts.Keys) > 0); err != nil {
 		return fail(stderr, "serve", err)
 	}
 	kc, err := conn.dial(ctx, stderr, api.RunConfig{})
@@ -108,7 +130,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	go func() { served <- srv.Serve(l) }()
 
 	keys := "none (loopback only)"
-	if n := len(opts.APIKeys); n > 0 {
+	if n := len(opts.Keys); n > 0 {
 		keys = fmt.Sprintf("%d configured; send Authorization: Bearer KEY", n)
 	}
 	live := "durable events only (no NATS)"

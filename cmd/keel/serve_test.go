@@ -36,6 +36,14 @@ func TestServeRefusesOpenListenerWithoutKeys(t *testing.T) {
 	if code != exitFailed || !strings.Contains(stderr, "nowhere") {
 		t.Fatalf("bad --listen: exit %d, stderr %q", code, stderr)
 	}
+	// The gateway's limits and trusted proxies are checked before
+	// anything is dialled.
+	for _, args := range [][]string{{"--max-streams", "-1"}, {"--max-followed-sessions", "-3"}, {"--trusted-proxy", "proxy.example"}} {
+		code, _, stderr = call(t, append([]string{"serve", "--address", closedAddress(t)}, args...)...)
+		if code != exitFailed || !strings.Contains(stderr, strings.TrimPrefix(args[0], "--")[:7]) {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+	}
 }
 
 // keel dev serves the HTTP API beside its codec endpoint, and keel serve
@@ -70,9 +78,9 @@ func TestServeAndDevGateway(t *testing.T) {
 	}
 	codec.Body.Close()
 
-	const key = "serve-test-key-0123456789"
+	const key, readKey = "serve-test-key-0123456789", "serve-test-read-key-0123456789"
 	keyFile := filepath.Join(t.TempDir(), "keys")
-	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, []byte(key+"\n"+readKey+" scope=read prefix=serve-\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	serveCtx, interrupt := context.WithCancel(ctx)
@@ -83,12 +91,25 @@ func TestServeAndDevGateway(t *testing.T) {
 			"--web-ui", "http://127.0.0.1:8233/"}, stdout, stderr)
 	})
 	m := regexp.MustCompile(`HTTP API   (http://127\.0\.0\.1:\d+/v1)`).FindStringSubmatch(out.String())
-	if m == nil || !strings.Contains(out.String(), "1 configured") {
+	if m == nil || !strings.Contains(out.String(), "2 configured") {
 		t.Fatalf("keel serve's banner:\n%s", out.String())
 	}
 	api := m[1]
 	if r := httpDo(t, ctx, http.MethodGet, api+"/sessions/serve-e2e", "", ""); r.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("without a key: %d", r.StatusCode)
+	}
+	// The key file's read-only key reads, and may not send.
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{http.MethodGet, "/sessions/serve-e2e", "", http.StatusOK},
+		{http.MethodPost, "/sessions/serve-e2e/runs", `{"prompt":"hi"}`, http.StatusForbidden},
+	} {
+		r := httpDo(t, ctx, c.method, api+c.path, readKey, c.body)
+		if body := readAll(t, r); r.StatusCode != c.status {
+			t.Fatalf("read-only key, %s %s: %d %s", c.method, c.path, r.StatusCode, body)
+		}
 	}
 	// The web page links to the Temporal Web UI that --web-ui names.
 	var list struct {

@@ -49,7 +49,21 @@
 
   // The API.
 
-  function apiKey() { return localStorage.getItem("keel.apiKey") || ""; }
+  // The API key is kept for this tab only (sessionStorage): it is not
+  // left on the disk for every later visitor of the browser profile. A
+  // key an older page kept in localStorage moves here once.
+  const keyName = "keel.apiKey";
+  try {
+    const old = localStorage.getItem(keyName);
+    if (old !== null) {
+      if (!sessionStorage.getItem(keyName)) sessionStorage.setItem(keyName, old);
+      localStorage.removeItem(keyName);
+    }
+  } catch {
+    // Storage is off: the key field is empty, and asked for again.
+  }
+
+  function apiKey() { return sessionStorage.getItem(keyName) || ""; }
 
   function headers(extra) {
     const h = Object.assign({}, extra);
@@ -320,6 +334,13 @@
   // streamEnded reconnects, after a back-off, unless the stream cannot
   // succeed (no key, no session, a session that takes no more events).
   function streamEnded(err) {
+    if (err && err.code === "cursor_ahead") {
+      // The log this tab cached is not the session's any more (it was
+      // recreated under the same ID): read it again from its start.
+      resetLog();
+      startStream(false);
+      return;
+    }
     const fatal = err && (err.status === 401 || err.status === 403 || err.status === 404 || err.status === 400);
     const done = page.streamError && page.streamError.code === "not_accepting";
     if (fatal || done) {
@@ -758,8 +779,8 @@
   const keyInput = $("api-key");
   keyInput.value = apiKey();
   keyInput.addEventListener("change", () => {
-    if (keyInput.value.trim()) localStorage.setItem("keel.apiKey", keyInput.value.trim());
-    else localStorage.removeItem("keel.apiKey");
+    if (keyInput.value.trim()) sessionStorage.setItem(keyName, keyInput.value.trim());
+    else sessionStorage.removeItem(keyName);
     loadSessions();
     if (page.session) openSession(page.session);
   });
