@@ -230,4 +230,3 @@ func TestBadConfig(t *testing.T) {
 		t.Errorf("good configuration refused: %v", err)
 	}
 }
-

@@ -41,4 +41,3 @@ func NewServer(h http.Handler) *http.Server {
 		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 	}
 }
-
