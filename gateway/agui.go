@@ -14,6 +14,7 @@ import (
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/internal/httpguard"
 	"github.com/keelrun/keel/live"
 )
 
@@ -309,6 +310,9 @@ func (p *pump) stop() {
 // fields it does not know: AG-UI clients send more than keel reads.
 func readAGUIInput(r *http.Request) (AGUIInput, error) {
 	var in AGUIInput
+	if e := httpguard.RequireJSON(r); e != nil {
+		return in, apiError(e.Status, e.Code, e.Message)
+	}
 	body, err := io.ReadAll(r.Body)
 	var tooLarge *http.MaxBytesError
 	switch {

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/internal/httpguard"
 	"github.com/keelrun/keel/store"
 )
 
@@ -42,6 +43,10 @@ const (
 	CodeOverloaded       = "overloaded"
 	CodeInternal         = "internal"
 )
+
+// CodeUnsupportedMediaType: a body not sent as Content-Type:
+// application/json (415).
+const CodeUnsupportedMediaType = httpguard.CodeUnsupportedMediaType
 
 // apiError returns an error response with the given status and code.
 func apiError(status int, code, format string) *Error {
