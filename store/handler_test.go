@@ -194,5 +194,7 @@ func TestHandlerOptionsValidate(t *testing.T) {
 	require.NoError(t, HandlerOptions{AllowOrigin: uiOrigin, AllowedHosts: []string{"codec.internal"}}.Validate())
 	require.Error(t, HandlerOptions{AllowedHosts: []string{"codec.internal:7281"}}.Validate())
 	require.Error(t, HandlerOptions{AllowOrigin: "localhost:8233"}.Validate())
-	require.Panics(t, func() { NewCodec(open(t, "mem://"), CodecOptions{}).Handler(HandlerOptions{AllowOrigin: "localhost:8233"}) })
+	require.Panics(t, func() {
+		NewCodec(open(t, "mem://"), CodecOptions{}).Handler(HandlerOptions{AllowOrigin: "localhost:8233"})
+	})
 }
