@@ -53,7 +53,7 @@ func TestWebUIRefusesRebinding(t *testing.T) {
 			resp, body := do(http.MethodGet, path, host, nil, "")
 			require.Equal(t, http.StatusForbidden, resp.StatusCode, "GET %s, Host %s: %s", path, host, body)
 			require.True(t, strings.HasPrefix(body, "host_not_allowed: "), body)
-			require.NotContains(t, body, "rebind")
+			require.NotContains(t, body, "WorkflowExecutionStarted")
 		}
 		for _, host := range []string{"", "localhost", "ui.internal:8233"} {
 			resp, body := do(http.MethodGet, path, host, nil, "")
