@@ -14,7 +14,6 @@ import (
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
-	"github.com/keelrun/keel/internal/httpguard"
 	"github.com/keelrun/keel/live"
 )
 
@@ -310,8 +309,8 @@ func (p *pump) stop() {
 // fields it does not know: AG-UI clients send more than keel reads.
 func readAGUIInput(r *http.Request) (AGUIInput, error) {
 	var in AGUIInput
-	if e := httpguard.RequireJSON(r); e != nil {
-		return in, apiError(e.Status, e.Code, e.Message)
+	if err := requireJSON(r); err != nil {
+		return in, err
 	}
 	body, err := io.ReadAll(r.Body)
 	var tooLarge *http.MaxBytesError

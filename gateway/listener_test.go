@@ -130,8 +130,12 @@ func TestSecurityHeaders(t *testing.T) {
 // Served by httpguard.NewServer with read and write timeouts far shorter
 // than the run, an event stream follows the run to its end: its writes
 // set their own deadlines, and the read timeout ends with the request.
+// (The prompt goes through a gateway without short timeouts: the write
+// timeout bounds an ordinary answer, and a loaded Temporal may take
+// longer than that to accept a run.)
 func TestStreamOutlivesServerTimeouts(t *testing.T) {
 	const timeout = 200 * time.Millisecond
+	sender := startGateway(t, gateway.Options{})
 	gw, err := gateway.New(newClient(t, 0), gateway.Options{Logger: errorLogger(t), KeepAlive: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +152,7 @@ func TestStreamOutlivesServerTimeouts(t *testing.T) {
 		chunks[i] = "word "
 	}
 	script := `{"chunk_delay":"100ms","turns":[{"text":["` + strings.Join(chunks, `","`) + `"]}]}`
-	s.send(t, "timeouts", map[string]any{"prompt": "hi", "model": model(t, script)})
+	sender.send(t, "timeouts", map[string]any{"prompt": "hi", "model": model(t, script)})
 	start := time.Now()
 	st := s.stream(t, testCtx(t), "timeouts", "?after=0", nil)
 	evs := st.until(t, keel.TypeRunCompleted)
