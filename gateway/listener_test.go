@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/gateway"
 	"github.com/keelrun/keel/internal/httpguard"
@@ -160,4 +162,47 @@ func TestStreamOutlivesServerTimeouts(t *testing.T) {
 		t.Fatalf("the run took %v, not long enough to outlive the %v timeouts", d, timeout)
 	}
 	contiguous(t, durableSeqs(t, evs), 1)
+}
+
+// The page works under its Content-Security-Policy in a real browser (its
+// style sheet applies, its script runs: it opens a session), and the
+// policy holds: a script injected into the page inline, the payload of an
+// XSS, does not run, and the page refuses to be framed (clickjacking its
+// Approve and Cancel buttons).
+func TestPageUnderContentSecurityPolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives a headless Chromium")
+	}
+	b := newBrowser(t)
+	s := startGateway(t, gateway.Options{})
+	b.do("load the page", chromedp.Navigate(s.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#open-form")))
+	if !eval[bool](b, `document.styleSheets.length > 0 && document.styleSheets[0].cssRules.length > 0`) {
+		t.Fatal("the style sheet did not apply")
+	}
+	b.open("csp-page")
+	if eval[bool](b, `(() => {
+		window.injected = false;
+		const s = document.createElement("script");
+		s.textContent = "window.injected = true";
+		document.body.append(s);
+		return window.injected;
+	})()`) {
+		t.Fatal("an inline script injected into the page ran")
+	}
+	eval[bool](b, `(() => {
+		const f = document.createElement("iframe");
+		f.onload = () => {
+			let framed = false;
+			try { framed = !!(f.contentDocument && f.contentDocument.getElementById("open-form")); } catch {}
+			window.framed = framed;
+			window.frameLoaded = true;
+		};
+		f.src = "/";
+		document.body.append(f);
+		return true;
+	})()`)
+	poll[bool](b, "the frame's load", `window.frameLoaded === true`)
+	if eval[bool](b, `window.framed`) {
+		t.Fatal("the page loaded in a frame")
+	}
 }
