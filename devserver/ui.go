@@ -41,9 +41,10 @@ type webUI struct {
 
 // uiContentSecurityPolicy is added to the UI's own policies (its index
 // page's CSP meta tag pins its scripts, its header names its frame
-// sources): no site may frame the UI (its Terminate and Cancel buttons
-// must not be clickjacked), no plugins, no base URL elsewhere.
-const uiContentSecurityPolicy = "frame-ancestors 'none'; object-src 'none'; base-uri 'self'"
+// sources): no other site may frame the UI (its Terminate and Cancel
+// buttons must not be clickjacked; the UI frames its own pages, so
+// 'self' may), no plugins, no base URL elsewhere.
+const uiContentSecurityPolicy = "frame-ancestors 'self'; object-src 'none'; base-uri 'self'"
 
 // uiGuard is what every request to the UI passes first
 // (internal/httpguard): the Host must name the UI (its own address,
@@ -51,7 +52,7 @@ const uiContentSecurityPolicy = "frame-ancestors 'none'; object-src 'none'; base
 // come from the UI's own pages (which also send echo's CSRF token), and
 // every response carries keel's security headers.
 func uiGuard(hosts []string) (*httpguard.Guard, error) {
-	g, err := httpguard.New(httpguard.Options{AllowedHosts: hosts, ContentSecurityPolicy: uiContentSecurityPolicy})
+	g, err := httpguard.New(httpguard.Options{AllowedHosts: hosts, ContentSecurityPolicy: uiContentSecurityPolicy, SameOriginFrames: true})
 	if err != nil {
 		return nil, fmt.Errorf("devserver: web UI: %w", err)
 	}

@@ -53,8 +53,7 @@ func rawDo(t *testing.T, ctx context.Context, method, rawURL string, headers map
 // a request naming rb.example in Host gets 403 host_not_allowed; a
 // cross-origin text/plain POST gets 403 origin_not_allowed; the same
 // requests from the listener's own address, from localhost, without an
-// Origin, or for a name given with --allowed-host are served. Every
-// answer carries X-Frame-Options: DENY.
+// Origin, or for a name given with --allowed-host are served.
 func TestDevListenersRefuseRebinding(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Temporal server")

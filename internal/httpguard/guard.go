@@ -33,6 +33,12 @@ type Options struct {
 	// sets a policy of its own, both are sent, and a browser enforces
 	// both. Default: DefaultContentSecurityPolicy.
 	ContentSecurityPolicy string
+	// SameOriginFrames lets the listener's own pages frame each other
+	// (X-Frame-Options: SAMEORIGIN instead of DENY), for an application
+	// that embeds itself, as the Temporal Web UI does; its policy should
+	// then say frame-ancestors 'self'. Other sites still cannot frame it.
+	// Default: false, no frames at all.
+	SameOriginFrames bool
 }
 
 // Guard checks the requests of one listener and sets the headers of its
@@ -42,6 +48,7 @@ type Guard struct {
 	csrf   *http.CrossOriginProtection // nil: any origin is trusted
 	json   bool
 	policy string
+	frames string
 }
 
 // New returns a guard for opts. An allowed host that is not a host name or
@@ -49,7 +56,10 @@ type Guard struct {
 // an error wrapping ErrConfig.
 func New(opts Options) (*Guard, error) {
 	g := &Guard{hosts: map[string]bool{}, csrf: http.NewCrossOriginProtection(), json: opts.JSON,
-		policy: opts.ContentSecurityPolicy}
+		policy: opts.ContentSecurityPolicy, frames: FrameOptions}
+	if opts.SameOriginFrames {
+		g.frames = "SAMEORIGIN"
+	}
 	if g.policy == "" {
 		g.policy = DefaultContentSecurityPolicy
 	}
@@ -101,7 +111,7 @@ func (g *Guard) Check(r *http.Request) *Error {
 // answers it on the returned writer (Error.Write) and stops; otherwise it
 // serves r on the returned writer.
 func (g *Guard) Begin(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *Error) {
-	return &headerWriter{ResponseWriter: w, policy: g.policy}, g.Check(r)
+	return &headerWriter{ResponseWriter: w, policy: g.policy, frames: g.frames}, g.Check(r)
 }
 
 // Handler wraps h: requests that Check refuses are answered with their

@@ -204,6 +204,16 @@ func TestSecurityHeaders(t *testing.T) {
 	}
 }
 
+// An application that frames itself (the Temporal Web UI) may allow
+// same-origin frames only.
+func TestSameOriginFrames(t *testing.T) {
+	srv := serve(t, Options{SameOriginFrames: true, ContentSecurityPolicy: "frame-ancestors 'self'"})
+	a := do(t, srv, http.MethodGet, nil)
+	if a.header.Get("X-Frame-Options") != "SAMEORIGIN" || a.header.Get("Content-Security-Policy") != "frame-ancestors 'self'" {
+		t.Fatalf("headers %v", a.header)
+	}
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {

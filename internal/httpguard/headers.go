@@ -7,7 +7,7 @@ const (
 	// FrameOptions keeps every page out of frames: the web page's Approve
 	// and Cancel buttons must not be clickable under another site's
 	// overlay (clickjacking). The CSP's frame-ancestors says it again for
-	// browsers that read only that.
+	// browsers that read only that. (Options.SameOriginFrames: SAMEORIGIN.)
 	FrameOptions = "DENY"
 	// ReferrerPolicy sends no Referer: a URL of keel's (a session ID in
 	// a path) never leaks to the sites a page links to.
@@ -16,10 +16,11 @@ const (
 
 // headerWriter sets the security headers just before the response's
 // header is written, so a handler that sets its own (the Web UI sets a
-// CSP and X-Frame-Options: SAMEORIGIN) cannot drop them.
+// CSP and X-Frame-Options) cannot drop or weaken them.
 type headerWriter struct {
 	http.ResponseWriter
 	policy string
+	frames string
 	done   bool
 }
 
@@ -29,7 +30,7 @@ func (w *headerWriter) apply() {
 	}
 	w.done = true
 	h := w.ResponseWriter.Header()
-	h.Set("X-Frame-Options", FrameOptions)
+	h.Set("X-Frame-Options", w.frames)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", ReferrerPolicy)
 	// Several policies are each enforced: adding ours to a handler's
