@@ -277,6 +277,11 @@ func TestComposeWiring(t *testing.T) {
 	if origin := flagValue(codec.Command, "--cors-origin"); !slices.Contains(c.Services["temporal-ui"].Ports, strings.TrimPrefix(origin, "http://localhost:")+":8080") {
 		t.Errorf("the codec's --cors-origin %q is not the Web UI's published address", origin)
 	}
+	// The browser names the codec endpoint by the UI's setting's host,
+	// which is not the container's own address: the endpoint must allow it.
+	if u, err := url.Parse(ui); err != nil || flagValue(codec.Command, "--allowed-host") != u.Hostname() {
+		t.Errorf("the codec's --allowed-host %q is not the host of the Web UI's codec endpoint %q", flagValue(codec.Command, "--allowed-host"), ui)
+	}
 
 	temporal := c.Services["temporal"]
 	path := temporal.Environment["DYNAMIC_CONFIG_FILE_PATH"]

@@ -65,6 +65,13 @@ type Config struct {
 	// with (keel serves one for its content store), so it shows the values
 	// behind content-store references. Optional: none.
 	UICodecEndpoint string
+	// UIAllowedHosts are the host names (or IP addresses, no port) the Web
+	// UI answers to besides its own address and, on loopback, localhost.
+	// A request naming any other host in its Host header gets 403: a web
+	// page whose name was made to resolve to the UI (DNS rebinding) would
+	// otherwise read every workflow's history through the UI's API.
+	// Optional: none.
+	UIAllowedHosts []string
 
 	// Namespace created on first start, idempotently checked on later
 	// starts, with keel's search attributes registered on it. Optional:
@@ -136,6 +143,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.TLS != nil && (len(cfg.TLS.Certificates) == 0 || len(cfg.TLS.Certificates[0].Certificate) == 0) {
 		return cfg, errTLSCertificate
+	}
+	if _, err := uiGuard(cfg.UIAllowedHosts); err != nil {
+		return cfg, err
 	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace

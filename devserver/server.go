@@ -187,7 +187,7 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 		if ftls != nil {
 			uiTLS = ftls.client
 		}
-		if s.ui, err = startWebUI(uiListener, s.address, uiTLS, cfg.Namespace, cfg.UICodecEndpoint); err != nil {
+		if s.ui, err = startWebUI(uiListener, s.address, uiTLS, cfg.Namespace, cfg.UICodecEndpoint, cfg.UIAllowedHosts); err != nil {
 			return nil, err
 		}
 		s.uiAddr = net.JoinHostPort(dialableIP(cfg.IP), strconv.Itoa(cfg.UIPort))

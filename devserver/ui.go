@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -22,6 +21,8 @@ import (
 	"github.com/temporalio/ui-server/v2/ui"
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/grpc"
+
+	"github.com/keelrun/keel/internal/httpguard"
 )
 
 // webUI serves the Temporal Web UI from ui-server's packages.
@@ -38,9 +39,34 @@ type webUI struct {
 	done     chan struct{}
 }
 
-// startWebUI serves the Web UI on listener; it reaches the frontend with
-// frontendTLS (nil: plain gRPC).
-func startWebUI(listener net.Listener, frontend string, frontendTLS *tls.Config, namespace, codecEndpoint string) (*webUI, error) {
+// uiContentSecurityPolicy is added to the UI's own policies (its index
+// page's CSP meta tag pins its scripts, its header names its frame
+// sources): no other site may frame the UI (its Terminate and Cancel
+// buttons must not be clickjacked; the UI frames its own pages, so
+// 'self' may), no plugins, no base URL elsewhere.
+const uiContentSecurityPolicy = "frame-ancestors 'self'; object-src 'none'; base-uri 'self'"
+
+// uiGuard is what every request to the UI passes first
+// (internal/httpguard): the Host must name the UI (its own address,
+// localhost on loopback, or one of hosts), a state-changing request must
+// come from the UI's own pages (which also send echo's CSRF token), and
+// every response carries keel's security headers.
+func uiGuard(hosts []string) (*httpguard.Guard, error) {
+	g, err := httpguard.New(httpguard.Options{AllowedHosts: hosts, ContentSecurityPolicy: uiContentSecurityPolicy, SameOriginFrames: true})
+	if err != nil {
+		return nil, fmt.Errorf("devserver: web UI: %w", err)
+	}
+	return g, nil
+}
+
+// startWebUI serves the Web UI on listener, answering to the hosts
+// uiGuard allows; it reaches the frontend with frontendTLS (nil: plain
+// gRPC).
+func startWebUI(listener net.Listener, frontend string, frontendTLS *tls.Config, namespace, codecEndpoint string, hosts []string) (*webUI, error) {
+	guard, err := uiGuard(hosts)
+	if err != nil {
+		return nil, err
+	}
 	cfg := &uiconfig.Config{
 		TemporalGRPCAddress: frontend,
 		EnableUI:            true,
@@ -108,7 +134,7 @@ func startWebUI(listener net.Listener, frontend string, frontendTLS *tls.Config,
 
 	w := &webUI{
 		listener: listener,
-		http:     &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second},
+		http:     httpguard.NewServer(guard.Handler(e)),
 		conn:     conn,
 		done:     make(chan struct{}),
 	}

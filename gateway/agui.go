@@ -309,6 +309,9 @@ func (p *pump) stop() {
 // fields it does not know: AG-UI clients send more than keel reads.
 func readAGUIInput(r *http.Request) (AGUIInput, error) {
 	var in AGUIInput
+	if err := requireJSON(r); err != nil {
+		return in, err
+	}
 	body, err := io.ReadAll(r.Body)
 	var tooLarge *http.MaxBytesError
 	switch {

@@ -12,6 +12,7 @@ import (
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/internal/httpguard"
 )
 
 // routeAPI mounts the /v1 API. docs/gateway.md describes each route and
@@ -65,9 +66,18 @@ func WriteError(w http.ResponseWriter, err error) {
 }
 
 // ReadJSON decodes a request body of at most the gateway's body limit into
-// v, whatever its Content-Type says (curl -d sends a form type). Unknown fields are refused, so a misspelt field is an error rather
-// than silently ignored. Errors are *Error values for WriteError.
+// v. The body must be sent as Content-Type: application/json (with at
+// most charset=utf-8), else 415 unsupported_media_type: a web page on
+// another origin can send a form or text/plain body without the
+// browser asking first, never a JSON one (curl -d sends a form type: add
+// -H 'Content-Type: application/json'); a request without a body is told
+// that its body is empty (400). Unknown fields are refused, so a
+// misspelt field is an error rather than silently ignored. Errors are
+// *Error values for WriteError.
 func ReadJSON(r *http.Request, v any) error {
+	if err := requireJSON(r); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -83,6 +93,18 @@ func ReadJSON(r *http.Request, v any) error {
 		return apiError(http.StatusBadRequest, CodeBadRequest, "request body is empty; send a JSON object")
 	case err != nil:
 		return apiError(http.StatusBadRequest, CodeBadRequest, "request body: "+err.Error())
+	}
+	return nil
+}
+
+// requireJSON refuses a body not declared application/json with 415. A
+// request without a body passes, to be told that its body is empty.
+func requireJSON(r *http.Request) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	if e := httpguard.RequireJSON(r); e != nil {
+		return apiError(e.Status, e.Code, e.Message)
 	}
 	return nil
 }

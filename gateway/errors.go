@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/internal/httpguard"
 	"github.com/keelrun/keel/store"
 )
 
@@ -58,6 +59,10 @@ const (
 	// from 0.
 	CodeCursorAhead = "cursor_ahead"
 )
+
+// CodeUnsupportedMediaType: a body not sent as Content-Type:
+// application/json (415).
+const CodeUnsupportedMediaType = httpguard.CodeUnsupportedMediaType
 
 // apiError returns an error response with the given status and code.
 func apiError(status int, code, format string) *Error {

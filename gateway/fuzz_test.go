@@ -66,6 +66,7 @@ func bodyStatus(t *testing.T, what string, err error) {
 func FuzzRequestBodies(f *testing.F) {
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
 		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
 		r.Body = http.MaxBytesReader(nil, r.Body, 4096)
 		switch route % 3 {
 		case 0:
@@ -103,6 +104,7 @@ func FuzzRequestBodies(f *testing.F) {
 func FuzzAGUIInput(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := httptest.NewRequest(http.MethodPost, "/v1/ag-ui", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
 		r.Body = http.MaxBytesReader(nil, r.Body, 1<<16)
 		prompt, err := gateway.AGUIPrompt(r)
 		bodyStatus(t, "AG-UI input", err)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/internal/httpguard"
 	"github.com/keelrun/keel/logging"
 )
 
@@ -41,10 +42,17 @@ type Options struct {
 	// CORSOrigins are the browser origins (scheme://host[:port]) allowed to
 	// call the API; "*" allows any. Requests from the gateway's own origin
 	// and requests without an Origin header (programs) are always allowed;
-	// a browser request from any other origin gets 403. Without APIKeys,
-	// requests must also name a loopback host (Host: localhost or
-	// 127.0.0.1), which defeats DNS rebinding.
+	// a browser request from any other origin gets 403 origin_not_allowed.
+	// An entry that is not an origin makes New fail.
 	CORSOrigins []string
+	// AllowedHosts are the host names (or IP addresses; no port) that
+	// requests may name in their Host header besides the gateway's own
+	// address (the address the connection arrived on) and, on a loopback
+	// connection, localhost: the names a DNS record or a reverse proxy
+	// gives the gateway. Any other Host gets 403 host_not_allowed, which
+	// defeats DNS rebinding (a page whose name was made to resolve to the
+	// gateway). Default: none.
+	AllowedHosts []string
 	// MaxBodyBytes bounds a request body; a larger one gets 413.
 	// Default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -130,6 +138,10 @@ type Gateway struct {
 	// followers counts the hubs and AG-UI run followers: Temporal
 	// history long polls.
 	followers followers
+
+	// host checks Host and cross-origin writes and sets the security
+	// headers (internal/httpguard, shared with keel's other listeners).
+	host *httpguard.Guard
 }
 
 // Route is one method and path the gateway serves, as an http.ServeMux
@@ -198,7 +210,12 @@ func New(c *client.Client, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{c: c, opts: opts, keys: keys, cors: newCORS(opts.CORSOrigins),
+	host, err := httpguard.New(httpguard.Options{AllowedHosts: opts.AllowedHosts, TrustedOrigins: opts.CORSOrigins,
+		JSON: true, ContentSecurityPolicy: ContentSecurityPolicy})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g := &Gateway{c: c, opts: opts, keys: keys, cors: newCORS(opts.CORSOrigins), host: host,
 		log: opts.Logger.With(zap.String("component", "gateway")), mux: http.NewServeMux(), hubs: map[string]*hub{},
 		ringEvents: defaultRingEvents, proxies: px, followers: followers{most: opts.MaxFollowedSessions},
 		clients: clients{perKey: map[int]int{}, perAddr: map[string]int{}}}
@@ -306,20 +323,23 @@ func (g *Gateway) startStream(r *http.Request) (func(), *Error) {
 	}, nil
 }
 
-// ServeHTTP applies the origin allow-list, answers CORS preflights, and
+// ServeHTTP checks the Host and the origin, answers CORS preflights, and
 // routes the request; an unknown route or method gets a typed error.
+// Every response carries the security headers (ContentSecurityPolicy,
+// X-Frame-Options: DENY, nosniff, Referrer-Policy: no-referrer).
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	w, refused := g.host.Begin(w, r)
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 	defer func() {
 		g.logRequest(r, rec.status, time.Since(start), rec.cause)
 	}()
-	if !g.keys.enabled() && !loopbackHost(r.Host) {
-		// Without keys the gateway serves this machine only. A web page
-		// whose host name was made to resolve to 127.0.0.1 (DNS
-		// rebinding) would otherwise be on the gateway's own origin.
-		writeError(rec, apiError(http.StatusForbidden, CodeHostNotAllowed,
-			"without API keys the gateway answers requests for localhost or a loopback address only"))
+	if refused != nil {
+		// A Host that does not name the gateway: a web page whose name
+		// was made to resolve to it (DNS rebinding) would otherwise be on
+		// the gateway's own origin, keys or not. Or a state-changing
+		// request from another origin.
+		writeError(rec, apiError(refused.Status, refused.Code, refused.Message))
 		return
 	}
 	origin := r.Header.Get("Origin")

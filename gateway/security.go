@@ -32,20 +32,13 @@ func CheckListen(addr string, haveKeys bool) error {
 	return ErrNoKeys
 }
 
-// loopbackHost reports whether a Host header names this machine by a
-// loopback address or "localhost".
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// ContentSecurityPolicy is the policy of the gateway's responses, which
+// the web page (gateway/web) works under: its script, style sheet and
+// calls come from the gateway itself, nothing is inline, and no other
+// site may frame it (its Approve and Cancel buttons must not be
+// clickjacked).
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // cors applies the origin allow-list. Browsers send Origin on cross-origin
 // requests and on same-origin POSTs; programs (curl, SDKs) send none.

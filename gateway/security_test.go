@@ -217,22 +217,36 @@ func TestCORS(t *testing.T) {
 	}
 }
 
-// Without keys, a request for another host name gets 403: a web page
+// A request for another host name gets 403, keys or not: a web page
 // whose name was rebound to 127.0.0.1 cannot pass as the gateway's own
-// origin. With keys, host names are free.
-func TestHostNotAllowedWithoutKeys(t *testing.T) {
+// origin. Loopback names pass on the loopback connection, and so do the
+// names the operator allowed.
+func TestHostNotAllowed(t *testing.T) {
+	const key = "rebind-key-0123456789"
 	open := startGateway(t, gateway.Options{})
-	for _, host := range []string{"evil.example", "evil.example:7280", "10.0.0.1:7280"} {
-		r := open.callWith(t, http.MethodGet, "/v1/sessions/rebind", nil, map[string]string{
-			"Host": host, "Origin": "http://" + host}).must(t, http.StatusForbidden)
-		if r.code() != gateway.CodeHostNotAllowed {
-			t.Fatalf("Host %s: %s", host, r.raw)
+	keyed := startGateway(t, gateway.Options{APIKeys: []string{key}})
+	for _, s := range []*stack{open, keyed} {
+		for _, host := range []string{"evil.example", "evil.example:7280", "10.0.0.1:7280", "keel.example"} {
+			r := s.callWith(t, http.MethodGet, "/v1/sessions/rebind", nil, map[string]string{
+				"Host": host, "Origin": "http://" + host, "Authorization": bearer(s.key)}).must(t, http.StatusForbidden)
+			if r.code() != gateway.CodeHostNotAllowed {
+				t.Fatalf("Host %s: %s", host, r.raw)
+			}
+		}
+		for _, host := range []string{"localhost:7280", "127.0.0.1", "[::1]:7280"} {
+			s.callWith(t, http.MethodGet, "/v1/sessions/rebind", nil, map[string]string{"Host": host, "Authorization": bearer(s.key)}).
+				must(t, http.StatusNotFound)
 		}
 	}
-	for _, host := range []string{"localhost:7280", "127.0.0.1", "[::1]:7280"} {
-		open.callWith(t, http.MethodGet, "/v1/sessions/rebind", nil, map[string]string{"Host": host}).must(t, http.StatusNotFound)
+	named := startGateway(t, gateway.Options{APIKeys: []string{key}, AllowedHosts: []string{"keel.example"}})
+	named.callWith(t, http.MethodGet, "/v1/sessions/rebind", nil, map[string]string{
+		"Host": "keel.example", "Authorization": "Bearer " + key}).must(t, http.StatusNotFound)
+	named.callWith(t, http.MethodGet, "/v1/sessions/rebind", nil, map[string]string{
+		"Host": "evil.example", "Authorization": "Bearer " + key}).must(t, http.StatusForbidden)
+	if _, err := gateway.New(nil, gateway.Options{AllowedHosts: []string{"keel.example:443"}}); err == nil {
+		t.Error("New accepted an allowed host with a port")
 	}
-	keyed := startGateway(t, gateway.Options{APIKeys: []string{"rebind-key-0123456789"}})
-	keyed.callWith(t, http.MethodGet, "/v1/sessions/rebind", nil, map[string]string{
-		"Host": "keel.example", "Authorization": "Bearer rebind-key-0123456789"}).must(t, http.StatusNotFound)
+	if _, err := gateway.New(nil, gateway.Options{CORSOrigins: []string{"app.example"}}); err == nil {
+		t.Error("New accepted a CORS origin without a scheme")
+	}
 }

@@ -130,8 +130,9 @@ func TestHandlerToken(t *testing.T) {
 		{"right", http.MethodPost, "Bearer s3cret", http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := httptest.NewRequest(tc.method, "/decode", strings.NewReader(`{"payloads":[]}`))
+			req := loopbackRequest(tc.method, "/decode", `{"payloads":[]}`)
 			req.Header.Set("Origin", uiOrigin)
+			req.Header.Set("Content-Type", "application/json")
 			if tc.auth != "" {
 				req.Header.Set("Authorization", tc.auth)
 			}

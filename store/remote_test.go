@@ -104,10 +104,12 @@ func TestHandlerCORS(t *testing.T) {
 		{"preflight from elsewhere", uiOrigin, "http://evil.example", http.MethodOptions, http.StatusNoContent, ""},
 		{"preflight, any origin", "*", "http://anywhere.example", http.MethodOptions, http.StatusNoContent, "*"},
 		{"decode from the UI", uiOrigin, uiOrigin, http.MethodPost, http.StatusOK, uiOrigin},
-		{"decode without CORS", "", uiOrigin, http.MethodPost, http.StatusOK, ""},
+		{"decode from elsewhere", uiOrigin, "http://evil.example", http.MethodPost, http.StatusForbidden, ""},
+		{"decode without CORS", "", uiOrigin, http.MethodPost, http.StatusForbidden, ""},
+		{"decode, any origin", "*", "http://anywhere.example", http.MethodPost, http.StatusOK, "*"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := httptest.NewRequest(tc.method, "/codec/decode", strings.NewReader(`{"payloads":[]}`))
+			req := loopbackRequest(tc.method, "/codec/decode", `{"payloads":[]}`)
 			req.Header.Set("Origin", tc.origin)
 			req.Header.Set("Content-Type", "application/json")
 			if tc.method == http.MethodOptions {

@@ -23,7 +23,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -39,6 +38,7 @@ import (
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/interceptor"
 
+	"github.com/keelrun/keel/internal/httpguard"
 	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/worker"
 )
@@ -50,6 +50,13 @@ type Options struct {
 	// at /metrics. Optional: "" serves no metrics (the SDK and keel then
 	// record nothing). Port 0 picks a free port (MetricsURL says which).
 	MetricsAddress string
+	// MetricsAllowedHosts are the host names (or IP addresses, no port)
+	// the endpoint answers to besides its own address and, on loopback,
+	// localhost: the names a scraper uses (a Prometheus static target
+	// "keel-worker-1:9464" sends Host keel-worker-1). A request naming any
+	// other host gets 403, so a web page whose name was made to resolve to
+	// the endpoint (DNS rebinding) cannot read it. Optional: none.
+	MetricsAllowedHosts []string
 	// SpanExporter receives the spans. Optional; default: OTLP when
 	// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is
 	// set (see Start), else no tracing.
@@ -98,7 +105,7 @@ func Start(ctx context.Context, opts Options) (t *Telemetry, err error) {
 		return t, err
 	}
 	if opts.MetricsAddress != "" {
-		if err := t.startMetrics(opts.MetricsAddress, res); err != nil {
+		if err := t.startMetrics(opts.MetricsAddress, opts.MetricsAllowedHosts, res); err != nil {
 			return t, err
 		}
 	}
@@ -139,7 +146,11 @@ var durationBuckets = []float64{
 	1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600, 14400,
 }
 
-func (t *Telemetry) startMetrics(addr string, res *resource.Resource) error {
+func (t *Telemetry) startMetrics(addr string, hosts []string, res *resource.Resource) error {
+	guard, err := httpguard.New(httpguard.Options{AllowedHosts: hosts})
+	if err != nil {
+		return fmt.Errorf("telemetry: metrics endpoint: %w", err)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
@@ -162,7 +173,7 @@ func (t *Telemetry) startMetrics(addr string, res *resource.Resource) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	t.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	t.server = httpguard.NewServer(guard.Handler(mux))
 	t.serverDone = make(chan struct{})
 	t.metricsURL = "http://" + l.Addr().String() + "/metrics"
 	go func() {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/keelrun/keel/internal/httpguard"
 	"github.com/keelrun/keel/store"
 )
 
@@ -33,18 +34,28 @@ func cmdCodec(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	origin := fs.String("cors-origin", "", "`ORIGIN` of the Web UI (scheme://host:port) allowed to call from the browser")
 	token := fs.String("codec-token", os.Getenv(envCodecToken), "bearer `TOKEN` every request must carry (default $"+envCodecToken+")")
 	noToken := fs.Bool("insecure-no-token", false, "serve a non-loopback --listen without a token")
+	var hosts hostsFlag
+	hosts.register(fs, "the endpoint should")
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
 	}
 	if st.url == "" {
 		return fs.usageError(stderr, "--store (or $%s) is required: the codec endpoint reads the content store", envStore)
 	}
-	host, _, err := net.SplitHostPort(*listen)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(*listen); err != nil {
 		return fs.usageError(stderr, "--listen %q: %v", *listen, err)
 	}
-	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && *token == "" && !*noToken {
+	if err := store.CheckListen(*listen, *token != ""); errors.Is(err, store.ErrNoToken) && !*noToken {
 		return fs.usageError(stderr, "--listen %s is reachable from other machines: set --codec-token (or $%s), or --insecure-no-token", *listen, envCodecToken)
+	}
+	handlerOpts := store.HandlerOptions{AllowOrigin: *origin, Token: *token, AllowedHosts: hosts.items}
+	if err := handlerOpts.Validate(); err != nil {
+		return fs.usageError(stderr, "%v", err)
+	}
+	// /healthz passes the same Host check as the endpoint.
+	health, err := httpguard.New(httpguard.Options{AllowedHosts: hosts.items})
+	if err != nil {
+		return fs.usageError(stderr, "%v", err)
 	}
 	cs, err := st.open(ctx)
 	if err != nil {
@@ -52,13 +63,13 @@ func cmdCodec(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer cs.close()
 	mux := http.NewServeMux()
-	mux.Handle("/codec/", http.StripPrefix("/codec", cs.codec.Handler(store.HandlerOptions{AllowOrigin: *origin, Token: *token})))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.Handle("/codec/", http.StripPrefix("/codec", cs.codec.Handler(handlerOpts)))
+	mux.Handle("/healthz", health.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })))
 	l, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fail(stderr, "codec", fmt.Errorf("listen on %s: %w", *listen, err))
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := httpguard.NewServer(mux)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	fmt.Fprintf(stdout, "keel codec: http://%s/codec (store %s, encryption %s)\n", l.Addr(), cs.where, encryptionNote(cs.keys))

@@ -25,6 +25,7 @@ import (
 	"github.com/keelrun/keel/crypt"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/gateway"
+	"github.com/keelrun/keel/internal/httpguard"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/live/natsserver"
 	"github.com/keelrun/keel/logging"
@@ -81,6 +82,9 @@ type devConfig struct {
 	telemetry *telemetry.Telemetry
 	// config is the worker's keel.yaml; nil or an empty flag: none.
 	config *configFlag
+	// allowedHosts are the host names every HTTP listener (API, codec
+	// endpoint, Web UI) answers to besides its own address and localhost.
+	allowedHosts []string
 }
 
 // devStack is a running local stack.
@@ -105,6 +109,9 @@ type devStack struct {
 	worker     sdkworker.Worker
 	workspace  string
 	tel        *telemetry.Telemetry
+
+	// allowedHosts are --allowed-host's names.
+	allowedHosts []string
 }
 
 func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -131,6 +138,9 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	confFlag.register(fs)
 	var telFlags telemetryFlags
 	telFlags.register(fs, defaultDevMetricsAddress)
+	var hosts hostsFlag
+	hosts.register(fs, "keel dev's HTTP listeners (the HTTP API and web page, the codec endpoint, the Web UI, metrics) should")
+	telFlags.hosts = &hosts
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
 	}
@@ -203,6 +213,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		crypt:     cryptFlags,
 		telemetry: tel,
 		config:    &confFlag,
+
+		allowedHosts: hosts.items,
 	})
 	if err != nil {
 		return fail(stderr, "dev", err)
@@ -244,8 +256,15 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if err := s.openStore(ctx, cfg); err != nil {
 		return s, err
 	}
-	s.codecToken = cfg.crypt.codecToken
-	httpListener, err := net.Listen("tcp", net.JoinHostPort(devserver.DefaultIP, strconv.Itoa(cfg.httpPort)))
+	s.codecToken, s.allowedHosts = cfg.crypt.codecToken, cfg.allowedHosts
+	httpAddr := net.JoinHostPort(devserver.DefaultIP, strconv.Itoa(cfg.httpPort))
+	if err := store.CheckListen(httpAddr, s.codecToken != ""); err != nil {
+		return s, err
+	}
+	if err := s.codecOptions().Validate(); err != nil {
+		return s, err
+	}
+	httpListener, err := net.Listen("tcp", httpAddr)
 	if err != nil {
 		return s, fmt.Errorf("keel dev: HTTP endpoints: %w\nIs another `keel dev` running? Choose another port with --http-port (0 picks a free one)", err)
 	}
@@ -262,6 +281,7 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 		UIPort:          anyPortIfZero(cfg.uiPort, devserver.AnyPort),
 		DisableUI:       cfg.noUI,
 		UICodecEndpoint: s.codecURL,
+		UIAllowedHosts:  cfg.allowedHosts,
 		Logger:          logger,
 		LogLevel:        level,
 	})
@@ -306,6 +326,7 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if cfg.gateway.Logger == nil {
 		cfg.gateway.Logger = logger
 	}
+	cfg.gateway.AllowedHosts = cfg.allowedHosts
 	if err := s.startGateway(ctx, cfg.gateway); err != nil {
 		return s, err
 	}
@@ -454,7 +475,7 @@ keel dev is up.
 
 Try it from another terminal:
   keel run%s "Give me a tour of the workspace"
-  curl -d '{"prompt":"Give me a tour"}' %s/sessions/demo/runs
+  curl -H 'Content-Type: application/json' -d '{"prompt":"Give me a tour"}' %s/sessions/demo/runs
 `, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL(), s.gatewayURL(), "http://"+s.httpL.Addr().String()+"/", s.codecURL, decryptsNote(s.keys), encryptionNote(s.keys), where,
 		s.store.URL(), s.workspace, logPath, metricsNote, tracesNote, s.addressFlag()+s.natsFlag()+s.codecFlag(), s.gatewayURL())
 }
@@ -545,10 +566,20 @@ func (s *devStack) openStore(ctx context.Context, cfg devConfig) error {
 // with, and the HTTP API everywhere else.
 func (s *devStack) serveHTTP() {
 	mux := http.NewServeMux()
-	mux.Handle("/codec/", http.StripPrefix("/codec", s.codec.Handler(store.HandlerOptions{AllowOrigin: s.uiURL(), Token: s.codecToken})))
+	mux.Handle("/codec/", http.StripPrefix("/codec", s.codec.Handler(s.codecOptions())))
 	mux.Handle("/", s.gateway)
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.http = httpguard.NewServer(mux)
 	go func() { _ = s.http.Serve(s.httpL) }()
+}
+
+// codecOptions are the codec endpoint's: CORS and trust for the Web UI's
+// origin, the token, the allowed hosts.
+func (s *devStack) codecOptions() store.HandlerOptions {
+	origin := ""
+	if s.server != nil {
+		origin = s.uiURL()
+	}
+	return store.HandlerOptions{AllowOrigin: origin, Token: s.codecToken, AllowedHosts: s.allowedHosts}
 }
 
 // gatewayURL is the HTTP API's base URL.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/gateway"
+	"github.com/keelrun/keel/internal/httpguard"
 )
 
 const serveDesc = `Serves keel's HTTP API (docs/gateway.md) against the Temporal server at
@@ -81,6 +81,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	webUI := fs.String("web-ui", "", "`URL` of the Temporal Web UI (http://127.0.0.1:8233) the web page links sessions and runs to; none by default")
 	var logs logFlags
 	logs.register(fs, "to stderr", " (one a request)")
+	var hosts hostsFlag
+	hosts.register(fs, "the HTTP API should")
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
 	}
@@ -101,6 +103,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(stderr, "serve", err)
 	}
+	opts.AllowedHosts = hosts.items
 	if *webUI != "" {
 		u, err := url.Parse(*webUI)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -125,7 +128,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		g.Close()
 		return fail(stderr, "serve", fmt.Errorf("listen on %s: %w", addr, err))
 	}
-	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second}
+	srv := httpguard.NewServer(g)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 

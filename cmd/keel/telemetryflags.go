@@ -21,6 +21,9 @@ type telemetryFlags struct {
 	fs             *flagSet
 	metricsAddress string
 	def            string
+	// hosts are the --allowed-host names the metrics endpoint answers to;
+	// nil: none.
+	hosts *hostsFlag
 }
 
 func (t *telemetryFlags) register(fs *flagSet, def string) {
@@ -43,7 +46,11 @@ func (t *telemetryFlags) set() bool {
 // `keel dev` is taken (another keel dev, say), it warns on stderr and goes
 // on without metrics; an address given with the flag must work.
 func (t *telemetryFlags) start(ctx context.Context, stderr io.Writer, cmd string) (*telemetry.Telemetry, error) {
-	tel, err := telemetry.Start(ctx, telemetry.Options{MetricsAddress: t.metricsAddress})
+	opts := telemetry.Options{MetricsAddress: t.metricsAddress}
+	if t.hosts != nil {
+		opts.MetricsAllowedHosts = t.hosts.items
+	}
+	tel, err := telemetry.Start(ctx, opts)
 	if err != nil && t.metricsAddress == t.def && !t.set() && errors.Is(err, syscall.EADDRINUSE) {
 		fmt.Fprintf(stderr, "keel %s: warning: %s is in use; no metrics (choose another --metrics-address)\n", cmd, t.def)
 		tel, err = telemetry.Start(ctx, telemetry.Options{})

@@ -54,6 +54,9 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	confFlag.register(fs)
 	var telFlags telemetryFlags
 	telFlags.register(fs, "")
+	var hosts hostsFlag
+	hosts.register(fs, "the metrics endpoint (--metrics-address) should")
+	telFlags.hosts = &hosts
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
 	}
