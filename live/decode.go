@@ -153,32 +153,38 @@ func (s *natsSub) decodeBatch(batch []received) {
 	}
 }
 
-// decodeAll decodes sealed events with one Decoder call. If that fails
-// for a reason other than the network (one event of the batch that does
-// not decode, a forged one, fails the whole call), each is tried alone,
-// so one bad event never costs the others.
+// decodeAll decodes sealed events with one Decoder call. A call fails as
+// a whole when one event of it does not decode (a forged one), so a
+// failed call is split in halves and each retried, down to the events
+// that fail alone: a bad event costs a few calls, never the other events.
+// A failure of the network is not retried.
 func (s *natsSub) decodeAll(sealed []*commonpb.Payload) ([]*commonpb.Payload, []error) {
 	plain := make([]*commonpb.Payload, len(sealed))
 	errs := make([]error, len(sealed))
-	out, err := s.c.opts.Decoder.Decode(sealed)
-	if err == nil && len(out) == len(sealed) {
-		copy(plain, out)
-		return plain, errs
-	}
-	var transport *url.Error
-	if len(sealed) == 1 || errors.As(err, &transport) {
-		for j := range errs {
-			errs[j] = reject(ReasonDecrypt, "event does not decode through the decoder")
+	var split func(lo, hi int) bool
+	split = func(lo, hi int) bool {
+		out, err := s.c.opts.Decoder.Decode(sealed[lo:hi])
+		if err == nil && len(out) == hi-lo {
+			copy(plain[lo:hi], out)
+			return true
 		}
-		return plain, errs
-	}
-	for j, p := range sealed {
-		one, err := s.c.opts.Decoder.Decode([]*commonpb.Payload{p})
-		if err != nil || len(one) != 1 {
-			errs[j] = reject(ReasonDecrypt, "event does not decode through the decoder")
-			continue
+		var transport *url.Error
+		if hi-lo == 1 || errors.As(err, &transport) {
+			for j := lo; j < hi; j++ {
+				errs[j] = reject(ReasonDecrypt, "event does not decode through the decoder")
+			}
+			return transport == nil
 		}
-		plain[j] = one[0]
+		mid := (lo + hi) / 2
+		if split(lo, mid) {
+			split(mid, hi)
+		} else {
+			for j := mid; j < hi; j++ {
+				errs[j] = reject(ReasonDecrypt, "event does not decode through the decoder")
+			}
+		}
+		return true
 	}
+	split(0, len(sealed))
 	return plain, errs
 }

@@ -297,13 +297,15 @@ func (c *NATS) Conn() *nats.Conn { return c.nc }
 // sent in the order Publish was called. ctx is not used: Publish never
 // waits. It returns ErrClosed after Close, a keel.ErrInvalidInput error for
 // an invalid session ID, a *RejectError (also a keel.ErrInvalidInput) for
-// an event no subscriber would accept (Check, or encoded larger than
-// MaxEventBytes), and an error if env cannot be encoded.
+// an event no subscriber would accept (its fields fail Check, or it is
+// encoded larger than MaxEventBytes), and an error if env cannot be
+// encoded. Data that is a JSON object but does not decode as the type's
+// event is not looked into here: every subscriber drops it.
 func (c *NATS) Publish(_ context.Context, env keel.Envelope) error {
 	if err := keel.ValidateSessionID(env.SessionID); err != nil {
 		return err
 	}
-	if err := Check(env.SessionID, env); err != nil {
+	if err := checkFields(env.SessionID, env); err != nil {
 		return err
 	}
 	data, err := json.Marshal(env)

@@ -280,14 +280,18 @@ func TestNATSStalledServerNeverBlocksPublish(t *testing.T) {
 		}
 	}()
 
+	// Made before the stall: what is timed is Publish alone.
+	envs := make([]keel.Envelope, stallVolume)
+	for n := range envs {
+		envs[n] = paddedDelta("s1", n+1, bulk)
+	}
 	p.stall()
 	published := make(chan int, 1)
 	go func() {
 		// Far more than the socket buffers between client and proxy hold.
 		n := 0
 		for ; n < stallVolume; n++ {
-			env := paddedDelta("s1", n+1, bulk)
-			if err := pub.Publish(context.Background(), env); err != nil {
+			if err := pub.Publish(context.Background(), envs[n]); err != nil {
 				t.Errorf("Publish: %v", err)
 				break
 			}

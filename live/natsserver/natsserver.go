@@ -76,9 +76,10 @@ func (o Options) auth(so *server.Options) error {
 	}
 	if len(o.NKeys) > 0 {
 		methods++
-		for _, k := range o.NKeys {
+		for i, k := range o.NKeys {
 			if !nkeys.IsValidPublicUserKey(k) {
-				return fmt.Errorf("natsserver: %q is not a user's public NKey", k)
+				// Not quoted: it may be a seed given by mistake.
+				return fmt.Errorf("natsserver: NKeys[%d] is not a user's public NKey (one of 56 characters starting with U)", i)
 			}
 			so.Nkeys = append(so.Nkeys, &server.NkeyUser{Nkey: k})
 		}
