@@ -159,12 +159,12 @@ func TestNATSEncryptedChannelRefusesForgeries(t *testing.T) {
 	}
 	historyWire, _ := proto.Marshal(history[0])
 
-	send(Subject(DefaultPrefix, "s1"), plain)           // plaintext
-	send(Subject(DefaultPrefix, "s1"), otherWire.Data)  // another key under the same ID
-	send(Subject(DefaultPrefix, "s1"), altered)         // altered ciphertext
-	send(Subject(DefaultPrefix, "s1"), historyWire)     // sealed, but not an event
-	send(Subject(DefaultPrefix, "s2"), real.Data)       // s1's event on s2
-	send(Subject(DefaultPrefix, "s1"), real.Data)       // a replay
+	send(Subject(DefaultPrefix, "s1"), plain)              // plaintext
+	send(Subject(DefaultPrefix, "s1"), otherWire.Data)     // another key under the same ID
+	send(Subject(DefaultPrefix, "s1"), altered)            // altered ciphertext
+	send(Subject(DefaultPrefix, "s1"), historyWire)        // sealed, but not an event
+	send(Subject(DefaultPrefix, "s2"), real.Data)          // s1's event on s2
+	send(Subject(DefaultPrefix, "s1"), real.Data)          // a replay
 	send(Subject(DefaultPrefix, "s1"), []byte("\x0a\x00")) // a payload of nothing
 	if err := raw.Flush(); err != nil {
 		t.Fatal(err)
