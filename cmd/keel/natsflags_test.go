@@ -282,9 +282,9 @@ func TestNATSFlagsErrors(t *testing.T) {
 // channel.
 func TestNATSURLIsRedacted(t *testing.T) {
 	for in, want := range map[string]string{
-		"nats://keel:pw-77@nats.internal:4222":                    "nats://nats.internal:4222",
+		"nats://keel:pw-77@nats.internal:4222":                      "nats://nats.internal:4222",
 		"nats://tok-4f1a@nats.internal:4222,nats://b.internal:4222": "nats://nats.internal:4222,nats://b.internal:4222",
-		"nats://127.0.0.1:4222":                                   "nats://127.0.0.1:4222",
+		"nats://127.0.0.1:4222":                                     "nats://127.0.0.1:4222",
 	} {
 		if got := liveRedact(in); got != want {
 			t.Errorf("liveRedact(%q) = %q, want %q", in, got, want)
