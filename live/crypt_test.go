@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	commonpb "go.temporal.io/api/common/v1"
@@ -329,5 +328,4 @@ func TestNATSPublishRefusesOversizedEvents(t *testing.T) {
 	}
 	publish(t, pub, "s1", 2, 2)
 	expect(t, sub, events(2, 2))
-	_ = time.Second
 }
