@@ -6,6 +6,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/keelrun/keel/bench"
+	"github.com/keelrun/keel/crypt"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/live"
 )
@@ -49,6 +50,15 @@ func livePairs() []struct {
 			srv := keeltest.StartNATSServer(b)
 			pub := keeltest.DialNATS(b, srv.ClientURL(), live.NATSOptions{})
 			sub := keeltest.DialNATS(b, srv.ClientURL(), live.NATSOptions{})
+			return pair{pub, subscribe(b, sub, buffer)}
+		}},
+		{"nats-encrypted", func(b *testing.B, buffer int) pair {
+			// As between processes with encryption at rest on: every delta
+			// sealed with AES-256-GCM on the way and opened on arrival.
+			srv := keeltest.StartNATSServer(b)
+			keys := crypt.NewKeyring("bench", make([]byte, crypt.KeySize))
+			pub := keeltest.DialNATS(b, srv.ClientURL(), live.NATSOptions{Encryption: crypt.NewCodec(keys)})
+			sub := keeltest.DialNATS(b, srv.ClientURL(), live.NATSOptions{Encryption: crypt.NewCodec(keys)})
 			return pair{pub, subscribe(b, sub, buffer)}
 		}},
 		{"nats-inprocess", func(b *testing.B, buffer int) pair {

@@ -271,6 +271,12 @@ func (c *Client) stream(ctx context.Context, f *follower, early live.Subscriptio
 					continue
 				}
 				d := it.env
+				// keel's channels deliver only what passed live.Check; a
+				// channel of the caller's own may not, and nothing that
+				// fails it reaches the reader (docs/live.md).
+				if live.Check(f.session, d) != nil {
+					continue
+				}
 				if f.run != "" && d.RunID != f.run {
 					continue
 				}

@@ -2,8 +2,10 @@ package live
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,16 +14,35 @@ import (
 	"github.com/keelrun/keel"
 )
 
-// delta returns the i-th test event of a session; its Data is i.
+// delta returns the i-th test event of a session: a text delta whose text
+// is i.
 func delta(sessionID string, i int) keel.Envelope {
+	return paddedDelta(sessionID, i, 0)
+}
+
+// paddedDelta is delta with pad bytes of text after the index.
+func paddedDelta(sessionID string, i, pad int) keel.Envelope {
+	data, err := json.Marshal(keel.TextDelta{Step: 1, Text: strconv.Itoa(i) + strings.Repeat(" ", pad)})
+	if err != nil {
+		panic(err)
+	}
 	return keel.Envelope{
 		Type:      keel.TypeTextDelta,
 		SessionID: sessionID,
 		RunID:     keel.RunID(sessionID, 1),
 		At:        time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
 		AfterSeq:  7,
-		Data:      []byte(strconv.Itoa(i)),
+		Data:      data,
 	}
+}
+
+// indexOf returns the index of a delta or paddedDelta.
+func indexOf(env keel.Envelope) (int, error) {
+	var d keel.TextDelta
+	if err := json.Unmarshal(env.Data, &d); err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimRight(d.Text, " "))
 }
 
 // step is what one Next call returned, in a comparable form: the event's
@@ -41,7 +62,7 @@ func stepOf(t *testing.T, env keel.Envelope, err error) step {
 	case err != nil:
 		return step{Err: err.Error()}
 	}
-	i, perr := strconv.Atoi(string(env.Data))
+	i, perr := indexOf(env)
 	if perr != nil {
 		t.Fatalf("event data %q is not an index", env.Data)
 	}

@@ -2,10 +2,12 @@ package live
 
 import (
 	"encoding/json"
-	"errors"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/keelrun/keel"
 )
 
 // CancelNotice says that a workflow execution asked Temporal to cancel one
@@ -41,9 +43,77 @@ var (
 // CancelSubject is the subject NATS carries cancel notices on.
 func CancelSubject(prefix string) string { return prefix + ".cancel" }
 
+// MaxCancelNoticeBytes bounds a cancel notice on the wire. A well-formed
+// one is two IDs, under 400 bytes.
+const MaxCancelNoticeBytes = 1 << 10
+
+// uuidLen is the length of a Temporal run ID, a UUID in its canonical
+// 8-4-4-4-12 hex form.
+const uuidLen = 36
+
+// Validate checks that n names a workflow execution keel runs activities
+// for: the workflow ID is a session's (a session ID, or keel's runtime
+// workflow, which has the same form) or a run's (keel.RunID), and the run
+// ID is a Temporal run ID (a UUID). The error is a *RejectError.
+func (n CancelNotice) Validate() error {
+	wid := n.WorkflowID
+	if session, _, ok := strings.Cut(wid, "/run-"); ok {
+		if keel.ValidateSessionID(session) != nil || !runOf(session, wid) {
+			return reject(ReasonCancelNotice, "cancel notice names workflow %s, not a keel workflow", quoteName(wid))
+		}
+	} else if keel.ValidateSessionID(wid) != nil {
+		return reject(ReasonCancelNotice, "cancel notice names workflow %s, not a keel workflow", quoteName(wid))
+	}
+	if !isUUID(n.RunID) {
+		return reject(ReasonCancelNotice, "cancel notice names run %s, not a Temporal run ID", quoteName(n.RunID))
+	}
+	return nil
+}
+
+func isUUID(s string) bool {
+	if len(s) != uuidLen {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ParseCancelNotice decodes a cancel notice from the wire and validates
+// it: at most MaxCancelNoticeBytes of a JSON object with a workflow and a
+// run ID (see CancelNotice.Validate). The error is a *RejectError.
+func ParseCancelNotice(data []byte) (CancelNotice, error) {
+	if len(data) > MaxCancelNoticeBytes {
+		return CancelNotice{}, reject(ReasonTooLarge, "cancel notice of %d bytes is over the %d-byte bound", len(data), MaxCancelNoticeBytes)
+	}
+	var n CancelNotice
+	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &n) != nil {
+		return CancelNotice{}, reject(ReasonCancelNotice, "cancel notice is not a JSON object of workflow_id and run_id")
+	}
+	if err := n.Validate(); err != nil {
+		return CancelNotice{}, err
+	}
+	return n, nil
+}
+
 // NotifyCancel publishes n on <prefix>.cancel. Notices do not go through
-// the event queue, so a backlog of deltas never delays one.
+// the event queue, so a backlog of deltas never delays one. A notice that
+// is not well formed (CancelNotice.Validate) is an error.
 func (c *NATS) NotifyCancel(n CancelNotice) error {
+	if err := n.Validate(); err != nil {
+		return err
+	}
 	b, err := json.Marshal(n)
 	if err != nil {
 		return err
@@ -57,13 +127,17 @@ func (c *NATS) NotifyCancel(n CancelNotice) error {
 	return c.nc.Publish(CancelSubject(c.opts.Prefix), b)
 }
 
-// OnCancel subscribes to <prefix>.cancel. Malformed messages are ignored.
+// OnCancel subscribes to <prefix>.cancel. Messages that are not
+// well-formed notices (ParseCancelNotice) are dropped and counted as
+// rejected; fn never sees them.
 func (c *NATS) OnCancel(fn func(CancelNotice)) (func(), error) {
 	sub, err := c.nc.Subscribe(CancelSubject(c.opts.Prefix), func(m *nats.Msg) {
-		var n CancelNotice
-		if json.Unmarshal(m.Data, &n) == nil && n.WorkflowID != "" {
-			fn(n)
+		n, err := ParseCancelNotice(m.Data)
+		if err != nil {
+			c.rejected(err)
+			return
 		}
+		fn(n)
 	})
 	if err != nil {
 		return nil, err
@@ -78,10 +152,12 @@ type memoryCancels struct {
 	fns  map[int]func(CancelNotice)
 }
 
-// NotifyCancel calls every listener of this channel before it returns.
+// NotifyCancel calls every listener of this channel before it returns. A
+// notice that is not well formed (CancelNotice.Validate) is an error and
+// reaches no listener.
 func (m *Memory) NotifyCancel(n CancelNotice) error {
-	if n.WorkflowID == "" {
-		return errors.New("live: cancel notice without a workflow ID")
+	if err := n.Validate(); err != nil {
+		return err
 	}
 	m.cancels.mu.Lock()
 	defer m.cancels.mu.Unlock()

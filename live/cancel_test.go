@@ -33,7 +33,7 @@ func TestCancelNotices(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			want := CancelNotice{WorkflowID: "s1/run-2", RunID: "r-1"}
+			want := CancelNotice{WorkflowID: "s1/run-2", RunID: testRunID}
 			if err := tc.from.NotifyCancel(want); err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +49,7 @@ func TestCancelNotices(t *testing.T) {
 			}
 			// A notice after stop, then one to a listener still there:
 			// the second arrives and the first never does.
-			if err := tc.from.NotifyCancel(CancelNotice{WorkflowID: "late"}); err != nil {
+			if err := tc.from.NotifyCancel(CancelNotice{WorkflowID: "late", RunID: testRunID}); err != nil {
 				t.Fatal(err)
 			}
 			again := make(chan CancelNotice, 4)
@@ -75,3 +75,6 @@ func TestCancelNotices(t *testing.T) {
 		})
 	}
 }
+
+// testRunID is a Temporal run ID, a UUID.
+const testRunID = "0196f0d2-7b5e-7c3a-9d2e-1f2a3b4c5d6e"

@@ -39,11 +39,19 @@ func NewMemory() *Memory {
 // Publish delivers env to the current subscribers of env.SessionID. It never
 // blocks on a subscriber; a full subscriber buffer drops its oldest event.
 // Subscribers share one copy of env.Data and must not modify it. ctx is not
-// used: Publish never waits. It returns ErrClosed after Close, and a
-// keel.ErrInvalidInput error for an invalid session ID.
+// used: Publish never waits. It returns ErrClosed after Close, a
+// keel.ErrInvalidInput error for an invalid session ID, and a *RejectError
+// (also a keel.ErrInvalidInput) for an event no subscriber may receive
+// (Check, or larger than DefaultMaxEventBytes), which then reaches none.
 func (m *Memory) Publish(_ context.Context, env keel.Envelope) error {
 	if err := keel.ValidateSessionID(env.SessionID); err != nil {
 		return err
+	}
+	if err := Check(env.SessionID, env); err != nil {
+		return err
+	}
+	if size := env.Size(); size > DefaultMaxEventBytes {
+		return reject(ReasonTooLarge, "%s event of about %d bytes is over the %d-byte bound", env.Type, size, DefaultMaxEventBytes)
 	}
 	m.mu.RLock()
 	if m.closed {
@@ -55,8 +63,9 @@ func (m *Memory) Publish(_ context.Context, env keel.Envelope) error {
 	if s == nil {
 		return nil
 	}
-	// One copy, so the publisher may reuse its buffer after Publish returns.
-	env.Data = bytes.Clone(env.Data)
+	// One copy, so the publisher may reuse its buffer after Publish returns;
+	// compact, as a NATS subscriber delivers it.
+	env.Data = bytes.Clone(compactData(env.Data))
 	s.mu.Lock()
 	for _, sub := range s.subs {
 		sub.buf.push(env, 0)

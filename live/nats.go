@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"math"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,8 +16,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/crypt"
 	"github.com/keelrun/keel/internal/lru"
 )
 
@@ -43,6 +47,12 @@ const (
 	maxPubStreams = 4096
 	// maxSubStreams bounds the publishers one subscription remembers.
 	maxSubStreams = 256
+	// maxStreamID bounds a stream ID in a Keel-Live counter; keel's are
+	// under 20 bytes.
+	maxStreamID = 64
+	// maxGap bounds the events one counter jump reports lost, so a
+	// forged counter cannot overflow the count.
+	maxGap = math.MaxInt32
 	// defaultSubscribeTimeout bounds Subscribe's wait for the server when
 	// ctx has no deadline.
 	defaultSubscribeTimeout = 5 * time.Second
@@ -71,6 +81,36 @@ type NATSOptions struct {
 	// Dial adds nats.Options for DialNATS (credentials, TLS,
 	// nats.InProcessServer, …). They come after keel's own and win.
 	Dial []nats.Option
+
+	// MaxEventBytes bounds one event's JSON envelope: Publish refuses a
+	// larger one, and a subscriber drops it (an encrypted event may be
+	// larger by the encryption's overhead). Default DefaultMaxEventBytes.
+	MaxEventBytes int
+	// Encryption, when set, encrypts every event this channel publishes
+	// with the keyring's current key, as the payloads of Temporal history
+	// are (each event a Temporal Payload sealed by the codec), and
+	// decrypts every event it receives with the key the event names. A
+	// subscriber with Encryption drops every event that is not encrypted,
+	// unless AcceptPlaintext. Cancel notices (two IDs) stay in clear.
+	Encryption *crypt.Codec
+	// AcceptPlaintext lets a subscriber with Encryption also accept
+	// plaintext events: for a migration, while workers that do not
+	// encrypt yet still publish. Off by default: with encryption on, only
+	// ciphertext is accepted.
+	AcceptPlaintext bool
+	// Decoder decodes encrypted events for a subscriber that has no keys
+	// (no Encryption), typically a codec endpoint that holds them
+	// (claimcheck.NewRemoteCodec): events are decoded in batches of up to
+	// maxDecodeBatch, one Decode call each, on a goroutine of the
+	// subscription. Plaintext events are accepted as without it. Without
+	// Encryption or Decoder, encrypted events are dropped
+	// (ReasonEncrypted): such a reader shows durable events only.
+	Decoder converter.PayloadCodec
+	// OnReject, if set, is called with the reason of each received
+	// message the channel drops because it failed its checks (see Check
+	// and Reason), from nats.go's delivery goroutine: it must not block.
+	// It never receives the message. Rejected counts them too.
+	OnReject func(Reason)
 }
 
 func (o NATSOptions) withDefaults() (NATSOptions, error) {
@@ -88,6 +128,9 @@ func (o NATSOptions) withDefaults() (NATSOptions, error) {
 	}
 	if o.CloseTimeout <= 0 {
 		o.CloseTimeout = DefaultCloseTimeout
+	}
+	if o.MaxEventBytes <= 0 {
+		o.MaxEventBytes = DefaultMaxEventBytes
 	}
 	return o, nil
 }
@@ -126,6 +169,7 @@ type NATS struct {
 	stop    chan struct{} // closed by Close: drain the queue and exit
 	sent    chan struct{} // closed when the sender goroutine exits
 	dropped atomic.Int64
+	rejects atomic.Int64
 
 	closeOnce sync.Once
 
@@ -138,9 +182,14 @@ type pubStream struct {
 	seq uint64
 }
 
-// outMsg is a queued event, or a barrier that Flush waits on.
+// outMsg is a queued event (its subject, JSON envelope and Keel-Live
+// counter), or a barrier that Flush waits on. The sender encodes it for
+// the wire, encrypting it if the channel encrypts, so Publish does no
+// cryptography on the run's path.
 type outMsg struct {
-	msg     *nats.Msg
+	subject string
+	data    []byte
+	counter string
 	barrier chan struct{}
 }
 
@@ -175,7 +224,9 @@ func NewNATS(nc *nats.Conn, opts NATSOptions) (*NATS, error) {
 // reconnects forever, every 250 ms (plus nats.go's jitter); pings every
 // 10 s; abandons a write stalled for 2 s and reconnects; and logs
 // asynchronous server errors with the standard logger, except slow-consumer
-// drops, which subscribers report as lag. opts.Dial may override all that.
+// drops, which subscribers report as lag. opts.Dial may override all that
+// and adds credentials and TLS. Errors name the servers without the
+// credentials a URL may hold.
 func DialNATS(url string, opts NATSOptions) (*NATS, error) {
 	nopts := append([]nats.Option{
 		nats.Name("keel live"),
@@ -192,7 +243,7 @@ func DialNATS(url string, opts NATSOptions) (*NATS, error) {
 	}, opts.Dial...)
 	nc, err := nats.Connect(url, nopts...)
 	if err != nil {
-		return nil, fmt.Errorf("live: connect to NATS at %s: %w", url, err)
+		return nil, fmt.Errorf("live: connect to NATS at %s: %w", RedactURL(url), err)
 	}
 	c, err := NewNATS(nc, opts)
 	if err != nil {
@@ -201,6 +252,26 @@ func DialNATS(url string, opts NATSOptions) (*NATS, error) {
 	}
 	c.owned = true
 	return c, nil
+}
+
+// RedactURL returns a NATS server URL (or a comma-separated list) without
+// the user information any of them holds, for messages and logs.
+func RedactURL(servers string) string {
+	parts := strings.Split(servers, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		u, err := url.Parse(p)
+		switch {
+		case err != nil && strings.Contains(p, "@"):
+			parts[i] = "(a URL with credentials)"
+		case err == nil && u.User != nil:
+			u.User = nil
+			parts[i] = u.String()
+		default:
+			parts[i] = p
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // logAsyncError reports errors the server sends asynchronously (such as a
@@ -225,16 +296,26 @@ func (c *NATS) Conn() *nats.Conn { return c.nc }
 // Dropped) and subscribers will report it as lag. Events of one session are
 // sent in the order Publish was called. ctx is not used: Publish never
 // waits. It returns ErrClosed after Close, a keel.ErrInvalidInput error for
-// an invalid session ID, and an error if env cannot be encoded.
+// an invalid session ID, a *RejectError (also a keel.ErrInvalidInput) for
+// an event no subscriber would accept (its fields fail Check, or it is
+// encoded larger than MaxEventBytes), and an error if env cannot be
+// encoded. Data that is a JSON object but does not decode as the type's
+// event is not looked into here: every subscriber drops it.
 func (c *NATS) Publish(_ context.Context, env keel.Envelope) error {
 	if err := keel.ValidateSessionID(env.SessionID); err != nil {
+		return err
+	}
+	if err := checkFields(env.SessionID, env); err != nil {
 		return err
 	}
 	data, err := json.Marshal(env)
 	if err != nil {
 		return fmt.Errorf("live: encode %s event: %w", env.Type, err)
 	}
-	msg := &nats.Msg{Subject: Subject(c.opts.Prefix, env.SessionID), Data: data}
+	if len(data) > c.opts.MaxEventBytes {
+		return reject(ReasonTooLarge, "%s event of %d bytes is over the %d-byte bound", env.Type, len(data), c.opts.MaxEventBytes)
+	}
+	o := outMsg{subject: Subject(c.opts.Prefix, env.SessionID), data: data}
 
 	// Numbering and queueing under one lock keep the counter in queue order,
 	// which is wire order: the single sender preserves it.
@@ -250,9 +331,9 @@ func (c *NATS) Publish(_ context.Context, env keel.Envelope) error {
 		c.streams.Put(env.SessionID, st)
 	}
 	st.seq++
-	msg.Header = nats.Header{headerLive: []string{st.id + " " + strconv.FormatUint(st.seq, 10)}}
+	o.counter = st.id + " " + strconv.FormatUint(st.seq, 10)
 	select {
-	case c.queue <- outMsg{msg: msg}:
+	case c.queue <- o:
 	default:
 		c.dropped.Add(1)
 	}
@@ -260,9 +341,29 @@ func (c *NATS) Publish(_ context.Context, env keel.Envelope) error {
 }
 
 // Dropped returns how many events this channel failed to hand to NATS: the
-// publish queue was full, or the connection refused them (closed, or its
-// reconnect buffer full).
+// publish queue was full, the connection refused them (closed, or its
+// reconnect buffer full), or they could not be encrypted.
 func (c *NATS) Dropped() int64 { return c.dropped.Load() }
+
+// Rejected returns how many received messages this channel dropped because
+// they failed its checks: events (see Check and Reason) and cancel
+// notices. A rejected message is never delivered and never counted as
+// lag.
+func (c *NATS) Rejected() int64 { return c.rejects.Load() }
+
+// rejected counts a received message dropped for err.
+func (c *NATS) rejected(err error) {
+	c.rejects.Add(1)
+	if c.opts.OnReject == nil {
+		return
+	}
+	var re *RejectError
+	if errors.As(err, &re) {
+		c.opts.OnReject(re.Reason)
+	} else {
+		c.opts.OnReject(ReasonMalformed)
+	}
+}
 
 // send is the only writer to the connection. It may block inside nats.go on
 // a stalled socket (up to the connection's FlusherTimeout); Publish does
@@ -291,7 +392,11 @@ func (c *NATS) deliver(o outMsg) {
 		close(o.barrier)
 		return
 	}
-	if err := c.nc.PublishMsg(o.msg); err != nil {
+	msg, err := c.encode(o)
+	if err == nil {
+		err = c.nc.PublishMsg(msg)
+	}
+	if err != nil {
 		c.dropped.Add(1)
 	}
 }
@@ -340,6 +445,11 @@ func (c *NATS) Flush(ctx context.Context) error {
 // is delivered (unless lost, which is reported). Without a deadline in ctx
 // it waits at most 5 seconds for the server.
 //
+// Every message is checked before it is delivered (Check, the size bound,
+// and with Encryption that it is encrypted and decrypts): one that fails
+// is dropped and counted in Rejected, never delivered and never counted
+// as lag.
+//
 // Lag is counted per publishing stream: an event whose counter jumps by
 // k+1 over the previous one from the same stream follows a *LaggedError
 // with Missed k. Events lost before the first one a subscription receives
@@ -353,10 +463,14 @@ func (c *NATS) Subscribe(ctx context.Context, sessionID string, opts SubscribeOp
 	}
 	s := &natsSub{
 		c:            c,
+		session:      sessionID,
 		buf:          newBuffer(opts.Buffer),
 		streams:      lru.New[uint64](maxSubStreams),
 		beforeHandle: c.beforeHandle,
 		afterHandle:  c.afterHandle,
+	}
+	if c.opts.Decoder != nil && c.opts.Encryption == nil {
+		s.batch = newDecodeQueue(c.opts.PendingLimit)
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -372,7 +486,7 @@ func (c *NATS) Subscribe(ctx context.Context, sessionID string, opts SubscribeOp
 		return nil, fmt.Errorf("live: subscribe to session %s: %w", sessionID, err)
 	}
 	// The connection closing ends the subscription like Close does.
-	ns.SetClosedHandler(func(string) { s.buf.close() })
+	ns.SetClosedHandler(func(string) { s.buf.close(); s.stopDecoding() })
 	if err := ns.SetPendingLimits(c.opts.PendingLimit, nats.DefaultSubPendingBytesLimit); err != nil {
 		_ = ns.Unsubscribe()
 		c.forget(s)
@@ -381,6 +495,9 @@ func (c *NATS) Subscribe(ctx context.Context, sessionID string, opts SubscribeOp
 	if !s.attach(ns) { // the channel closed meanwhile
 		_ = ns.Unsubscribe()
 		return nil, ErrClosed
+	}
+	if s.batch != nil {
+		go s.decodeLoop()
 	}
 	fctx, cancel := withDefaultTimeout(ctx, defaultSubscribeTimeout)
 	defer cancel()
@@ -437,11 +554,15 @@ func (c *NATS) Close() error {
 }
 
 // natsSub is one subscription. nats.go calls handle from one goroutine per
-// subscription, one message at a time, so streams needs no lock.
+// subscription, one message at a time; with a Decoder, decodeLoop takes
+// over from it. Either way one goroutine accepts events, so streams needs
+// no lock.
 type natsSub struct {
 	c       *NATS
+	session string
 	buf     *buffer
 	streams *lru.Cache[uint64] // last counter seen per publishing stream
+	batch   *decodeQueue       // with a Decoder: messages waiting for it
 
 	mu    sync.Mutex
 	sub   *nats.Subscription
@@ -471,6 +592,7 @@ func (s *natsSub) end(abandon bool) {
 	} else {
 		s.buf.close()
 	}
+	s.stopDecoding()
 	if ns != nil {
 		_ = ns.Unsubscribe() // fails only if the connection is closed: nothing to undo
 	}
@@ -480,40 +602,39 @@ func (s *natsSub) handle(m *nats.Msg) {
 	if s.beforeHandle != nil {
 		s.beforeHandle()
 	}
+	r := received{data: m.Data, counter: m.Header.Get(headerLive)}
+	if s.batch != nil {
+		// Decoded in order on decodeLoop; what does not fit is lost, and
+		// shows as a gap in front of its stream's next event.
+		s.batch.put(r)
+		return
+	}
 	if s.afterHandle != nil {
 		defer s.afterHandle()
 	}
+	o, err := s.open(r)
+	if err != nil {
+		s.c.rejected(err)
+		return
+	}
+	s.accept(o)
+}
+
+// accept delivers an event that passed its checks, after the gap its
+// stream counter reveals.
+func (s *natsSub) accept(o opened) {
 	gap := 0
-	if stream, n, ok := parseLive(m.Header.Get(headerLive)); ok {
-		last, seen := s.streams.Get(stream)
-		if seen && n <= last {
+	if o.counts {
+		last, seen := s.streams.Get(o.stream)
+		if seen && o.n <= last {
 			return // a repeat; core NATS does not redeliver, but never show one twice
 		}
 		if seen {
-			gap = int(n - last - 1)
+			gap = int(min(o.n-last-1, maxGap))
 		}
-		s.streams.Put(stream, n)
+		s.streams.Put(o.stream, o.n)
 	}
-	var env keel.Envelope
-	if err := json.Unmarshal(m.Data, &env); err != nil {
-		// Not an envelope: the subscriber cannot have it, so it counts as
-		// missed rather than vanishing silently.
-		s.buf.miss(gap + 1)
-		return
-	}
-	s.buf.push(env, gap)
-}
-
-func parseLive(v string) (stream string, n uint64, ok bool) {
-	stream, num, ok := strings.Cut(v, " ")
-	if !ok || stream == "" {
-		return "", 0, false
-	}
-	n, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || n == 0 {
-		return "", 0, false
-	}
-	return stream, n, true
+	s.buf.push(o.env, gap)
 }
 
 // Next returns the next event; see Subscription.

@@ -52,3 +52,12 @@ func (s *meteredSubscription) Next(ctx context.Context) (keel.Envelope, error) {
 	}
 	return env, err
 }
+
+// LiveRejected returns a live.NATSOptions.OnReject that counts each
+// received message a live channel dropped because it failed its checks in
+// keel_live_rejected_messages_total, labelled with the reason.
+func LiveRejected(h client.MetricsHandler) func(live.Reason) {
+	return func(r live.Reason) {
+		h.WithTags(map[string]string{"reason": string(r)}).Counter(instrument.LiveRejectedMessagesTotal).Inc(1)
+	}
+}

@@ -44,6 +44,7 @@ const (
 type connFlags struct {
 	temporalFlags
 	nats     string
+	natsAuth natsFlags
 	withNATS bool
 	store    storeFlags
 	// logger receives the Temporal client's records (keel serve's);
@@ -55,7 +56,8 @@ func (c *connFlags) register(fs *flagSet, withNATS bool) {
 	c.temporalFlags.register(fs)
 	if withNATS {
 		c.withNATS = true
-		fs.StringVar(&c.nats, "nats", defaultNATS, "NATS `URL` of the live channel (streamed text); \"\" disables it")
+		fs.StringVar(&c.nats, "nats", defaultNATSURL(), "NATS `URL` of the live channel (streamed text); \"\" disables it (default $"+envNATSURL+", else "+defaultNATS+")")
+		c.natsAuth.register(fs)
 	}
 	c.store.register(fs, fs.Name() == "keel worker")
 }
@@ -111,8 +113,12 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.Run
 	var ch live.Channel
 	var natsErr error
 	if c.withNATS && c.nats != "" {
-		n, err := live.DialNATS(c.nats, live.NATSOptions{Dial: []nats.Option{nats.Timeout(natsDialTimeout)}})
+		o, err := c.liveOptions(cs, nats.Timeout(natsDialTimeout))
 		if err != nil {
+			cs.close()
+			return nil, err
+		}
+		if n, err := live.DialNATS(c.nats, o); err != nil {
 			natsErr = err
 		} else {
 			out.live, ch = n, n
@@ -151,6 +157,9 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.Run
 	if natsErr != nil {
 		// Said only now: without Temporal, the missing NATS is beside the point.
 		fmt.Fprintf(stderr, "keel: warning: live channel unavailable (%v); showing durable events only, without streamed text\n", natsErr)
+		if hint := natsHint(natsErr); hint != "" {
+			fmt.Fprintf(stderr, "  %s\n", hint)
+		}
 	}
 	return out, nil
 }

@@ -104,6 +104,7 @@ type devStack struct {
 	gwClient   *client.Client
 	gwLive     *live.NATS
 	nats       *natsserver.Server
+	natsLogin  devNATSLogin
 	publisher  *live.NATS
 	temporal   sdkclient.Client
 	worker     sdkworker.Worker
@@ -291,11 +292,10 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if err != nil {
 		return s, err
 	}
-	s.nats, err = natsserver.Start(natsserver.Options{Port: anyPortIfZero(cfg.natsPort, natsserver.RandomPort)})
-	if err != nil {
-		return s, fmt.Errorf("%w\nIs another NATS server (or `keel dev`) using the port? Choose another with --nats-port (0 picks a free one)", err)
+	if err := s.startNATS(cfg); err != nil {
+		return s, err
 	}
-	if s.publisher, err = live.DialNATS(s.nats.ClientURL(), live.NATSOptions{}); err != nil {
+	if s.publisher, err = live.DialNATS(s.nats.ClientURL(), s.liveOptions()); err != nil {
 		return s, err
 	}
 	s.tel = cfg.telemetry
@@ -338,7 +338,9 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 // many event streams never slow the worker's publishing.
 func (s *devStack) startGateway(ctx context.Context, opts gateway.Options) error {
 	var err error
-	if s.gwLive, err = live.DialNATS(s.nats.ClientURL(), live.NATSOptions{}); err != nil {
+	lo := s.liveOptions()
+	lo.OnReject = telemetry.LiveRejected(s.tel.MetricsHandler())
+	if s.gwLive, err = live.DialNATS(s.nats.ClientURL(), lo); err != nil {
 		return err
 	}
 	// The HTTP API's event streams are keel dev's live subscribers: their
@@ -405,6 +407,7 @@ func (s *devStack) stop() error {
 	}
 	if s.nats != nil {
 		s.nats.Shutdown()
+		s.natsLogin.unregister()
 	}
 	if s.http != nil {
 		errs = append(errs, s.http.Close())
@@ -438,7 +441,7 @@ func (s *devStack) addressFlag() string {
 }
 
 func (s *devStack) natsFlag() string {
-	if s.nats.ClientURL() == defaultNATS {
+	if s.nats.ClientURL() == defaultNATSURL() {
 		return ""
 	}
 	return " --nats " + s.nats.ClientURL()
@@ -476,14 +479,14 @@ keel dev is up.
 Try it from another terminal:
   keel run%s "Give me a tour of the workspace"
   curl -H 'Content-Type: application/json' -d '{"prompt":"Give me a tour"}' %s/sessions/demo/runs
-`, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL(), s.gatewayURL(), "http://"+s.httpL.Addr().String()+"/", s.codecURL, decryptsNote(s.keys), encryptionNote(s.keys), where,
+`, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL()+s.natsLogin.note(s.keys != nil), s.gatewayURL(), "http://"+s.httpL.Addr().String()+"/", s.codecURL, decryptsNote(s.keys), encryptionNote(s.keys), where,
 		s.store.URL(), s.workspace, logPath, metricsNote, tracesNote, s.addressFlag()+s.natsFlag()+s.codecFlag(), s.gatewayURL())
 }
 
 // runDemo sends the demo prompt in a new session and renders the run as
 // `keel run` does.
 func (s *devStack) runDemo(ctx context.Context, stdout, stderr io.Writer) {
-	n, err := live.DialNATS(s.nats.ClientURL(), live.NATSOptions{})
+	n, err := live.DialNATS(s.nats.ClientURL(), s.liveOptions())
 	if err != nil {
 		fmt.Fprintf(stderr, "keel dev: demo: %s\n", sanitize(err.Error()))
 		return

@@ -620,7 +620,7 @@ func TestDevDemo(t *testing.T) {
 	for _, pattern := range []string{
 		`Temporal gRPC  127\.0\.0\.1:\d+`,
 		`Web UI         http://127\.0\.0\.1:\d+\n`,
-		`NATS \(live\)    nats://127\.0\.0\.1:\d+\n`,
+		`NATS \(live\)    nats://127\.0\.0\.1:\d+  \(NKey in .+/nats\.nk\)\n`,
 		`keel run --address 127\.0\.0\.1:\d+ --nats nats://127\.0\.0\.1:\d+ "Give me a tour of the workspace"`,
 		`● run 1 · scripted:demo · session s-[0-9a-f]+\n`,
 		`Hello! I'm keel's built-in demo agent\.`,
@@ -637,7 +637,7 @@ func TestDevDemo(t *testing.T) {
 	if err != nil || string(welcome) != scripted.DemoWelcome {
 		t.Errorf("workspace not seeded with the demo's welcome.txt: %v", err)
 	}
-	for _, f := range []string{"temporal.db", "dev.log"} {
+	for _, f := range []string{"temporal.db", "dev.log", devNATSSeedFile} {
 		if _, err := os.Stat(filepath.Join(dataDir, f)); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}

@@ -15,5 +15,15 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envRunAsKeel) == "1" {
 		main()
 	}
-	os.Exit(m.Run())
+	// keel dev records its NATS credentials for local commands in the
+	// user's configuration directory: the tests' stacks (and the keel
+	// dev processes they start, which inherit this) use one of their own.
+	dir, err := os.MkdirTemp("", "keel-config-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(envConfigDir, dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }

@@ -138,7 +138,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	live := "durable events only (no NATS)"
 	if kc.live != nil {
-		live = conn.nats
+		live = liveRedact(conn.nats)
 	}
 	fmt.Fprintf(stdout, `keel serve is up.
   HTTP API   http://%s/v1  (OpenAPI: /v1/openapi.json)

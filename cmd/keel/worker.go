@@ -121,15 +121,18 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if conn.nats != "" {
 		// Unlike a reader, a worker lives long: connect whenever NATS comes
 		// up rather than giving up on streamed text for its whole life.
-		pub, err := live.DialNATS(conn.nats, live.NATSOptions{Dial: []nats.Option{nats.RetryOnFailedConnect(true)}})
+		pub, err := conn.dialLive(cs, nats.RetryOnFailedConnect(true))
 		if err != nil {
 			return fail(stderr, "worker", err)
 		}
 		defer pub.Close()
 		opts.Live = pub
-		liveNote = conn.nats
+		liveNote = live.RedactURL(conn.nats)
+		if cs.keys != nil {
+			liveNote += " (deltas encrypted)"
+		}
 		if !pub.Conn().IsConnected() {
-			fmt.Fprintf(stderr, "keel worker: warning: NATS at %s is not reachable yet; retrying in the background (no streamed text until then)\n", conn.nats)
+			fmt.Fprintf(stderr, "keel worker: warning: NATS at %s is not reachable yet; retrying in the background (no streamed text until then)\n", live.RedactURL(conn.nats))
 		}
 	}
 	if tel.MetricsURL() != "" || tel.TracerProvider() != nil {

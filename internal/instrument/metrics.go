@@ -55,6 +55,10 @@ const (
 	// LivePublishFailuresTotal counts ephemeral events a worker could not
 	// publish to the live channel.
 	LivePublishFailuresTotal = "keel_live_publish_failures_total"
+	// LiveRejectedMessagesTotal counts messages a live subscriber dropped
+	// because they failed its checks (forged, malformed, plaintext on an
+	// encrypted channel); label reason (live.Reason).
+	LiveRejectedMessagesTotal = "keel_live_rejected_messages_total"
 )
 
 // Names lists every metric keel records itself, for documentation and
@@ -63,7 +67,7 @@ var Names = []string{
 	RunsTotal, RunDuration, ModelRetriesTotal, HostInputWait,
 	ModelTurnDuration, ModelTimeToFirstToken, ModelInputTokens, ModelOutputTokens,
 	ToolCallsTotal, ToolCallDuration,
-	LiveDeliveryLag, LiveMissedEventsTotal, LivePublishFailuresTotal,
+	LiveDeliveryLag, LiveMissedEventsTotal, LivePublishFailuresTotal, LiveRejectedMessagesTotal,
 }
 
 // RunFinished records a run's terminal commit.

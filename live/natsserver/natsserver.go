@@ -4,6 +4,7 @@
 package natsserver
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 )
 
 // Defaults of Options.
@@ -36,6 +38,61 @@ type Options struct {
 	// ReadyTimeout bounds the wait for the server to accept connections.
 	// Default DefaultReadyTimeout.
 	ReadyTimeout time.Duration
+
+	// Authentication, at most one of the three; without any the server
+	// takes every client (the tests' servers).
+
+	// Token is the token every client must present (nats.Token).
+	Token string
+	// User and Password are the name and password every client must
+	// present (nats.UserInfo); both or neither.
+	User, Password string
+	// NKeys are the public NKeys ("U…") of the users that may connect.
+	// A client proves it holds the seed by signing the server's nonce
+	// (nats.Nkey, nats.NkeyOptionFromSeed): no secret crosses the
+	// connection, so a client that dialled the wrong server gives nothing
+	// away. `keel dev` uses one.
+	NKeys []string
+
+	// TLS, when set, makes the server accept TLS connections only, with
+	// this configuration (its certificate; with ClientAuth
+	// tls.RequireAndVerifyClientCert and ClientCAs, mutual TLS).
+	TLS *tls.Config
+}
+
+// auth checks the authentication options and puts them in so.
+func (o Options) auth(so *server.Options) error {
+	methods := 0
+	if o.Token != "" {
+		methods++
+		so.Authorization = o.Token
+	}
+	if o.User != "" || o.Password != "" {
+		methods++
+		if o.User == "" || o.Password == "" {
+			return errors.New("natsserver: User and Password go together")
+		}
+		so.Username, so.Password = o.User, o.Password
+	}
+	if len(o.NKeys) > 0 {
+		methods++
+		for i, k := range o.NKeys {
+			if !nkeys.IsValidPublicUserKey(k) {
+				// Not quoted: it may be a seed given by mistake.
+				return fmt.Errorf("natsserver: NKeys[%d] is not a user's public NKey (one of 56 characters starting with U)", i)
+			}
+			so.Nkeys = append(so.Nkeys, &server.NkeyUser{Nkey: k})
+		}
+	}
+	if methods > 1 {
+		return errors.New("natsserver: choose one of Token, User and Password, NKeys")
+	}
+	if o.TLS != nil {
+		so.TLS, so.TLSConfig = true, o.TLS
+		so.TLSVerify = o.TLS.ClientAuth == tls.RequireAndVerifyClientCert
+		so.TLSTimeout = 2
+	}
+	return nil
 }
 
 // Server is an in-process NATS server, for `keel dev` and tests. It logs
@@ -67,12 +124,16 @@ func Start(opts Options) (*Server, error) {
 		}
 		l.Close()
 	}
-	srv, err := server.NewServer(&server.Options{
+	so := &server.Options{
 		Host:   opts.Host,
 		Port:   opts.Port,
 		NoLog:  true,
 		NoSigs: true,
-	})
+	}
+	if err := opts.auth(so); err != nil {
+		return nil, err
+	}
+	srv, err := server.NewServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("natsserver: NATS server: %w", err)
 	}
@@ -91,11 +152,16 @@ func Start(opts Options) (*Server, error) {
 		// Listening everywhere; clients on this machine dial loopback.
 		host = "127.0.0.1"
 	}
-	u := url.URL{Scheme: "nats", Host: net.JoinHostPort(host, strconv.Itoa(addr.Port))}
+	scheme := "nats"
+	if opts.TLS != nil {
+		scheme = "tls"
+	}
+	u := url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(addr.Port))}
 	return &Server{srv: srv, url: u.String()}, nil
 }
 
-// ClientURL returns the URL clients dial, such as nats://127.0.0.1:4222.
+// ClientURL returns the URL clients dial, such as nats://127.0.0.1:4222
+// (tls://… with Options.TLS). It holds no credentials.
 func (s *Server) ClientURL() string { return s.url }
 
 // InProcessConn returns a connection to the server that bypasses TCP; it
