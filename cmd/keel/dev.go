@@ -81,6 +81,11 @@ type devConfig struct {
 	telemetry *telemetry.Telemetry
 	// config is the worker's keel.yaml; nil or an empty flag: none.
 	config *configFlag
+	// scripts is the scripts directory (scripted:NAME plays NAME.json in
+	// it), created if missing; "": none. allowModels, when not empty, is
+	// all the worker offers (--allow-model).
+	scripts     string
+	allowModels []string
 }
 
 // devStack is a running local stack.
@@ -104,7 +109,10 @@ type devStack struct {
 	temporal   sdkclient.Client
 	worker     sdkworker.Worker
 	workspace  string
+	scripts    string
 	tel        *telemetry.Telemetry
+	// closers release what the worker held, once it stopped.
+	closers []func() error
 }
 
 func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -129,6 +137,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cryptFlags.register(fs)
 	var confFlag configFlag
 	confFlag.register(fs)
+	var modelOpts modelFlags
+	modelOpts.register(fs, " (default: keel.yaml's scripts, else DATA_DIR/scripts, created if missing)")
 	var telFlags telemetryFlags
 	telFlags.register(fs, defaultDevMetricsAddress)
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
@@ -136,6 +146,9 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := confFlag.load(); err != nil {
 		return fail(stderr, "dev", err)
+	}
+	if err := modelOpts.check(); err != nil {
+		return fs.usageError(stderr, "%v", err)
 	}
 	if err := tuning.check(); err != nil {
 		return fs.usageError(stderr, "%v", err)
@@ -167,6 +180,14 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// anyway) would bury the demo and the addresses in the terminal.
 	if err := os.MkdirAll(*dataDir, 0o700); err != nil {
 		return fail(stderr, "dev", err)
+	}
+	// --scripts and keel.yaml's scripts must exist; the default is made.
+	scriptsDir := modelOpts.scriptsDir(fs, &confFlag, "")
+	if scriptsDir == "" {
+		scriptsDir = filepath.Join(*dataDir, "scripts")
+		if err := os.MkdirAll(scriptsDir, 0o755); err != nil {
+			return fail(stderr, "dev", err)
+		}
 	}
 	logPath := filepath.Join(*dataDir, "dev.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -203,6 +224,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		crypt:     cryptFlags,
 		telemetry: tel,
 		config:    &confFlag,
+		scripts:     scriptsDir,
+		allowModels: modelOpts.allow,
 	})
 	if err != nil {
 		return fail(stderr, "dev", err)
@@ -285,7 +308,15 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if err := worker.EnsureSearchAttributes(ctx, s.temporal, s.server.Namespace()); err != nil {
 		return s, err
 	}
-	wopts := worker.Options{Workspace: s.workspace, Live: s.publisher, Logger: logger, Codec: s.codec}
+	models, err := newModels(cfg.scripts, cfg.allowModels)
+	if err != nil {
+		return s, err
+	}
+	s.scripts = cfg.scripts
+	if dir, ok := models.Scripts.(io.Closer); ok {
+		s.closers = append(s.closers, dir.Close)
+	}
+	wopts := worker.Options{Workspace: s.workspace, Live: s.publisher, Logger: logger, Codec: s.codec, Models: models}
 	if cfg.tuning != nil {
 		cfg.tuning.apply(&wopts)
 	}
@@ -370,6 +401,9 @@ func (s *devStack) stop() error {
 	if s.worker != nil {
 		s.worker.Stop()
 	}
+	for _, c := range s.closers {
+		errs = append(errs, c())
+	}
 	if s.publisher != nil {
 		errs = append(errs, s.publisher.Close())
 	}
@@ -448,6 +482,7 @@ keel dev is up.
   data           %s
   content store  %s
   workspace      %s
+  scripts        %s
   logs           %s
   metrics        %s
   traces         %s
@@ -456,7 +491,7 @@ Try it from another terminal:
   keel run%s "Give me a tour of the workspace"
   curl -d '{"prompt":"Give me a tour"}' %s/sessions/demo/runs
 `, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL(), s.gatewayURL(), "http://"+s.httpL.Addr().String()+"/", s.codecURL, decryptsNote(s.keys), encryptionNote(s.keys), where,
-		s.store.URL(), s.workspace, logPath, metricsNote, tracesNote, s.addressFlag()+s.natsFlag()+s.codecFlag(), s.gatewayURL())
+		s.store.URL(), s.workspace, scriptsNote(s.scripts), logPath, metricsNote, tracesNote, s.addressFlag()+s.natsFlag()+s.codecFlag(), s.gatewayURL())
 }
 
 // runDemo sends the demo prompt in a new session and renders the run as
