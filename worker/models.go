@@ -105,7 +105,7 @@ type Catalog interface {
 }
 
 var (
-	_ Catalog                  = (*Models)(nil)
+	_ Catalog                 = (*Models)(nil)
 	_ activities.ModelLabeler = (*Models)(nil)
 )
 

@@ -81,8 +81,8 @@ type devConfig struct {
 	telemetry *telemetry.Telemetry
 	// config is the worker's keel.yaml; nil or an empty flag: none.
 	config *configFlag
-	// scripts is the scripts directory (scripted:NAME plays NAME.json in
-	// it), created if missing; "": none. allowModels, when not empty, is
+	// scripts is the scripts directory, which must exist (scripted:NAME
+	// plays NAME.json in it); "": none. allowModels, when not empty, is
 	// all the worker offers (--allow-model).
 	scripts     string
 	allowModels []string
@@ -224,6 +224,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		crypt:     cryptFlags,
 		telemetry: tel,
 		config:    &confFlag,
+
 		scripts:     scriptsDir,
 		allowModels: modelOpts.allow,
 	})

@@ -259,4 +259,6 @@ func (b *ScriptBook) Admits(spec string) bool { return b.catalog().Admits(spec) 
 func (b *ScriptBook) Offer() string { return b.catalog().Offer() }
 
 // ModelLabel implements activities.ModelLabeler.
-func (b *ScriptBook) ModelLabel(spec, model string) string { return b.catalog().ModelLabel(spec, model) }
+func (b *ScriptBook) ModelLabel(spec, model string) string {
+	return b.catalog().ModelLabel(spec, model)
+}
