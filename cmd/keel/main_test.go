@@ -15,5 +15,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envRunAsKeel) == "1" {
 		main()
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	_ = os.RemoveAll(testScripts()) // writeScript's directory
+	os.Exit(code)
 }
