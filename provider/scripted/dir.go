@@ -158,7 +158,8 @@ func (d *Dir) Names(limit int) ([]string, bool) {
 	var names []string
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), Ext)
-		if ok && ValidName(name) && (e.Type().IsRegular() || e.Type()&fs.ModeSymlink != 0) {
+		// A symlink counts when it leads to a regular file inside.
+		if ok && ValidName(name) && (e.Type().IsRegular() || e.Type()&fs.ModeSymlink != 0 && d.Has(name)) {
 			names = append(names, name)
 		}
 	}

@@ -102,7 +102,7 @@ func TestDirScripts(t *testing.T) {
 		t.Errorf("Script(broken) = %v, want the parse error naming the file", err)
 	}
 	names, more := d.Names(10)
-	if strings.Join(names, ",") != "alias,broken,escape,hello" || more {
+	if strings.Join(names, ",") != "alias,broken,hello" || more {
 		t.Errorf("Names = %v, %v", names, more)
 	}
 	if names, more := d.Names(1); len(names) != 1 || !more {
