@@ -22,6 +22,14 @@ type ModelResolver interface {
 	Resolve(spec string) (provider.Provider, string, error)
 }
 
+// ModelLabeler is a ModelResolver that chooses the "model" label of a
+// turn's metrics, from a bounded set (worker.Models does): a resolver
+// that admits names clients invent must not add a metric series for each.
+// Without it the label is the model name Resolve returned.
+type ModelLabeler interface {
+	ModelLabel(spec, model string) string
+}
+
 // RunReader reads a Run workflow's state from Temporal: the transcript
 // prefix a turn needs when the worker's cache does not hold it (after a
 // restart, or when turns land on different workers), and the events of a

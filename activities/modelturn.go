@@ -24,7 +24,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 	if err != nil {
 		return nil, err
 	}
-	ctx, obs := a.observeTurn(ctx, in, p.Name(), model)
+	ctx, obs := a.observeTurn(ctx, in, p.Name(), model, a.modelLabel(in.Model, model))
 	defer func() { obs.end(ctx, turn, err) }()
 	var specs []keel.ToolSpec
 	var plans map[string]CallPlan

@@ -27,17 +27,29 @@ func (a *Activities) tracer() trace.Tracer {
 
 // turnObserver measures one ModelTurn activity.
 type turnObserver struct {
-	span            trace.Span
-	start           time.Time
+	span  trace.Span
+	start time.Time
+	// provider and model are the labels of the turn's metrics.
 	provider, model string
 }
 
-func (a *Activities) observeTurn(ctx context.Context, in ModelTurnInput, providerName, model string) (context.Context, *turnObserver) {
+// modelLabel is the "model" label of a turn of spec whose model is model
+// (ModelLabeler).
+func (a *Activities) modelLabel(spec, model string) string {
+	if l, ok := a.Models.(ModelLabeler); ok {
+		return l.ModelLabel(spec, model)
+	}
+	return model
+}
+
+// observeTurn starts measuring a turn: its span names model, its metrics
+// carry label.
+func (a *Activities) observeTurn(ctx context.Context, in ModelTurnInput, providerName, model, label string) (context.Context, *turnObserver) {
 	ctx, span := instrument.StartModelTurn(ctx, a.tracer(), instrument.Turn{
 		SessionID: in.SessionID, RunID: in.RunID, Step: in.Step, Attempt: in.Attempt,
 		System: providerName, Model: model,
 	})
-	return ctx, &turnObserver{span: span, start: time.Now(), provider: providerName, model: model}
+	return ctx, &turnObserver{span: span, start: time.Now(), provider: providerName, model: label}
 }
 
 // end records the turn's outcome: res on success, else what err carries.

@@ -10,8 +10,9 @@ import (
 // RunConfig says which model and tools a run uses. It travels in workflow
 // input and history, so it never holds secrets.
 type RunConfig struct {
-	// Model is a model spec: "scripted:demo", "scripted:FILE.json",
-	// "openai:MODEL", "anthropic:MODEL". Default DefaultModel.
+	// Model is a model spec the worker offers: "scripted:demo",
+	// "scripted:NAME", "openai:MODEL", "anthropic:MODEL", or the NAME of a
+	// model of its keel.yaml. Default DefaultModel.
 	Model string `json:"model,omitempty"`
 	// System is the system prompt. Optional.
 	System string `json:"system,omitempty"`

@@ -17,6 +17,7 @@ import (
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/live/natsserver"
+	"github.com/keelrun/keel/provider/scripted"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/worker"
 )
@@ -70,6 +71,9 @@ type WorkerConfig struct {
 	Workspace string
 	// Dir is scratch space the worker may use.
 	Dir string
+	// Scripts is the worker's scripts directory (`keel worker --scripts`):
+	// the measured runs' models are scripted:NAME from it.
+	Scripts string
 }
 
 // Process is a worker running in another process.
@@ -161,7 +165,8 @@ func (s *stack) say(format string, args ...any) {
 
 func (s *stack) workerConfig() WorkerConfig {
 	return WorkerConfig{Address: s.srv.Address(), Namespace: s.srv.Namespace(), NATSURL: s.natsURL,
-		StoreURL: s.storeURL, Workspace: filepath.Join(s.dir, "workspace"), Dir: s.dir}
+		StoreURL: s.storeURL, Workspace: filepath.Join(s.dir, "workspace"), Dir: s.dir,
+		Scripts: filepath.Join(s.dir, "scripts")}
 }
 
 // dial opens a Temporal connection of its own, with the content store's
@@ -195,6 +200,9 @@ func measurePoint(ctx context.Context, opts ConcurrencyOptions, n int) (p Concur
 	}
 	defer ns.Shutdown()
 	s.natsURL = ns.ClientURL()
+	if err := os.MkdirAll(filepath.Join(dir, "scripts"), 0o700); err != nil { // workerConfig's
+		return p, err
+	}
 	storeDir := filepath.Join(dir, "store")
 	if err := os.MkdirAll(storeDir, 0o700); err != nil {
 		return p, err
@@ -240,27 +248,36 @@ func measurePoint(ctx context.Context, opts ConcurrencyOptions, n int) (p Concur
 // startInProcessKeelWorker runs a keel worker in this process as `keel
 // dev` does: default options, the workspace's file tools, deltas to NATS,
 // large values to the content store.
-func (s *stack) startInProcessKeelWorker(ctx context.Context, workspace string) (stop func(), err error) {
+func (s *stack) startInProcessKeelWorker(ctx context.Context, cfg WorkerConfig) (stop func(), err error) {
+	scripts, err := scripted.OpenDir(cfg.Scripts)
+	if err != nil {
+		return nil, err
+	}
+	models := worker.DefaultModels()
+	models.Scripts = scripts
 	tc, err := s.dial(ctx)
 	if err != nil {
+		_ = scripts.Close()
 		return nil, err
 	}
 	pub, err := live.DialNATS(s.natsURL, live.NATSOptions{})
 	if err != nil {
 		tc.Close()
+		_ = scripts.Close()
 		return nil, err
 	}
-	w, err := worker.New(tc, worker.Options{Workspace: workspace, Live: pub, Codec: s.codec,
-		Logger: zap.NewNop()})
+	w, err := worker.New(tc, worker.Options{Workspace: cfg.Workspace, Live: pub, Codec: s.codec,
+		Logger: zap.NewNop(), Models: models})
 	if err == nil {
 		err = w.Start()
 	}
 	if err != nil {
 		_ = pub.Close()
 		tc.Close()
+		_ = scripts.Close()
 		return nil, err
 	}
-	return func() { w.Stop(); _ = pub.Close(); tc.Close() }, nil
+	return func() { w.Stop(); _ = pub.Close(); tc.Close(); _ = scripts.Close() }, nil
 }
 
 // RunBaselineWorker runs the bare baseline's worker (NewBaselineWorker) on

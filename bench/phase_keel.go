@@ -29,11 +29,11 @@ func (s *stack) keel(ctx context.Context) (PhaseFigures, error) {
 	if err := seedWorkspace(cfg.Workspace); err != nil {
 		return PhaseFigures{}, err
 	}
-	model, err := s.writeScript("stream.json", StreamScript())
+	model, err := s.writeScript(cfg.Scripts, "stream", StreamScript())
 	if err != nil {
 		return PhaseFigures{}, err
 	}
-	warm, err := s.writeScript("warm.json", warmScript)
+	warm, err := s.writeScript(cfg.Scripts, "warm", warmScript)
 	if err != nil {
 		return PhaseFigures{}, err
 	}
@@ -48,7 +48,7 @@ func (s *stack) keel(ctx context.Context) (PhaseFigures, error) {
 		ph.workerPID = p.PID
 	} else {
 		s.say("keel: starting a keel worker in this process")
-		stop, err := s.startInProcessKeelWorker(ctx, cfg.Workspace)
+		stop, err := s.startInProcessKeelWorker(ctx, cfg)
 		if err != nil {
 			return PhaseFigures{}, err
 		}
@@ -166,18 +166,18 @@ func firstDelta(ctx context.Context, sub live.Subscription) error {
 	}
 }
 
-// writeScript writes a scripted model where a worker in any process reads
-// it, and returns its model spec.
-func (s *stack) writeScript(name string, sc *scripted.Script) (string, error) {
+// writeScript writes a scripted model as NAME.json in the workers'
+// scripts directory, where a worker in any process finds it, and returns
+// its model spec, scripted:NAME.
+func (s *stack) writeScript(dir, name string, sc *scripted.Script) (string, error) {
 	b, err := scriptJSON(sc)
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(s.dir, name)
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+scripted.Ext), b, 0o600); err != nil {
 		return "", err
 	}
-	return "scripted:" + path, nil
+	return "scripted:" + name, nil
 }
 
 // seedWorkspace creates the workspace with a few files for list_files.

@@ -18,6 +18,7 @@ import (
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/live/natsserver"
+	"github.com/keelrun/keel/provider/scripted"
 	"github.com/keelrun/keel/tool"
 	"github.com/keelrun/keel/worker"
 )
@@ -35,9 +36,9 @@ type Options struct {
 	// in another process, against the server at address and namespace and
 	// the NATS server at natsURL, with dir as scratch space; it returns
 	// once the worker polls, with a function that stops it. The worker
-	// must resolve "scripted:FILE" model specs and offer the tools of
-	// Tools. Nil runs that worker in this process on connections of its
-	// own.
+	// must offer the scripts of dir as "scripted:NAME" (dir/NAME.json:
+	// `keel worker --scripts dir`) and the tools of Tools. Nil runs that
+	// worker in this process on connections of its own.
 	WorkerProcess func(ctx context.Context, address, namespace, natsURL, dir string) (stop func(), err error)
 	// Progress, when set, is told what each phase measures, naming the
 	// server ("tuned" or "untuned").
@@ -61,11 +62,15 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	defer os.RemoveAll(dir)
 	// The latency script goes to a file so a worker in another process
-	// resolves it too, as scripted:FILE.
-	script := filepath.Join(dir, "latency.json")
-	if err := os.WriteFile(script, []byte(LatencyScript), 0o600); err != nil {
+	// offers it too, as scripted:latency from its scripts directory.
+	if err := os.WriteFile(filepath.Join(dir, latencyScriptName+scripted.Ext), []byte(LatencyScript), 0o600); err != nil {
 		return nil, err
 	}
+	scripts, err := scripted.OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer scripts.Close()
 	ns, err := natsserver.Start(natsserver.Options{Port: natsserver.RandomPort})
 	if err != nil {
 		return nil, fmt.Errorf("bench: start NATS: %w", err)
@@ -74,7 +79,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 
 	rep := &Report{Runs: opts.Runs, Steps: opts.Steps, WorkerProcess: opts.WorkerProcess != nil, Load: loadAverage()}
 	for _, tuned := range []bool{true, false} {
-		b := &serverBench{opts: opts, tuned: tuned, natsURL: ns.ClientURL(), model: "scripted:" + script, dir: dir}
+		b := &serverBench{opts: opts, tuned: tuned, natsURL: ns.ClientURL(), model: "scripted:" + latencyScriptName,
+			dir: dir, scripts: scripts}
 		figs, err := b.measure(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("bench: %s server: %w", b.name(), err)
@@ -87,6 +93,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	return rep, nil
 }
+
+// latencyScriptName names LatencyScript in the workers' scripts directory.
+const latencyScriptName = "latency"
 
 // Tools returns the built-in tools on workspace plus NoopTool: what a
 // worker offers that plays Run's scripts (`keel worker --bench-tools`).
@@ -107,8 +116,9 @@ type serverBench struct {
 	opts    Options
 	tuned   bool
 	natsURL string
-	model   string // the latency script, scripted:FILE
-	dir     string // scratch space
+	model   string // the latency script, scripted:latency
+	dir     string // scratch space, and the workers' scripts directory
+	scripts *scripted.Dir
 
 	srv *devserver.Server
 	// Separate Temporal connections for the probes, the workers and the
@@ -233,7 +243,7 @@ func (b *serverBench) latencyNATS(ctx context.Context) (EventLatency, error) {
 			return EventLatency{}, err
 		}
 		defer pub.Close()
-		w, err := b.startWorker(&worker.Models{}, pub)
+		w, err := b.startWorker(&worker.Models{Scripts: b.scripts}, pub)
 		if err != nil {
 			return EventLatency{}, err
 		}
@@ -252,7 +262,7 @@ func (b *serverBench) latencyMemory(ctx context.Context) (EventLatency, error) {
 	b.say("deltas via the in-process channel")
 	mem := live.NewMemory()
 	defer mem.Close()
-	w, err := b.startWorker(&worker.Models{}, mem)
+	w, err := b.startWorker(&worker.Models{Scripts: b.scripts}, mem)
 	if err != nil {
 		return EventLatency{}, err
 	}

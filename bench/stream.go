@@ -75,7 +75,8 @@ func words(n int) []string {
 	return out
 }
 
-// scriptJSON encodes a script for a worker that loads it as scripted:FILE.
+// scriptJSON encodes a script for a worker that offers it as scripted:NAME
+// from its scripts directory.
 func scriptJSON(s *scripted.Script) ([]byte, error) {
 	return json.MarshalIndent(s, "", " ")
 }

@@ -28,7 +28,7 @@ func TestDialMutualTLS(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	require.Equal(t, "default", c.Namespace())
-	run, err := c.Session("tls-1").Send(ctx, "hello", client.WithConfig(api.RunConfig{Model: "scripted:any"}))
+	run, err := c.Session("tls-1").Send(ctx, "hello", client.WithConfig(api.RunConfig{Model: api.DefaultModel}))
 	require.NoError(t, err)
 	out, err := run.Outcome(ctx)
 	require.NoError(t, err)

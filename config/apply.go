@@ -12,21 +12,29 @@ import (
 	"github.com/keelrun/keel/worker"
 )
 
-// Apply sets in opts what the file configures: Models (the named models,
-// with every other spec resolved as opts.Models or worker.DefaultModels
-// would), Workspace, Tools (the enabled built-ins, unless opts.Tools is
-// already set), Policy (approvals and limits) and MCPServers. It builds
-// the providers now, so a missing key fails here, naming the model.
+// Apply sets in opts what the file configures: the models (AddModels, on
+// opts.Models when it is a *worker.Models, else on worker.DefaultModels()),
+// Workspace, Tools (the enabled built-ins, unless opts.Tools is already
+// set), Policy (approvals and limits) and MCPServers. It builds the
+// providers now, so a missing key fails here, naming the model.
 func (c *Config) Apply(opts *worker.Options) error {
-	models, err := c.NewModels()
-	if err != nil {
-		return err
+	switch m := opts.Models.(type) {
+	case nil:
+		models := worker.DefaultModels()
+		if err := c.AddModels(models); err != nil {
+			return err
+		}
+		opts.Models = models
+	case *worker.Models:
+		if err := c.AddModels(m); err != nil {
+			return err
+		}
+	default:
+		// A resolver of the program's own decides its models alone.
+		if c.declaresModels() {
+			return fmt.Errorf("config: %s declares models, scripts or allow_models, which need worker.Options.Models to be a *worker.Models (or nil), not %T", c.File, m)
+		}
 	}
-	models.Specs = opts.Models
-	if models.Specs == nil {
-		models.Specs = worker.DefaultModels()
-	}
-	opts.Models = models
 	if c.Workspace != "" {
 		opts.Workspace = c.Workspace
 	}
@@ -35,6 +43,7 @@ func (c *Config) Apply(opts *worker.Options) error {
 		if root == "" {
 			root = "workspace"
 		}
+		var err error
 		if opts.Tools, err = c.NewTools(root); err != nil {
 			return err
 		}

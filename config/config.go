@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/worker"
 )
 
 // DefaultName is the file keel looks for when told to use a configuration
@@ -16,7 +17,7 @@ const DefaultName = "keel.yaml"
 
 // DefaultModelSpec is the model spec that names the file's default model:
 // a run sent with model "default" (keel run --model default) uses it.
-const DefaultModelSpec = "default"
+const DefaultModelSpec = worker.DefaultModelName
 
 // Providers a model may name.
 const (
@@ -29,8 +30,8 @@ const (
 // allow-list and is offered from Go only).
 var BuiltinTools = []string{"sleep", "ask_user", "read_file", "write_file", "list_files"}
 
-// Config is a checked keel.yaml. Relative paths in it (workspace, script
-// files) are already resolved against the file's directory.
+// Config is a checked keel.yaml. Relative paths in it (workspace, scripts,
+// script files) are already resolved against the file's directory.
 type Config struct {
 	// File is the path the configuration was read from.
 	File string
@@ -39,6 +40,13 @@ type Config struct {
 	// DefaultModel names the model of spec "default". Empty: the first of
 	// Models, if any.
 	DefaultModel string
+	// Scripts is the scripts directory: each NAME.json in it is offered as
+	// the model spec "scripted:NAME". Empty: none (keel dev has its own).
+	Scripts string
+	// AllowModels declares what clients may name: model names, specs and
+	// patterns ending in '*' (worker.Models.Allow). Nil: the worker offers
+	// everything it holds.
+	AllowModels []string
 	// Workspace is the root of the file tools. Empty: the worker's default.
 	Workspace string
 	// Tools are the enabled built-in tools. Nil: all of BuiltinTools; empty:
@@ -69,7 +77,8 @@ type Model struct {
 	// BaseURL is the API root. Optional: the provider's default.
 	BaseURL string
 	// Model is the provider's model name; for "scripted", "demo" or the
-	// path of a script file.
+	// path of a script file (the operator's: read when the worker starts,
+	// a regular file of at most scripted.MaxScriptBytes).
 	Model string
 	// APIKeyEnv names the environment variable holding the API key, read
 	// by the worker at start. Optional for local servers and scripted.

@@ -1,88 +1,77 @@
 package config
 
 import (
-	"fmt"
+	"maps"
 	"os"
-	"strings"
+	"slices"
 
-	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/provider"
 	"github.com/keelrun/keel/provider/anthropic"
 	"github.com/keelrun/keel/provider/openai"
 	"github.com/keelrun/keel/provider/scripted"
+	"github.com/keelrun/keel/worker"
 )
 
-// Models resolves a file's named models, "default", and every other spec
-// ("openai:MODEL", "scripted:FILE.json", ...) through Specs. It implements
-// activities.ModelResolver.
-type Models struct {
-	// Specs resolves specs that name no model of the file (they hold a
-	// ':'). Default: worker.DefaultModels() (Apply sets it).
-	Specs activities.ModelResolver
-
-	named map[string]resolved
-	names []string
-	def   string
-}
-
-var _ activities.ModelResolver = (*Models)(nil)
-
-type resolved struct {
-	p     provider.Provider
-	model string
-}
-
-// Resolve returns the provider and model name for spec: a model name of
-// the file, "default" for the default model, or a spec for Specs.
-func (m *Models) Resolve(spec string) (provider.Provider, string, error) {
-	if strings.Contains(spec, ":") {
-		if m.Specs == nil {
-			return nil, "", unknownModel(spec, "this worker resolves only the models of its configuration file")
-		}
-		return m.Specs.Resolve(spec)
-	}
-	name := spec
-	if name == DefaultModelSpec {
-		if m.def == "" {
-			return nil, "", unknownModel(spec, "this worker's configuration names no model")
-		}
-		name = m.def
-	}
-	r, ok := m.named[name]
-	if !ok {
-		return nil, "", unknownModel(spec, fmt.Sprintf("this worker's models are %s", strings.Join(m.names, ", ")))
-	}
-	return r.p, r.model, nil
-}
-
-func unknownModel(spec, why string) *keel.ProviderError {
-	return &keel.ProviderError{Provider: "keel", Kind: keel.ProviderUnknownModel,
-		Message: fmt.Sprintf("model %q: %s", spec, why)}
-}
-
-// NewModels builds the providers of the file's models, reading their keys
-// from the environment now: a missing key or a bad endpoint is an *Error
-// naming the model's place in the file.
-func (c *Config) NewModels() (*Models, error) {
-	m := &Models{named: map[string]resolved{}, def: c.DefaultModel}
-	if m.def == "" && len(c.Models) > 0 {
-		m.def = c.Models[0].Name
-	}
+// AddModels adds to the worker's model catalogue m what the file
+// declares about models: the named models (their providers built now,
+// their keys read now: a missing key or a bad endpoint is an *Error naming
+// the model's place in the file), default_model (default: the first
+// model), the scripts directory unless m already has scripts (a --scripts
+// flag wins), and allow_models, added to m.Allow.
+func (c *Config) AddModels(m *worker.Models) error {
 	var errs Errors
+	named := maps.Clone(m.Named)
+	if named == nil && len(c.Models) > 0 {
+		named = map[string]worker.NamedModel{}
+	}
 	for _, model := range c.Models {
 		p, err := c.newProvider(model)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		m.named[model.Name] = resolved{p: p, model: model.Model}
-		m.names = append(m.names, model.Name)
+		named[model.Name] = worker.NamedModel{Provider: p, Model: model.Model}
+	}
+	var scripts scripted.Source
+	if m.Scripts == nil && c.Scripts != "" {
+		dir, err := scripted.OpenDir(c.Scripts)
+		if err != nil {
+			errs = append(errs, c.errorAt("scripts", "%v", err))
+		} else {
+			scripts = dir
+		}
 	}
 	if len(errs) > 0 {
-		return nil, errs
+		if dir, ok := scripts.(*scripted.Dir); ok {
+			_ = dir.Close()
+		}
+		return errs
 	}
-	return m, nil
+	m.Named = named
+	if len(c.Models) > 0 {
+		m.Default = c.DefaultModel
+		if m.Default == "" {
+			m.Default = c.Models[0].Name
+		}
+	}
+	if scripts != nil {
+		m.Scripts = scripts
+	}
+	if c.AllowModels != nil {
+		allow := slices.Clone(m.Allow)
+		for _, a := range c.AllowModels {
+			if !slices.Contains(allow, a) {
+				allow = append(allow, a)
+			}
+		}
+		m.Allow = allow
+	}
+	return nil
+}
+
+// declaresModels reports whether the file says anything about models.
+func (c *Config) declaresModels() bool {
+	return len(c.Models) > 0 || c.Scripts != "" || c.AllowModels != nil
 }
 
 func (c *Config) newProvider(m Model) (provider.Provider, *Error) {
@@ -102,7 +91,7 @@ func (c *Config) newProvider(m Model) (provider.Provider, *Error) {
 		p, err = anthropic.New(anthropic.Config{BaseURL: m.BaseURL, APIKey: key, MaxTokens: m.MaxTokens})
 	case ProviderScripted:
 		s := scripted.Demo()
-		if m.Model != "demo" {
+		if m.Model != scripted.DemoName {
 			s, err = scripted.Load(m.Model)
 		}
 		if err == nil {

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/worker"
 )
 
 var (
@@ -62,6 +63,8 @@ func (p *parser) parse(data []byte) {
 	p.fields(root, "", map[string]func(*yaml.Node, string){
 		"models":        p.models,
 		"default_model": func(n *yaml.Node, f string) { p.cfg.DefaultModel = p.str(n, f) },
+		"scripts":       func(n *yaml.Node, f string) { p.cfg.Scripts = p.localPath(p.str(n, f)) },
+		"allow_models":  p.allowModels,
 		"workspace":     p.workspace,
 		"tools":         p.tools,
 		"approvals":     p.approvals,
@@ -259,6 +262,31 @@ func (p *parser) checkDefault() {
 		pos := p.cfg.at["default_model"]
 		p.errs = append(p.errs, &Error{File: p.file, Line: pos.line, Column: pos.column, Field: "default_model",
 			Msg: fmt.Sprintf("names no model under models: %q", name)})
+	}
+}
+
+// allowModels reads allow_models: a non-empty list of model names, specs
+// and patterns (worker.CheckAllow).
+func (p *parser) allowModels(n *yaml.Node, field string) {
+	entries := p.strings(n, field)
+	if entries == nil {
+		return
+	}
+	if len(entries) == 0 {
+		p.errorf(n, field, "is empty; leave it out to offer every model the worker holds")
+		return
+	}
+	p.cfg.AllowModels = []string{}
+	for i, a := range entries {
+		switch err := worker.CheckAllow([]string{a}); {
+		case a == "":
+		case err != nil:
+			p.errorf(n.Content[i], fmt.Sprintf("%s[%d]", field, i), "%s", strings.TrimPrefix(err.Error(), "allowed model "))
+		case slices.Contains(p.cfg.AllowModels, a):
+			p.errorf(n.Content[i], fmt.Sprintf("%s[%d]", field, i), "%q is listed twice", a)
+		default:
+			p.cfg.AllowModels = append(p.cfg.AllowModels, a)
+		}
 	}
 }
 

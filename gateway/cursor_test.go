@@ -263,7 +263,13 @@ func TestForgedLiveEnvelopes(t *testing.T) {
 		if env.Data == nil {
 			env.Data = json.RawMessage(`{"forged":2}`)
 		}
-		if err := pub.Publish(ctx, env); err != nil {
+		// Raw bytes on the session's subject: keel's own publisher
+		// refuses to send these, an attacker's client does not.
+		b, err := json.Marshal(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Conn().Publish(live.Subject(live.DefaultPrefix, "forged"), b); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -55,7 +55,7 @@ func TestDialMutualTLS(t *testing.T) {
 	defer w.Stop()
 
 	kc := keeltest.Client(t, srv, nil)
-	run, err := kc.Session("worker-tls").Send(ctx, "hi", client.WithConfig(api.RunConfig{Model: "scripted:any"}))
+	run, err := kc.Session("worker-tls").Send(ctx, "hi", client.WithConfig(api.RunConfig{Model: api.DefaultModel}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,8 @@ func Register(r Registrar, acts *activities.Activities) {
 
 // RegisterWithRules is Register with the worker's rules on what callers
 // send (workflows.Rules), applied in the workflows' update validators.
+// worker.New registers under the rules of its model catalogue
+// (modelRules).
 func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows.Rules) {
 	r.RegisterWorkflowWithOptions(rules.Session(), workflow.RegisterOptions{Name: api.SessionWorkflowName,
 		VersioningBehavior: SessionVersioning})
@@ -45,4 +47,15 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 	r.RegisterActivityWithOptions(acts.Shutdown, activity.RegisterOptions{Name: activities.ShutdownName})
 	r.RegisterActivityWithOptions(acts.RuntimeState, activity.RegisterOptions{Name: activities.RuntimeStateName})
 	r.RegisterActivityWithOptions(acts.StoreEvents, activity.RegisterOptions{Name: activities.StoreEventsName})
+}
+
+// modelRules are the rules of a worker whose models are models: a Catalog
+// (Models is) refuses at send the specs it does not admit; any other
+// resolver admits every spec and decides at the run's first model turn.
+func modelRules(models activities.ModelResolver) workflows.Rules {
+	c, ok := models.(Catalog)
+	if !ok {
+		return workflows.Rules{}
+	}
+	return workflows.Rules{AdmitModel: c.Admits, ModelOffer: c.Offer}
 }

@@ -35,8 +35,13 @@ type Options struct {
 	// Namespace the client is connected to, for listing workflows at
 	// shutdown. Default "default".
 	Namespace string
-	// Models resolves model specs. Default: the scripted provider plus
-	// OpenAI and Anthropic configured from the environment.
+	// Models decides which model specs clients may name and resolves
+	// them: a *Models (the worker's catalogue: named models, scripts,
+	// providers, the operator's allow list), or any Catalog, whose
+	// refusals the worker applies at send, before a run starts; any other
+	// activities.ModelResolver decides at the run's first model turn.
+	// Default: DefaultModels(), the built-in demo and the providers the
+	// environment configures (docs/providers.md).
 	Models activities.ModelResolver
 	// Tools the worker can run. Default: tool.Builtins(Workspace).
 	Tools *tool.Registry
@@ -207,7 +212,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 		}
 	}
 	w := sdkworker.New(c, tq, wo)
-	Register(w, acts)
+	RegisterWithRules(w, acts, modelRules(acts.Models))
 	if len(closers) > 0 {
 		return &closingWorker{Worker: w, closers: closers}, nil
 	}
@@ -272,6 +277,11 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 	models := opts.Models
 	if models == nil {
 		models = DefaultModels()
+	}
+	if m, ok := models.(*Models); ok {
+		if err := CheckAllow(m.Allow); err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
 	}
 	tools := opts.Tools
 	if tools == nil {

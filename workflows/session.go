@@ -217,8 +217,12 @@ func (s *session) validateSend(req SendRequest) error {
 	default:
 		return wireError(keel.Errorf(keel.CodeInvalidInput, "if_active %q: use %q or %q", req.IfActive, IfActiveReject, IfActiveQueue))
 	}
-	if err := s.cfg.Merge(req.Config).Validate(); err != nil {
+	cfg := s.cfg.Merge(req.Config)
+	if err := cfg.Validate(); err != nil {
 		return wireError(err.(*keel.Error))
+	}
+	if !s.rules.admitsModel(cfg.WithDefaults().Model) {
+		return wireError(s.rules.modelRefused())
 	}
 	if s.shutdown {
 		return wireError(keel.ErrRuntimeShutdown)

@@ -114,7 +114,7 @@ func checkWorkerFlags(ctx context.Context, extra []string, stderr io.Writer) (in
 // and content store, with its default options unless extra sets some.
 func startKeelWorkerProcess(ctx context.Context, cfg bench.WorkerConfig, extra []string) (*bench.Process, error) {
 	args := append([]string{"worker", "--address", cfg.Address, "--namespace", cfg.Namespace,
-		"--nats", cfg.NATSURL, "--store", cfg.StoreURL, "--workspace", cfg.Workspace}, extra...)
+		"--nats", cfg.NATSURL, "--store", cfg.StoreURL, "--workspace", cfg.Workspace, "--scripts", cfg.Scripts}, extra...)
 	w, err := startChild(ctx, "keel worker: polling", args...)
 	if err != nil {
 		return nil, err

@@ -28,8 +28,9 @@ type benchWorker struct {
 }
 
 // startBenchWorker re-executes this binary as `keel worker --bench-tools`
-// against the bench's server and NATS, and returns once it polls, with a
-// function that stops it (bench.Options.WorkerProcess).
+// against the bench's server and NATS, offering the scripts of dir, and
+// returns once it polls, with a function that stops it
+// (bench.Options.WorkerProcess).
 func startBenchWorker(ctx context.Context, address, namespace, natsURL, dir string) (stop func(), err error) {
 	w, err := startWorkerProcess(ctx, address, namespace, natsURL, dir)
 	if err != nil {
@@ -44,7 +45,7 @@ func startWorkerProcess(ctx context.Context, address, namespace, natsURL, dir st
 		return nil, err
 	}
 	return startChild(ctx, "keel worker: polling", "worker", "--address", address, "--namespace", namespace, "--nats", natsURL,
-		"--workspace", filepath.Clean(ws), "--stop-timeout", "1s", "--bench-tools")
+		"--workspace", filepath.Clean(ws), "--scripts", dir, "--stop-timeout", "1s", "--bench-tools")
 }
 
 // startChild re-executes this binary with args and returns once a line of

@@ -75,7 +75,9 @@ func TestWorkerWithConfigFile(t *testing.T) {
 		}
 	}
 	code, out, errOut := keelCmd(ctx, "run", "--address", srv.Address(), "--nats", "", "--model", "nobody", "--tools", "", "hi")
-	if code != exitFailed || !strings.Contains(out+errOut, "nobody") {
-		t.Fatalf("--model nobody: status %d, want %d and an error naming it\nstdout:\n%s\nstderr:\n%s", code, exitFailed, out, errOut)
+	// Refused at send, listing the file's models (and never repeating the
+	// name sent).
+	if code != exitFailed || !strings.Contains(out+errOut, "not offered by this worker; it offers default, greeter") {
+		t.Fatalf("--model nobody: status %d, want %d and the worker's models\nstdout:\n%s\nstderr:\n%s", code, exitFailed, out, errOut)
 	}
 }

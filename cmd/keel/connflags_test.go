@@ -45,7 +45,7 @@ func keelCmd(ctx context.Context, args ...string) (code int, stdout, stderr stri
 func startKeelWorker(t *testing.T, ctx context.Context, args ...string) {
 	t.Helper()
 	wctx, cancel := context.WithCancel(ctx)
-	args = append([]string{"worker", "--nats", "", "--workspace", t.TempDir()}, args...)
+	args = append([]string{"worker", "--nats", "", "--workspace", t.TempDir(), "--scripts", testScripts()}, args...)
 	_, errOut, done := inBackground(t, ctx, "polling task queue", func(stdout, stderr io.Writer) int {
 		return dispatch(wctx, args, stdout, stderr)
 	})

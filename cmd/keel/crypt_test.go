@@ -45,7 +45,7 @@ func TestEncryptedDev(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(workspace, "notes.txt"), []byte(result), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stack, err := startDevStack(ctx, devConfig{noUI: true, workspace: workspace, store: "file://" + storeDir,
+	stack, err := startDevStack(ctx, devConfig{scripts: testScripts(), noUI: true, workspace: workspace, store: "file://" + storeDir,
 		logger: quietLogger(), logLevel: zapcore.ErrorLevel, crypt: devCryptFlags{keyFile: keyFile}})
 	if err != nil {
 		t.Fatal(err)

@@ -52,7 +52,7 @@ func TestEncryptedDevWebUI(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte("ui-1 "+base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stack, err := startDevStack(ctx, devConfig{uiPort: 0, workspace: t.TempDir(),
+	stack, err := startDevStack(ctx, devConfig{scripts: testScripts(), uiPort: 0, workspace: t.TempDir(),
 		logger: quietLogger(), logLevel: zapcore.ErrorLevel, crypt: devCryptFlags{keyFile: keyFile}})
 	if err != nil {
 		t.Fatal(err)

@@ -85,6 +85,11 @@ type devConfig struct {
 	// allowedHosts are the host names every HTTP listener (API, codec
 	// endpoint, Web UI) answers to besides its own address and localhost.
 	allowedHosts []string
+	// scripts is the scripts directory, which must exist (scripted:NAME
+	// plays NAME.json in it); "": none. allowModels, when not empty, is
+	// all the worker offers (--allow-model).
+	scripts     string
+	allowModels []string
 }
 
 // devStack is a running local stack.
@@ -109,10 +114,13 @@ type devStack struct {
 	temporal   sdkclient.Client
 	worker     sdkworker.Worker
 	workspace  string
+	scripts    string
 	tel        *telemetry.Telemetry
 
 	// allowedHosts are --allowed-host's names.
 	allowedHosts []string
+	// closers release what the worker held, once it stopped.
+	closers []func() error
 }
 
 func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -137,6 +145,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cryptFlags.register(fs)
 	var confFlag configFlag
 	confFlag.register(fs)
+	var modelOpts modelFlags
+	modelOpts.register(fs, " (default: keel.yaml's scripts, else DATA_DIR/scripts, created if missing)")
 	var telFlags telemetryFlags
 	telFlags.register(fs, defaultDevMetricsAddress)
 	var hosts hostsFlag
@@ -147,6 +157,9 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := confFlag.load(); err != nil {
 		return fail(stderr, "dev", err)
+	}
+	if err := modelOpts.check(); err != nil {
+		return fs.usageError(stderr, "%v", err)
 	}
 	if err := tuning.check(); err != nil {
 		return fs.usageError(stderr, "%v", err)
@@ -178,6 +191,14 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// anyway) would bury the demo and the addresses in the terminal.
 	if err := os.MkdirAll(*dataDir, 0o700); err != nil {
 		return fail(stderr, "dev", err)
+	}
+	// --scripts and keel.yaml's scripts must exist; the default is made.
+	scriptsDir := modelOpts.scriptsDir(fs, &confFlag, "")
+	if scriptsDir == "" {
+		scriptsDir = filepath.Join(*dataDir, "scripts")
+		if err := os.MkdirAll(scriptsDir, 0o755); err != nil {
+			return fail(stderr, "dev", err)
+		}
 	}
 	logPath := filepath.Join(*dataDir, "dev.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -216,6 +237,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		config:    &confFlag,
 
 		allowedHosts: hosts.items,
+		scripts:      scriptsDir,
+		allowModels:  modelOpts.allow,
 	})
 	if err != nil {
 		return fail(stderr, "dev", err)
@@ -305,7 +328,15 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if err := worker.EnsureSearchAttributes(ctx, s.temporal, s.server.Namespace()); err != nil {
 		return s, err
 	}
-	wopts := worker.Options{Workspace: s.workspace, Live: s.publisher, Logger: logger, Codec: s.codec}
+	models, err := newModels(cfg.scripts, cfg.allowModels)
+	if err != nil {
+		return s, err
+	}
+	s.scripts = cfg.scripts
+	if dir, ok := models.Scripts.(io.Closer); ok {
+		s.closers = append(s.closers, dir.Close)
+	}
+	wopts := worker.Options{Workspace: s.workspace, Live: s.publisher, Logger: logger, Codec: s.codec, Models: models}
 	if cfg.tuning != nil {
 		cfg.tuning.apply(&wopts)
 	}
@@ -393,6 +424,9 @@ func (s *devStack) stop() error {
 	if s.worker != nil {
 		s.worker.Stop()
 	}
+	for _, c := range s.closers {
+		errs = append(errs, c())
+	}
 	if s.publisher != nil {
 		errs = append(errs, s.publisher.Close())
 	}
@@ -472,6 +506,7 @@ keel dev is up.
   data           %s
   content store  %s
   workspace      %s
+  scripts        %s
   logs           %s
   metrics        %s
   traces         %s
@@ -480,7 +515,7 @@ Try it from another terminal:
   keel run%s "Give me a tour of the workspace"
   curl -H 'Content-Type: application/json' -d '{"prompt":"Give me a tour"}' %s/sessions/demo/runs
 `, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL()+s.natsLogin.note(s.keys != nil), s.gatewayURL(), "http://"+s.httpL.Addr().String()+"/", s.codecURL, decryptsNote(s.keys), encryptionNote(s.keys), where,
-		s.store.URL(), s.workspace, logPath, metricsNote, tracesNote, s.addressFlag()+s.natsFlag()+s.codecFlag(), s.gatewayURL())
+		s.store.URL(), s.workspace, scriptsNote(s.scripts), logPath, metricsNote, tracesNote, s.addressFlag()+s.natsFlag()+s.codecFlag(), s.gatewayURL())
 }
 
 // runDemo sends the demo prompt in a new session and renders the run as

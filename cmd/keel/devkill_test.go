@@ -42,7 +42,7 @@ func startDevProcess(t *testing.T, dataDir, workspace string) *devProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "dev", "--data-dir", dataDir, "--workspace", workspace, "--no-ui",
+	cmd := exec.Command(exe, "dev", "--data-dir", dataDir, "--workspace", workspace, "--scripts", testScripts(), "--no-ui",
 		"--port", "0", "--nats-port", "0", "--http-port", "0")
 	cmd.Env = append(os.Environ(), envRunAsKeel+"=1")
 	cmd.Stderr = os.Stderr

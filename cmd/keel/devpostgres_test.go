@@ -27,7 +27,7 @@ func TestDevOnPostgres(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(withNoInput(context.Background()), 3*time.Minute)
 	defer cancel()
-	stack, err := startDevStack(ctx, devConfig{postgres: pg, noUI: true, workspace: t.TempDir(),
+	stack, err := startDevStack(ctx, devConfig{scripts: testScripts(), postgres: pg, noUI: true, workspace: t.TempDir(),
 		logger: quietLogger(), logLevel: zapcore.ErrorLevel})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 
 	keelpkg "github.com/keelrun/keel"
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/provider/scripted"
 )
 
@@ -89,14 +91,27 @@ func withNoInput(ctx context.Context) context.Context {
 	return withStdin(ctx, strings.NewReader(""))
 }
 
-// writeScript writes a scripted model to a file and returns its model spec.
+// testScripts is the scripts directory of the workers these tests start
+// (startDevStack's, keel worker's): a client names a script, never a file.
+var testScripts = sync.OnceValue(func() string {
+	dir, err := os.MkdirTemp("", "keel-test-scripts-")
+	if err != nil {
+		panic(err)
+	}
+	return dir
+})
+
+var scriptCount atomic.Int64
+
+// writeScript adds a script to testScripts under a name of its own and
+// returns its model spec, scripted:NAME.
 func writeScript(t *testing.T, script string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "script.json")
-	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+	name := fmt.Sprintf("%s-%d", keeltest.ScriptName(t.Name()), scriptCount.Add(1))
+	if err := os.WriteFile(filepath.Join(testScripts(), name+".json"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return "scripted:" + path
+	return "scripted:" + name
 }
 
 // TestEndToEnd runs the commands against a real stack in this process: an
@@ -109,7 +124,7 @@ func TestEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(withNoInput(context.Background()), 3*time.Minute)
 	defer cancel()
 	workspace := t.TempDir()
-	stack, err := startDevStack(ctx, devConfig{noUI: true, workspace: workspace, logger: quietLogger(), logLevel: zapcore.ErrorLevel})
+	stack, err := startDevStack(ctx, devConfig{scripts: testScripts(), noUI: true, workspace: workspace, logger: quietLogger(), logLevel: zapcore.ErrorLevel})
 	if err != nil {
 		t.Fatal(err)
 	}

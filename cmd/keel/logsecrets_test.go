@@ -89,7 +89,7 @@ func TestNoSecretsInLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stack, err := startDevStack(ctx, devConfig{noUI: true, workspace: t.TempDir(), store: "file://" + storeDir,
+	stack, err := startDevStack(ctx, devConfig{scripts: testScripts(), noUI: true, workspace: t.TempDir(), store: "file://" + storeDir,
 		logger: stackLogger, logLevel: zapcore.DebugLevel,
 		gateway: gateway.Options{APIKeys: []string{gatewayKey}},
 		crypt:   devCryptFlags{keyFile: keyFile, codecToken: codecToken}})
@@ -113,7 +113,7 @@ func TestNoSecretsInLogs(t *testing.T) {
 	workerDone := make(chan int, 1)
 	go func() {
 		workerDone <- dispatch(workerCtx, []string{"worker", "--address", stack.server.Address(), "--tls=false",
-			"--nats", "", "--store", "file://" + storeDir, "--encryption-key-file", keyFile, "--workspace", t.TempDir(),
+			"--nats", "", "--store", "file://" + storeDir, "--encryption-key-file", keyFile, "--workspace", t.TempDir(), "--scripts", testScripts(),
 			"--log-format", "json", "--log-level", "debug"}, &workerOut, &workerLogs)
 	}()
 	select {

@@ -25,5 +25,6 @@ func TestMain(m *testing.M) {
 	os.Setenv(envConfigDir, dir)
 	code := m.Run()
 	os.RemoveAll(dir)
+	_ = os.RemoveAll(testScripts()) // writeScript's directory
 	os.Exit(code)
 }

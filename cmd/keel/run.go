@@ -41,7 +41,7 @@ type promptFlags struct {
 func (p *promptFlags) register(fs *flagSet) {
 	fs.StringVar(&p.session, "session", "", "session `ID` to continue (default: a new session)")
 	fs.StringVar(&p.model, "model", api.DefaultModel,
-		"model `SPEC`: scripted:demo, scripted:FILE.json, openai:MODEL, anthropic:MODEL, or NAME of a model in the worker's keel.yaml (\"default\" names its default_model)")
+		"model `SPEC` the worker offers: scripted:demo, scripted:NAME (a script of the worker's --scripts directory), openai:MODEL, anthropic:MODEL, or NAME of a model in the worker's keel.yaml (\"default\" names its default_model)")
 	fs.Var(&p.tools, "tools", "comma-separated tool `LIST` (default: the demo's tools for scripted:demo, else none)")
 	fs.IntVar(&p.maxSteps, "max-steps", 0, "most model turns in the run (default 32)")
 	fs.Var(&p.approveAsk, "approve-ask", "comma-separated tool `LIST` whose every call waits for the host's approval (\"*\": all tools)")
@@ -55,7 +55,7 @@ func (p *promptFlags) validate(fs *flagSet, stderr io.Writer, prompt string) (in
 	case p.maxSteps < 0:
 		return fs.usageError(stderr, "--max-steps must be positive, got %d", p.maxSteps), false
 	case !strings.Contains(p.model, ":") && !config.IsModelName(p.model):
-		return fs.usageError(stderr, "--model %q: want scripted:demo, scripted:FILE.json, openai:MODEL, anthropic:MODEL or the NAME of a model in the worker's keel.yaml", p.model), false
+		return fs.usageError(stderr, "--model %q: want scripted:demo, scripted:NAME, openai:MODEL, anthropic:MODEL or the NAME of a model in the worker's keel.yaml", p.model), false
 	case len(prompt) > api.MaxPromptBytes:
 		return fs.usageError(stderr, "the prompt is %d bytes; the limit is %d", len(prompt), api.MaxPromptBytes), false
 	}

@@ -55,7 +55,7 @@ func TestServeAndDevGateway(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(withNoInput(context.Background()), 3*time.Minute)
 	defer cancel()
-	stack, err := startDevStack(ctx, devConfig{noUI: true, workspace: t.TempDir(), logger: quietLogger(), logLevel: zapcore.ErrorLevel})
+	stack, err := startDevStack(ctx, devConfig{scripts: testScripts(), noUI: true, workspace: t.TempDir(), logger: quietLogger(), logLevel: zapcore.ErrorLevel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestGatewayStreamAcrossDevRestart(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(withNoInput(context.Background()), 3*time.Minute)
 	defer cancel()
-	cfg := devConfig{dataDir: t.TempDir(), noUI: true, workspace: t.TempDir(), logger: quietLogger(), logLevel: zapcore.ErrorLevel}
+	cfg := devConfig{scripts: testScripts(), dataDir: t.TempDir(), noUI: true, workspace: t.TempDir(), logger: quietLogger(), logLevel: zapcore.ErrorLevel}
 	first, err := startDevStack(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -52,6 +52,8 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.hide("bench-tools")
 	var confFlag configFlag
 	confFlag.register(fs)
+	var modelOpts modelFlags
+	modelOpts.register(fs, " (default: keel.yaml's scripts, else none)")
 	var telFlags telemetryFlags
 	telFlags.register(fs, "")
 	var hosts hostsFlag
@@ -61,6 +63,14 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return code
 	}
 	if err := confFlag.load(); err != nil {
+		return fail(stderr, "worker", err)
+	}
+	if err := modelOpts.check(); err != nil {
+		return fs.usageError(stderr, "%v", err)
+	}
+	scriptsDir := modelOpts.scriptsDir(fs, &confFlag, "")
+	models, err := newModels(scriptsDir, modelOpts.allow)
+	if err != nil {
 		return fail(stderr, "worker", err)
 	}
 	if *stopTimeout <= 0 {
@@ -101,7 +111,8 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, "worker", err)
 	}
 
-	opts := worker.Options{Namespace: conn.namespace, Workspace: ws, StopTimeout: *stopTimeout, Logger: logger, Codec: cs.codec}
+	opts := worker.Options{Namespace: conn.namespace, Workspace: ws, StopTimeout: *stopTimeout, Logger: logger, Codec: cs.codec,
+		Models: models}
 	tuning.apply(&opts)
 	opts = tel.WorkerOptions(opts)
 	if err := confFlag.apply(&opts); err != nil {
@@ -147,8 +158,8 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, "worker", err)
 	}
 	fmt.Fprint(stdout, dep.note())
-	fmt.Fprintf(stdout, "keel worker: polling task queue %q on %s (namespace %s)\n  config     %s\n  workspace  %s\n  live       %s\n  store      %s\n  encryption %s\nCtrl-C or SIGTERM stops it.\n",
-		workflows.TaskQueue, conn.address, conn.namespace, confFlag.note(), ws, liveNote, storeNote, encryptionNote(cs.keys))
+	fmt.Fprintf(stdout, "keel worker: polling task queue %q on %s (namespace %s)\n  config     %s\n  models     %s\n  scripts    %s\n  workspace  %s\n  live       %s\n  store      %s\n  encryption %s\nCtrl-C or SIGTERM stops it.\n",
+		workflows.TaskQueue, conn.address, conn.namespace, confFlag.note(), models.Offer(), scriptsNote(scriptsDir), ws, liveNote, storeNote, encryptionNote(cs.keys))
 	<-ctx.Done()
 	fmt.Fprintf(stdout, "keel worker: stopping; running activities get up to %v to finish…\n", *stopTimeout)
 	w.Stop()

@@ -59,8 +59,12 @@ func TestTwoWorkersOnPostgres(t *testing.T) {
 	defer cancel()
 	bin := keelBinary(t)
 	dir := t.TempDir()
-	script := filepath.Join(dir, "script.json")
-	writeScript(t, script)
+	// The workers offer the script as scripted:cluster (--scripts).
+	scripts := filepath.Join(dir, "scripts")
+	if err := os.Mkdir(scripts, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeScript(t, filepath.Join(scripts, "cluster.json"))
 
 	srv := keeltest.StartServer(t, devserver.Config{Postgres: pg})
 	var nats [2]*live.NATS
@@ -70,11 +74,11 @@ func TestTwoWorkersOnPostgres(t *testing.T) {
 	for i := range workers {
 		natsURLs[i] = keeltest.StartNATSServer(t).ClientURL()
 		nats[i] = keeltest.DialNATS(t, natsURLs[i], live.NATSOptions{})
-		workers[i] = startWorker(t, bin, srv.Address(), natsURLs[i], workspace(i))
+		workers[i] = startWorker(t, bin, srv.Address(), natsURLs[i], workspace(i), scripts)
 	}
 	c, err := client.Dial(ctx, client.Options{HostPort: srv.Address(),
 		// A killed worker's turn is retried once its heartbeat is missed.
-		Config: api.RunConfig{Model: "scripted:" + script, HeartbeatAfter: keel.Duration(2 * time.Second)}})
+		Config: api.RunConfig{Model: "scripted:cluster", HeartbeatAfter: keel.Duration(2 * time.Second)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +148,7 @@ func TestTwoWorkersOnPostgres(t *testing.T) {
 	}
 	t.Logf("run %s completed %v after the kill", run.ID, time.Since(killed).Round(time.Millisecond))
 	// A new worker replaces the dead one, as a restart policy would.
-	workers[victim] = startWorker(t, bin, srv.Address(), natsURLs[victim], workspace(victim))
+	workers[victim] = startWorker(t, bin, srv.Address(), natsURLs[victim], workspace(victim), scripts)
 
 	// Restart the server while a turn streams: the run completes, and new
 	// runs start, on the restarted server (same databases, same port).
@@ -272,10 +276,10 @@ type workerProcess struct {
 
 // startWorker runs `keel worker` against address, publishing deltas to
 // natsURL, and returns once it polls.
-func startWorker(t *testing.T, bin, address, natsURL, workspace string) *workerProcess {
+func startWorker(t *testing.T, bin, address, natsURL, workspace, scripts string) *workerProcess {
 	t.Helper()
 	cmd := exec.Command(bin, "worker", "--address", address, "--namespace", devserver.DefaultNamespace,
-		"--nats", natsURL, "--workspace", workspace, "--stop-timeout", "1s")
+		"--nats", natsURL, "--workspace", workspace, "--scripts", scripts, "--stop-timeout", "1s")
 	p := &workerProcess{cmd: cmd, stderr: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()

@@ -6,7 +6,6 @@ package keeltest
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/testlog"
@@ -93,7 +93,8 @@ func Dial(tb testing.TB, srv *devserver.Server) sdkclient.Client {
 
 // WorkerOptions configures StartWorker.
 type WorkerOptions struct {
-	// Script plays for every model spec when set.
+	// Script, when set, plays for the default model (api.DefaultModel),
+	// the only model the worker then offers (ScriptModels).
 	Script string
 	// Models overrides Script.
 	Models activities.ModelResolver
@@ -163,7 +164,10 @@ func Client(tb testing.TB, srv *devserver.Server, ch live.Channel) *client.Clien
 	return c
 }
 
-// ScriptModels resolves every model spec to the given script.
+// ScriptModels is a worker's model catalogue that plays script for the
+// default model (api.DefaultModel, what a run that names no model uses)
+// and offers nothing else: the worker refuses every other spec at send, as
+// it refuses what its own catalogue does not hold.
 func ScriptModels(tb testing.TB, script string) activities.ModelResolver {
 	tb.Helper()
 	s, err := scripted.Parse([]byte(script))
@@ -175,39 +179,86 @@ func ScriptModels(tb testing.TB, script string) activities.ModelResolver {
 
 type fixedModel struct{ p provider.Provider }
 
-func (m fixedModel) Resolve(string) (provider.Provider, string, error) { return m.p, "scripted", nil }
+var _ worker.Catalog = fixedModel{}
 
-// ScriptBook resolves "scripted:NAME" to scripts added by tests, so one
-// worker can serve many tests, each with its own script.
-type ScriptBook struct {
-	mu      sync.Mutex
-	scripts map[string]provider.Provider
+func (m fixedModel) Admits(spec string) bool { return spec == api.DefaultModel }
+
+func (m fixedModel) Offer() string { return api.DefaultModel }
+
+func (m fixedModel) Resolve(spec string) (provider.Provider, string, error) {
+	if !m.Admits(spec) {
+		return nil, "", &keel.ProviderError{Provider: "keel", Kind: keel.ProviderUnknownModel,
+			Message: "model not offered by this worker; it offers " + m.Offer()}
+	}
+	return m.p, "scripted", nil
 }
 
-// Add registers a script under name and returns its model spec.
+// ScriptBook is a worker's model catalogue (worker.Models) whose scripts
+// tests add by name, so one worker can serve many tests, each with its
+// own script: "scripted:NAME" plays the script added as NAME, from an
+// in-memory scripted.Library, through the same admission and resolution
+// as a worker's scripts directory. The zero value is ready; pass its
+// address as the worker's Models.
+type ScriptBook struct {
+	once   sync.Once
+	lib    scripted.Library
+	models *worker.Models
+}
+
+var (
+	_ worker.Catalog          = (*ScriptBook)(nil)
+	_ activities.ModelLabeler = (*ScriptBook)(nil)
+)
+
+func (b *ScriptBook) catalog() *worker.Models {
+	b.once.Do(func() { b.models = &worker.Models{Scripts: &b.lib} })
+	return b.models
+}
+
+// Add registers a script under name (a test name is fine: characters a
+// script name may not hold become '-') and returns its model spec.
 func (b *ScriptBook) Add(tb testing.TB, name, script string) string {
 	tb.Helper()
 	s, err := scripted.Parse([]byte(script))
 	if err != nil {
 		tb.Fatalf("script %s: %v", name, err)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.scripts == nil {
-		b.scripts = map[string]provider.Provider{}
+	name = ScriptName(name)
+	if err := b.lib.Add(name, s); err != nil {
+		tb.Fatalf("script %s: %v", name, err)
 	}
-	b.scripts[name] = scripted.New(s)
 	return "scripted:" + name
+}
+
+// ScriptName turns s (a test's name) into a valid script name.
+func ScriptName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	if len(b) == 0 || b[0] == '-' {
+		b = append([]byte("s"), b...)
+	}
+	if len(b) > scripted.MaxNameBytes {
+		b = b[:scripted.MaxNameBytes]
+	}
+	return string(b)
 }
 
 // Resolve implements activities.ModelResolver.
 func (b *ScriptBook) Resolve(spec string) (provider.Provider, string, error) {
-	name, _ := strings.CutPrefix(spec, "scripted:")
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p, ok := b.scripts[name]
-	if !ok {
-		return nil, "", &keel.ProviderError{Provider: "keel", Kind: keel.ProviderUnknownModel, Message: "no script " + name}
-	}
-	return p, name, nil
+	return b.catalog().Resolve(spec)
+}
+
+// Admits implements worker.Catalog.
+func (b *ScriptBook) Admits(spec string) bool { return b.catalog().Admits(spec) }
+
+// Offer implements worker.Catalog.
+func (b *ScriptBook) Offer() string { return b.catalog().Offer() }
+
+// ModelLabel implements activities.ModelLabeler.
+func (b *ScriptBook) ModelLabel(spec, model string) string {
+	return b.catalog().ModelLabel(spec, model)
 }

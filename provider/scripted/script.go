@@ -87,17 +87,18 @@ func Parse(data []byte) (*Script, error) {
 	return &s, nil
 }
 
-// Load reads a script file.
+// Load reads the script file at path, a path the worker's operator gave
+// (keel.yaml's scripted models); a client never names one. The file must be
+// a regular file of at most MaxScriptBytes: a FIFO or a device is refused
+// without blocking (ErrNotRegular), a larger file with ErrTooLarge.
 func Load(path string) (*Script, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|openNonBlock, 0)
 	if err != nil {
 		return nil, fmt.Errorf("scripted: %w", err)
 	}
-	s, err := Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return s, nil
+	defer f.Close()
+	_, s, err := readScript(f, path)
+	return s, err
 }
 
 func (s *Script) check() error {
