@@ -39,7 +39,7 @@ func TestEncryptedDevStreamsDeltas(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte("live-1 "+base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stack, err := startDevStack(ctx, devConfig{dataDir: t.TempDir(), noUI: true, workspace: t.TempDir(),
+	stack, err := startDevStack(ctx, devConfig{scripts: testScripts(), dataDir: t.TempDir(), noUI: true, workspace: t.TempDir(),
 		logger: quietLogger(), logLevel: zapcore.ErrorLevel, crypt: devCryptFlags{keyFile: keyFile}})
 	if err != nil {
 		t.Fatal(err)
