@@ -15,7 +15,7 @@ import (
 // Apply sets in opts what the file configures: Models (the named models,
 // with every other spec resolved as opts.Models or worker.DefaultModels
 // would), Workspace, Tools (the enabled built-ins, unless opts.Tools is
-// already set), Policy (approvals and limits) and MCPServers. It builds
+// already set), Policy (approvals and limits), Limits and MCPServers. It builds
 // the providers now, so a missing key fails here, naming the model.
 func (c *Config) Apply(opts *worker.Options) error {
 	models, err := c.NewModels()
@@ -45,6 +45,7 @@ func (c *Config) Apply(opts *worker.Options) error {
 		MaxTokens:   c.Limits.MaxTokens,
 		Concurrency: maps.Clone(c.Limits.Concurrency),
 	}
+	opts.Limits = c.Limits.Inputs
 	opts.MCPServers = c.MCPServerConfigs()
 	return nil
 }
@@ -82,7 +83,7 @@ func (c *Config) MCPServerConfigs() []mcp.ServerConfig {
 	for _, s := range c.MCPServers {
 		out = append(out, mcp.ServerConfig{Name: s.Name, Command: s.Command, Args: slices.Clone(s.Args),
 			Env: maps.Clone(s.Env), URL: s.URL, Headers: maps.Clone(s.Headers), Timeout: s.Timeout,
-			Sampling: s.Sampling})
+			Sampling: s.Sampling, MaxResponseBytes: s.MaxResponseBytes})
 	}
 	return out
 }

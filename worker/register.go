@@ -46,3 +46,6 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 	r.RegisterActivityWithOptions(acts.RuntimeState, activity.RegisterOptions{Name: activities.RuntimeStateName})
 	r.RegisterActivityWithOptions(acts.StoreEvents, activity.RegisterOptions{Name: activities.StoreEventsName})
 }
+
+// rules are the workflows' rules that opts set: the worker's limits.
+func (o Options) rules() workflows.Rules { return workflows.Rules{Limits: o.Limits} }
