@@ -174,7 +174,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	wo := opts.Worker
 	// Activities log through a logger derived from their input, which
 	// carries the run's session_id, run_id, step and attempt.
-	wo.Interceptors = append(slices.Clip(wo.Interceptors), activities.LogInterceptor(acts.Logger))
+	wo.Interceptors = append(slices.Clip(wo.Interceptors), activities.LogInterceptor(acts.Logger), &readOnlyQueries{})
 	wo.MaxHeartbeatThrottleInterval = opts.HeartbeatInterval
 	wo.DefaultHeartbeatThrottleInterval = opts.HeartbeatInterval
 	wo.MaxConcurrentActivityExecutionSize = opts.MaxConcurrentActivities
