@@ -145,6 +145,13 @@ func TestPlaintextInputIsRefused(t *testing.T) {
 			}
 			require.Contains(t, all.String(), "keyed steer")
 			if !tc.taken {
+				// A session started in the clear fails at once: its input
+				// does not decode.
+				forged, err := plain.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{ID: "forged-session",
+					TaskQueue: api.TaskQueue}, api.SessionWorkflowName, api.SessionInput{SessionID: "forged-session"})
+				require.NoError(t, err)
+				require.ErrorContains(t, forged.Get(ctx, nil), "not encrypted")
+
 				require.Contains(t, all.String(), "Ann")
 				st, err := sess.State(ctx)
 				require.NoError(t, err)
