@@ -29,6 +29,19 @@ const (
 	CodeInternal          Code = "keel.Internal"
 )
 
+// The codes of keel's limits (docs/contract.md §18).
+const (
+	// CodeTooLarge: a value (a prompt, a steering text, an answer, a run
+	// configuration) is over its size limit. It is a kind of invalid
+	// input: errors.Is matches ErrInvalidInput too, the code such values
+	// had before. The gateway answers 413.
+	CodeTooLarge Code = "keel.TooLarge"
+	// CodeTooMany: a count limit is full (prompts queued in a session,
+	// steering staged in a run). Retryable: the same call may succeed
+	// once the queue drains. The gateway answers 429 with Retry-After.
+	CodeTooMany Code = "keel.TooMany"
+)
+
 // Error is keel's typed error. Compare with the sentinels below using
 // errors.Is (codes are compared, not messages); a provider failure also
 // unwraps to a *ProviderError.
@@ -46,13 +59,14 @@ func (e *Error) Error() string {
 	return "keel: " + e.Message
 }
 
-// Is reports whether target is a keel *Error with the same code.
+// Is reports whether target is a keel *Error with the same code. A
+// CodeTooLarge error also matches CodeInvalidInput.
 func (e *Error) Is(target error) bool {
 	var t *Error
 	if !errors.As(target, &t) || t == nil {
 		return false
 	}
-	return t.Code == e.Code
+	return t.Code == e.Code || (e.Code == CodeTooLarge && t.Code == CodeInvalidInput)
 }
 
 // Unwrap returns the provider failure behind e, if any.
@@ -85,6 +99,8 @@ var (
 	ErrProvider          = &Error{Code: CodeProvider, Message: "provider request failed"}
 	ErrMalformedResponse = &Error{Code: CodeMalformedResponse, Message: "malformed model response"}
 	ErrTerminated        = &Error{Code: CodeTerminated, Message: "run workflow was terminated"}
+	ErrTooLarge          = &Error{Code: CodeTooLarge, Message: "value over its size limit"}
+	ErrTooMany           = &Error{Code: CodeTooMany, Message: "count limit reached", Retryable: true}
 )
 
 // ProviderErrorKind classifies a provider failure.

@@ -11,14 +11,22 @@ import (
 
 // sample asks the run's model (spec) for one response on behalf of a tool
 // call (tool.Sample). It returns the request's usage even when the
-// request failed: an abandoned request is billed all the same.
+// request failed: an abandoned request is billed all the same. A sampling
+// request is a model request like a turn, whoever asks for it (an MCP
+// server): it takes a slot of its provider's concurrency (waiting for one
+// while the Tool activity heartbeats) and the worker's token cap.
 func (a *Activities) sample(ctx context.Context, spec string, req tool.SampleRequest) (tool.SampleResult, keel.Usage, error) {
 	p, model, err := a.Models.Resolve(spec)
 	if err != nil {
 		return tool.SampleResult{}, keel.Usage{}, err
 	}
-	preq := provider.Request{Model: model, System: req.System, Messages: req.Messages, MaxTokens: req.MaxTokens,
-		Step: 0, Attempt: 1}
+	release, err := a.slots.acquire(ctx, &a.Policy, p.Name())
+	if err != nil {
+		return tool.SampleResult{}, keel.Usage{}, err
+	}
+	defer release()
+	preq := provider.Request{Model: model, System: req.System, Messages: req.Messages,
+		MaxTokens: a.Policy.capTokens(req.MaxTokens), Step: 0, Attempt: 1}
 	var asm provider.Assembler
 	for chunk, err := range p.Stream(ctx, preq) {
 		if err != nil {

@@ -166,8 +166,66 @@ type SendRequest struct {
 	IfActive IfActive   `json:"if_active,omitempty"`
 }
 
-// MaxPromptBytes bounds a prompt or steering text.
+// MaxPromptBytes bounds a prompt or steering text: the default of
+// Limits.PromptBytes and Limits.SteeringBytes.
 const MaxPromptBytes = 256 << 10
+
+// Limits bound what callers send a session, so that no caller can push its
+// histories towards Temporal's limits (50 MB or 51,200 events an
+// execution) or its payload limit (2 MB). A worker applies them in the
+// update validators of its workflows (worker.Options.Limits, keel.yaml's
+// limits), which Temporal runs when an update arrives and never on replay,
+// so a worker whose limits changed still replays every history. Signals
+// (steer and respond also arrive as signals) are re-run on replay and
+// always apply the defaults, never a worker's own values. Zero fields take
+// the defaults; docs/contract.md §18.
+type Limits struct {
+	// PromptBytes bounds a prompt. Default MaxPromptBytes (256 KiB).
+	PromptBytes int
+	// SteeringBytes bounds a steering text. Default MaxPromptBytes.
+	SteeringBytes int
+	// AnswerBytes bounds an answer to a host-input request (its JSON).
+	// Default MaxAnswerBytes.
+	AnswerBytes int
+	// ConfigBytes bounds a run's configuration as JSON (system prompt,
+	// tools, approvals...): the session's defaults merged with the
+	// send's own. Default MaxConfigBytes.
+	ConfigBytes int
+	// QueuedPrompts bounds the prompts waiting in a session behind its
+	// active run (if_active "queue"). Default MaxQueuedPrompts.
+	QueuedPrompts int
+	// StagedSteers bounds the steering a run accepted and has not applied
+	// yet. Default MaxStagedSteers.
+	StagedSteers int
+}
+
+// Defaults of Limits, which signals always apply.
+const (
+	MaxAnswerBytes   = 256 << 10
+	MaxConfigBytes   = 256 << 10
+	MaxQueuedPrompts = 32
+	MaxStagedSteers  = 32
+	// MaxSteeringIDBytes bounds the steering ID of a retraction (IDs are
+	// "steer-N"); it is not configurable.
+	MaxSteeringIDBytes = 64
+)
+
+// WithDefaults returns l with its unset (zero or negative) fields set to
+// the defaults.
+func (l Limits) WithDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.PromptBytes, MaxPromptBytes)
+	def(&l.SteeringBytes, MaxPromptBytes)
+	def(&l.AnswerBytes, MaxAnswerBytes)
+	def(&l.ConfigBytes, MaxConfigBytes)
+	def(&l.QueuedPrompts, MaxQueuedPrompts)
+	def(&l.StagedSteers, MaxStagedSteers)
+	return l
+}
 
 // SendResult is the answer of the "send" update.
 type SendResult struct {

@@ -15,8 +15,8 @@ import (
 // Apply sets in opts what the file configures: the models (AddModels, on
 // opts.Models when it is a *worker.Models, else on worker.DefaultModels()),
 // Workspace, Tools (the enabled built-ins, unless opts.Tools is already
-// set), Policy (approvals and limits) and MCPServers. It builds the
-// providers now, so a missing key fails here, naming the model.
+// set), Policy (approvals and limits), Limits and MCPServers. It builds
+// the providers now, so a missing key fails here, naming the model.
 func (c *Config) Apply(opts *worker.Options) error {
 	switch m := opts.Models.(type) {
 	case nil:
@@ -54,6 +54,7 @@ func (c *Config) Apply(opts *worker.Options) error {
 		MaxTokens:   c.Limits.MaxTokens,
 		Concurrency: maps.Clone(c.Limits.Concurrency),
 	}
+	opts.Limits = c.Limits.Inputs
 	opts.MCPServers = c.MCPServerConfigs()
 	return nil
 }
@@ -91,7 +92,7 @@ func (c *Config) MCPServerConfigs() []mcp.ServerConfig {
 	for _, s := range c.MCPServers {
 		out = append(out, mcp.ServerConfig{Name: s.Name, Command: s.Command, Args: slices.Clone(s.Args),
 			Env: maps.Clone(s.Env), URL: s.URL, Headers: maps.Clone(s.Headers), Timeout: s.Timeout,
-			Sampling: s.Sampling})
+			Sampling: s.Sampling, MaxResponseBytes: s.MaxResponseBytes})
 	}
 	return out
 }

@@ -97,6 +97,10 @@ type Limits struct {
 	// provider ("openai", "anthropic", "scripted"). Optional; a missing
 	// provider is not limited.
 	Concurrency map[string]int
+	// Inputs bound what callers send the worker's sessions (prompt_bytes,
+	// steering_bytes, answer_bytes, config_bytes, queued_prompts,
+	// staged_steers). Optional; zero fields take api.Limits' defaults.
+	Inputs api.Limits
 }
 
 // MCPServer is one MCP server: a stdio server the worker starts
@@ -114,6 +118,9 @@ type MCPServer struct {
 	Headers map[string]string
 	// Timeout is the start-to-close timeout of one call. Optional.
 	Timeout time.Duration
+	// MaxResponseBytes bounds one message the server sends. Optional;
+	// default mcp.DefaultMaxResponseBytes.
+	MaxResponseBytes int
 	// Sampling is true when the file says "sampling: allow": the server
 	// may ask the run's model during a call, spending the run's tokens.
 	// Optional; default ("refuse"): it is not offered sampling.

@@ -335,8 +335,14 @@ func (p *parser) approvals(n *yaml.Node, field string) {
 func (p *parser) limits(n *yaml.Node, field string) {
 	l := &p.cfg.Limits
 	p.fields(n, field, map[string]func(*yaml.Node, string){
-		"max_steps":  func(n *yaml.Node, f string) { l.MaxSteps = p.positive(n, f) },
-		"max_tokens": func(n *yaml.Node, f string) { l.MaxTokens = p.positive(n, f) },
+		"max_steps":      func(n *yaml.Node, f string) { l.MaxSteps = p.positive(n, f) },
+		"max_tokens":     func(n *yaml.Node, f string) { l.MaxTokens = p.positive(n, f) },
+		"prompt_bytes":   func(n *yaml.Node, f string) { l.Inputs.PromptBytes = p.positive(n, f) },
+		"steering_bytes": func(n *yaml.Node, f string) { l.Inputs.SteeringBytes = p.positive(n, f) },
+		"answer_bytes":   func(n *yaml.Node, f string) { l.Inputs.AnswerBytes = p.positive(n, f) },
+		"config_bytes":   func(n *yaml.Node, f string) { l.Inputs.ConfigBytes = p.positive(n, f) },
+		"queued_prompts": func(n *yaml.Node, f string) { l.Inputs.QueuedPrompts = p.positive(n, f) },
+		"staged_steers":  func(n *yaml.Node, f string) { l.Inputs.StagedSteers = p.positive(n, f) },
 		"concurrency": func(n *yaml.Node, f string) {
 			l.Concurrency = map[string]int{}
 			p.entries(n, f, func(k, v *yaml.Node, f string) {
@@ -377,6 +383,7 @@ func (p *parser) mcpServers(n *yaml.Node, field string) {
 					s.Headers[k.Value] = v.Value
 				})
 			},
+			"max_response_bytes": func(n *yaml.Node, f string) { s.MaxResponseBytes = p.positive(n, f) },
 			"timeout": func(n *yaml.Node, f string) {
 				d, err := time.ParseDuration(p.str(n, f))
 				if err != nil || d <= 0 {

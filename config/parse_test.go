@@ -33,12 +33,13 @@ func TestLoadComplete(t *testing.T) {
 		Workspace:    filepath.Join("testdata", "workspace"),
 		Tools:        []string{"read_file", "list_files", "ask_user"},
 		Approvals:    map[string]api.Approval{"write_file": "deny", "mcp__*": "ask", "*": "allow"},
-		Limits:       Limits{MaxSteps: 12, MaxTokens: 2048, Concurrency: map[string]int{"openai": 4, "anthropic": 2}},
+		Limits: Limits{MaxSteps: 12, MaxTokens: 2048, Concurrency: map[string]int{"openai": 4, "anthropic": 2},
+			Inputs: api.Limits{PromptBytes: 64 << 10, QueuedPrompts: 8, StagedSteers: 4}},
 		MCPServers: []MCPServer{
 			{Name: "everything", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-everything"},
 				Env: map[string]string{"LOG_LEVEL": "debug"}, Timeout: 2 * time.Minute, Sampling: true},
 			{Name: "docs", URL: "https://mcp.example.com/mcp",
-				Headers: map[string]string{"Authorization": "Bearer ${DOCS_MCP_TOKEN}"}},
+				Headers: map[string]string{"Authorization": "Bearer ${DOCS_MCP_TOKEN}"}, MaxResponseBytes: 1 << 20},
 		},
 	}
 	if diff := cmp.Diff(want, cfg, cmpopts.IgnoreUnexported(Config{})); diff != "" {
@@ -52,6 +53,9 @@ func TestLoadComplete(t *testing.T) {
 	}
 	if diff := cmp.Diff([]bool{true, false}, sampling); diff != "" {
 		t.Errorf("MCPServerConfigs Sampling (-want +got):\n%s", diff)
+	}
+	if got := cfg.MCPServerConfigs()[1].MaxResponseBytes; got != 1<<20 {
+		t.Errorf("MCPServerConfigs MaxResponseBytes = %d, want %d", got, 1<<20)
 	}
 	refused, err := Parse("keel.yaml", []byte("mcp_servers:\n  fs:\n    command: npx\n    sampling: refuse\n"))
 	if err != nil || len(refused.MCPServers) != 1 || refused.MCPServers[0].Sampling {
@@ -121,8 +125,12 @@ func TestParseRefuses(t *testing.T) {
 			want: "bad.yaml:2:14: limits.max_steps: want a whole number, got a string"},
 		{name: "concurrency of an unknown provider", yaml: "limits:\n  concurrency:\n    gemini: 2\n",
 			want: `bad.yaml:3:5: limits.concurrency.gemini: unknown provider "gemini"`},
+		{name: "zero queue", yaml: "limits:\n  queued_prompts: 0\n",
+			want: "bad.yaml:2:19: limits.queued_prompts: must be at least 1, got 0"},
+		{name: "response cap not a number", yaml: "mcp_servers:\n  s:\n    url: https://x.example/mcp\n    max_response_bytes: 1MB\n",
+			want: "bad.yaml:4:25: mcp_servers.s.max_response_bytes: want a whole number, got a string"},
 		{name: "unknown limit", yaml: "limits:\n  max_cost: 3\n",
-			want: "bad.yaml:2:3: limits.max_cost: unknown field (known: concurrency, max_steps, max_tokens)"},
+			want: "bad.yaml:2:3: limits.max_cost: unknown field (known: answer_bytes, concurrency, config_bytes, max_steps, max_tokens, prompt_bytes, queued_prompts, staged_steers, steering_bytes)"},
 		{name: "server with command and url", yaml: "mcp_servers:\n  fs:\n    command: npx\n    url: http://localhost:3000/mcp\n",
 			want: "bad.yaml:2:3: mcp_servers.fs: set command or url, not both"},
 		{name: "server with neither", yaml: "mcp_servers:\n  fs:\n    args: [x]\n",

@@ -26,19 +26,37 @@ const (
 // Codec is a converter.PayloadCodec that encrypts every payload with the
 // keyring's current key (AES-256-GCM, a random nonce per payload) and
 // decrypts with the key its metadata names. Encrypted payloads pass
-// Encode unchanged and other payloads pass Decode unchanged, so the codec
-// can sit in a chain that sees a payload twice. It is safe for concurrent
-// use.
+// Encode unchanged, so the codec can sit in a chain that encodes a
+// payload twice. Decode accepts only ciphertext: a payload that is not
+// encrypted fails with ErrPlaintext, so that whoever can write to
+// Temporal without the keys cannot hand a worker input of their own,
+// unless the codec was made with AllowPlaintext. It is safe for
+// concurrent use.
 type Codec struct {
-	current string
-	aeads   map[string]cipher.AEAD
+	current        string
+	aeads          map[string]cipher.AEAD
+	allowPlaintext bool
 }
 
 var _ converter.PayloadCodec = (*Codec)(nil)
 
+// Option configures NewCodec.
+type Option func(*Codec)
+
+// AllowPlaintext makes Decode pass payloads that are not encrypted
+// unchanged instead of failing with ErrPlaintext. It is for a deployment
+// that switches encryption on while histories and store objects written
+// before hold plaintext (docs/operations.md, "Switching encryption on"),
+// and for readers that decode through a codec endpoint, which hands back
+// what it decrypted in the clear.
+func AllowPlaintext() Option { return func(c *Codec) { c.allowPlaintext = true } }
+
 // NewCodec returns a Codec over the keys of r.
-func NewCodec(r *Keyring) *Codec {
+func NewCodec(r *Keyring, opts ...Option) *Codec {
 	c := &Codec{current: r.Current(), aeads: make(map[string]cipher.AEAD, len(r.ids))}
+	for _, o := range opts {
+		o(c)
+	}
 	for id, key := range r.keys {
 		block, err := aes.NewCipher(key)
 		if err != nil {
@@ -54,9 +72,15 @@ func NewCodec(r *Keyring) *Codec {
 }
 
 // NewDataConverter returns Temporal's default data converter with c
-// applied to every payload, for processes without a content store.
+// applied to every payload, for processes without a content store. Unless
+// c allows plaintext, query handlers registered under ReadOnly decode
+// their arguments with plaintext allowed.
 func NewDataConverter(c *Codec) converter.DataConverter {
-	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
+	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
+	if c.allowPlaintext {
+		return dc
+	}
+	return WithReadOnlyDecoding(dc, converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c.AllowingPlaintext()))
 }
 
 // IsEncrypted reports whether p was written by a Codec.
@@ -112,15 +136,26 @@ func (c *Codec) seal(p *commonpb.Payload) (*commonpb.Payload, error) {
 	}, nil
 }
 
-// Decode decrypts each encrypted payload. A payload under a key the
-// keyring does not hold fails with ErrUnknownKey, one that does not
-// authenticate with ErrDecrypt.
+// AllowsPlaintext reports whether Decode lets payloads that are not
+// encrypted through (AllowPlaintext).
+func (c *Codec) AllowsPlaintext() bool { return c.allowPlaintext }
+
+// Decode decrypts each payload. A payload under a key the keyring does not
+// hold fails with ErrUnknownKey, one that does not authenticate with
+// ErrDecrypt, and one that is not encrypted with ErrPlaintext (unless
+// AllowPlaintext). A nil payload (none) passes.
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
 		out[i] = p
-		if !IsEncrypted(p) {
+		if p == nil {
 			continue
+		}
+		if !IsEncrypted(p) {
+			if c.allowPlaintext {
+				continue
+			}
+			return nil, plaintextError(p)
 		}
 		opened, err := c.open(p)
 		if err != nil {
@@ -150,4 +185,14 @@ func (c *Codec) open(p *commonpb.Payload) (*commonpb.Payload, error) {
 		return nil, fmt.Errorf("%w: key %q: the plaintext is not a payload: %w", ErrDecrypt, id, err)
 	}
 	return &orig, nil
+}
+
+// plaintextError names what a refused payload says it is, never its data.
+func plaintextError(p *commonpb.Payload) error {
+	enc := string(p.GetMetadata()[converter.MetadataEncoding])
+	if len(enc) > 40 {
+		enc = enc[:40] + "..."
+	}
+	return fmt.Errorf("%w: a payload with encoding %q (%d bytes) reached a codec that accepts only ciphertext "+
+		"(written without the keys; a deployment switching encryption on allows plaintext for a while)", ErrPlaintext, enc, len(p.GetData()))
 }

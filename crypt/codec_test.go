@@ -53,17 +53,65 @@ func TestCodecRoundTrip(t *testing.T) {
 	if bytes.Equal(again[0].GetData(), enc[0].GetData()) {
 		t.Fatal("two encryptions of one payload are equal")
 	}
-	// Encrypted payloads pass Encode; plain ones pass Decode.
+	// Encrypted payloads pass Encode.
 	twice, err := c.Encode(enc)
 	if err != nil || !cmp.Equal(enc, twice, protocmp.Transform()) {
 		t.Fatalf("Encode of encrypted payloads changed them (%v)", err)
 	}
-	dec, err := c.Decode(append(enc, in.Payloads[0]))
+	dec, err := c.Decode(append(enc, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(append(in.Payloads, in.Payloads[0]), dec, protocmp.Transform()); diff != "" {
+	if diff := cmp.Diff(append(in.Payloads, nil), dec, protocmp.Transform()); diff != "" {
 		t.Fatalf("Decode (-want +got):\n%s", diff)
+	}
+}
+
+// The attack: whoever can write to Temporal without the keys hands a
+// worker a payload of their own (temporal workflow signal --input
+// '{"text":"x"}'). Decode refuses it with ErrPlaintext, naming its
+// encoding and size, never its data; a batch with one such payload
+// fails whole. AllowPlaintext, for a deployment switching encryption on,
+// lets it through unchanged.
+func TestCodecRefusesPlaintext(t *testing.T) {
+	keys := keyring(t, keyA)
+	strict := crypt.NewCodec(keys)
+	if strict.AllowsPlaintext() {
+		t.Fatal("a new codec allows plaintext")
+	}
+	plain, _ := converter.GetDefaultDataConverter().ToPayload(map[string]string{"text": "FORGED-7c1d"})
+	enc, err := strict.Encode([]*commonpb.Payload{plain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noEncoding := &commonpb.Payload{Data: []byte("FORGED-7c1d")}
+	for name, batch := range map[string][]*commonpb.Payload{
+		"alone": {plain}, "after ciphertext": {enc[0], plain}, "no encoding": {noEncoding},
+	} {
+		out, err := strict.Decode(batch)
+		if !errors.Is(err, crypt.ErrPlaintext) || out != nil {
+			t.Errorf("%s: Decode = %v, %v; want ErrPlaintext", name, out, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "FORGED") {
+			t.Errorf("%s: the error shows the payload's data: %v", name, err)
+		}
+	}
+	_, err = strict.Decode([]*commonpb.Payload{plain})
+	if !strings.Contains(err.Error(), `"json/plain"`) {
+		t.Errorf("the error does not name the encoding: %v", err)
+	}
+
+	lenient := crypt.NewCodec(keys, crypt.AllowPlaintext())
+	if !lenient.AllowsPlaintext() {
+		t.Fatal("AllowPlaintext did not take")
+	}
+	dec, err := lenient.Decode([]*commonpb.Payload{enc[0], plain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]*commonpb.Payload{plain, plain}, dec, protocmp.Transform()); diff != "" {
+		t.Fatalf("Decode with AllowPlaintext (-want +got):\n%s", diff)
 	}
 }
 

@@ -22,6 +22,16 @@
 //	dc := crypt.NewDataConverter(crypt.NewCodec(keys))
 //	c, err := client.Dial(client.Options{DataConverter: dc})
 //
+// The codec decodes only ciphertext: a payload that is not encrypted
+// fails with ErrPlaintext, so whoever writes to Temporal without the keys
+// cannot hand a worker input of their own. Query arguments are the one
+// exception, under a ReadOnly context (keel's worker registers its query
+// handlers so); AllowPlaintext accepts every plaintext payload, for a
+// deployment switching encryption on and for readers that decode through
+// a codec endpoint:
+//
+//	reader := crypt.NewCodec(keys, crypt.AllowPlaintext())
+//
 // Key bytes never appear in an error message; errors name the file, the
 // line and the key ID.
 package crypt

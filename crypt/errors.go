@@ -24,6 +24,12 @@ var (
 	// ErrDecrypt: a payload's ciphertext does not open under its key: it
 	// was altered, or a different key was given the same ID.
 	ErrDecrypt = errors.New("crypt: cannot decrypt payload")
+	// ErrPlaintext: a payload to decode is not encrypted, and the codec
+	// accepts only ciphertext (a payload written by someone without the
+	// keys, such as `temporal workflow signal --input`). AllowPlaintext
+	// lets such payloads through, for a deployment switching encryption
+	// on.
+	ErrPlaintext = errors.New("crypt: payload is not encrypted")
 )
 
 // KeyFileError is a problem with one line of a key file (Line 0: the file

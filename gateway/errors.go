@@ -71,7 +71,8 @@ func apiError(status int, code, format string) *Error {
 
 // statusOf maps keel's codes to HTTP statuses: the caller's input (400),
 // what it names is not there (404), the session or run refuses it in its
-// current state (409), and the rest (500).
+// current state (409), a value over its size limit (413), a count limit
+// full (429, with Retry-After), and the rest (500).
 var statusOf = map[keel.Code]int{
 	keel.CodeInvalidInput:     http.StatusBadRequest,
 	keel.CodeInvalidAnswer:    http.StatusBadRequest,
@@ -82,6 +83,9 @@ var statusOf = map[keel.Code]int{
 	keel.CodeNotAccepting:     http.StatusConflict,
 	keel.CodeRequesterGone:    http.StatusConflict,
 	keel.CodeRuntimeShutdown:  http.StatusConflict,
+	// Over a limit of the workflows (docs/contract.md §18).
+	keel.CodeTooLarge: http.StatusRequestEntityTooLarge,
+	keel.CodeTooMany:  http.StatusTooManyRequests,
 }
 
 // fromError turns what a client call returned into an error response.

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/keelrun/keel/crypt"
 	"github.com/keelrun/keel/store/claimcheck"
 )
 
@@ -67,9 +68,19 @@ func NewCodec(s *Store, opts CodecOptions) *Codec {
 }
 
 // NewDataConverter returns Temporal's default data converter with c applied
-// to every payload, for client.Options.DataConverter.
+// to every payload, for client.Options.DataConverter. With an encryption
+// codec that accepts only ciphertext (crypt.Codec), query handlers
+// registered under crypt.ReadOnly decode their arguments with plaintext
+// allowed, as readers without the keys send them.
 func NewDataConverter(c *Codec) converter.DataConverter {
-	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
+	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
+	cc, ok := c.encrypt.(*crypt.Codec)
+	if !ok || cc.AllowsPlaintext() {
+		return dc
+	}
+	lenient := *c
+	lenient.encrypt = cc.AllowingPlaintext()
+	return crypt.WithReadOnlyDecoding(dc, converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), &lenient))
 }
 
 // marshal is deterministic so that equal payloads (maps included) give equal
@@ -123,8 +134,13 @@ func (c *Codec) PutPayload(ctx context.Context, p *commonpb.Payload) (*commonpb.
 }
 
 // Decode replaces each reference with the payload it names, verified
-// against its key, then (with CodecOptions.Encryption) decrypts. Other
-// payloads pass unchanged.
+// against its key, then (with CodecOptions.Encryption) decrypts. Without
+// encryption other payloads pass unchanged; with keel's crypt.Codec, a
+// payload that is not ciphertext (inline, or the object a reference
+// names) fails with crypt.ErrPlaintext unless the codec allows plaintext.
+// References themselves are written by this codec in the clear and hold
+// no value, only a key, so they are resolved first and what they name is
+// decrypted.
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()

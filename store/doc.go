@@ -35,5 +35,8 @@
 // With CodecOptions.Encryption (keel's crypt.Codec) the Codec encrypts
 // every payload before offloading it and decrypts after resolving it, so
 // the store and the histories hold ciphertext, and the handler decrypts
-// for the readers it serves.
+// for the readers it serves. What Decode gets must then be ciphertext too
+// (crypt.ErrPlaintext otherwise, unless the crypt codec allows
+// plaintext): a reference is resolved first, and the object it names is
+// decrypted.
 package store

@@ -49,13 +49,14 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 	r.RegisterActivityWithOptions(acts.StoreEvents, activity.RegisterOptions{Name: activities.StoreEventsName})
 }
 
-// modelRules are the rules of a worker whose models are models: a Catalog
-// (Models is) refuses at send the specs it does not admit; any other
-// resolver admits every spec and decides at the run's first model turn.
-func modelRules(models activities.ModelResolver) workflows.Rules {
-	c, ok := models.(Catalog)
-	if !ok {
-		return workflows.Rules{}
+// rules are the workflows' rules that a worker with opts applies: its
+// limits, and, when its models are a Catalog (Models is), the models it
+// refuses at send; any other resolver admits every spec and decides at the
+// run's first model turn.
+func (o Options) rules(models activities.ModelResolver) workflows.Rules {
+	r := workflows.Rules{Limits: o.Limits}
+	if c, ok := models.(Catalog); ok {
+		r.AdmitModel, r.ModelOffer = c.Admits, c.Offer
 	}
-	return workflows.Rules{AdmitModel: c.Admits, ModelOffer: c.Offer}
+	return r
 }

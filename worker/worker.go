@@ -52,6 +52,14 @@ type Options struct {
 	// and limits), applied on top of every run's own configuration: the
 	// stricter approval wins and limits cap what runs ask for. Optional.
 	Policy activities.Policy
+	// Limits bound what callers send this worker's sessions: the sizes of
+	// prompts, steering, answers and run configurations, the prompts
+	// queued in a session and the steering staged in a run (keel.yaml's
+	// limits; docs/contract.md §18). They apply in the workflows' update
+	// validators, so they may change between deployments; signals always
+	// apply the defaults. Optional: zero fields take the defaults of
+	// api.Limits.
+	Limits api.Limits
 	// MCPServers are the MCP servers whose tools the worker offers to the
 	// model as mcp__<server>__<tool> (keel.yaml's mcp_servers). New
 	// connects them with mcp.Connect into the worker's tool registry,
@@ -171,7 +179,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	wo := opts.Worker
 	// Activities log through a logger derived from their input, which
 	// carries the run's session_id, run_id, step and attempt.
-	wo.Interceptors = append(slices.Clip(wo.Interceptors), activities.LogInterceptor(acts.Logger))
+	wo.Interceptors = append(slices.Clip(wo.Interceptors), activities.LogInterceptor(acts.Logger), &readOnlyQueries{})
 	wo.MaxHeartbeatThrottleInterval = opts.HeartbeatInterval
 	wo.DefaultHeartbeatThrottleInterval = opts.HeartbeatInterval
 	wo.MaxConcurrentActivityExecutionSize = opts.MaxConcurrentActivities
@@ -212,7 +220,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 		}
 	}
 	w := sdkworker.New(c, tq, wo)
-	RegisterWithRules(w, acts, modelRules(acts.Models))
+	RegisterWithRules(w, acts, opts.rules(acts.Models))
 	if len(closers) > 0 {
 		return &closingWorker{Worker: w, closers: closers}, nil
 	}

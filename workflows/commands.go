@@ -4,6 +4,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 )
 
 // registerCommands installs what the host sends a running run: steering,
@@ -21,7 +22,7 @@ func (r *run) registerCommands(ctx workflow.Context) error {
 		func(ctx workflow.Context, req RetractRequest) (RetractResult, error) {
 			return RetractResult{Result: r.steering.retract(req.SteeringID)}, nil
 		},
-		workflow.UpdateHandlerOptions{}); err != nil {
+		workflow.UpdateHandlerOptions{Validator: validateRetract}); err != nil {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRespond,
@@ -31,14 +32,16 @@ func (r *run) registerCommands(ctx workflow.Context) error {
 	}
 	// The same commands as signals, for callers that cannot wait for an
 	// answer (the temporal CLI's `workflow signal`). Invalid ones are logged
-	// and dropped: a signal has no way to report an error.
+	// and dropped: a signal has no way to report an error. Signals are
+	// re-run on replay, so they apply fixed limits, never the worker's
+	// Rules (validateSteerSignal, validateRespondSignal).
 	signals := []struct {
 		name   string
 		handle func(workflow.Context, workflow.ReceiveChannel)
 	}{
 		{SignalCancel, func(ctx workflow.Context, ch workflow.ReceiveChannel) { ch.Receive(ctx, nil); r.requestCancel() }},
-		{UpdateSteer, commandSignal("steer", r.validateSteer, func(req SteerRequest) { r.steer(req) })},
-		{UpdateRespond, commandSignal("respond", r.validateRespond, r.host.respond)},
+		{UpdateSteer, commandSignal("steer", r.validateSteerSignal, func(req SteerRequest) { r.steer(req) })},
+		{UpdateRespond, commandSignal("respond", r.validateRespondSignal, r.host.respond)},
 	}
 	for _, s := range signals {
 		ch := workflow.GetSignalChannel(ctx, s.name)
@@ -54,11 +57,11 @@ func (r *run) registerCommands(ctx workflow.Context) error {
 
 // commandSignal handles one signal carrying a command that is also an
 // update: the same validation, and a refused command is logged and dropped.
-func commandSignal[Req any](name string, validate func(Req) error, apply func(Req)) func(workflow.Context, workflow.ReceiveChannel) {
+func commandSignal[Req any](name string, validate func(workflow.Context, Req) error, apply func(Req)) func(workflow.Context, workflow.ReceiveChannel) {
 	return func(ctx workflow.Context, ch workflow.ReceiveChannel) {
 		var req Req
 		ch.Receive(ctx, &req)
-		if err := validate(req); err != nil {
+		if err := validate(ctx, req); err != nil {
 			workflow.GetLogger(ctx).Warn(name+" signal dropped", "err", err)
 			return
 		}
@@ -83,17 +86,61 @@ func (r *run) requestCancel() {
 	r.refreshState()
 }
 
+// validateSteer checks a steer update under the worker's limits.
 func (r *run) validateSteer(req SteerRequest) error {
-	if err := checkText("steering text", req.Text); err != nil {
+	lim := r.rules.limits()
+	if err := checkText("steering text", req.Text, lim.SteeringBytes); err != nil {
 		return err
 	}
-	return r.accepting()
+	if err := r.accepting(); err != nil {
+		return err
+	}
+	return r.checkStaged(lim.StagedSteers)
+}
+
+// validateSteerSignal checks a steer signal: the same checks under the
+// default limits, the staged count behind signalLimitsChange.
+func (r *run) validateSteerSignal(ctx workflow.Context, req SteerRequest) error {
+	if err := checkText("steering text", req.Text, MaxPromptBytes); err != nil {
+		return err
+	}
+	if err := r.accepting(); err != nil {
+		return err
+	}
+	if err := r.checkStaged(api.MaxStagedSteers); err != nil && signalLimited(ctx) {
+		return err
+	}
+	return nil
 }
 
 func (r *run) steer(req SteerRequest) SteerResult {
 	return SteerResult{SteeringID: r.steering.stage(req.Text)}
 }
 
+// validateRespond checks a respond update under the worker's limits; the
+// size first, so that an answer too large is not matched against a
+// schema.
 func (r *run) validateRespond(req RespondRequest) error {
+	if err := checkAnswerSize(req, r.rules.limits().AnswerBytes); err != nil {
+		return err
+	}
 	return r.host.validate(req, r.accepting)
+}
+
+// validateRespondSignal checks a respond signal: the size under the
+// default limit, behind signalLimitsChange, then as an update.
+func (r *run) validateRespondSignal(ctx workflow.Context, req RespondRequest) error {
+	if err := checkAnswerSize(req, api.MaxAnswerBytes); err != nil && signalLimited(ctx) {
+		return err
+	}
+	return r.host.validate(req, r.accepting)
+}
+
+// validateRetract refuses, before it enters history, a retraction whose
+// steering ID is longer than any keel makes.
+func validateRetract(req RetractRequest) error {
+	if len(req.SteeringID) > api.MaxSteeringIDBytes {
+		return tooLarge("steering_id", len(req.SteeringID), api.MaxSteeringIDBytes)
+	}
+	return nil
 }

@@ -1,17 +1,23 @@
 package workflows
 
 import (
+	"encoding/json"
+	"fmt"
+
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 )
 
 // Rules are the worker's own checks on what callers send a session: which
-// models a run may name. They come from the worker's configuration, never
-// from history, and are applied only in update validators, which Temporal
-// runs when an update arrives and never on replay: a worker whose rules
-// changed still replays every history. A check that a signal handler
-// applies runs on replay too, so it must not read Rules.
+// models a run may name, and how large and how many the things they send
+// may be. They come from the worker's configuration, never from history,
+// and are applied only in update validators, which Temporal runs when an
+// update arrives and never on replay: a worker whose rules changed still
+// replays every history. A check that a signal handler applies runs on
+// replay too, so it must not read Rules (signals apply the defaults of
+// api.Limits, see signalLimitsChange).
 type Rules struct {
 	// AdmitModel reports whether the worker offers the model spec a run
 	// would use (after the session's defaults are merged in). Optional:
@@ -20,6 +26,10 @@ type Rules struct {
 	// ModelOffer describes the models the worker offers, for the message
 	// of a refused send. Optional.
 	ModelOffer func() string
+	// Limits bound prompts, steering, answers, run configurations, queued
+	// prompts and staged steering (docs/contract.md §18). Optional: zero
+	// fields take the defaults of api.Limits.
+	Limits api.Limits
 }
 
 // admitsModel applies AdmitModel.
@@ -39,6 +49,9 @@ func (r Rules) modelRefused() *keel.Error {
 	return &keel.Error{Code: keel.CodeInvalidInput, Message: msg}
 }
 
+// limits returns the limits with their defaults filled in.
+func (r Rules) limits() api.Limits { return r.Limits.WithDefaults() }
+
 // Session returns the Session workflow function under these rules, for
 // registration as api.SessionWorkflowName.
 func (r Rules) Session() func(workflow.Context, SessionInput) error {
@@ -49,4 +62,79 @@ func (r Rules) Session() func(workflow.Context, SessionInput) error {
 // registration as api.RunWorkflowName.
 func (r Rules) Run() func(workflow.Context, RunInput) (*RunResult, error) {
 	return func(ctx workflow.Context, in RunInput) (*RunResult, error) { return runWorkflow(ctx, in, r) }
+}
+
+// signalLimitsChange versions the limits that the steer and respond
+// signals apply on top of their older checks: the count of staged
+// steering and the size of an answer. Signal handlers run on replay, so a
+// history recorded before these limits replays as it ran: GetVersion is
+// asked only when a limit would refuse a signal, and an old history,
+// which holds no marker, gets DefaultVersion and accepts it as before.
+const signalLimitsChange = "signal-limits"
+
+// signalLimited reports whether a signal that a limit would refuse is
+// refused: always in an execution that runs this code (a marker records
+// it the first time), never when replaying one that ran before it.
+func signalLimited(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, signalLimitsChange, workflow.DefaultVersion, 1) == 1
+}
+
+// tooLarge is the error of a value of n bytes over its limit.
+func tooLarge(what string, n, limit int) error {
+	return wireError(keel.Errorf(keel.CodeTooLarge, "%s is %d bytes; the limit is %d", what, n, limit))
+}
+
+// tooMany is the error of a count limit that is full.
+func tooMany(format string, a ...any) error {
+	e := keel.Errorf(keel.CodeTooMany, format, a...)
+	e.Retryable = true
+	return wireError(e)
+}
+
+// checkConfig refuses a run configuration whose JSON is over limit bytes.
+func checkConfig(cfg RunConfig, limit int) error {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return wireError(keel.Errorf(keel.CodeInvalidInput, "run config: %v", err))
+	}
+	if len(b) > limit {
+		return tooLarge("the run config (as JSON)", len(b), limit)
+	}
+	return nil
+}
+
+// checkQueue refuses a prompt that would queue behind limit others.
+func (s *session) checkQueue(req SendRequest, limit int) error {
+	waiting := len(s.queue) + s.admitting
+	if req.IfActive != IfActiveQueue || waiting < limit {
+		return nil
+	}
+	return tooMany("%d prompts are queued in session %s; the limit is %d", waiting, s.id, limit)
+}
+
+// checkSendLimits applies the worker's limits to a send beyond its
+// prompt's size: the merged run configuration's size and the queue's
+// length.
+func (s *session) checkSendLimits(req SendRequest) error {
+	lim := s.rules.limits()
+	if err := checkConfig(s.cfg.Merge(req.Config), lim.ConfigBytes); err != nil {
+		return err
+	}
+	return s.checkQueue(req, lim.QueuedPrompts)
+}
+
+// checkStaged refuses steering beyond limit staged ones.
+func (r *run) checkStaged(limit int) error {
+	if n := r.steering.stagedCount(); n >= limit {
+		return tooMany("%d steering inputs wait for the next step of run %s; the limit is %d", n, r.in.RunID, limit)
+	}
+	return nil
+}
+
+// checkAnswerSize refuses an answer over limit bytes.
+func checkAnswerSize(req RespondRequest, limit int) error {
+	if len(req.Answer) > limit {
+		return tooLarge(fmt.Sprintf("the answer to %q", clip(req.RequestID, 80)), len(req.Answer), limit)
+	}
+	return nil
 }

@@ -52,6 +52,8 @@ type session struct {
 	shutdown bool
 	// checked is set once the session learned whether keel is shut down.
 	checked bool
+	// admitting counts the sends accepted and not yet queued.
+	admitting int
 }
 
 // pendingRun is an accepted prompt, queued or running.
@@ -209,7 +211,7 @@ func (s *session) activeRef() *RunRef {
 
 // validateSend rejects a prompt before it enters history.
 func (s *session) validateSend(req SendRequest) error {
-	if err := checkText("prompt", req.Prompt); err != nil {
+	if err := checkText("prompt", req.Prompt, s.rules.limits().PromptBytes); err != nil {
 		return err
 	}
 	switch req.IfActive {
@@ -234,13 +236,19 @@ func (s *session) validateSend(req SendRequest) error {
 		}
 		return wireError(&keel.Error{Code: keel.CodeRunActive, Message: ref + " is already active in this session"})
 	}
-	return nil
+	return s.checkSendLimits(req)
 }
 
 // send accepts a prompt. It returns once the run has started, or at once
 // with Queued set when it waits behind another run.
 func (s *session) send(ctx workflow.Context, req SendRequest) (SendResult, error) {
-	if err := workflow.Await(ctx, func() bool { return s.checked }); err != nil {
+	// Until it is queued, the prompt counts against the queue's limit
+	// (checkQueue): a validator cannot see the sends it let through that
+	// wait here.
+	s.admitting++
+	err := workflow.Await(ctx, func() bool { return s.checked })
+	s.admitting--
+	if err != nil {
 		return SendResult{}, err
 	}
 	if s.shutdown {

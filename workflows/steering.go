@@ -73,6 +73,9 @@ func (s *steering) apply() []keel.Message {
 // pending reports whether steering waits for a boundary.
 func (s *steering) pending() bool { return len(s.staged) > 0 }
 
+// stagedCount is the number of steering inputs waiting for a boundary.
+func (s *steering) stagedCount() int { return len(s.staged) }
+
 // stagedIDs lists the staged steering, oldest first.
 func (s *steering) stagedIDs() []string {
 	var ids []string

@@ -4,14 +4,15 @@ import (
 	"github.com/keelrun/keel"
 )
 
-// checkText refuses an empty text or one over MaxPromptBytes; what names
-// it in the error ("prompt", "steering text").
-func checkText(what, text string) error {
+// checkText refuses an empty text (keel.InvalidInput) or one over limit
+// bytes (keel.TooLarge); what names it in the error ("prompt", "steering
+// text").
+func checkText(what, text string, limit int) error {
 	switch {
 	case text == "":
 		return wireError(keel.Errorf(keel.CodeInvalidInput, "%s is empty", what))
-	case len(text) > MaxPromptBytes:
-		return wireError(keel.Errorf(keel.CodeInvalidInput, "%s is %d bytes; the limit is %d", what, len(text), MaxPromptBytes))
+	case len(text) > limit:
+		return tooLarge(what, len(text), limit)
 	}
 	return nil
 }

@@ -576,7 +576,7 @@ func (s *devStack) openStore(ctx context.Context, cfg devConfig) error {
 			where = "file://" + dir
 		}
 	}
-	enc, keys, err := loadEncryption(cfg.crypt.keyFile)
+	enc, keys, err := loadEncryption(cfg.crypt.keyFile, cfg.crypt.allowPlaintext)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,9 @@ type storeFlags struct {
 	url      string
 	endpoint string
 	keyFile  string
-	worker   bool
+	// allowPlaintext is --encryption-allow-plaintext (workers only).
+	allowPlaintext bool
+	worker         bool
 }
 
 func (s *storeFlags) register(fs *flagSet, worker bool) {
@@ -45,6 +47,9 @@ func (s *storeFlags) register(fs *flagSet, worker bool) {
 			"`URL` of a codec endpoint that reads the content store (and decrypts, without --encryption-key-file) when --store is not given (default $"+envCodecEndpoint+" or keel dev's)")
 	}
 	registerKeyFile(fs, &s.keyFile)
+	if worker {
+		registerAllowPlaintext(fs, &s.allowPlaintext)
+	}
 }
 
 // contentStore is what a command uses of the content store.
@@ -66,7 +71,12 @@ type contentStore struct {
 // Temporal.
 func (s *storeFlags) open(ctx context.Context) (*contentStore, error) {
 	cs := &contentStore{dc: converter.GetDefaultDataConverter(), close: func() {}}
-	enc, keys, err := loadEncryption(s.keyFile)
+	// A worker (and keel codec, which decodes for it) accepts only
+	// ciphertext unless told otherwise: whoever writes to Temporal without
+	// the keys must not hand it input. A reader only shows what it reads,
+	// and through a codec endpoint it gets back plaintext the endpoint
+	// decrypted, so it accepts both.
+	enc, keys, err := loadEncryption(s.keyFile, s.allowPlaintext || !s.worker)
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +84,11 @@ func (s *storeFlags) open(ctx context.Context) (*contentStore, error) {
 	if s.url == "" {
 		// Encrypt, then offload: on the way back references resolve first
 		// (the SDK decodes with the codecs in order), then payloads decrypt.
+		if s.worker && enc != nil {
+			// Query arguments may come in the clear (crypt.ReadOnly).
+			cs.dc = crypt.NewDataConverter(enc)
+			return cs, nil
+		}
 		var codecs []converter.PayloadCodec
 		if !s.worker && s.endpoint != "" {
 			codecs = append(codecs, claimcheck.NewRemoteCodec(s.endpoint, claimcheck.RemoteOptions{

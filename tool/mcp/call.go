@@ -125,6 +125,11 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage) (t
 	case errors.As(err, &rpcErr):
 		return tool.Result{IsError: true,
 			Output: fmt.Sprintf("MCP server %q refused the call: %s (JSON-RPC error %d)", s.cfg.Name, rpcErr.Message, rpcErr.Code)}, nil
+	case err != nil && s.oversize.Load() != nil:
+		// The server sent more than it may: the connection is dropped,
+		// and the next call starts afresh.
+		s.drop(cs)
+		return tool.Result{IsError: true, Output: s.oversize.Load().Error()}, nil
 	case err != nil:
 		// The connection failed under the call (a stdio server exited, an
 		// HTTP server went away): the next call starts afresh.

@@ -36,6 +36,12 @@ type ServerConfig struct {
 	// Timeout is the start-to-close timeout of one call to a tool of this
 	// server. Optional; default: tool.DefaultTimeout.
 	Timeout time.Duration
+	// MaxResponseBytes bounds one message the server sends: a stdio
+	// server's line, an HTTP server's JSON body or one server-sent event.
+	// A message over it fails the connection; the call in flight gets an
+	// error result naming the limit (ErrResponseTooLarge), and the next
+	// call connects again. Optional; default DefaultMaxResponseBytes.
+	MaxResponseBytes int
 	// Sampling lets this server ask the run's model during a call
 	// (sampling), spending the run's tokens: set it only for servers the
 	// operator trusts. Optional; default false (refused, unless
@@ -85,6 +91,9 @@ func (c ServerConfig) Validate() error {
 	}
 	if c.Timeout < 0 {
 		return bad("timeout", "must not be negative")
+	}
+	if c.MaxResponseBytes < 0 {
+		return bad("max_response_bytes", "must not be negative")
 	}
 	return nil
 }

@@ -181,8 +181,8 @@ func TestToolListChanged(t *testing.T) {
 	if _, ok := reg.Lookup("mcp__fault__added"); ok {
 		t.Error("mcp__fault__added still registered after the server removed it")
 	}
-	if got := ss.Tools("fault"); len(got) != 7 {
-		t.Errorf("tools = %v, want the 7 of the fault server", got)
+	if got := ss.Tools("fault"); len(got) != 8 {
+		t.Errorf("tools = %v, want the 8 of the fault server", got)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,6 +81,10 @@ func newFaultServer(h *faultHooks) *sdk.Server {
 					Progress: float64(i), Total: float64(args.N)})
 			}
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil, nil
+		})
+	sdk.AddTool(s, &sdk.Tool{Name: "big", Description: "Answers with n bytes of text."},
+		func(_ context.Context, _ *sdk.CallToolRequest, args stepsArgs) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.Repeat("b", args.N)}}}, nil, nil
 		})
 	sdk.AddTool(s, &sdk.Tool{Name: "crash", Description: "Exits the server process mid-call."},
 		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {

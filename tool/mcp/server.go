@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -40,6 +41,9 @@ type server struct {
 	seq     int64
 	closed  bool
 	changed func(server string, tools []string)
+	// oversize is set when the server sent a message over its limit: the
+	// connection fails, and the calls it fails say why.
+	oversize atomic.Pointer[ResponseTooLargeError]
 }
 
 func newServer(cfg ServerConfig, opts Options, log *slog.Logger) *server {
@@ -92,6 +96,7 @@ func (s *server) sessionFor(ctx context.Context) (*sdk.ClientSession, error) {
 // connect starts or reaches the server, lists its tools and registers
 // them. The caller holds s.conn.
 func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
+	s.oversize.Store(nil)
 	t, err := s.transport()
 	if err != nil {
 		return nil, err
@@ -109,6 +114,9 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 	defer stop()
 	cs, err := s.client.Connect(cctx, t, nil)
 	if err != nil {
+		if tl := s.oversize.Load(); tl != nil {
+			return nil, fmt.Errorf("mcp: server %q: connect: %w", s.cfg.Name, tl)
+		}
 		return nil, fmt.Errorf("mcp: server %q: connect: %w", s.cfg.Name, err)
 	}
 	s.mu.Lock()
@@ -174,6 +182,10 @@ func (s *server) list(ctx context.Context, cs *sdk.ClientSession) error {
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			return err
+		}
+		if len(listed) == MaxListedTools {
+			s.log.Warn("mcp server lists more tools than keel offers; the rest are left out", "limit", MaxListedTools)
+			break
 		}
 		listed = append(listed, t)
 	}

@@ -1,0 +1,51 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/tool"
+	"github.com/keelrun/keel/worker"
+)
+
+// keel.yaml's input limits reach worker.Options.Limits, and an MCP
+// server's response cap its mcp.ServerConfig.
+func TestApplyLimits(t *testing.T) {
+	cfg, err := Parse("keel.yaml", []byte(`limits:
+  max_steps: 3
+  prompt_bytes: 1000
+  steering_bytes: 2000
+  answer_bytes: 3000
+  config_bytes: 4000
+  queued_prompts: 5
+  staged_steers: 6
+mcp_servers:
+  s:
+    command: srv
+    max_response_bytes: 7000
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := worker.Options{Tools: reg}
+	if err := cfg.Apply(&opts); err != nil {
+		t.Fatal(err)
+	}
+	want := api.Limits{PromptBytes: 1000, SteeringBytes: 2000, AnswerBytes: 3000, ConfigBytes: 4000,
+		QueuedPrompts: 5, StagedSteers: 6}
+	if diff := cmp.Diff(want, opts.Limits); diff != "" {
+		t.Errorf("Options.Limits (-want +got):\n%s", diff)
+	}
+	if opts.Policy.MaxSteps != 3 {
+		t.Errorf("Policy.MaxSteps = %d, want 3", opts.Policy.MaxSteps)
+	}
+	if len(opts.MCPServers) != 1 || opts.MCPServers[0].MaxResponseBytes != 7000 {
+		t.Errorf("MCPServers = %+v, want one with MaxResponseBytes 7000", opts.MCPServers)
+	}
+}

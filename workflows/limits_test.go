@@ -1,0 +1,244 @@
+package workflows_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/tool"
+	"github.com/keelrun/keel/worker"
+	"github.com/keelrun/keel/workflows"
+)
+
+// newRulesEnv is newRunEnv with the workflows registered under rules.
+func newRulesEnv(t *testing.T, script string, rules workflows.Rules, extra ...tool.Tool) *runEnv {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	mem := live.NewMemory()
+	t.Cleanup(func() { _ = mem.Close() })
+	acts := &activities.Activities{Models: scriptModels{scriptedProvider(t, script)}, Tools: testTools(t, extra...), Live: mem}
+	worker.RegisterWithRules(env, acts, rules)
+	return &runEnv{TestWorkflowEnvironment: env, live: mem, acts: acts}
+}
+
+// keelErrorOf returns the keel error an update was rejected with.
+func keelErrorOf(t *testing.T, err error) *keel.Error {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "not an ApplicationError: %v", err)
+	var ke *keel.Error
+	require.NoError(t, appErr.Details(&ke))
+	require.Equal(t, string(ke.Code), appErr.Type())
+	return ke
+}
+
+// update sends an update; a rejection is recorded in rejected (by ID), an
+// acceptance in accepted.
+type updates struct {
+	t        *testing.T
+	env      *runEnv
+	rejected map[string]*keel.Error
+	accepted map[string]any
+}
+
+func newUpdates(t *testing.T, env *runEnv) *updates {
+	return &updates{t: t, env: env, rejected: map[string]*keel.Error{}, accepted: map[string]any{}}
+}
+
+func (u *updates) send(name, id string, arg any) {
+	u.env.UpdateWorkflow(name, id, &testsuite.TestUpdateCallback{
+		OnReject: func(err error) { u.rejected[id] = keelErrorOf(u.t, err) },
+		OnAccept: func() {},
+		OnComplete: func(v any, err error) {
+			require.NoError(u.t, err, "update %s", id)
+			u.accepted[id] = v
+		},
+	}, arg)
+}
+
+// The worker's limits (Rules.Limits) refuse, before history, a prompt or a
+// run config over its size (keel.TooLarge, which also matches
+// keel.ErrInvalidInput) and a prompt queued behind a full queue
+// (keel.TooMany, retryable). A refused send uses no run number: the next
+// accepted one takes the number after the last accepted, and nothing
+// refused ever runs.
+func TestSendLimits(t *testing.T) {
+	rules := workflows.Rules{Limits: api.Limits{PromptBytes: 64, ConfigBytes: 256, QueuedPrompts: 2}}
+	env := newRulesEnv(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`, `{"text":["three"]}`, `{"text":["four"]}`), rules)
+	u := newUpdates(t, env)
+	queue := func(prompt string) workflows.SendRequest {
+		return workflows.SendRequest{Prompt: prompt, IfActive: workflows.IfActiveQueue}
+	}
+	var queued workflows.SessionStatus
+	env.RegisterDelayedCallback(func() { u.send(workflows.UpdateSend, "first", workflows.SendRequest{Prompt: "hello"}) }, 0)
+	env.RegisterDelayedCallback(func() {
+		u.send(workflows.UpdateSend, "q1", queue("second"))
+		u.send(workflows.UpdateSend, "q2", queue("third"))
+		u.send(workflows.UpdateSend, "q3-full", queue("one too many"))
+		u.send(workflows.UpdateSend, "big-prompt", queue(strings.Repeat("p", 65)))
+		u.send(workflows.UpdateSend, "big-config", workflows.SendRequest{Prompt: "hi", IfActive: workflows.IfActiveQueue,
+			Config: &workflows.RunConfig{System: strings.Repeat("s", 300)}})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(workflows.QueryState)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&queued))
+	}, 2*time.Second)
+	// Once the queue drained, queueing works again and takes number 4.
+	env.RegisterDelayedCallback(func() { u.send(workflows.UpdateSend, "later", queue("fourth")) }, 30*time.Minute)
+	var final workflows.SessionStatus
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(workflows.QueryState)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&final))
+		env.CancelWorkflow()
+	}, time.Hour)
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{SessionID: "s1", Config: napConfig})
+
+	require.Equal(t, 2, queued.Queued, "the refused prompts were not queued")
+	full := u.rejected["q3-full"]
+	require.NotNil(t, full, "the third queued prompt was refused")
+	require.Equal(t, keel.CodeTooMany, full.Code)
+	require.True(t, full.Retryable)
+	require.ErrorIs(t, full, keel.ErrTooMany)
+	require.Contains(t, full.Message, "the limit is 2")
+	for _, id := range []string{"big-prompt", "big-config"} {
+		e := u.rejected[id]
+		require.NotNil(t, e, "%s was refused", id)
+		require.Equal(t, keel.CodeTooLarge, e.Code, id)
+		require.ErrorIs(t, e, keel.ErrTooLarge)
+		require.ErrorIs(t, e, keel.ErrInvalidInput, "an over-size value is still invalid input")
+	}
+	require.Contains(t, u.rejected["big-prompt"].Message, "prompt is 65 bytes; the limit is 64")
+	require.Len(t, u.rejected, 3)
+
+	for id, n := range map[string]int{"first": 1, "q1": 2, "q2": 3, "later": 4} {
+		require.Contains(t, u.accepted, id)
+		require.Equal(t, n, u.accepted[id].(workflows.SendResult).Number, "%s's run number", id)
+	}
+	require.Equal(t, 4, final.Runs, "only the accepted prompts ran")
+	require.Equal(t, "s1/run-4", final.Last.RunID)
+	require.Equal(t, "four", final.Last.Text)
+}
+
+// With no rules the defaults apply: a prompt one byte over
+// api.MaxPromptBytes is keel.TooLarge.
+func TestSendLimitsDefaults(t *testing.T) {
+	env := newRunEnv(t, `{"turns":[{"text":["never"]}]}`)
+	u := newUpdates(t, env)
+	env.RegisterDelayedCallback(func() {
+		u.send(workflows.UpdateSend, "big", workflows.SendRequest{Prompt: strings.Repeat("x", api.MaxPromptBytes+1)})
+		u.send(workflows.UpdateSend, "big-config", workflows.SendRequest{Prompt: "hi",
+			Config: &workflows.RunConfig{System: strings.Repeat("s", api.MaxConfigBytes)}})
+	}, 0)
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{SessionID: "s1"})
+	require.Empty(t, u.accepted)
+	require.Equal(t, keel.CodeTooLarge, u.rejected["big"].Code)
+	require.Equal(t, keel.CodeTooLarge, u.rejected["big-config"].Code)
+}
+
+func TestLimitsDefaults(t *testing.T) {
+	require.Equal(t, api.Limits{PromptBytes: 256 << 10, SteeringBytes: 256 << 10, AnswerBytes: 256 << 10,
+		ConfigBytes: 256 << 10, QueuedPrompts: 32, StagedSteers: 32}, api.Limits{}.WithDefaults())
+	require.Equal(t, 7, api.Limits{StagedSteers: 7, QueuedPrompts: -1}.WithDefaults().StagedSteers)
+	require.Equal(t, 32, api.Limits{QueuedPrompts: -1}.WithDefaults().QueuedPrompts)
+}
+
+// The steer update is refused past the worker's count of staged steering
+// (keel.TooMany) and size (keel.TooLarge); once a boundary applied the
+// staged ones, steering is accepted again. An over-long steering ID is
+// refused before a retraction enters history.
+func TestSteerLimits(t *testing.T) {
+	rules := workflows.Rules{Limits: api.Limits{StagedSteers: 2, SteeringBytes: 16}}
+	env := newRulesEnv(t, `{"turns":[
+	  {"tool_calls":[{"id":"n1","name":"sleep","arguments":{"seconds":60}}]},
+	  {"tool_calls":[{"id":"n2","name":"sleep","arguments":{"seconds":60}}]},
+	  {"text":["done"]}]}`, rules)
+	u := newUpdates(t, env)
+	env.RegisterDelayedCallback(func() {
+		u.send(workflows.UpdateSteer, "s1", workflows.SteerRequest{Text: "one"})
+		u.send(workflows.UpdateSteer, "s2", workflows.SteerRequest{Text: "two"})
+		u.send(workflows.UpdateSteer, "s3-full", workflows.SteerRequest{Text: "three"})
+		u.send(workflows.UpdateSteer, "s-big", workflows.SteerRequest{Text: strings.Repeat("b", 17)})
+		u.send(workflows.UpdateRetractSteering, "r-big", workflows.RetractRequest{SteeringID: strings.Repeat("i", api.MaxSteeringIDBytes+1)})
+		u.send(workflows.UpdateRetractSteering, "r-none", workflows.RetractRequest{SteeringID: "steer-99"})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() { u.send(workflows.UpdateSteer, "s4", workflows.SteerRequest{Text: "four"}) }, 90*time.Second)
+	res := env.execRun(t, runInput("go", "sleep"))
+
+	require.Equal(t, keel.CodeTooMany, u.rejected["s3-full"].Code)
+	require.True(t, u.rejected["s3-full"].Retryable)
+	require.Equal(t, keel.CodeTooLarge, u.rejected["s-big"].Code)
+	require.Equal(t, keel.CodeTooLarge, u.rejected["r-big"].Code)
+	require.Len(t, u.rejected, 3)
+	require.Equal(t, workflows.RetractResult{Result: workflows.NotFound}, u.accepted["r-none"])
+	var texts []string
+	for _, a := range find[keel.SteeringAccepted](t, res.Events) {
+		texts = append(texts, a.Text)
+	}
+	require.Equal(t, []string{"one", "two", "four"}, texts)
+	require.Len(t, find[keel.SteeringApplied](t, res.Events), 3)
+}
+
+// The respond update is refused past the worker's answer size, before
+// the answer is matched against the schema: the request stays open and a
+// good answer is delivered.
+func TestRespondLimit(t *testing.T) {
+	rules := workflows.Rules{Limits: api.Limits{AnswerBytes: 8}}
+	env := newRulesEnv(t, `{"turns":[
+	  {"tool_calls":[{"id":"c1","name":"ask_user","arguments":{"question":"Name?","schema":{"type":"string"}}}]},
+	  {"text":["thanks"]}]}`, rules, tool.AskUser())
+	u := newUpdates(t, env)
+	env.RegisterDelayedCallback(func() {
+		u.send(workflows.UpdateRespond, "big", workflows.RespondRequest{RequestID: "c1/ask_user", Answer: json.RawMessage(`"abcdefgh"`)})
+		u.send(workflows.UpdateRespond, "ok", workflows.RespondRequest{RequestID: "c1/ask_user", Answer: json.RawMessage(`"abc"`)})
+	}, time.Minute)
+	res := env.execRun(t, runInput("go", "ask_user"))
+	require.Equal(t, keel.CodeTooLarge, u.rejected["big"].Code)
+	require.Contains(t, u.rejected["big"].Message, "is 10 bytes; the limit is 8")
+	require.Contains(t, u.accepted, "ok")
+	require.Len(t, find[keel.HostInputResolved](t, res.Events), 1)
+	require.Equal(t, "abc", res.Messages[2].Content)
+}
+
+// Steer and respond signals are re-run on replay, so they never read the
+// worker's Rules: they apply the defaults of api.Limits. Here the rules
+// allow 2 staged steers, and the signals still stage 32 (the default) and
+// drop the 33rd; an answer over api.MaxAnswerBytes arriving as a signal is
+// dropped, so the request stays open for the good answer that follows.
+// (Before the limits, all 33 were staged and the over-size answer was
+// delivered.)
+func TestSignalsApplyFixedLimits(t *testing.T) {
+	rules := workflows.Rules{Limits: api.Limits{StagedSteers: 2, AnswerBytes: 1 << 30}}
+	env := newRulesEnv(t, `{"turns":[
+	  {"tool_calls":[{"id":"c1","name":"ask_user","arguments":{"question":"Name?"}}]},
+	  {"text":["thanks"]}]}`, rules, tool.AskUser())
+	u := newUpdates(t, env)
+	huge := json.RawMessage(`"` + strings.Repeat("a", api.MaxAnswerBytes) + `"`)
+	env.RegisterDelayedCallback(func() {
+		for range api.MaxStagedSteers + 1 {
+			env.SignalWorkflow(workflows.UpdateSteer, workflows.SteerRequest{Text: "steer"})
+		}
+		env.SignalWorkflow(workflows.UpdateRespond, workflows.RespondRequest{RequestID: "c1/ask_user", Answer: huge})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		u.send(workflows.UpdateRespond, "ok", workflows.RespondRequest{RequestID: "c1/ask_user", Answer: json.RawMessage(`"Ann"`)})
+	}, 2*time.Minute)
+	res := env.execRun(t, runInput("go", "ask_user"))
+	require.Len(t, find[keel.SteeringAccepted](t, res.Events), api.MaxStagedSteers)
+	require.Empty(t, u.rejected, "the good answer found the request open")
+	require.Len(t, find[keel.HostInputResolved](t, res.Events), 1)
+	require.Equal(t, "Ann", res.Messages[2].Content)
+}
