@@ -10,7 +10,7 @@ BIN     ?= bin/keel
 DATA    ?= .keel
 TIMEOUT ?= 40m
 
-.PHONY: all build run dev test lint vet fmt bench clean replay-release
+.PHONY: all build run dev test lint vet fmt bench clean replay-release fuzz
 
 all: build
 
@@ -33,6 +33,7 @@ dev: build
 test: lint
 	$(GO) test -race -count=1 -run '^$$' ./... > /dev/null
 	$(GO) test -race -count=1 -p 1 -timeout $(TIMEOUT) ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
 
 # keel on more than one machine: the embedded server on PostgreSQL and two
 # `keel worker` processes of $(BIN), one killed with SIGKILL mid-turn, then
@@ -67,6 +68,21 @@ vet:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./devserver/ ./bench/
 	$(GO) test -run '^$$' -bench . -benchtime 10x ./gateway/
+
+# Fuzzing: every Go fuzz target of the parsers of outside input (event
+# envelopes, the live channel, the SSE writer, request bodies and cursors,
+# AG-UI input, API key lines, Host and Content-Type, keel.yaml, scripted
+# scripts, MCP results, the encryption codec), FUZZTIME each. make test
+# runs their seed corpora (testdata/fuzz) as ordinary tests.
+FUZZTIME ?= 30s
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | cut -d' ' -f2); do \
+	    echo "== $$pkg $$t ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
 
 clean:
 	rm -rf bin

@@ -142,8 +142,13 @@ type RunResponse struct {
 // update-with-start would create the session before its update is
 // refused.
 func (req RunRequest) Validate() ([]client.SendOption, error) {
-	if strings.TrimSpace(req.Prompt) == "" || len(req.Prompt) > api.MaxPromptBytes {
+	switch {
+	case strings.TrimSpace(req.Prompt) == "":
 		return nil, keel.Errorf(keel.CodeInvalidInput, "prompt must be 1 to %d bytes of text", api.MaxPromptBytes)
+	case len(req.Prompt) > api.MaxPromptBytes:
+		// The worker's default limit (api.Limits), refused before the
+		// session would be created: 413, as the worker answers.
+		return nil, keel.Errorf(keel.CodeTooLarge, "the prompt is %d bytes; the limit is %d", len(req.Prompt), api.MaxPromptBytes)
 	}
 	var opts []client.SendOption
 	switch req.IfActive {

@@ -18,8 +18,11 @@ type SteerRequest struct {
 // Validate checks the text as the run does, before any call: 1 to
 // api.MaxPromptBytes bytes.
 func (req SteerRequest) Validate() error {
-	if req.Text == "" || len(req.Text) > api.MaxPromptBytes {
+	switch {
+	case req.Text == "":
 		return keel.Errorf(keel.CodeInvalidInput, "text must be 1 to %d bytes of text", api.MaxPromptBytes)
+	case len(req.Text) > api.MaxPromptBytes:
+		return keel.Errorf(keel.CodeTooLarge, "the steering text is %d bytes; the limit is %d", len(req.Text), api.MaxPromptBytes)
 	}
 	return nil
 }

@@ -144,7 +144,8 @@ func TestMaxFollowedSessions(t *testing.T) {
 // Each route's body is bounded by what its fields can hold: a steering
 // body past MaxSteerBodyBytes gets 413 before it is read whole, although
 // the gateway's body limit is larger; a steering text too long for the
-// run gets 400 before any call.
+// run gets 413 too_large (keel.TooLarge, as the run answers) before any
+// call.
 func TestRouteBodyLimits(t *testing.T) {
 	s := startGateway(t, gateway.Options{})
 	big := `{"text":"` + strings.Repeat("a", gateway.MaxSteerBodyBytes) + `"}`
@@ -156,8 +157,8 @@ func TestRouteBodyLimits(t *testing.T) {
 		t.Fatalf("steer body: %s", r.raw)
 	}
 	long := `{"text":"` + strings.Repeat("a", 256<<10+1) + `"}`
-	r = s.call(t, http.MethodPost, "/v1/sessions/body-limits/steer", long).must(t, http.StatusBadRequest)
-	if r.code() != "invalid_input" {
+	r = s.call(t, http.MethodPost, "/v1/sessions/body-limits/steer", long).must(t, http.StatusRequestEntityTooLarge)
+	if r.code() != "too_large" {
 		t.Fatalf("long steering text: %s", r.raw)
 	}
 	s.call(t, http.MethodPost, "/v1/sessions/body-limits/steer", `{"text":""}`).must(t, http.StatusBadRequest)
