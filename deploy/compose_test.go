@@ -185,6 +185,18 @@ func TestComposeWorkerEnvironment(t *testing.T) {
 		"KEEL_API_KEYS":                          "keel serve's (the HTTP API)",
 		"NO_COLOR":                               "terminal output of the reading commands",
 		"KEEL_POSTGRES_DSN":                      "tests only (internal/keeltest)",
+		"KEEL_CONFIG_DIR":                        "keel dev's per-user records; a worker is told where NATS is",
+		"KEEL_NATS_ACCEPT_PLAINTEXT":             "readers with keys during a migration; workers publish, they do not read deltas",
+		"KEEL_NATS_TOKEN_FILE":                   "compose passes the token itself (KEEL_NATS_TOKEN); mount a file instead where secrets are files",
+		"KEEL_NATS_USER":                         "compose's NATS authenticates with a token; set these for a NATS with users",
+		"KEEL_NATS_PASSWORD":                     "as KEEL_NATS_USER",
+		"KEEL_NATS_PASSWORD_FILE":                "as KEEL_NATS_USER",
+		"KEEL_NATS_NKEY_FILE":                    "as KEEL_NATS_USER",
+		"KEEL_NATS_CREDS_FILE":                   "as KEEL_NATS_USER",
+		"KEEL_NATS_TLS_CA_FILE":                  "compose's NATS is reached on the compose network without TLS; set the TLS variables for one with TLS",
+		"KEEL_NATS_TLS_CERT_FILE":                "as KEEL_NATS_TLS_CA_FILE",
+		"KEEL_NATS_TLS_KEY_FILE":                 "as KEEL_NATS_TLS_CA_FILE",
+		"KEEL_NATS_TLS_SERVER_NAME":              "as KEEL_NATS_TLS_CA_FILE",
 	}
 	c := loadCompose(t)
 	env := c.Services["worker"].Environment

@@ -144,3 +144,49 @@ func TestHandlerToken(t *testing.T) {
 		})
 	}
 }
+
+// A writer without keys encodes through an endpoint that has them: what
+// it sends is ciphertext a worker decodes (and nothing in it is the
+// text), large values land in the store; an endpoint that cannot be
+// reached is asked once and payloads then go as they are.
+func TestRemoteCodecEncodesForKeylessWriters(t *testing.T) {
+	keys := testKeys(t, "k1")
+	st := open(t, "mem://")
+	worker := NewCodec(st, CodecOptions{Encryption: keys})
+	srv, n := codecServer(t, worker.Handler(HandlerOptions{}))
+	small, large := jsonPayload(t, 10), jsonPayload(t, 20<<10)
+
+	writer := claimcheck.NewRemoteCodec(srv.URL, claimcheck.RemoteOptions{EncodeRemotely: true})
+	enc, err := writer.Encode([]*commonpb.Payload{small, large})
+	require.NoError(t, err)
+	require.True(t, crypt.IsEncrypted(enc[0]), "a small value comes back encrypted")
+	require.True(t, claimcheck.IsReference(enc[1]), "a large value comes back a reference")
+	require.NotContains(t, string(enc[0].GetData()), string(small.GetData()))
+	dec, err := worker.Decode(enc)
+	require.NoError(t, err)
+	require.True(t, proto.Equal(small, dec[0]) && proto.Equal(large, dec[1]))
+
+	// Without EncodeRemotely nothing is sent.
+	before := n.Load()
+	same, err := claimcheck.NewRemoteCodec(srv.URL, claimcheck.RemoteOptions{}).Encode([]*commonpb.Payload{small})
+	require.NoError(t, err)
+	require.True(t, proto.Equal(small, same[0]))
+	require.Equal(t, before, n.Load())
+
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	offline := claimcheck.NewRemoteCodec(gone.URL, claimcheck.RemoteOptions{EncodeRemotely: true})
+	for range 2 {
+		out, err := offline.Encode([]*commonpb.Payload{small})
+		require.NoError(t, err)
+		require.True(t, proto.Equal(small, out[0]))
+	}
+
+	// An endpoint that answers with an error is an error, not plaintext.
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no", http.StatusInternalServerError)
+	}))
+	defer broken.Close()
+	_, err = claimcheck.NewRemoteCodec(broken.URL, claimcheck.RemoteOptions{EncodeRemotely: true}).Encode([]*commonpb.Payload{small})
+	require.ErrorIs(t, err, ErrEndpoint)
+}

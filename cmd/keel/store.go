@@ -92,7 +92,7 @@ func (s *storeFlags) open(ctx context.Context) (*contentStore, error) {
 		var codecs []converter.PayloadCodec
 		if !s.worker && s.endpoint != "" {
 			codecs = append(codecs, claimcheck.NewRemoteCodec(s.endpoint, claimcheck.RemoteOptions{
-				DecryptLocally: enc != nil, ModifyRequest: withCodecToken}))
+				DecryptLocally: enc != nil, EncodeRemotely: enc == nil, ModifyRequest: withCodecToken}))
 		}
 		if enc != nil {
 			codecs = append(codecs, enc)

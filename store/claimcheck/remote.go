@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -34,6 +35,14 @@ type RemoteOptions struct {
 	// encrypted. By default encrypted payloads are sent too, so a reader
 	// without keys reads through an endpoint that has them.
 	DecryptLocally bool
+	// EncodeRemotely makes Encode send payloads to endpoint + "/encode",
+	// for writers without the key file: what they send reaches the
+	// workers as the workers write it themselves (encrypted, large values
+	// in the store), which is what an encrypting worker accepts. An
+	// endpoint that cannot be reached (no keel dev on the default port,
+	// say) is asked once: payloads then go as they are, and a worker that
+	// encrypts refuses them (crypt.ErrPlaintext).
+	EncodeRemotely bool
 }
 
 // remoteCodec decodes references through a codec endpoint (store.Codec.Handler)
@@ -42,13 +51,18 @@ type remoteCodec struct {
 	endpoint string // without credentials, for messages
 	remote   converter.PayloadCodec
 	decrypt  bool // send encrypted payloads for the endpoint to decrypt
+	encode   bool // encode through the endpoint
+	// unreachable is set once an encode request could not reach the
+	// endpoint: later payloads go as they are, without a request each.
+	unreachable atomic.Bool
 }
 
 // NewRemoteCodec returns a PayloadCodec for clients that cannot reach the
 // store: Decode sends only claim-check references and encrypted payloads
 // (see RemoteOptions.DecryptLocally) to endpoint + "/decode" (other
-// payloads never cause a request), and Encode changes nothing, because
-// offloading and encrypting are the workers' job.
+// payloads never cause a request). Encode changes nothing, because
+// offloading and encrypting are the workers' job, unless
+// RemoteOptions.EncodeRemotely asks the endpoint to do it.
 func NewRemoteCodec(endpoint string, opts RemoteOptions) converter.PayloadCodec {
 	endpoint = strings.TrimSuffix(endpoint, "/")
 	safe := endpoint
@@ -66,6 +80,7 @@ func NewRemoteCodec(endpoint string, opts RemoteOptions) converter.PayloadCodec 
 	return &remoteCodec{
 		endpoint: safe,
 		decrypt:  !opts.DecryptLocally,
+		encode:   opts.EncodeRemotely,
 		remote: converter.NewRemotePayloadCodec(converter.RemotePayloadCodecOptions{
 			Endpoint:      endpoint,
 			ModifyRequest: opts.ModifyRequest,
@@ -74,9 +89,33 @@ func NewRemoteCodec(endpoint string, opts RemoteOptions) converter.PayloadCodec 
 	}
 }
 
-// Encode returns payloads unchanged.
+// Encode returns payloads unchanged, or with RemoteOptions.EncodeRemotely
+// as the endpoint encodes them.
 func (r *remoteCodec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
-	return payloads, nil
+	if !r.encode || len(payloads) == 0 || r.unreachable.Load() {
+		return payloads, nil
+	}
+	encoded, err := r.remote.Encode(payloads)
+	if err != nil {
+		var transport *url.Error
+		if errors.As(err, &transport) {
+			r.unreachable.Store(true)
+			return payloads, nil
+		}
+		return nil, &detailError{
+			msg:   fmt.Sprintf("store: encode %d payload(s) through codec endpoint %s", len(payloads), r.endpoint),
+			kind:  ErrEndpoint,
+			cause: err,
+		}
+	}
+	if len(encoded) != len(payloads) {
+		return nil, &detailError{
+			msg:   fmt.Sprintf("store: encode through codec endpoint %s", r.endpoint),
+			kind:  ErrEndpoint,
+			cause: fmt.Errorf("sent %d payloads, got %d back", len(payloads), len(encoded)),
+		}
+	}
+	return encoded, nil
 }
 
 // Decode resolves the references among payloads in one request.
