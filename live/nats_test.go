@@ -150,8 +150,12 @@ func TestNATSCountsGapsPerStream(t *testing.T) {
 // agrees with nats.go's own count.
 func TestNATSClientSlowConsumerDropsAreLagged(t *testing.T) {
 	srv := startNATSServer(t)
-	pub := dialNATS(t, srv.ClientURL(), NATSOptions{})
-	subCh := dialNATS(t, srv.ClientURL(), NATSOptions{PendingLimit: 4})
+	// On a starved machine a 2 s write stall would reconnect a connection
+	// and lose event 101 in the gap; this test is about nats.go's drops,
+	// so the connections wait as long as the test does.
+	patient := []nats.Option{nats.FlusherTimeout(time.Minute)}
+	pub := dialNATS(t, srv.ClientURL(), NATSOptions{Dial: patient})
+	subCh := dialNATS(t, srv.ClientURL(), NATSOptions{PendingLimit: 4, Dial: patient})
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	var once sync.Once
