@@ -35,8 +35,11 @@ const (
 	UpdateSteer           = "steer"
 	UpdateRetractSteering = "retract_steering"
 	UpdateRespond         = "respond"
-	SignalCancel          = "cancel"
-	SignalShutdown        = "shutdown"
+	// UpdateOutcome waits for a run of an inline session to be committed
+	// and answers its keel.Outcome (OutcomeRequest).
+	UpdateOutcome  = "outcome"
+	SignalCancel   = "cancel"
+	SignalShutdown = "shutdown"
 
 	QueryState   = "state"
 	QueryHistory = "history"
@@ -46,3 +49,8 @@ const (
 // QueryTranscript is the Run workflow's query for its transcript, used when
 // a worker's transcript cache misses. It takes the number of messages wanted.
 const QueryTranscript = "transcript"
+
+// ErrTypeMoved is the error type of an "outcome" update that the session's
+// execution could not answer because it continues as new first: the same
+// update, sent again, reaches the next execution.
+const ErrTypeMoved = "keel.SessionMoved"

@@ -148,6 +148,13 @@ type SessionInput struct {
 	// Carry is what the previous execution of the session handed over when
 	// it continued as new; nil for a new session.
 	Carry *SessionCarry `json:"carry,omitempty"`
+	// Inline runs each of the session's runs in the session's own
+	// execution, which continues as new after it: one workflow per
+	// session, one execution per run (docs/ARCHITECTURE.md). Without it
+	// the session starts a Run child workflow per run, as sessions begun
+	// before it did. An execution keeps the shape it started with; a
+	// session that began inline stays inline.
+	Inline bool `json:"inline,omitempty"`
 }
 
 // IfActive says what Send does while a run is active.
@@ -286,9 +293,16 @@ type EventsPage struct {
 	Segment *EventSegment `json:"segment,omitempty"`
 	// Done says the log will not grow: the run ended (Run workflow only).
 	Done bool `json:"done,omitempty"`
-	// ActiveRun is the run in progress, whose events are not in the
-	// session's log yet: read them from that Run workflow (Session only).
+	// ActiveRun is the run in progress (Session only). Unless it is
+	// Inline, its events are not in the session's log yet: read them from
+	// that Run workflow.
 	ActiveRun *RunRef `json:"active_run,omitempty"`
+}
+
+// OutcomeRequest is the argument of the session's "outcome" update: the
+// number of the run whose outcome is wanted.
+type OutcomeRequest struct {
+	Number int `json:"number"`
 }
 
 // RunRef names a run.
@@ -296,6 +310,10 @@ type RunRef struct {
 	RunID   string `json:"run_id"`
 	Number  int    `json:"number"`
 	BaseSeq int64  `json:"base_seq"`
+	// Inline says the run executes in the session's own workflow: its
+	// commands go to the session, and the session's log already holds
+	// its events. Otherwise it is a Run workflow whose ID is RunID.
+	Inline bool `json:"inline,omitempty"`
 }
 
 // SessionStatus is the answer of the Session's "state" query.
@@ -316,6 +334,9 @@ type SessionStatus struct {
 	Shutdown  bool          `json:"shutdown,omitempty"`
 	// HandOvers counts the times the session continued as new.
 	HandOvers int `json:"hand_overs,omitempty"`
+	// Run is the state of the active run when it executes in the
+	// session's workflow (ActiveRun.Inline); nil otherwise.
+	Run *RunStatus `json:"run,omitempty"`
 	// Closed is set when the Session workflow is no longer running
 	// (terminated by an operator or by a Temporal limit, or failed): State
 	// is then StateTerminated or StateFailed. Only clients fill it in.

@@ -21,6 +21,7 @@ type (
 	EventsQuery    = api.EventsQuery
 	EventsPage     = api.EventsPage
 	RunRef         = api.RunRef
+	OutcomeRequest = api.OutcomeRequest
 	SessionStatus  = api.SessionStatus
 	ClosedSession  = api.ClosedSession
 	RunStatus      = api.RunStatus
@@ -76,6 +77,7 @@ const (
 	UpdateSteer           = api.UpdateSteer
 	UpdateRetractSteering = api.UpdateRetractSteering
 	UpdateRespond         = api.UpdateRespond
+	UpdateOutcome         = api.UpdateOutcome
 	UpdateShutdown        = api.UpdateShutdown
 	SignalCancel          = api.SignalCancel
 	SignalShutdown        = api.SignalShutdown

@@ -149,5 +149,5 @@ func (s *session) handOver(ctx workflow.Context) error {
 	workflow.GetLogger(ctx).Info("session continues as new", "runs", s.runs, "seq", s.seq,
 		"segments", len(s.segments), "queued", len(s.queue))
 	return workflow.NewContinueAsNewError(ctx, SessionWorkflowName,
-		SessionInput{SessionID: s.id, Config: s.cfg, HandOver: s.limits, Carry: s.carry()})
+		SessionInput{SessionID: s.id, Config: s.cfg, HandOver: s.limits, Carry: s.carry(), Inline: s.inline})
 }

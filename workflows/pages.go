@@ -68,9 +68,14 @@ func snapshotOf(q EventsQuery, last int64) (int64, error) {
 // after the cursor.
 func (s *session) pageEvents(q EventsQuery) (EventsPage, error) {
 	if q.After >= s.tailBase || len(s.segments) == 0 {
-		return pageEvents(s.events, s.tailBase, s.seq, q)
+		tail := s.events
+		if s.current != nil {
+			// An inline run's events follow the tail in the same log.
+			tail = append(tail[:len(tail):len(tail)], s.current.journal.events...)
+		}
+		return pageEvents(tail, s.tailBase, s.lastSeq(), q)
 	}
-	snap, err := snapshotOf(q, s.seq)
+	snap, err := snapshotOf(q, s.lastSeq())
 	if err != nil {
 		return EventsPage{}, err
 	}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -33,6 +34,12 @@ type run struct {
 	root, work workflow.Context
 	cancelWork workflow.CancelFunc
 	parent     *workflow.Execution
+	// onState, when set, receives the run's state changes instead of the
+	// parent session (a run inline in its session's execution).
+	onState func(keel.SessionState)
+	// began is when the run started (its execution may have waited idle
+	// for its prompt before).
+	began time.Time
 
 	journal    *journal
 	meter      *meter
@@ -79,7 +86,7 @@ func runWorkflow(ctx workflow.Context, in RunInput, rules Rules) (*RunResult, er
 func newRun(ctx workflow.Context, in RunInput) *run {
 	info := workflow.GetInfo(ctx)
 	r := &run{in: in, cfg: in.Config.WithDefaults(), root: ctx, state: keel.StateRunning,
-		parent: info.ParentWorkflowExecution}
+		parent: info.ParentWorkflowExecution, began: workflow.Now(ctx)}
 	r.work, r.cancelWork = workflow.WithCancel(ctx)
 	r.journal = newJournal(ctx, in)
 	emit := r.journal.emit
@@ -142,6 +149,12 @@ func (r *run) setState(st keel.SessionState) {
 		return
 	}
 	r.state = st
+	if r.onState != nil {
+		if r.outcome == nil {
+			r.onState(st)
+		}
+		return
+	}
 	// Cancelling is not sent: a signal costs this run an extra workflow
 	// task right when it should wind down fast, and the run commits in
 	// moments anyway (a cancel sent through the session sets it there).
@@ -301,12 +314,14 @@ func (r *run) finish(status keel.RunStatus, rev int64, text string, err *keel.Er
 	default:
 		r.state = keel.StateIdle
 	}
-	// Search attributes are best effort: the worker registers them at start.
-	_ = workflow.UpsertTypedSearchAttributes(r.root, AttrState.ValueSet(string(status)))
+	if r.onState == nil {
+		// Search attributes are best effort: the worker registers them at
+		// start. A run inline in its session leaves them to the session.
+		_ = workflow.UpsertTypedSearchAttributes(r.root, AttrState.ValueSet(string(status)))
+	}
 	// The SDK's workflow metrics handler records nothing while replaying,
 	// and metrics leave no trace in history.
-	instrument.RunFinished(workflow.GetMetricsHandler(r.root), string(status),
-		workflow.Now(r.root).Sub(workflow.GetInfo(r.root).WorkflowStartTime))
+	instrument.RunFinished(workflow.GetMetricsHandler(r.root), string(status), workflow.Now(r.root).Sub(r.began))
 }
 
 // internalError is the failure of code that should not fail.

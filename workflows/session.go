@@ -54,6 +54,13 @@ type session struct {
 	checked bool
 	// admitting counts the sends accepted and not yet queued.
 	admitting int
+
+	// inline says each run executes in this execution (SessionInput.Inline);
+	// current is that run while it is active, and movingOn is set once
+	// the execution is about to continue as new (inline.go).
+	inline   bool
+	current  *run
+	movingOn bool
 }
 
 // pendingRun is an accepted prompt, queued or running.
@@ -86,7 +93,8 @@ func sessionWorkflow(ctx workflow.Context, in SessionInput, rules Rules) error {
 	if err := keel.ValidateSessionID(in.SessionID); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), string(keel.CodeInvalidInput), nil)
 	}
-	s := &session{id: in.SessionID, cfg: in.Config, root: ctx, rules: rules, state: keel.StateIdle, limits: in.HandOver.WithDefaults()}
+	s := &session{id: in.SessionID, cfg: in.Config, root: ctx, rules: rules, state: keel.StateIdle,
+		limits: in.HandOver.WithDefaults(), inline: in.Inline}
 	if in.Carry != nil {
 		s.restore(in.Carry)
 	}
@@ -96,7 +104,10 @@ func sessionWorkflow(ctx workflow.Context, in SessionInput, rules Rules) error {
 	if !s.checked {
 		workflow.Go(ctx, s.checkRuntime)
 	}
-	announce(ctx, func() int64 { return s.seq })
+	announce(ctx, s.lastSeq)
+	if s.inline {
+		return s.runInline(ctx)
+	}
 	for {
 		if s.handOverDue(ctx) && s.quiet(ctx) {
 			s.flushEvents(ctx)
@@ -130,6 +141,10 @@ func (s *session) registerHandlers(ctx workflow.Context) error {
 			Runs: s.runs, Queued: len(s.queue), Usage: s.usage, Last: s.last, Shutdown: s.shutdown,
 			HandOvers: s.handOvers}
 		st.ActiveRun = s.activeRef()
+		if s.current != nil {
+			rs, _ := s.current.status()
+			st.Run = &rs
+		}
 		return st, nil
 	}); err != nil {
 		return err
@@ -194,6 +209,10 @@ func (s *session) checkRuntime(ctx workflow.Context) {
 
 // cancelActive asks the active run to stop; the run commits cooperatively.
 func (s *session) cancelActive() {
+	if s.current != nil {
+		s.current.requestCancel()
+		return
+	}
 	if s.active != nil && s.active.cancel != nil {
 		s.active.cancel()
 		if s.active.started {
@@ -206,7 +225,17 @@ func (s *session) activeRef() *RunRef {
 	if s.active == nil || !s.active.started {
 		return nil
 	}
-	return &RunRef{RunID: s.active.result.RunID, Number: s.active.number, BaseSeq: s.active.result.BaseSeq}
+	return &RunRef{RunID: s.active.result.RunID, Number: s.active.number, BaseSeq: s.active.result.BaseSeq,
+		Inline: s.inline}
+}
+
+// lastSeq is the sequence of the session's latest durable event, the
+// active inline run's included.
+func (s *session) lastSeq() int64 {
+	if s.current != nil {
+		return s.current.journal.seq
+	}
+	return s.seq
 }
 
 // validateSend rejects a prompt before it enters history.
@@ -266,7 +295,10 @@ func (s *session) send(ctx workflow.Context, req SendRequest) (SendResult, error
 	// a run without a workflow and timed out waiting (docs/contract.md
 	// §11.1). Every send now waits for the start again; the version check
 	// stays so that histories that recorded it replay.
-	_ = workflow.GetVersion(ctx, sendAtStartChange, workflow.DefaultVersion, 1)
+	if !s.inline {
+		// Inline sessions began after it: they record no marker.
+		_ = workflow.GetVersion(ctx, sendAtStartChange, workflow.DefaultVersion, 1)
+	}
 	if err := workflow.Await(ctx, func() bool { return p.started }); err != nil {
 		return SendResult{}, err
 	}

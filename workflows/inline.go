@@ -1,0 +1,236 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/instrument"
+)
+
+// An inline session runs each of its runs in its own execution and
+// continues as new after it: one workflow per session, one execution per
+// run (SessionInput.Inline, docs/ARCHITECTURE.md). An execution waits,
+// idle, for a prompt; runs it with the same parts a Run workflow uses;
+// commits it; and hands the session's state to the next execution, which
+// waits for the next prompt or starts the one queued. Nothing else is
+// started per run, and the session's log holds the run's events as they
+// happen.
+
+// runInline is the loop of an inline execution.
+func (s *session) runInline(ctx workflow.Context) error {
+	if err := s.registerInlineHandlers(ctx); err != nil {
+		return err
+	}
+	for {
+		if s.runsHere > 0 {
+			if err := s.moveOn(ctx); err != nil {
+				return err
+			}
+			// A prompt arrived while the execution settled: it runs
+			// here, and the next settled point moves on.
+		}
+		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 }); err != nil {
+			// Cancelled while idle: nothing runs, nothing to commit.
+			return nil
+		}
+		p := s.queue[0]
+		s.queue = s.queue[1:]
+		s.runHere(ctx, p)
+	}
+}
+
+// runHere runs one accepted prompt in this execution and commits it.
+func (s *session) runHere(ctx workflow.Context, p *pendingRun) {
+	s.runs++
+	p.number = s.runs
+	cfg := s.cfg.Merge(p.req.Config).WithDefaults()
+	runID := keel.RunID(s.id, p.number)
+	rctx := ctx
+	if p.trace != nil {
+		rctx = workflow.WithValue(rctx, instrument.SpanContextKey, p.trace)
+	}
+	r := newRun(rctx, RunInput{SessionID: s.id, RunID: runID, Number: p.number, Revision: s.revision,
+		BaseSeq: s.seq, Prompt: p.req.Prompt, Transcript: s.transcript, Config: cfg})
+	r.rules = s.rules
+	r.onState = s.setState
+	p.result = SendResult{RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq}
+	p.issued, p.started = true, true
+	s.active, s.current = p, r
+	s.state = keel.StateRunning
+	// One upsert names the run for the Web UI's list and keel's queries.
+	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrState.ValueSet(string(keel.StateRunning)),
+		AttrRunNumber.ValueSet(int64(p.number)), AttrModel.ValueSet(cfg.Model))
+
+	r.loop()
+
+	res := RunResult{Outcome: *r.outcome, Events: r.journal.events}
+	res.Messages, res.Replaced = r.transcript.result()
+	s.current, s.active = nil, nil
+	s.commit(res)
+}
+
+// moveOn ends this execution after its run: every handler finishes (an
+// outcome update waiting for a later run is told to ask again), the
+// events move to the content store when the tail grew past its limit,
+// and the session continues as new. It returns nil without moving on
+// when a prompt is waiting for its run to start: that run goes first.
+func (s *session) moveOn(ctx workflow.Context) error {
+	s.movingOn = true
+	if ctx.Err() != nil {
+		// The run was cancelled through Temporal (the Web UI's Cancel):
+		// the run is over, the session lives on.
+		ctx, _ = workflow.NewDisconnectedContext(ctx)
+	}
+	if !s.quiet(ctx) {
+		s.movingOn = false
+		return nil
+	}
+	if s.tailBytes() >= s.limits.TailBytes {
+		s.flushEvents(ctx)
+	}
+	if !s.carryFits() {
+		// Without a content store the state outgrew a continue-as-new
+		// input: this execution keeps the session, as the two-workflow
+		// shape did, until Temporal's own limits end it.
+		workflow.GetLogger(ctx).Warn("session state too large to continue as new without a content store")
+		s.movingOn = false
+		s.runsHere = 0
+		return nil
+	}
+	return s.handOver(ctx)
+}
+
+// tailBytes is the size of the events the session holds in memory.
+func (s *session) tailBytes() int {
+	n := 0
+	for _, ev := range s.events {
+		n += ev.Size()
+	}
+	return n
+}
+
+// registerInlineHandlers installs what an inline execution answers beside
+// the session's own handlers: the run commands (the same as a Run
+// workflow's, addressed to the session), the transcript query the model
+// turn falls back on, and the outcome update.
+func (s *session) registerInlineHandlers(ctx workflow.Context) error {
+	active := func() (*run, error) {
+		if s.current == nil {
+			return nil, wireError(keel.Errorf(keel.CodeNotAccepting, "session %s has no active run", s.id))
+		}
+		return s.current, s.current.accepting()
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSteer,
+		func(ctx workflow.Context, req SteerRequest) (SteerResult, error) { return s.current.steer(req), nil },
+		workflow.UpdateHandlerOptions{Validator: func(req SteerRequest) error {
+			r, err := active()
+			if err != nil {
+				return err
+			}
+			return r.validateSteer(req)
+		}}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRetractSteering,
+		func(ctx workflow.Context, req RetractRequest) (RetractResult, error) {
+			if s.current == nil {
+				return RetractResult{Result: NotFound}, nil
+			}
+			return RetractResult{Result: s.current.steering.retract(req.SteeringID)}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: validateRetract}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRespond,
+		func(ctx workflow.Context, req RespondRequest) error { s.current.host.respond(req); return nil },
+		workflow.UpdateHandlerOptions{Validator: func(req RespondRequest) error {
+			if s.current == nil {
+				_, err := active()
+				return err
+			}
+			return s.current.validateRespond(req)
+		}}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateOutcome, s.outcome,
+		workflow.UpdateHandlerOptions{Validator: s.validateOutcome}); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, activities.QueryTranscript, func(n int) ([]keel.Message, error) {
+		if s.current == nil {
+			return nil, fmt.Errorf("session %s has no active run", s.id)
+		}
+		return s.current.transcript.prefix(n)
+	}); err != nil {
+		return err
+	}
+	// Steering and answers as signals, for callers that cannot wait for
+	// an answer; refused ones are logged and dropped (commands.go). The
+	// cancel signal is the session's own (cancelActive).
+	steers := workflow.GetSignalChannel(ctx, UpdateSteer)
+	responds := workflow.GetSignalChannel(ctx, UpdateRespond)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var req SteerRequest
+			steers.Receive(gctx, &req)
+			if r, err := active(); err != nil {
+				workflow.GetLogger(gctx).Warn("steer signal dropped", "err", err)
+			} else if err := r.validateSteerSignal(gctx, req); err != nil {
+				workflow.GetLogger(gctx).Warn("steer signal dropped", "err", err)
+			} else {
+				r.steer(req)
+			}
+		}
+	})
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var req RespondRequest
+			responds.Receive(gctx, &req)
+			r := s.current
+			if r == nil {
+				workflow.GetLogger(gctx).Warn("respond signal dropped: no active run")
+			} else if err := r.validateRespondSignal(gctx, req); err != nil {
+				workflow.GetLogger(gctx).Warn("respond signal dropped", "err", err)
+			} else {
+				r.host.respond(req)
+			}
+		}
+	})
+	return nil
+}
+
+// validateOutcome refuses, before it enters history, an outcome update
+// for a run the session never accepted.
+func (s *session) validateOutcome(req OutcomeRequest) error {
+	if req.Number < 1 || req.Number > s.runs+len(s.queue)+s.admitting {
+		return wireError(keel.Errorf(keel.CodeNotFound, "run %s not found", keel.RunID(s.id, req.Number)))
+	}
+	return nil
+}
+
+// outcome waits for run req.Number to be committed and answers its
+// outcome. A run committed by an earlier execution is answered from the
+// last outcome when it is the latest run, and is otherwise not found here
+// (its terminal event in the log says it). While waiting for a run that a
+// later execution will run, the answer is api.ErrTypeMoved: ask again.
+func (s *session) outcome(ctx workflow.Context, req OutcomeRequest) (keel.Outcome, error) {
+	done := func() bool { return s.last != nil && s.last.Number >= req.Number }
+	if err := workflow.Await(ctx, func() bool { return done() || s.movingOn }); err != nil {
+		return keel.Outcome{}, err
+	}
+	switch {
+	case done() && s.last.Number == req.Number:
+		return *s.last, nil
+	case done():
+		return keel.Outcome{}, wireError(keel.Errorf(keel.CodeNotFound,
+			"run %s ended before run %d; its terminal event is in the session's log",
+			keel.RunID(s.id, req.Number), s.last.Number))
+	}
+	return keel.Outcome{}, temporal.NewApplicationErrorWithOptions("session "+s.id+" continues as new; ask again",
+		api.ErrTypeMoved, temporal.ApplicationErrorOptions{NonRetryable: true})
+}

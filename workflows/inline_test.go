@@ -1,0 +1,195 @@
+package workflows_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/workflows"
+)
+
+// inlineInput starts an inline session (one execution per run).
+func inlineInput() workflows.SessionInput {
+	return workflows.SessionInput{SessionID: "s1", Config: napConfig, Inline: true}
+}
+
+// query runs a query and decodes its answer.
+func query[T any](t *testing.T, e *runEnv, name string, args ...any) T {
+	t.Helper()
+	v, err := e.QueryWorkflow(name, args...)
+	require.NoError(t, err, name)
+	var out T
+	require.NoError(t, v.Get(&out))
+	return out
+}
+
+// update delivers an update and records how it ended: rejected, or
+// completed with a value or an error.
+type updateResult struct {
+	rejected, err error
+	value         any
+	done          bool
+}
+
+func (e *runEnv) update(name, id string, out *updateResult, args ...any) {
+	e.UpdateWorkflow(name, id, &testsuite.TestUpdateCallback{
+		OnReject:   func(err error) { out.rejected, out.done = err, true },
+		OnAccept:   func() {},
+		OnComplete: func(v any, err error) { out.value, out.err, out.done = v, err, true },
+	}, args...)
+}
+
+func keelCode(err error) keel.Code {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return keel.Code(appErr.Type())
+	}
+	return ""
+}
+
+// docs/contract.md §1: an inline session runs its run in its own
+// execution, its log shows the run's events while it runs, and it
+// continues as new right after the commit with everything the next
+// execution needs; no Run workflow is started.
+func TestInlineRunContinuesAsNew(t *testing.T) {
+	e := newSessionEnv(t, napThen(`{"text":["one"],"usage":{"input_tokens":5,"output_tokens":2}}`), &memSegments{})
+	e.OnWorkflow(workflows.RunWorkflowName, mock.Anything, mock.Anything).Return(nil, errors.New("an inline session started a Run workflow"))
+	var sent workflows.SendResult
+	var during workflows.SessionStatus
+	var live workflows.EventsPage
+	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &sent) }, 0)
+	e.RegisterDelayedCallback(func() {
+		during = query[workflows.SessionStatus](t, e, workflows.QueryState)
+		live = query[workflows.EventsPage](t, e, workflows.QueryEvents, workflows.EventsQuery{})
+	}, 30*time.Second)
+	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
+
+	require.Equal(t, workflows.SendResult{RunID: "s1/run-1", Number: 1, Revision: 0, BaseSeq: 0}, sent)
+	require.Equal(t, &workflows.RunRef{RunID: "s1/run-1", Number: 1, BaseSeq: 0, Inline: true}, during.ActiveRun)
+	require.Equal(t, keel.StateRunning, during.State)
+	require.NotNil(t, during.Run, "the state query shows the active run")
+	require.Equal(t, 1, during.Run.Step)
+	require.Equal(t, int64(0), during.LastSeq, "nothing is committed yet")
+	require.Equal(t, during.Run.LastSeq, live.Snapshot, "the log holds the run's events as they happen")
+	require.Equal(t, keel.TypeRunStarted, live.Events[0].Type)
+	require.Equal(t, keel.TypeToolStarted, live.Events[len(live.Events)-1].Type)
+
+	in := continuedAs(t, e)
+	require.True(t, in.Inline, "the next execution is inline too")
+	c := in.Carry
+	require.Equal(t, 1, c.Runs)
+	require.Equal(t, int64(1), c.Revision)
+	require.Equal(t, keel.StatusCompleted, c.Last.Status)
+	require.Equal(t, "one", c.Last.Text)
+	require.Equal(t, keel.StateCompleted, c.State)
+	require.Len(t, c.Transcript, 4, "prompt, call, result, answer")
+	require.Empty(t, c.Segments, "a small tail travels in the input")
+	checkLog(t, 0, c.Tail)
+	require.Equal(t, c.Seq, c.Tail[len(c.Tail)-1].Seq)
+	require.Equal(t, "s1/run-1", c.Tail[0].RunID)
+}
+
+// A prompt queued during the run is carried, and the next execution runs
+// it as run 2, numbered after the carried log, then moves on again.
+func TestInlineQueuedPromptRunsInTheNextExecution(t *testing.T) {
+	script := napThen(`{"text":["one"]}`, `{"text":["two"]}`)
+	e := newSessionEnv(t, script, &memSegments{})
+	var first, queued workflows.SendResult
+	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first) }, 0)
+	e.RegisterDelayedCallback(func() {
+		e.send(t, "queued", workflows.SendRequest{Prompt: "and then", IfActive: workflows.IfActiveQueue}, &queued)
+	}, time.Second)
+	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
+	require.Equal(t, workflows.SendResult{RunID: "s1/run-2", Number: 2, Queued: true}, queued)
+	in := continuedAs(t, e)
+	require.Equal(t, []workflows.SendRequest{{Prompt: "and then", IfActive: workflows.IfActiveQueue}}, in.Carry.Queue)
+	seq := in.Carry.Seq
+
+	next := newSessionEnv(t, script, &memSegments{})
+	next.ExecuteWorkflow(workflows.SessionWorkflowName, in)
+	c := continuedAs(t, next).Carry
+	require.Equal(t, 2, c.Runs)
+	require.Empty(t, c.Queue)
+	require.Equal(t, "two", c.Last.Text)
+	require.Equal(t, "s1/run-2", c.Last.RunID)
+	require.Equal(t, int64(2), c.Revision)
+	checkLog(t, seq, c.Tail[seq:])
+	require.Len(t, c.Transcript, 6)
+}
+
+// The run's commands are addressed to the session: steering reaches the
+// active run, an idle session refuses it with keel.NotAccepting, and the
+// cancel signal cancels the run while the session lives on.
+func TestInlineCommandsReachTheRun(t *testing.T) {
+	e := newSessionEnv(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), &memSegments{})
+	var sent workflows.SendResult
+	var idle, steer updateResult
+	e.RegisterDelayedCallback(func() {
+		e.update(workflows.UpdateSteer, "idle", &idle, workflows.SteerRequest{Text: "too early"})
+		e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &sent)
+	}, 0)
+	e.RegisterDelayedCallback(func() {
+		e.update(workflows.UpdateSteer, "steer", &steer, workflows.SteerRequest{Text: "stop there"})
+	}, time.Second)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(workflows.SignalCancel, nil) }, 2*time.Second)
+	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
+
+	require.True(t, idle.done)
+	require.Equal(t, keel.CodeNotAccepting, keelCode(idle.rejected), "idle: %v", idle.rejected)
+	require.NoError(t, steer.rejected)
+	require.NoError(t, steer.err)
+	require.NotEmpty(t, steer.value.(workflows.SteerResult).SteeringID)
+	c := continuedAs(t, e).Carry
+	require.Equal(t, keel.StatusCancelled, c.Last.Status)
+	require.Equal(t, keel.TypeRunCancelled, c.Tail[len(c.Tail)-1].Type)
+}
+
+// The Web UI's Cancel (a Temporal cancellation of the current execution)
+// cancels the run cooperatively; the session continues as new.
+func TestInlineTemporalCancelCancelsTheRunOnly(t *testing.T) {
+	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
+	var sent workflows.SendResult
+	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &sent) }, 0)
+	e.RegisterDelayedCallback(e.CancelWorkflow, time.Second)
+	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
+	c := continuedAs(t, e).Carry
+	require.Equal(t, keel.StatusCancelled, c.Last.Status)
+	checkLog(t, 0, c.Tail)
+}
+
+// The outcome update answers a run's outcome once it is committed; for a
+// queued run, which a later execution runs, it says to ask again; for a
+// run the session never accepted, it is refused before history.
+func TestInlineOutcome(t *testing.T) {
+	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
+	var first, queued workflows.SendResult
+	var own, later, unknown updateResult
+	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first) }, 0)
+	e.RegisterDelayedCallback(func() {
+		e.send(t, "queued", workflows.SendRequest{Prompt: "and then", IfActive: workflows.IfActiveQueue}, &queued)
+		e.update(workflows.UpdateOutcome, "own", &own, workflows.OutcomeRequest{Number: 1})
+		e.update(workflows.UpdateOutcome, "later", &later, workflows.OutcomeRequest{Number: 2})
+		e.update(workflows.UpdateOutcome, "unknown", &unknown, workflows.OutcomeRequest{Number: 3})
+	}, time.Second)
+	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
+	continuedAs(t, e)
+
+	require.NoError(t, own.rejected)
+	require.NoError(t, own.err)
+	o := own.value.(keel.Outcome)
+	require.Equal(t, keel.StatusCompleted, o.Status)
+	require.Equal(t, "s1/run-1", o.RunID)
+	require.Equal(t, "one", o.Text)
+
+	require.NoError(t, later.rejected)
+	require.Equal(t, keel.Code(api.ErrTypeMoved), keelCode(later.err), "later: %v", later.err)
+
+	require.Equal(t, keel.CodeNotFound, keelCode(unknown.rejected), "unknown: %v", unknown.rejected)
+}
