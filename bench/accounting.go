@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/metrics"
+	"go.temporal.io/server/common/primitives"
 	"go.temporal.io/server/common/tasktoken"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -18,7 +19,8 @@ import (
 )
 
 // Counts are counters by name: frontend calls by method, persistence
-// requests by operation, server warnings by message.
+// requests by operation, billable actions by type, server warnings by
+// message.
 type Counts map[string]int64
 
 // Sub returns c minus before, dropping names that did not move.
@@ -76,10 +78,11 @@ func (c *counter) snapshot() Counts {
 // ServerCounters count what an embedded server does, seen from inside it:
 // every call its frontend serves, by method (workers' calls included, so
 // heartbeats and workflow task completions are counted where they land),
-// its persistence requests by operation, and its warnings by message.
-// Install Interceptor, MetricsHandler and Logger in the devserver.Config.
+// its persistence requests by operation, its billable actions by type, and
+// its warnings by message. Install Interceptor, MetricsHandler and Logger
+// in the devserver.Config.
 type ServerCounters struct {
-	rpcs, heartbeats, persistence, warnings counter
+	rpcs, heartbeats, persistence, actions, warnings counter
 
 	mu    sync.Mutex
 	times map[string]Latencies // frontend call times by method, since TakeTimes
@@ -117,6 +120,16 @@ type ServerSnapshot struct {
 	// Persistence are persistence requests by operation
 	// ("UpdateWorkflowExecution"); visibility's are prefixed "visibility ".
 	Persistence Counts
+	// Actions are billable actions by type, as the server's own `action`
+	// counter counts them (the frontend's telemetry interceptor, by its
+	// action_type tag): "grpc_StartWorkflowExecution",
+	// "command_COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK", a child start as
+	// "command_COMMAND_TYPE_START_CHILD_WORKFLOW_EXECUTION" and its
+	// "..._Extra" (a child counts twice), "command_BatchMarkers" once per
+	// workflow task with markers, "message_UpdateWorkflowExecution:Acceptance",
+	// "grpc_RecordActivityTaskHeartbeat". Only the measured namespaces':
+	// the server's own system workflows (temporal-system) are not a run's.
+	Actions Counts
 	// Warnings are the server's log records at warning level or above, by
 	// message ("Slow gRPC call").
 	Warnings Counts
@@ -126,14 +139,15 @@ type ServerSnapshot struct {
 func (s ServerSnapshot) Sub(before ServerSnapshot) ServerSnapshot {
 	return ServerSnapshot{
 		RPCs: s.RPCs.Sub(before.RPCs), Heartbeats: s.Heartbeats.Sub(before.Heartbeats),
-		Persistence: s.Persistence.Sub(before.Persistence), Warnings: s.Warnings.Sub(before.Warnings),
+		Persistence: s.Persistence.Sub(before.Persistence), Actions: s.Actions.Sub(before.Actions),
+		Warnings: s.Warnings.Sub(before.Warnings),
 	}
 }
 
 // Snapshot returns the counts so far.
 func (s *ServerCounters) Snapshot() ServerSnapshot {
 	return ServerSnapshot{RPCs: s.rpcs.snapshot(), Heartbeats: s.heartbeats.snapshot(),
-		Persistence: s.persistence.snapshot(), Warnings: s.warnings.snapshot()}
+		Persistence: s.persistence.snapshot(), Actions: s.actions.snapshot(), Warnings: s.warnings.snapshot()}
 }
 
 // Interceptor counts the frontend's calls by method.
@@ -182,9 +196,9 @@ func (c *ClientCounter) Snapshot() Counts { return c.c.snapshot() }
 var taskTokens = tasktoken.NewSerializer()
 
 // MetricsHandler counts the server's persistence requests by operation and
-// drops every other metric.
+// its billable actions by type, and drops every other metric.
 func (s *ServerCounters) MetricsHandler() metrics.Handler {
-	return persistenceMetrics{c: &s.persistence}
+	return serverMetrics{persistence: &s.persistence, actions: &s.actions}
 }
 
 // Logger passes the server's records at warning level or above to next
@@ -197,64 +211,80 @@ func (s *ServerCounters) Logger(next *zap.Logger) *zap.Logger {
 	return zap.New(warningCounter{c: &s.warnings, next: core})
 }
 
-// Metric names and the tag persistenceMetrics reads.
+// Metric names and the tags serverMetrics reads. The server's tag keys
+// for namespaces and action types are unexported: read them off its own
+// tag constructors.
 const (
 	persistenceRequests           = "persistence_requests"
 	visibilityPersistenceRequests = "visibility_persistence_requests"
 )
 
-// persistenceMetrics is a metrics.Handler that keeps only the operation
-// tag and counts only persistence requests. The server calls WithTags on
-// hot paths, so it stays a small value.
-type persistenceMetrics struct {
-	c  *counter
-	op string
+var (
+	actionMetric  = metrics.ActionCounter.Name()
+	actionTypeKey = metrics.ActionType("").Key
+	namespaceKey  = metrics.NamespaceTag("").Key
+)
+
+// serverMetrics is a metrics.Handler that keeps only the operation and
+// namespace tags and counts only persistence requests and billable
+// actions. The server calls WithTags on hot paths, so it stays a small
+// value.
+type serverMetrics struct {
+	persistence, actions *counter
+	op, namespace        string
 }
 
-var _ metrics.Handler = persistenceMetrics{}
+var _ metrics.Handler = serverMetrics{}
 
-func (h persistenceMetrics) WithTags(tags ...metrics.Tag) metrics.Handler {
-	for _, t := range tags {
-		if t.Key == metrics.OperationTagName {
-			h.op = t.Value
-		}
-	}
+func (h serverMetrics) WithTags(tags ...metrics.Tag) metrics.Handler {
+	h.op = tagValue(tags, metrics.OperationTagName, h.op)
+	h.namespace = tagValue(tags, namespaceKey, h.namespace)
 	return h
 }
 
-func (h persistenceMetrics) Counter(name string) metrics.CounterIface {
+// tagValue is the value of the last tag named key, else def.
+func tagValue(tags []metrics.Tag, key, def string) string {
+	for _, t := range tags {
+		if t.Key == key {
+			def = t.Value
+		}
+	}
+	return def
+}
+
+func (h serverMetrics) Counter(name string) metrics.CounterIface {
 	prefix := ""
 	switch name {
 	case persistenceRequests:
 	case visibilityPersistenceRequests:
 		prefix = "visibility "
+	case actionMetric:
+		return metrics.CounterFunc(func(n int64, tags ...metrics.Tag) {
+			if tagValue(tags, namespaceKey, h.namespace) != primitives.SystemLocalNamespace {
+				h.actions.add(tagValue(tags, actionTypeKey, "unknown"), n)
+			}
+		})
 	default:
 		return metrics.NoopCounterMetricFunc
 	}
 	return metrics.CounterFunc(func(n int64, tags ...metrics.Tag) {
-		op := h.op
-		for _, t := range tags {
-			if t.Key == metrics.OperationTagName {
-				op = t.Value
-			}
-		}
-		h.c.add(prefix+op, n)
+		h.persistence.add(prefix+tagValue(tags, metrics.OperationTagName, h.op), n)
 	})
 }
 
-func (persistenceMetrics) Gauge(string) metrics.GaugeIface { return metrics.NoopGaugeMetricFunc }
-func (persistenceMetrics) Timer(string) metrics.TimerIface { return metrics.NoopTimerMetricFunc }
-func (persistenceMetrics) Histogram(string, metrics.MetricUnit) metrics.HistogramIface {
+func (serverMetrics) Gauge(string) metrics.GaugeIface { return metrics.NoopGaugeMetricFunc }
+func (serverMetrics) Timer(string) metrics.TimerIface { return metrics.NoopTimerMetricFunc }
+func (serverMetrics) Histogram(string, metrics.MetricUnit) metrics.HistogramIface {
 	return metrics.NoopHistogramMetricFunc
 }
-func (persistenceMetrics) Stop(log.Logger) {}
-func (h persistenceMetrics) StartBatch(string) metrics.BatchHandler {
-	return persistenceBatch{h}
+func (serverMetrics) Stop(log.Logger) {}
+func (h serverMetrics) StartBatch(string) metrics.BatchHandler {
+	return serverBatch{h}
 }
 
-type persistenceBatch struct{ persistenceMetrics }
+type serverBatch struct{ serverMetrics }
 
-func (persistenceBatch) Close() error { return nil }
+func (serverBatch) Close() error { return nil }
 
 // PersistenceWrite reports whether a persistence operation writes: every
 // operation but those that get, list, read, scan, count or check.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.temporal.io/api/workflowservice/v1"
+	sdkclient "go.temporal.io/sdk/client"
 	tokenspb "go.temporal.io/server/api/token/v1"
 	"go.temporal.io/server/common/metrics"
 	"go.temporal.io/server/common/tasktoken"
@@ -14,6 +15,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
+
+	"github.com/keelrun/keel/devserver"
+	"github.com/keelrun/keel/internal/keeltest"
 )
 
 func TestServerCountersCountByName(t *testing.T) {
@@ -51,6 +55,13 @@ func TestServerCountersCountByName(t *testing.T) {
 	metrics.PersistenceRequests.With(c.MetricsHandler()).Record(2, metrics.OperationTag("GetWorkflowExecution"))
 	c.MetricsHandler().Counter(visibilityPersistenceRequests).Record(1, metrics.OperationTag("UpsertWorkflowExecution"))
 	c.MetricsHandler().Counter("service_requests").Record(5, metrics.OperationTag("Poll"))
+	// Actions as the frontend's telemetry interceptor records them: on a
+	// handler tagged with the call's namespace. The system namespace's are
+	// the server's own.
+	for _, ns := range []string{"default", "temporal-system"} {
+		h := c.MetricsHandler().WithTags(metrics.OperationTag("StartWorkflowExecution"), metrics.NamespaceTag(ns))
+		metrics.ActionCounter.With(h).Record(1, metrics.ActionType("grpc_StartWorkflowExecution"))
+	}
 
 	log := c.Logger(nil)
 	log.Warn("Slow gRPC call")
@@ -62,6 +73,7 @@ func TestServerCountersCountByName(t *testing.T) {
 		RPCs:        Counts{"PollActivityTaskQueue": 2, "PollActivityTaskQueue (task)": 1, "RecordActivityTaskHeartbeat": 2},
 		Heartbeats:  Counts{"ModelTurn": 1, "unknown": 1},
 		Persistence: Counts{"UpdateWorkflowExecution": 1, "GetWorkflowExecution": 2, "visibility UpsertWorkflowExecution": 1},
+		Actions:     Counts{"grpc_StartWorkflowExecution": 1},
 		Warnings:    Counts{"Slow gRPC call": 2},
 	}
 	if d := cmp.Diff(want, got); d != "" {
@@ -69,6 +81,56 @@ func TestServerCountersCountByName(t *testing.T) {
 	}
 	if w := got.Persistence.Matching(PersistenceWrite); w != 2 {
 		t.Errorf("writes = %d, want 2 (the update and the visibility upsert)", w)
+	}
+}
+
+// TestServerCountsBillableActions runs one bare baseline workflow and one
+// shaped session, as the concurrency benchmark does, on a server whose
+// own action counter ServerCounters reads, and checks the bill against
+// the rules of the server's telemetry interceptor: the bare workflow pays
+// for its start and for each activity it schedules (stream, tool,
+// stream), not for its workflow tasks, activity polls or the client's
+// long polls for the result; the shaped session pays for the same
+// activities, the update-with-start, the update's acceptance, and twice
+// for its child. The server counts a call's actions before it answers the
+// call, so each is counted once the run that made it ended.
+func TestServerCountsBillableActions(t *testing.T) {
+	var c ServerCounters
+	srv := keeltest.StartServer(t, devserver.Config{MetricsHandler: c.MetricsHandler()})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tc, err := srv.Dial(ctx, sdkclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	w := NewBaselineWorker(tc)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	s := &stack{tc: tc}
+	in := BaselineInput{Chunks: []int{1, 1}, Delay: time.Millisecond}
+	const scheduled = "command_COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK"
+
+	before := c.Snapshot()
+	if r := s.baselineSession(ctx, "bare", in, false); r.err != nil {
+		t.Fatal(r.err)
+	}
+	want := Counts{"grpc_StartWorkflowExecution": 1, scheduled: 3}
+	if d := cmp.Diff(want, c.Snapshot().Sub(before).Actions); d != "" {
+		t.Errorf("a bare run's billable actions (-want +got):\n%s", d)
+	}
+
+	before = c.Snapshot()
+	if r := s.shapedSession(ctx, "shaped", in, false); r.err != nil {
+		t.Fatal(r.err)
+	}
+	want = Counts{"grpc_ExecuteMultiOperation": 1, "message_UpdateWorkflowExecution:Acceptance": 1,
+		"command_COMMAND_TYPE_START_CHILD_WORKFLOW_EXECUTION": 1, "command_COMMAND_TYPE_START_CHILD_WORKFLOW_EXECUTION_Extra": 1,
+		scheduled: 3}
+	if d := cmp.Diff(want, c.Snapshot().Sub(before).Actions); d != "" {
+		t.Errorf("a shaped run's billable actions (-want +got):\n%s", d)
 	}
 }
 

@@ -16,6 +16,10 @@ type ConcurrencySummary struct {
 type PointSummary struct {
 	Sessions int         `json:"sessions"`
 	RunRatio [2]float64  `json:"run_p50_p99_over_bare"`
+	// Keel's billable actions per run over the bare baseline's and the
+	// shaped one's.
+	ActionsOverBare   float64 `json:"billable_actions_over_bare"`
+	ActionsOverShaped float64 `json:"billable_actions_over_shaped,omitempty"`
 	Keel     SideSummary `json:"keel"`
 	Baseline SideSummary `json:"baseline"`
 	// Shaped is the shaped baseline, when measured.
@@ -40,6 +44,8 @@ type SideSummary struct {
 	TasksPerStep        float64            `json:"workflow_tasks_per_step"`
 	PersistencePerRun   map[string]float64 `json:"persistence_per_run"`
 	PersistenceWrites   float64            `json:"persistence_writes_per_run"`
+	ActionsPerRun       float64            `json:"billable_actions_per_run"`
+	ActionsByType       map[string]float64 `json:"billable_actions_by_type_per_run"`
 	ServerCPUPerRun     float64            `json:"server_cpu_s_per_run"`
 	WorkerCPUPerRun     float64            `json:"worker_cpu_s_per_run"`
 	Warnings            Counts             `json:"server_warnings"`
@@ -59,7 +65,8 @@ func (r *ConcurrencyReport) Summary() ConcurrencySummary {
 		CancelFraction: r.CancelFraction, WorkerProcess: r.WorkerProcess}
 	for _, p := range r.Points {
 		r50, r99 := p.RunRatios()
-		ps := PointSummary{Sessions: p.Sessions, RunRatio: [2]float64{r50, r99},
+		overBare, overShaped := p.ActionRatios()
+		ps := PointSummary{Sessions: p.Sessions, RunRatio: [2]float64{r50, r99}, ActionsOverBare: overBare, ActionsOverShaped: overShaped,
 			Keel: summarize(p.Keel), Baseline: summarize(p.Baseline)}
 		if p.Shaped != nil {
 			sh := summarize(*p.Shaped)
@@ -93,6 +100,7 @@ func summarize(f PhaseFigures) SideSummary {
 		HistoryEventsPerRun: f.History.EventsPerRun(), EventsPerRun: perRun(f.History.Events, f.History.Runs),
 		TasksPerStep:      f.History.WorkflowTasksPerStep(),
 		PersistencePerRun: perRun(f.Server.Persistence, f.Sessions()), PersistenceWrites: writes,
+		ActionsPerRun: f.ActionsPerRun(), ActionsByType: perRun(f.Server.Actions, f.Sessions()),
 		ServerCPUPerRun: server, WorkerCPUPerRun: worker, Warnings: f.Server.Warnings,
 	}
 }

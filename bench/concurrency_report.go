@@ -111,6 +111,10 @@ func (f PhaseFigures) PersistencePerRun() (all, writes float64) {
 	return per(f.Server.Persistence.Total(), f.Sessions()), per(f.Server.Persistence.Matching(PersistenceWrite), f.Sessions())
 }
 
+// ActionsPerRun is billable actions per session, as the server's own
+// action counter counts them (ServerSnapshot.Actions).
+func (f PhaseFigures) ActionsPerRun() float64 { return per(f.Server.Actions.Total(), f.Sessions()) }
+
 // CPUPerRun is the CPU seconds per session of the server's process and
 // of the worker's, each -1 when unknown.
 func (f PhaseFigures) CPUPerRun() (server, worker float64) {
@@ -131,6 +135,17 @@ func (p ConcurrencyPoint) RunRatios() (p50, p99 float64) {
 	return ratio(p.Keel.Runs.P50(), p.Baseline.Runs.P50()), ratio(p.Keel.Runs.P99(), p.Baseline.Runs.P99())
 }
 
+// ActionRatios are keel's billable actions per run over the bare
+// baseline's and over the shaped one's (0 when it was not measured).
+func (p ConcurrencyPoint) ActionRatios() (overBare, overShaped float64) {
+	k := p.Keel.ActionsPerRun()
+	overBare = ratioF(k, p.Baseline.ActionsPerRun())
+	if p.Shaped != nil {
+		overShaped = ratioF(k, p.Shaped.ActionsPerRun())
+	}
+	return overBare, overShaped
+}
+
 // The targets of a thousand concurrent streaming sessions.
 const (
 	TargetAllCompleteAt   = 1000
@@ -140,6 +155,7 @@ const (
 	TargetSendP99         = time.Second
 	TargetHeartbeatsPerS  = 1.0
 	TargetCancelP99       = 500 * time.Millisecond
+	TargetExtraActions    = 3 // billable actions a run beyond the bare workflow's
 	targetEverySessionCnt = 0
 )
 
@@ -195,6 +211,15 @@ func ConcurrencyTargets() []ConcurrencyTarget {
 				return p.Keel.HeartbeatsPerSecond() <= TargetHeartbeatsPerS, p.Keel.StreamTime > 0
 			},
 			func(p ConcurrencyPoint) string { return fmt.Sprintf("%.2f/s", p.Keel.HeartbeatsPerSecond()) }},
+		{fmt.Sprintf("billable actions ≤ bare + %d a run", TargetExtraActions), targetEverySessionCnt,
+			func(p ConcurrencyPoint) (bool, bool) {
+				return p.Keel.ActionsPerRun() <= p.Baseline.ActionsPerRun()+TargetExtraActions,
+					p.Keel.Sessions() > 0 && p.Baseline.ActionsPerRun() > 0
+			},
+			func(p ConcurrencyPoint) string {
+				r, _ := p.ActionRatios()
+				return fmt.Sprintf("%s vs %s (%.2f×)", trim(p.Keel.ActionsPerRun()), trim(p.Baseline.ActionsPerRun()), r)
+			}},
 		{"cancel of a streaming turn p99 ≤ 500 ms", targetEverySessionCnt,
 			func(p ConcurrencyPoint) (bool, bool) {
 				return p.Keel.Cancels.P99() <= TargetCancelP99 && p.Keel.CancelMissed == 0, len(p.Keel.Cancels)+p.Keel.CancelMissed > 0

@@ -29,7 +29,7 @@ func (r *ConcurrencyReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "keel bench concurrency (%s): %s; %s\n", rev, r.Machine(), where)
 	fmt.Fprintf(w, "each session: one send; its model streams %d chunks %v apart, calls list_files, streams %d more: %s of model time (%s)\n",
 		StreamFirstChunks, StreamChunkDelay, StreamSecondChunks, secs(r.ModelTime), strings.Join(turns, " + "))
-	fmt.Fprintf(w, "baseline: as many bare Temporal workflows, each running activities that stream (sleep) as long, without heartbeats\n")
+	fmt.Fprintf(w, "baseline: as many bare Temporal workflows, each running the same activities (one that streams (sleeps) as long as each model turn, a quick tool between them), without heartbeats\n")
 	if r.CancelFraction > 0 {
 		fmt.Fprintf(w, "%.0f%% of the sessions on each side are cancelled mid-stream; run times are over the others\n", 100*r.CancelFraction)
 	}
@@ -48,17 +48,19 @@ func (r *ConcurrencyReport) WriteTable(w io.Writer) {
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nper run, keel / bare")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "sessions\tfrontend RPCs\theartbeats per turn\theartbeats/s\thistory events\tworkflow tasks per step\tpersistence writes\tCPU s server process\tCPU s worker")
+	fmt.Fprintln(tw, "sessions\tfrontend RPCs\theartbeats per turn\theartbeats/s\thistory events\tworkflow tasks per step\tbillable actions (keel ÷ bare)\tpersistence writes\tCPU s server process\tCPU s worker")
 	for _, p := range r.Points {
 		k, b := p.Keel, p.Baseline
 		_, kw := k.PersistencePerRun()
 		_, bw := b.PersistencePerRun()
 		ks, kwk := k.CPUPerRun()
 		bs, bwk := b.CPUPerRun()
-		fmt.Fprintf(tw, "%d\t%s / %s\t%s\t%s\t%s / %s\t%s / %s\t%s / %s\t%s / %s\t%s / %s\n", p.Sessions,
+		overBare, _ := p.ActionRatios()
+		fmt.Fprintf(tw, "%d\t%s / %s\t%s\t%s\t%s / %s\t%s / %s\t%s / %s (%.2f×)\t%s / %s\t%s / %s\t%s / %s\n", p.Sessions,
 			trim(k.RPCsPerRun()), trim(b.RPCsPerRun()), trim(k.HeartbeatsPerTurn()), trim(k.HeartbeatsPerSecond()),
 			trim(k.History.EventsPerRun()), trim(b.History.EventsPerRun()),
 			trim(k.History.WorkflowTasksPerStep()), trim(b.History.WorkflowTasksPerStep()),
+			trim(k.ActionsPerRun()), trim(b.ActionsPerRun()), overBare,
 			trim(kw), trim(bw), cpu(ks), cpu(bs), cpu(kwk), cpu(bwk))
 	}
 	_ = tw.Flush()
@@ -68,6 +70,7 @@ func (r *ConcurrencyReport) WriteTable(w io.Writer) {
 	for _, p := range r.Points {
 		fmt.Fprintf(w, "\n%d sessions: per run, keel beside the bare baseline\n", p.Sessions)
 		r.writePoint(w, p)
+		writeActions(w, p)
 	}
 
 	fmt.Fprintln(w, "\ntargets")
@@ -277,7 +280,7 @@ func (r *ConcurrencyReport) writeShaped(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nshaped: bare Temporal in keel's shape (a session started by update-with-start, a child run per send, the tool call as an activity), without keel")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "sessions\tshaped run p50 / p99\tshaped ÷ bare\tkeel ÷ shaped\tshaped send p50 / p99\tfrontend RPCs\thistory events\tworkflow tasks per step\tpersistence writes\tCPU s server process\tfailed")
+	fmt.Fprintln(tw, "sessions\tshaped run p50 / p99\tshaped ÷ bare\tkeel ÷ shaped\tshaped send p50 / p99\tfrontend RPCs\thistory events\tworkflow tasks per step\tbillable actions (keel ÷ shaped)\tpersistence writes\tCPU s server process\tfailed")
 	for _, p := range r.Points {
 		sh := p.Shaped
 		if sh == nil {
@@ -285,11 +288,52 @@ func (r *ConcurrencyReport) writeShaped(w io.Writer) {
 		}
 		_, writes := sh.PersistencePerRun()
 		server, _ := sh.CPUPerRun()
-		fmt.Fprintf(tw, "%d\t%s\t%.2f× / %.2f×\t%.2f× / %.2f×\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", p.Sessions, pair(sh.Runs, secs),
+		_, overShaped := p.ActionRatios()
+		fmt.Fprintf(tw, "%d\t%s\t%.2f× / %.2f×\t%.2f× / %.2f×\t%s\t%s\t%s\t%s\t%s (%.2f×)\t%s\t%s\t%d\n", p.Sessions, pair(sh.Runs, secs),
 			ratio(sh.Runs.P50(), p.Baseline.Runs.P50()), ratio(sh.Runs.P99(), p.Baseline.Runs.P99()),
 			ratio(p.Keel.Runs.P50(), sh.Runs.P50()), ratio(p.Keel.Runs.P99(), sh.Runs.P99()),
 			pair(sh.Starts, secs), trim(sh.RPCsPerRun()), trim(sh.History.EventsPerRun()),
-			trim(sh.History.WorkflowTasksPerStep()), trim(writes), cpu(server), sh.Failed)
+			trim(sh.History.WorkflowTasksPerStep()), trim(sh.ActionsPerRun()), overShaped, trim(writes), cpu(server), sh.Failed)
 	}
 	_ = tw.Flush()
+}
+
+// writeActions prints one measurement's billable actions per run by type,
+// keel beside the shaped baseline (when measured) and the bare one, with
+// keel's ratios to each: what the same activities cost on Temporal Cloud's
+// bill in each shape.
+func writeActions(w io.Writer, p ConcurrencyPoint) {
+	sides := []PhaseFigures{p.Keel}
+	head := "  billable actions per run, by type\tkeel"
+	if p.Shaped != nil {
+		sides = append(sides, *p.Shaped)
+		head += "\tshaped"
+	}
+	sides = append(sides, p.Baseline)
+	all := Counts{}
+	for _, f := range sides {
+		for t, n := range f.Server.Actions {
+			all[t] += n
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, head+"\tbare")
+	row := func(label string, value func(PhaseFigures) float64) {
+		fmt.Fprint(tw, "  "+label)
+		for _, f := range sides {
+			fmt.Fprint(tw, "\t"+trim(value(f)))
+		}
+		fmt.Fprintln(tw)
+	}
+	for _, t := range unionKeys(all, nil) {
+		row("  "+t, func(f PhaseFigures) float64 { return per(f.Server.Actions[t], f.Sessions()) })
+	}
+	row("all", PhaseFigures.ActionsPerRun)
+	_ = tw.Flush()
+	overBare, overShaped := p.ActionRatios()
+	fmt.Fprintf(w, "  billable actions, keel ÷ bare: %.2f×", overBare)
+	if p.Shaped != nil {
+		fmt.Fprintf(w, "; keel ÷ shaped: %.2f×", overShaped)
+	}
+	fmt.Fprintln(w)
 }

@@ -12,9 +12,9 @@ import (
 
 // The shaped baseline is bare Temporal in keel's shape, without keel: a
 // session workflow started by an update-with-start whose "send" handler
-// returns once it started a child run workflow; the run runs a streaming
-// activity per turn with a tool activity between them; the session waits
-// for the run to end. It has what keel's design requires of every run (two
+// returns once it started a child run workflow; the run is the bare
+// baseline's workflow (a streaming activity per turn with a tool activity
+// between them); the session waits for the run to end. It has what keel's design requires of every run (two
 // workflows, a child start, an update, the tool call as an activity) and
 // nothing keel adds to that (event log, markers, search attributes, state
 // signals, heartbeats), so keel ÷ shaped is what keel's own code costs,
@@ -56,23 +56,6 @@ func shapeSessionWorkflow(ctx workflow.Context, in BaselineInput) error {
 		started = runs
 		_ = fut.Get(ctx, nil) // a cancelled run ends the same way for the session
 	}
-}
-
-// shapeRunWorkflow streams each turn as the bare baseline does, with the
-// tool call between turns as an activity of its own.
-func shapeRunWorkflow(ctx workflow.Context, in BaselineInput) error {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Minute})
-	for i, n := range in.Chunks {
-		if i > 0 {
-			if err := workflow.ExecuteActivity(ctx, shapeToolName).Get(ctx, nil); err != nil {
-				return err
-			}
-		}
-		if err := workflow.ExecuteActivity(ctx, baselineActivityName, n, in.Delay).Get(ctx, nil); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // toolActivity answers at once, as list_files on a small workspace does.

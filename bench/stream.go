@@ -95,7 +95,8 @@ const (
 const BaselineTaskQueue = "keel-bench-baseline"
 
 // BaselineInput says what one bare baseline workflow runs: one activity per
-// turn, each streaming Chunks[i] chunks Delay apart.
+// turn, each streaming Chunks[i] chunks Delay apart, and the tool activity
+// between turns.
 type BaselineInput struct {
 	Chunks []int         `json:"chunks"`
 	Delay  time.Duration `json:"delay"`
@@ -111,12 +112,20 @@ func streamingBaselineInput() BaselineInput {
 	return in
 }
 
-// baselineWorkflow runs its streaming activities one after another, as a
-// bare Temporal program would run model turns: no heartbeats, default
-// activity options beyond a start-to-close timeout.
+// baselineWorkflow runs what a keel run of StreamScript runs, as a bare
+// Temporal program would: a streaming activity per model turn with the
+// tool call between turns as an activity of its own (stream, tool,
+// stream), so keel, the shaped baseline and this one run the same
+// activities and differ only in what they add around them. No
+// heartbeats, default activity options beyond a start-to-close timeout.
 func baselineWorkflow(ctx workflow.Context, in BaselineInput) error {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Minute})
-	for _, n := range in.Chunks {
+	for i, n := range in.Chunks {
+		if i > 0 {
+			if err := workflow.ExecuteActivity(ctx, shapeToolName).Get(ctx, nil); err != nil {
+				return err
+			}
+		}
 		if err := workflow.ExecuteActivity(ctx, baselineActivityName, n, in.Delay).Get(ctx, nil); err != nil {
 			return err
 		}
@@ -148,7 +157,8 @@ func NewBaselineWorker(c sdkclient.Client) sdkworker.Worker {
 	w := sdkworker.New(c, BaselineTaskQueue, sdkworker.Options{})
 	w.RegisterWorkflowWithOptions(baselineWorkflow, workflow.RegisterOptions{Name: baselineWorkflowName})
 	w.RegisterWorkflowWithOptions(shapeSessionWorkflow, workflow.RegisterOptions{Name: shapeSessionName})
-	w.RegisterWorkflowWithOptions(shapeRunWorkflow, workflow.RegisterOptions{Name: shapeRunName})
+	// The shaped baseline's run is the bare workflow, started as a child.
+	w.RegisterWorkflowWithOptions(baselineWorkflow, workflow.RegisterOptions{Name: shapeRunName})
 	w.RegisterActivityWithOptions(streamActivity, activity.RegisterOptions{Name: baselineActivityName})
 	w.RegisterActivityWithOptions(toolActivity, activity.RegisterOptions{Name: shapeToolName})
 	return w

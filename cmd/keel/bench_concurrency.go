@@ -15,8 +15,9 @@ const benchConcurrencyDesc = `Measures many concurrent streaming sessions agains
 machine. For each N of --sessions it starts a fresh embedded Temporal server
 as "keel dev" runs it (SQLite in a temporary directory, keel's tuning), an
 embedded NATS server and a content store, then runs N bare Temporal
-workflows at once, each running two activities that sleep as long as the
-model streams, without heartbeats (the baseline), and then N keel sessions
+workflows at once, each running the activities a keel run runs (one that
+sleeps as long as the first model turn streams, a quick tool, one as long
+as the second), without heartbeats (the baseline), and then N keel sessions
 at once, each one send whose scripted model streams 50 chunks 100 ms apart,
 calls list_files and streams 20 more. The keel worker ("keel worker" with
 its defaults) and the baseline's worker run as child processes (this
@@ -24,10 +25,11 @@ binary, re-executed), so their CPU time is measured apart from the
 server's. It prints run times (p50/p99, as ratios to the model time and to
 the baseline's), send and cancel latencies, and per run the server's calls
 by method, heartbeats per streaming turn, history events and workflow tasks,
-persistence requests and CPU seconds, then keel's targets for concurrent
-streaming (docs/performance.md), each marked PASS or
-FAIL. --sessions 1 gives the accounting of one run quickly. Progress goes
-to stderr.`
+billable actions by type (the server's own action counter, with keel's
+ratios to the baseline's), persistence requests and CPU seconds, then
+keel's targets for concurrent streaming (docs/performance.md), each marked
+PASS or FAIL. --sessions 1 gives the accounting of one run quickly.
+Progress goes to stderr.`
 
 func cmdBenchConcurrency(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("bench concurrency", "keel bench concurrency [flags]", benchConcurrencyDesc)
