@@ -14,14 +14,14 @@ type ConcurrencySummary struct {
 
 // PointSummary is one number of sessions.
 type PointSummary struct {
-	Sessions int         `json:"sessions"`
-	RunRatio [2]float64  `json:"run_p50_p99_over_bare"`
+	Sessions int        `json:"sessions"`
+	RunRatio [2]float64 `json:"run_p50_p99_over_bare"`
 	// Keel's billable actions per run over the bare baseline's and the
 	// shaped one's.
-	ActionsOverBare   float64 `json:"billable_actions_over_bare"`
-	ActionsOverShaped float64 `json:"billable_actions_over_shaped,omitempty"`
-	Keel     SideSummary `json:"keel"`
-	Baseline SideSummary `json:"baseline"`
+	ActionsOverBare   float64     `json:"billable_actions_over_bare"`
+	ActionsOverShaped float64     `json:"billable_actions_over_shaped,omitempty"`
+	Keel              SideSummary `json:"keel"`
+	Baseline          SideSummary `json:"baseline"`
 	// Shaped is the shaped baseline, when measured.
 	Shaped *SideSummary `json:"shaped,omitempty"`
 }
