@@ -123,8 +123,8 @@ type ServerSnapshot struct {
 	// Actions are billable actions by type, as the server's own `action`
 	// counter counts them (the frontend's telemetry interceptor, by its
 	// action_type tag): "grpc_StartWorkflowExecution",
-	// "command_COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK", a child start as
-	// "command_COMMAND_TYPE_START_CHILD_WORKFLOW_EXECUTION" and its
+	// "command_ScheduleActivityTask", a child start as
+	// "command_StartChildWorkflowExecution" and its
 	// "..._Extra" (a child counts twice), "command_BatchMarkers" once per
 	// workflow task with markers, "message_UpdateWorkflowExecution:Acceptance",
 	// "grpc_RecordActivityTaskHeartbeat". Only the measured namespaces':

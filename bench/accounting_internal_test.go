@@ -111,7 +111,7 @@ func TestServerCountsBillableActions(t *testing.T) {
 	defer w.Stop()
 	s := &stack{tc: tc}
 	in := BaselineInput{Chunks: []int{1, 1}, Delay: time.Millisecond}
-	const scheduled = "command_COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK"
+	const scheduled = "command_ScheduleActivityTask"
 
 	before := c.Snapshot()
 	if r := s.baselineSession(ctx, "bare", in, false); r.err != nil {
@@ -127,7 +127,7 @@ func TestServerCountsBillableActions(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	want = Counts{"grpc_ExecuteMultiOperation": 1, "message_UpdateWorkflowExecution:Acceptance": 1,
-		"command_COMMAND_TYPE_START_CHILD_WORKFLOW_EXECUTION": 1, "command_COMMAND_TYPE_START_CHILD_WORKFLOW_EXECUTION_Extra": 1,
+		"command_StartChildWorkflowExecution": 1, "command_StartChildWorkflowExecution_Extra": 1,
 		scheduled: 3}
 	if d := cmp.Diff(want, c.Snapshot().Sub(before).Actions); d != "" {
 		t.Errorf("a shaped run's billable actions (-want +got):\n%s", d)

@@ -37,7 +37,7 @@ func TestBenchConcurrencyEndToEnd(t *testing.T) {
 		"keel bench concurrency (test)", "each worker in a process of its own",
 		"1 completed, 1 cancelled, 0 failed", "RecordActivityTaskHeartbeat", "ExecuteMultiOperation", "1.00 (clients 1.00)",
 		"workflow tasks per step", "UpdateWorkflowExecution", "CPU s: worker process",
-		"command_COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK", "billable actions, keel ÷ bare", "; keel ÷ shaped",
+		"command_ScheduleActivityTask", "billable actions, keel ÷ bare", "; keel ÷ shaped",
 		"cancel of a streaming turn p99 ≤ 500 ms",
 	} {
 		if !strings.Contains(table, want) {
