@@ -242,6 +242,9 @@ type SendResult struct {
 	// BaseSeq is the last durable sequence before the run's first event.
 	BaseSeq int64 `json:"base_seq"`
 	Queued  bool  `json:"queued,omitempty"`
+	// Inline says the run executes in the session's own workflow
+	// (SessionInput.Inline): address the session, not a Run workflow.
+	Inline bool `json:"inline,omitempty"`
 }
 
 // RunInput starts a Run workflow.
@@ -337,6 +340,9 @@ type SessionStatus struct {
 	// Run is the state of the active run when it executes in the
 	// session's workflow (ActiveRun.Inline); nil otherwise.
 	Run *RunStatus `json:"run,omitempty"`
+	// Inline says the session runs its runs in its own workflow
+	// (SessionInput.Inline).
+	Inline bool `json:"inline,omitempty"`
 	// Closed is set when the Session workflow is no longer running
 	// (terminated by an operator or by a Temporal limit, or failed): State
 	// is then StateTerminated or StateFailed. Only clients fill it in.
@@ -391,6 +397,9 @@ type HistoryPage struct {
 // SteerRequest is the argument of the "steer" update (and signal).
 type SteerRequest struct {
 	Text string `json:"text"`
+	// RunID, when set, names the run the steering is for: an inline
+	// session refuses it (keel.NotAccepting) once another run is active.
+	RunID string `json:"run_id,omitempty"`
 }
 
 // SteerResult is the answer of the "steer" update: the staged input's ID.
@@ -401,6 +410,8 @@ type SteerResult struct {
 // RetractRequest is the argument of the "retract_steering" update.
 type RetractRequest struct {
 	SteeringID string `json:"steering_id"`
+	// RunID: as SteerRequest.RunID; another run's retraction is NotFound.
+	RunID string `json:"run_id,omitempty"`
 }
 
 // Retraction is how a retraction ended, decided atomically in the run.
@@ -423,6 +434,16 @@ type RetractResult struct {
 type RespondRequest struct {
 	RequestID string          `json:"request_id"`
 	Answer    json.RawMessage `json:"answer"`
+	// RunID: as SteerRequest.RunID.
+	RunID string `json:"run_id,omitempty"`
+}
+
+// CancelRequest is the optional payload of the "cancel" signal. With RunID
+// set, an inline session cancels its active run only if it is that run, so
+// a late cancel of a run that ended never reaches the next one. Without a
+// payload the active run is cancelled, whichever it is.
+type CancelRequest struct {
+	RunID string `json:"run_id,omitempty"`
 }
 
 // HostRequest is an open host-input request.

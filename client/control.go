@@ -66,7 +66,21 @@ func (r *Run) Requests(ctx context.Context) ([]api.HostRequest, error) {
 
 func (r *Run) update(ctx context.Context, name string, out any, arg any) error {
 	updateID := newID()
-	err := r.whenStarted(ctx, func() error {
+	inline, err := r.inline(ctx)
+	if err != nil {
+		return err
+	}
+	if inline {
+		arg = forRun(arg, r.ID)
+		err := r.s.c.resumeUpdate(ctx, r.s.id, updateID, out, func() (client.WorkflowUpdateHandle, error) {
+			return r.s.c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+				WorkflowID: r.s.id, UpdateID: updateID, UpdateName: name, Args: []any{arg},
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+			})
+		})
+		return r.updateError(err)
+	}
+	err = r.whenStarted(ctx, func() error {
 		return r.s.c.resumeUpdate(ctx, r.ID, updateID, out, func() (client.WorkflowUpdateHandle, error) {
 			return r.s.c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 				WorkflowID: r.ID, UpdateID: updateID, UpdateName: name, Args: []any{arg},
@@ -83,6 +97,9 @@ func (r *Run) update(ctx context.Context, name string, out any, arg any) error {
 // updateError maps an update's failure; an update to a run that already
 // closed is keel.ErrNotAccepting.
 func (r *Run) updateError(err error) error {
+	if err == nil {
+		return nil
+	}
 	mapped := fromTemporal(err, "run "+r.ID)
 	if errors.Is(mapped, keel.ErrNotFound) || isClosedErr(err) {
 		return &keel.Error{Code: keel.CodeNotAccepting, Message: "run " + r.ID + " has ended"}
@@ -97,5 +114,5 @@ func (s *Session) ActiveRun(ctx context.Context) (*Run, error) {
 		return nil, err
 	}
 	a := st.ActiveRun
-	return &Run{s: s, ID: a.RunID, Number: a.Number, BaseSeq: a.BaseSeq}, nil
+	return &Run{s: s, ID: a.RunID, Number: a.Number, BaseSeq: a.BaseSeq, shape: shapeOf(a.Inline)}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -112,11 +113,9 @@ func mustEvent(t *testing.T, env keel.Envelope) keel.Event {
 	return ev
 }
 
-// A session's tasks go before its runs' when tasks queue up: the Session
-// workflow starts with api.SessionPriority and gives each run
-// api.RunPriority (docs/performance.md, "Concurrent streaming sessions":
-// sends go first).
-func TestSessionAndRunPriorities(t *testing.T) {
+// A session starts with api.SessionPriority, and its inline run executes
+// in the session's workflow, with no workflow of its own.
+func TestSessionPriorityAndNoRunWorkflow(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
 	model := shared.book.Add(t, t.Name(), `{"turns":[{"text":["ok"]}]}`)
@@ -125,9 +124,10 @@ func TestSessionAndRunPriorities(t *testing.T) {
 	require.NoError(t, err)
 	_, err = run.Outcome(ctx)
 	require.NoError(t, err)
-	for id, want := range map[string]int32{sess.ID(): api.SessionPriority, run.ID: api.RunPriority} {
-		d, err := c.Temporal().DescribeWorkflowExecution(ctx, id, "")
-		require.NoError(t, err)
-		require.Equal(t, want, d.GetWorkflowExecutionInfo().GetPriority().GetPriorityKey(), "priority of %s", id)
-	}
+	d, err := c.Temporal().DescribeWorkflowExecution(ctx, sess.ID(), "")
+	require.NoError(t, err)
+	require.Equal(t, int32(api.SessionPriority), d.GetWorkflowExecutionInfo().GetPriority().GetPriorityKey())
+	// The run executed in the session's workflow: there is no other.
+	_, err = c.Temporal().DescribeWorkflowExecution(ctx, run.ID, "")
+	require.ErrorAs(t, err, new(*serviceerror.NotFound))
 }

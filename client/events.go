@@ -41,7 +41,7 @@ func (s *Session) EventsPage(ctx context.Context, after int64, limit int) (page 
 	if err != nil || more {
 		return page, more, stopped(err)
 	}
-	if active != nil {
+	if active != nil && !active.Inline {
 		if committed, err = s.c.committedNow(ctx, active.RunID); err != nil {
 			return page, false, err
 		}
@@ -85,6 +85,9 @@ func (s *Session) lastSeq(ctx context.Context) (int64, error) {
 	}
 	if st.ActiveRun == nil {
 		return st.LastSeq, nil
+	}
+	if st.Run != nil {
+		return max(st.Run.LastSeq, st.LastSeq), nil
 	}
 	var rs api.RunStatus
 	if err := s.query(ctx, st.ActiveRun.RunID, api.QueryState, &rs); err != nil {

@@ -56,7 +56,8 @@ func (f *follower) follow(ctx context.Context, emit func(keel.Envelope) bool) er
 		if err != nil {
 			return stopped(err)
 		}
-		if active != nil && !followed[active.RunID] {
+		// An inline run's events are in the session's log already.
+		if active != nil && !active.Inline && !followed[active.RunID] {
 			followed[active.RunID] = true
 			if err := f.followRun(ctx, active.RunID, deliver); err != nil {
 				return stopped(err)

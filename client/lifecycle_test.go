@@ -8,7 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
+	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -95,8 +97,9 @@ func TestCancelDuringTools(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// The Web UI's Cancel (a Temporal cancellation request on the Run
-// workflow) takes the same cooperative path.
+// The Web UI's Cancel (a Temporal cancellation request on the session's
+// current execution, which runs the run) takes the same cooperative path,
+// and the session lives on.
 func TestTemporalCancelIsCooperative(t *testing.T) {
 	c, ctx := newClient(t), testCtx(t)
 	sess := c.Session("cancel-temporal")
@@ -104,9 +107,12 @@ func TestTemporalCancelIsCooperative(t *testing.T) {
 	  {"tool_calls":[{"id":"s","name":"sleep","arguments":{"seconds":3600}}]},{"text":["never"]}]}`, "sleep"))
 	require.NoError(t, err)
 	waitFor(t, ctx, run, keel.TypeToolStarted)
-	require.NoError(t, c.Temporal().CancelWorkflow(ctx, run.ID, ""))
+	require.NoError(t, c.Temporal().CancelWorkflow(ctx, sess.ID(), ""))
 	_, err = run.Outcome(ctx)
 	require.ErrorIs(t, err, keel.ErrCancelled)
+	st, err := sess.State(ctx)
+	require.NoError(t, err)
+	require.Nil(t, st.Closed, "the session lives on")
 	require.Contains(t, toolEvents(t, logOf(t, ctx, sess)), "finished:s:interrupted")
 }
 
@@ -196,16 +202,48 @@ func TestDetachedJobsStopAtMaxSteps(t *testing.T) {
 	require.Contains(t, toolEvents(t, logOf(t, ctx, sess)), "finished:j:interrupted")
 }
 
-// An operator terminating a Run workflow still gets exactly one terminal
-// event, recorded by the session.
+// An operator terminating a session's execution while a run is active
+// ends the session (docs/contract.md §3.1, §10.3): no code is left to
+// record the run's terminal event, so Outcome answers keel.Terminated
+// from the session's closed state, with the operator's reason; the log
+// keeps what the run recorded, and the session takes no new prompt.
+func TestTerminatedSessionEndsItsActiveRun(t *testing.T) {
+	c, ctx := newClient(t), testCtx(t)
+	sess := c.Session("terminated-inline")
+	model := shared.book.Add(t, t.Name(), `{"turns":[
+	  {"tool_calls":[{"id":"s","name":"sleep","arguments":{"seconds":3600}}]},{"text":["never"]}]}`)
+	run, err := sess.Send(ctx, "go", client.WithConfig(api.RunConfig{Model: model, Tools: []string{"sleep"}}))
+	require.NoError(t, err)
+	waitFor(t, ctx, run, keel.TypeToolStarted)
+	require.NoError(t, c.Temporal().TerminateWorkflow(ctx, sess.ID(), "", "operator says stop"))
+
+	out, err := sess.Run(1).Outcome(ctx)
+	require.ErrorIs(t, err, keel.ErrTerminated)
+	require.ErrorContains(t, err, "operator says stop")
+	require.Equal(t, keel.StatusFailed, out.Status)
+	types := typesOf(logOf(t, ctx, sess), run.ID)
+	require.Equal(t, keel.TypeToolStarted, types[len(types)-1], "the log keeps what the run recorded")
+
+	st, err := sess.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, keel.StateTerminated, st.State)
+	_, err = sess.Send(ctx, "next", client.WithConfig(api.RunConfig{Model: model}))
+	require.ErrorIs(t, err, keel.ErrNotAccepting)
+}
+
+// In a session begun in the two-workflow shape, an operator terminating
+// the Run workflow still gets exactly one terminal event, recorded by the
+// session; after that run the session moves to the inline shape, and its
+// next run executes in the session's workflow.
 func TestTerminatedRunGetsOneTerminalEvent(t *testing.T) {
 	c, ctx := newClient(t), testCtx(t)
 	sess := c.Session("terminated")
 	model := shared.book.Add(t, t.Name(), `{"turns":[
 	  {"tool_calls":[{"id":"s","name":"sleep","arguments":{"seconds":3600}}]},{"text":["never"]},{"text":["next run"]}]}`)
-	run, err := sess.Send(ctx, "go", client.WithConfig(api.RunConfig{Model: model, Tools: []string{"sleep"}}))
-	require.NoError(t, err)
+	run := sendTwoWorkflow(t, ctx, sess, "go", api.RunConfig{Model: model, Tools: []string{"sleep"}})
 	waitFor(t, ctx, run, keel.TypeToolStarted)
+	_, err := c.Temporal().DescribeWorkflowExecution(ctx, run.ID, "")
+	require.NoError(t, err, "the run has a workflow of its own")
 	require.NoError(t, c.Temporal().TerminateWorkflow(ctx, run.ID, "", "operator says stop"))
 
 	out, err := run.Outcome(ctx)
@@ -231,6 +269,32 @@ func TestTerminatedRunGetsOneTerminalEvent(t *testing.T) {
 	require.NoError(t, err)
 	_, err = run2.Outcome(ctx)
 	require.NoError(t, err)
+	_, err = c.Temporal().DescribeWorkflowExecution(ctx, run2.ID, "")
+	require.ErrorAs(t, err, new(*serviceerror.NotFound), "run 2 ran inline")
+	st, err = sess.State(ctx)
+	require.NoError(t, err)
+	require.True(t, st.Inline)
+	require.Equal(t, 2, st.Runs)
+}
+
+// sendTwoWorkflow starts a session the way clients did before inline
+// sessions (a Run workflow per run) and returns its first run, started.
+func sendTwoWorkflow(t *testing.T, ctx context.Context, sess *client.Session, prompt string, cfg api.RunConfig) *client.Run {
+	t.Helper()
+	tc := shared.tc
+	start := tc.NewWithStartWorkflowOperation(sdkclient.StartWorkflowOptions{
+		ID: sess.ID(), TaskQueue: api.TaskQueue, WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, api.SessionWorkflowName, api.SessionInput{SessionID: sess.ID()})
+	h, err := tc.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: sdkclient.UpdateWorkflowOptions{UpdateName: api.UpdateSend,
+			Args: []any{api.SendRequest{Prompt: prompt, Config: &cfg}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted},
+	})
+	require.NoError(t, err)
+	var res api.SendResult
+	require.NoError(t, h.Get(ctx, &res))
+	require.False(t, res.Inline)
+	return sess.Run(res.Number)
 }
 
 // Shutdown is shared through Temporal: the first call cancels every active

@@ -19,7 +19,8 @@ import (
 // Run is a handle on one run. Dropping it never cancels the run.
 type Run struct {
 	s *Session
-	// ID is the run's ID, also its Run workflow's ID: "<session>/run-<n>".
+	// ID is the run's ID, "<session>/run-<n>"; in a session begun before
+	// inline sessions, also its Run workflow's ID.
 	ID     string
 	Number int
 	// Revision is the session revision the run started from.
@@ -32,6 +33,9 @@ type Run struct {
 	// SteeringID is set when Send (with OrSteer) delivered the prompt to
 	// this already active run as steering.
 	SteeringID string
+
+	// shape says where the run executes (inline.go).
+	shape runShape
 
 	early *earlySub
 }
@@ -97,6 +101,12 @@ func (r *Run) base(ctx context.Context) (int64, error) {
 	if r.BaseSeq >= 0 {
 		return r.BaseSeq, nil
 	}
+	if inline, err := r.inline(ctx); err != nil || inline {
+		if err != nil {
+			return 0, err
+		}
+		return r.inlineBase(ctx)
+	}
 	// Read the session first: if the run has not started yet, its events
 	// come after everything the session holds now.
 	st, err := r.s.State(ctx)
@@ -126,6 +136,12 @@ func (r *Run) base(ctx context.Context) (int64, error) {
 // (match with errors.Is / errors.As). It works from any process at any time
 // after the run started.
 func (r *Run) Outcome(ctx context.Context) (keel.Outcome, error) {
+	if inline, err := r.inline(ctx); err != nil || inline {
+		if err != nil {
+			return keel.Outcome{}, err
+		}
+		return r.inlineOutcome(ctx)
+	}
 	var res api.RunResult
 	err := r.s.c.tc.GetWorkflow(ctx, r.ID, "").Get(ctx, &res)
 	var nf *serviceerror.NotFound
@@ -225,6 +241,12 @@ func (r *Run) outcomeFromLog(ctx context.Context) (keel.Outcome, error) {
 
 // State returns the run's state.
 func (r *Run) State(ctx context.Context) (api.RunStatus, error) {
+	if inline, err := r.inline(ctx); err != nil || inline {
+		if err != nil {
+			return api.RunStatus{}, err
+		}
+		return r.inlineState(ctx)
+	}
 	var st api.RunStatus
 	return st, r.whenStarted(ctx, func() error { return r.s.query(ctx, r.ID, api.QueryState, &st) })
 }
@@ -287,6 +309,14 @@ func (r *Run) awaitWorkflow(ctx context.Context) (bool, error) {
 // the run commits what it can, emits run.cancelled, and Outcome returns
 // keel.ErrCancelled.
 func (r *Run) Cancel(ctx context.Context) error {
+	if inline, err := r.inline(ctx); err != nil || inline {
+		if err != nil {
+			return err
+		}
+		// The session cancels its active run only if it is this one.
+		return fromTemporal(r.s.c.tc.SignalWorkflow(ctx, r.s.id, "", api.SignalCancel,
+			api.CancelRequest{RunID: r.ID}), "session "+r.s.id)
+	}
 	err := r.whenStarted(ctx, func() error {
 		return fromTemporal(r.s.c.tc.SignalWorkflow(ctx, r.ID, "", api.SignalCancel, nil), "run "+r.ID)
 	})

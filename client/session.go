@@ -123,7 +123,8 @@ func (s *Session) sendUpdate(ctx context.Context, req api.SendRequest) (*Run, er
 		TypedSearchAttributes: temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(s.id)),
 		StaticSummary:         "keel session " + s.id,
 		Priority:              temporal.Priority{PriorityKey: api.SessionPriority},
-	}, api.SessionWorkflowName, api.SessionInput{SessionID: s.id, Config: s.c.config, HandOver: s.c.handOver})
+	}, api.SessionWorkflowName, api.SessionInput{SessionID: s.id, Config: s.c.config, HandOver: s.c.handOver,
+		Inline: true})
 	// The update has an ID of our own so that a call that timed out while
 	// the server was busy can be resumed, never sent twice.
 	updateID := newID()
@@ -144,7 +145,8 @@ func (s *Session) sendUpdate(ctx context.Context, req api.SendRequest) (*Run, er
 	if err != nil {
 		return nil, fromTemporal(err, "session "+s.id)
 	}
-	return &Run{s: s, ID: res.RunID, Number: res.Number, Revision: res.Revision, BaseSeq: res.BaseSeq, Queued: res.Queued}, nil
+	return &Run{s: s, ID: res.RunID, Number: res.Number, Revision: res.Revision, BaseSeq: res.BaseSeq, Queued: res.Queued,
+		shape: shapeOf(res.Inline)}, nil
 }
 
 // Run returns a handle on run number n of the session.

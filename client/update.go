@@ -18,15 +18,21 @@ import (
 func (c *Client) resumeUpdate(ctx context.Context, workflowID, updateID string, out any,
 	send func() (client.WorkflowUpdateHandle, error)) error {
 	h, err := send()
+	// An update is looked up in the execution that took it: a session
+	// that continued as new since must not be sent it twice.
+	runID := ""
 	for {
 		if err == nil {
+			if id := h.RunID(); id != "" {
+				runID = id
+			}
 			err = h.Get(ctx, out)
 		}
 		var timeout *client.WorkflowUpdateServiceTimeoutOrCanceledError
 		if !errors.As(err, &timeout) || ctx.Err() != nil {
 			return err
 		}
-		h = c.tc.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: workflowID, UpdateID: updateID})
+		h = c.tc.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: workflowID, RunID: runID, UpdateID: updateID})
 		err = h.Get(ctx, out)
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {

@@ -29,6 +29,10 @@ type historyWatcher struct {
 	committed int64
 	// last is the ID of the last history event read.
 	last int64
+	// tasked is set once the execution being read completed a workflow
+	// task: from then on its history holds the marker of what it took
+	// over (announce records one in its first task).
+	tasked bool
 }
 
 func (c *Client) watch(workflowID string) *historyWatcher {
@@ -64,6 +68,14 @@ func (w *historyWatcher) catchUp(ctx context.Context) error {
 	length := info.GetHistoryLength()
 	run := w.runID
 	for !w.closed && w.runID == run && w.last < length {
+		if _, _, err := w.fetch(ctx, true); err != nil {
+			return err
+		}
+	}
+	// An execution that has not completed its first task (a session that
+	// just continued as new) has not announced what it holds yet: wait
+	// for that task rather than report less than was committed.
+	for !w.closed && !w.tasked {
 		if _, _, err := w.fetch(ctx, true); err != nil {
 			return err
 		}
@@ -109,7 +121,7 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 		}
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-			changed = true
+			changed, w.tasked = true, true
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
@@ -126,7 +138,7 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 	if next != "" {
 		// The next execution starts its history anew; its first marker
 		// announces the sequence it took over.
-		w.runID, w.token, w.last = next, nil, 0
+		w.runID, w.token, w.last, w.tasked = next, nil, 0, false
 		return true, changed, nil
 	}
 	if longPoll && len(w.token) == 0 {
@@ -143,6 +155,12 @@ func (c *Client) committedNow(ctx context.Context, workflowID string) (int64, er
 	w := c.watch(workflowID)
 	if err := w.readAll(ctx); err != nil {
 		return 0, err
+	}
+	// As in catchUp: an execution's first task announces what it holds.
+	for !w.closed && !w.tasked {
+		if _, _, err := w.fetch(ctx, true); err != nil {
+			return 0, err
+		}
 	}
 	return w.committed, nil
 }

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/api"
 )
@@ -31,7 +32,11 @@ func newLifecycle(c client.Client, namespace string) lifecycle {
 }
 
 func (l lifecycle) ActiveRuns(ctx context.Context) ([]string, error) {
-	return l.list(ctx, fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", api.RunWorkflowName))
+	// Run workflows of sessions begun in the two-workflow shape, and
+	// inline sessions whose execution is running a run (its state says so).
+	return l.list(ctx, fmt.Sprintf("ExecutionStatus = 'Running' AND (WorkflowType = '%s' OR "+
+		"(WorkflowType = '%s' AND %s IN ('%s', '%s', '%s')))", api.RunWorkflowName, api.SessionWorkflowName,
+		api.AttrState.GetName(), keel.StateRunning, keel.StateWaitingForHostInput, keel.StateCancelling))
 }
 
 func (l lifecycle) Sessions(ctx context.Context) ([]string, error) {

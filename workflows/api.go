@@ -22,6 +22,7 @@ type (
 	EventsPage     = api.EventsPage
 	RunRef         = api.RunRef
 	OutcomeRequest = api.OutcomeRequest
+	CancelRequest  = api.CancelRequest
 	SessionStatus  = api.SessionStatus
 	ClosedSession  = api.ClosedSession
 	RunStatus      = api.RunStatus

@@ -43,6 +43,9 @@ func (s *session) handOverDue(ctx workflow.Context) bool {
 		// state cannot make executions hand over in a loop.
 		return false
 	}
+	if s.movesInline(ctx) {
+		return true
+	}
 	info := workflow.GetInfo(ctx)
 	due := info.GetContinueAsNewSuggested() ||
 		info.GetCurrentHistoryLength() >= s.limits.Events ||
@@ -61,6 +64,21 @@ func (s *session) handOverDue(ctx workflow.Context) bool {
 		s.handOverCode = workflow.GetVersion(ctx, fmt.Sprintf("hand-over-%d", s.runs), workflow.DefaultVersion, 1) == 1
 	}
 	return s.handOverCode
+}
+
+// movesInline reports whether a session of the two-workflow shape moves
+// to the inline shape now, after a run: always in an execution that runs
+// this code, never when replaying one that ran before it (GetVersion
+// answers DefaultVersion for a history without the marker; each run has
+// its own change ID, as hand-overs do).
+func (s *session) movesInline(ctx workflow.Context) bool {
+	if s.inline {
+		return false
+	}
+	if !s.moveInline {
+		s.moveInline = workflow.GetVersion(ctx, fmt.Sprintf("move-inline-%d", s.runs), workflow.DefaultVersion, 1) == 1
+	}
+	return s.moveInline
 }
 
 // quiet waits until every update and signal handler has finished, so none
@@ -149,5 +167,5 @@ func (s *session) handOver(ctx workflow.Context) error {
 	workflow.GetLogger(ctx).Info("session continues as new", "runs", s.runs, "seq", s.seq,
 		"segments", len(s.segments), "queued", len(s.queue))
 	return workflow.NewContinueAsNewError(ctx, SessionWorkflowName,
-		SessionInput{SessionID: s.id, Config: s.cfg, HandOver: s.limits, Carry: s.carry(), Inline: s.inline})
+		SessionInput{SessionID: s.id, Config: s.cfg, HandOver: s.limits, Carry: s.carry(), Inline: s.inline || s.moveInline})
 }

@@ -150,10 +150,13 @@ func TestSessionResumesFromCarry(t *testing.T) {
 	in, _, _ := handOverOnce(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), segs)
 	carried := in.Carry.Seq
 
-	// The second execution: high limits, so it stays; it ends when the
-	// test environment's clock passes the delayed check below.
-	in.HandOver = workflows.HandOverLimits{}
+	// The second execution runs run 2 and moves on; the third, idle, is
+	// read when the test environment's clock passes the check below.
+	require.True(t, in.Inline, "the hand-over moved the session to the inline shape")
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), segs)
+	e.ExecuteWorkflow(workflows.SessionWorkflowName, in)
+	in = continuedAs(t, e)
+	e = newSessionEnv(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), segs)
 	var state workflows.SessionStatus
 	var stored, tail workflows.EventsPage
 	e.RegisterDelayedCallback(func() {
@@ -172,7 +175,7 @@ func TestSessionResumesFromCarry(t *testing.T) {
 
 	require.Equal(t, 2, state.Runs)
 	require.Equal(t, int64(2), state.Revision)
-	require.Equal(t, 1, state.HandOvers)
+	require.Equal(t, 2, state.HandOvers)
 	require.Equal(t, keel.StateCompleted, state.State)
 	require.Equal(t, "two", state.Last.Text)
 	require.Equal(t, "s1/run-2", state.Last.RunID)

@@ -58,7 +58,7 @@ func (s *session) runHere(ctx workflow.Context, p *pendingRun) {
 		BaseSeq: s.seq, Prompt: p.req.Prompt, Transcript: s.transcript, Config: cfg})
 	r.rules = s.rules
 	r.onState = s.setState
-	p.result = SendResult{RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq}
+	p.result = SendResult{RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq, Inline: true}
 	p.issued, p.started = true, true
 	s.active, s.current = p, r
 	s.state = keel.StateRunning
@@ -119,16 +119,21 @@ func (s *session) tailBytes() int {
 // workflow's, addressed to the session), the transcript query the model
 // turn falls back on, and the outcome update.
 func (s *session) registerInlineHandlers(ctx workflow.Context) error {
-	active := func() (*run, error) {
+	// active is the run a command is for: the active one, if it is the
+	// run the command names (a command names none from older clients).
+	active := func(runID string) (*run, error) {
 		if s.current == nil {
 			return nil, wireError(keel.Errorf(keel.CodeNotAccepting, "session %s has no active run", s.id))
+		}
+		if runID != "" && runID != s.current.in.RunID {
+			return nil, wireError(keel.Errorf(keel.CodeNotAccepting, "run %s no longer accepts commands", runID))
 		}
 		return s.current, s.current.accepting()
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSteer,
 		func(ctx workflow.Context, req SteerRequest) (SteerResult, error) { return s.current.steer(req), nil },
 		workflow.UpdateHandlerOptions{Validator: func(req SteerRequest) error {
-			r, err := active()
+			r, err := active(req.RunID)
 			if err != nil {
 				return err
 			}
@@ -138,19 +143,21 @@ func (s *session) registerInlineHandlers(ctx workflow.Context) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRetractSteering,
 		func(ctx workflow.Context, req RetractRequest) (RetractResult, error) {
-			if s.current == nil {
-				return RetractResult{Result: NotFound}, nil
-			}
 			return RetractResult{Result: s.current.steering.retract(req.SteeringID)}, nil
 		},
-		workflow.UpdateHandlerOptions{Validator: validateRetract}); err != nil {
+		workflow.UpdateHandlerOptions{Validator: func(req RetractRequest) error {
+			if s.current == nil || (req.RunID != "" && req.RunID != s.current.in.RunID) {
+				// As a Run workflow that closed: the run takes no commands.
+				return wireError(keel.Errorf(keel.CodeNotAccepting, "run %s no longer accepts commands", req.RunID))
+			}
+			return validateRetract(req)
+		}}); err != nil {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRespond,
 		func(ctx workflow.Context, req RespondRequest) error { s.current.host.respond(req); return nil },
 		workflow.UpdateHandlerOptions{Validator: func(req RespondRequest) error {
-			if s.current == nil {
-				_, err := active()
+			if _, err := active(req.RunID); err != nil && (s.current == nil || req.RunID != "") {
 				return err
 			}
 			return s.current.validateRespond(req)
@@ -178,7 +185,7 @@ func (s *session) registerInlineHandlers(ctx workflow.Context) error {
 		for {
 			var req SteerRequest
 			steers.Receive(gctx, &req)
-			if r, err := active(); err != nil {
+			if r, err := active(req.RunID); err != nil {
 				workflow.GetLogger(gctx).Warn("steer signal dropped", "err", err)
 			} else if err := r.validateSteerSignal(gctx, req); err != nil {
 				workflow.GetLogger(gctx).Warn("steer signal dropped", "err", err)
@@ -192,8 +199,8 @@ func (s *session) registerInlineHandlers(ctx workflow.Context) error {
 			var req RespondRequest
 			responds.Receive(gctx, &req)
 			r := s.current
-			if r == nil {
-				workflow.GetLogger(gctx).Warn("respond signal dropped: no active run")
+			if r == nil || (req.RunID != "" && req.RunID != r.in.RunID) {
+				workflow.GetLogger(gctx).Warn("respond signal dropped: not for the active run")
 			} else if err := r.validateRespondSignal(gctx, req); err != nil {
 				workflow.GetLogger(gctx).Warn("respond signal dropped", "err", err)
 			} else {

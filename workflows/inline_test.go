@@ -71,7 +71,7 @@ func TestInlineRunContinuesAsNew(t *testing.T) {
 	}, 30*time.Second)
 	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
 
-	require.Equal(t, workflows.SendResult{RunID: "s1/run-1", Number: 1, Revision: 0, BaseSeq: 0}, sent)
+	require.Equal(t, workflows.SendResult{RunID: "s1/run-1", Number: 1, Revision: 0, BaseSeq: 0, Inline: true}, sent)
 	require.Equal(t, &workflows.RunRef{RunID: "s1/run-1", Number: 1, BaseSeq: 0, Inline: true}, during.ActiveRun)
 	require.Equal(t, keel.StateRunning, during.State)
 	require.NotNil(t, during.Run, "the state query shows the active run")
@@ -107,7 +107,7 @@ func TestInlineQueuedPromptRunsInTheNextExecution(t *testing.T) {
 		e.send(t, "queued", workflows.SendRequest{Prompt: "and then", IfActive: workflows.IfActiveQueue}, &queued)
 	}, time.Second)
 	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
-	require.Equal(t, workflows.SendResult{RunID: "s1/run-2", Number: 2, Queued: true}, queued)
+	require.Equal(t, workflows.SendResult{RunID: "s1/run-2", Number: 2, Queued: true, Inline: true}, queued)
 	in := continuedAs(t, e)
 	require.Equal(t, []workflows.SendRequest{{Prompt: "and then", IfActive: workflows.IfActiveQueue}}, in.Carry.Queue)
 	seq := in.Carry.Seq
@@ -130,15 +130,25 @@ func TestInlineQueuedPromptRunsInTheNextExecution(t *testing.T) {
 func TestInlineCommandsReachTheRun(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), &memSegments{})
 	var sent workflows.SendResult
-	var idle, steer updateResult
+	var idle, steer, stale updateResult
 	e.RegisterDelayedCallback(func() {
 		e.update(workflows.UpdateSteer, "idle", &idle, workflows.SteerRequest{Text: "too early"})
 		e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &sent)
 	}, 0)
 	e.RegisterDelayedCallback(func() {
-		e.update(workflows.UpdateSteer, "steer", &steer, workflows.SteerRequest{Text: "stop there"})
+		e.update(workflows.UpdateSteer, "steer", &steer, workflows.SteerRequest{Text: "stop there", RunID: "s1/run-1"})
+		e.update(workflows.UpdateSteer, "stale", &stale, workflows.SteerRequest{Text: "for an old run", RunID: "s1/run-0"})
 	}, time.Second)
-	e.RegisterDelayedCallback(func() { e.SignalWorkflow(workflows.SignalCancel, nil) }, 2*time.Second)
+	// A cancel naming another run changes nothing; the plain one cancels.
+	e.RegisterDelayedCallback(func() {
+		e.SignalWorkflow(workflows.SignalCancel, workflows.CancelRequest{RunID: "s1/run-0"})
+	}, 2*time.Second)
+	e.RegisterDelayedCallback(func() {
+		st := query[workflows.SessionStatus](t, e, workflows.QueryState)
+		require.Equal(t, keel.StateRunning, st.State, "a stale cancel reached the run")
+		require.Equal(t, []string{steer.value.(workflows.SteerResult).SteeringID}, st.Run.Staged)
+		e.SignalWorkflow(workflows.SignalCancel, nil)
+	}, 3*time.Second)
 	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
 
 	require.True(t, idle.done)
@@ -146,6 +156,7 @@ func TestInlineCommandsReachTheRun(t *testing.T) {
 	require.NoError(t, steer.rejected)
 	require.NoError(t, steer.err)
 	require.NotEmpty(t, steer.value.(workflows.SteerResult).SteeringID)
+	require.Equal(t, keel.CodeNotAccepting, keelCode(stale.rejected), "stale: %v", stale.rejected)
 	c := continuedAs(t, e).Carry
 	require.Equal(t, keel.StatusCancelled, c.Last.Status)
 	require.Equal(t, keel.TypeRunCancelled, c.Tail[len(c.Tail)-1].Type)

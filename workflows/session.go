@@ -61,6 +61,9 @@ type session struct {
 	inline   bool
 	current  *run
 	movingOn bool
+	// moveInline is set once this two-workflow execution decided to hand
+	// the session over to the inline shape (movesInline).
+	moveInline bool
 }
 
 // pendingRun is an accepted prompt, queued or running.
@@ -139,7 +142,7 @@ func (s *session) registerHandlers(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (SessionStatus, error) {
 		st := SessionStatus{SessionID: s.id, State: s.state, Revision: s.revision, LastSeq: s.seq,
 			Runs: s.runs, Queued: len(s.queue), Usage: s.usage, Last: s.last, Shutdown: s.shutdown,
-			HandOvers: s.handOvers}
+			HandOvers: s.handOvers, Inline: s.inline}
 		st.ActiveRun = s.activeRef()
 		if s.current != nil {
 			rs, _ := s.current.status()
@@ -164,7 +167,11 @@ func (s *session) registerHandlers(ctx workflow.Context) error {
 	cancels := workflow.GetSignalChannel(ctx, SignalCancel)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
-			cancels.Receive(gctx, nil)
+			var req CancelRequest
+			cancels.Receive(gctx, &req)
+			if req.RunID != "" && s.current != nil && s.current.in.RunID != req.RunID {
+				continue // a late cancel of a run that ended
+			}
 			s.cancelActive()
 		}
 	})
@@ -286,7 +293,7 @@ func (s *session) send(ctx workflow.Context, req SendRequest) (SendResult, error
 	p := &pendingRun{number: s.runs + len(s.queue) + 1, req: req, trace: ctx.Value(instrument.SpanContextKey)}
 	s.queue = append(s.queue, p)
 	if s.active != nil || len(s.queue) > 1 {
-		return SendResult{RunID: keel.RunID(s.id, p.number), Number: p.number, Queued: true}, nil
+		return SendResult{RunID: keel.RunID(s.id, p.number), Number: p.number, Queued: true, Inline: s.inline}, nil
 	}
 	p.waiting = true
 	defer func() { p.waiting = false }()
