@@ -156,7 +156,9 @@ func (r *ConcurrencyReport) writePoint(w io.Writer, p ConcurrencyPoint) {
 		return fmt.Sprintf("%s events, %s workflow tasks", trim(per(wh.Events, f.History.Runs)), trim(per(wh.WorkflowTasks, f.History.Runs)))
 	}
 	for _, wh := range k.History.Workflows {
-		row("  "+wh.Kind+" workflow", wf(k, wh), "", 0)
+		if wh.Events > 0 { // an inline session's runs have no Run workflow
+			row("  "+wh.Kind+" workflow", wf(k, wh), "", 0)
+		}
 	}
 	for _, wh := range b.History.Workflows {
 		row("  bare workflow", "", wf(b, wh), 0)

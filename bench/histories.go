@@ -62,11 +62,11 @@ func per(sum int64, n int) float64 {
 	return float64(sum) / float64(n)
 }
 
-// historyRun is a run whose histories are read: its workflows' IDs in the
+// historyRun is a run whose histories are read: its executions in the
 // order of the kinds, and whether it completed.
 type historyRun struct {
-	ids       []string
-	completed bool
+	executions []execution
+	completed  bool
 }
 
 // historyReaders bounds the histories read at once.
@@ -90,7 +90,7 @@ func (s *stack) histories(ctx context.Context, runs []historyRun, kinds []string
 		if run.completed {
 			h.Runs++
 		}
-		for j, id := range run.ids {
+		for j, e := range run.executions {
 			if j >= len(kinds) {
 				break
 			}
@@ -98,7 +98,7 @@ func (s *stack) histories(ctx context.Context, runs []historyRun, kinds []string
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				r, err := s.readHistory(ctx, id, streamActivity)
+				r, err := s.readHistory(ctx, e, streamActivity)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -134,11 +134,20 @@ type historyRead struct {
 	activityTime time.Duration
 }
 
-// readHistory counts a workflow's history events by type and times the
+// readHistory counts an execution's history events by type and times the
 // activities of type activityType.
-func (s *stack) readHistory(ctx context.Context, id, activityType string) (historyRead, error) {
-	it := s.tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+func (s *stack) readHistory(ctx context.Context, e execution, activityType string) (historyRead, error) {
 	r := historyRead{events: Counts{}}
+	if e.whole {
+		// A long poll for the close event returns once there is one.
+		closed := s.tc.GetWorkflowHistory(ctx, e.id, e.runID, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+		for closed.HasNext() {
+			if _, err := closed.Next(); err != nil {
+				return r, err
+			}
+		}
+	}
+	it := s.tc.GetWorkflowHistory(ctx, e.id, e.runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	streaming := map[int64]bool{}    // scheduled event ID → of activityType
 	started := map[int64]time.Time{} // scheduled event ID → started at
 	for it.HasNext() {

@@ -27,8 +27,17 @@ type sessionResult struct {
 	// beginning to the outcome, for a completed run; cancel is from the
 	// cancel call to the cancelled outcome.
 	start, run, cancel time.Duration
-	// workflows are the IDs of the run's workflows, for its histories.
-	workflows []string
+	// workflows are the run's workflow executions, for its histories.
+	workflows []execution
+}
+
+// execution names a workflow execution whose history a run's figures
+// read: its workflow ID and run ID ("" for the latest). whole says to
+// wait for it to close first: an inline keel session runs a run in an
+// execution that closes, continuing as new, after the run's outcome.
+type execution struct {
+	id, runID string
+	whole     bool
 }
 
 // phase is one side of a measurement: keel, or the bare baseline.
@@ -126,7 +135,7 @@ func (s *stack) phaseHistories(ctx context.Context, f *PhaseFigures, results []s
 	var runs []historyRun
 	for _, r := range results {
 		if len(r.workflows) > 0 {
-			runs = append(runs, historyRun{ids: r.workflows, completed: r.outcome == outcomeCompleted})
+			runs = append(runs, historyRun{executions: r.workflows, completed: r.outcome == outcomeCompleted})
 		}
 	}
 	s.say("reading the histories of %d runs", len(runs))

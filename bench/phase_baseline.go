@@ -79,7 +79,7 @@ func (s *stack) baselineSession(ctx context.Context, id string, in BaselineInput
 	t0 := time.Now()
 	run, err := s.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{ID: id, TaskQueue: BaselineTaskQueue},
 		baselineWorkflowName, in)
-	r := sessionResult{start: time.Since(t0), workflows: []string{id}}
+	r := sessionResult{start: time.Since(t0), workflows: []execution{{id: id}}}
 	if err != nil {
 		r.outcome, r.err = outcomeFailed, fmt.Errorf("start: %w", err)
 		return r

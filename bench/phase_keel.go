@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
+
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/api"
@@ -86,8 +88,40 @@ func (s *stack) keel(ctx context.Context) (PhaseFigures, error) {
 	if err != nil {
 		return f, err
 	}
+	if err := s.inlineExecutions(ctx, results); err != nil {
+		return f, err
+	}
 	err = s.phaseHistories(ctx, &f, results, []string{"Session", "Run"}, len(StreamTurns()))
 	return f, err
+}
+
+// inlineExecutions finds which runs ran inline, and names the execution
+// each ran in. A session of the two-workflow shape runs a run in a Run
+// workflow of the run's ID beside its Session workflow; an inline session
+// (one execution per run) runs it in its own execution, which for the
+// benchmark's new sessions is the first, closed by the continue-as-new
+// after the run.
+func (s *stack) inlineExecutions(ctx context.Context, results []sessionResult) error {
+	for i, r := range results {
+		if len(r.workflows) != 2 {
+			continue
+		}
+		_, err := s.tc.DescribeWorkflowExecution(ctx, r.workflows[1].id, "")
+		var nf *serviceerror.NotFound
+		if !errors.As(err, &nf) {
+			if err != nil {
+				return fmt.Errorf("run %s: %w", r.workflows[1].id, err)
+			}
+			continue
+		}
+		d, err := s.tc.DescribeWorkflowExecution(ctx, r.workflows[0].id, "")
+		if err != nil {
+			return fmt.Errorf("session %s: %w", r.workflows[0].id, err)
+		}
+		results[i].workflows = []execution{{id: r.workflows[0].id, runID: d.GetWorkflowExecutionInfo().GetFirstRunId(),
+			whole: r.outcome != outcomeFailed}}
+	}
+	return nil
 }
 
 // keelSession sends one prompt in a new session and waits for its
@@ -109,7 +143,7 @@ func keelSession(ctx context.Context, kc *client.Client, deltas live.Channel, id
 		r.outcome, r.err = outcomeFailed, fmt.Errorf("send: %w", err)
 		return r
 	}
-	r.workflows = []string{id, run.ID}
+	r.workflows = []execution{{id: id}, {id: run.ID}}
 	if !cancel {
 		out, err := run.Outcome(ctx)
 		r.run = time.Since(t0)

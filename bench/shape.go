@@ -102,7 +102,7 @@ func (s *stack) shapedSession(ctx context.Context, id string, in BaselineInput, 
 	if err == nil {
 		err = h.Get(ctx, &runID)
 	}
-	r := sessionResult{start: time.Since(t0), workflows: []string{id, runID}}
+	r := sessionResult{start: time.Since(t0), workflows: []execution{{id: id}, {id: runID}}}
 	if err != nil {
 		r.outcome, r.err = outcomeFailed, fmt.Errorf("send: %w", err)
 		return r
