@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -335,7 +336,16 @@ func TestShutdown(t *testing.T) {
 	}
 	_, err = c2.Session("sd-new").Send(ctx, "hello", opt)
 	require.ErrorIs(t, err, keel.ErrRuntimeShutdown)
-	_, err = idle.Send(ctx, "hello again", opt)
+	sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
+	_, err = idle.Send(sctx, "hello again", opt)
+	scancel()
+	if !errors.Is(err, keel.ErrRuntimeShutdown) {
+		it := c1.Temporal().GetWorkflowHistory(ctx, idle.ID(), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, _ := it.Next()
+			t.Logf("history of %s: %d %s %v", idle.ID(), ev.GetEventId(), ev.GetEventType(), ev.GetAttributes())
+		}
+	}
 	require.ErrorIs(t, err, keel.ErrRuntimeShutdown)
 	res, err = c2.Shutdown(ctx)
 	require.NoError(t, err)

@@ -95,8 +95,8 @@ func TestRunMetricsAndTraces(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "All done.", out.Text)
 
-	// A run whose workflow an operator terminates never commits its end;
-	// its session does, and counts it.
+	// A run whose session's execution an operator terminates never
+	// commits its end (docs/contract.md §3.1).
 	lost, err := kc.Session("terminated").Send(ctx, "sleep", client.WithConfig(api.RunConfig{Model: stuck, Tools: []string{"sleep"}}))
 	require.NoError(t, err)
 	for ev, err := range lost.Events(ctx) {
@@ -105,7 +105,7 @@ func TestRunMetricsAndTraces(t *testing.T) {
 			break
 		}
 	}
-	require.NoError(t, tc.TerminateWorkflow(ctx, lost.ID, "", "operator"))
+	require.NoError(t, tc.TerminateWorkflow(ctx, lost.Session().ID(), "", "operator"))
 	lostOut, err := lost.Outcome(ctx)
 	require.Error(t, err)
 	require.Equal(t, keel.StatusFailed, lostOut.Status)
@@ -121,7 +121,9 @@ func TestRunMetricsAndTraces(t *testing.T) {
 		slices.Sort(names)
 		t.Logf("keel and SDK series after the run: %s", strings.Join(names, " "))
 		require.Equal(t, 1.0, m.sum("keel_runs_total", "outcome", "completed"))
-		require.Equal(t, 1.0, m.sum("keel_runs_total", "outcome", "failed", "workflow_type", api.SessionWorkflowName))
+		// The terminated run never reached its terminal commit, and no
+		// code of its session ran after it: no one counts it.
+		require.Zero(t, m.sum("keel_runs_total", "outcome", "failed"))
 		require.Equal(t, 1.0, m.count("keel_run_duration_seconds", "outcome", "completed"))
 		require.Equal(t, 1.0, m.sum("keel_model_retries_total", "kind", "malformed"))
 		require.Equal(t, 1.0, m.count("keel_host_input_wait_seconds", "outcome", "answered"))
@@ -140,36 +142,33 @@ func TestRunMetricsAndTraces(t *testing.T) {
 			require.GreaterOrEqual(t, m.count("keel_live_delivery_lag_seconds"), float64(deltas))
 		}
 		// Workflow metrics carry the SDK's tags.
-		require.Equal(t, 1.0, m.sum("keel_runs_total", "workflow_type", api.RunWorkflowName, "task_queue", api.TaskQueue))
+		require.Equal(t, 1.0, m.sum("keel_runs_total", "workflow_type", api.SessionWorkflowName, "task_queue", api.TaskQueue))
 		// The SDK's own: workers, polls, workflow and activity tasks.
 		require.Positive(t, m.sum("temporal_worker_start_total"))
 		require.Positive(t, m.sum("temporal_request_total"))
 		require.GreaterOrEqual(t, m.count("temporal_activity_execution_latency_seconds", "activity_type", "ModelTurn"), 3.0)
-		require.Positive(t, m.count("temporal_workflow_task_execution_latency_seconds", "workflow_type", api.RunWorkflowName))
+		require.Positive(t, m.count("temporal_workflow_task_execution_latency_seconds", "workflow_type", api.SessionWorkflowName))
 	})
 
 	t.Run("traces", func(t *testing.T) {
 		require.NoError(t, tel.ForceFlush(ctx))
 		tr := newTree(spans.GetSpans())
-		runSpan := tr.runOf(t, "observed/run-1")
-		t.Logf("trace of the run:\n%s", tr.render(runSpan))
-		send := tr.sendOf(t, runSpan)
-		t.Logf("trace of the send:\n%s", tr.render(send))
-		// send → session → run: the run starts under the session's
-		// handling of the send that asked for it.
-		require.Equal(t, []string{"StartChildWorkflow:" + api.RunWorkflowName, "HandleUpdate:" + api.UpdateSend,
-			"UpdateWithStartWorkflow:" + api.UpdateSend}, tr.ancestors(runSpan))
-
+		// send → the session's handling of it → the run's activities: the
+		// run executes in the session's workflow, under the send that
+		// asked for it.
 		turns := tr.named("chat observed")
 		require.Len(t, turns, 3) // the malformed attempt and two turns
+		trace := turns[0].SpanContext.TraceID()
 		for _, s := range turns {
-			require.Equal(t, []string{"RunActivity:ModelTurn", "StartActivity:ModelTurn", "RunWorkflow:" + api.RunWorkflowName},
-				tr.ancestors(s)[:3])
+			require.Equal(t, []string{"RunActivity:ModelTurn", "StartActivity:ModelTurn", "HandleUpdate:" + api.UpdateSend,
+				"UpdateWithStartWorkflow:" + api.UpdateSend}, tr.ancestors(s))
+			require.Equal(t, trace, s.SpanContext.TraceID(), "one trace per run")
 			a := attrs(s)
 			require.Equal(t, "scripted", a[attribute.Key(instrument.AttrGenAISystem)].AsString())
 			require.Equal(t, "observed", a[attribute.Key(instrument.AttrGenAIRequestModel)].AsString())
 			require.Equal(t, "observed/run-1", a[attribute.Key(instrument.AttrRunID)].AsString())
 		}
+		t.Logf("trace of the run:\n%s", tr.render(tr.sendOf(t, turns[0])))
 		ok := slices.DeleteFunc(slices.Clone(turns), func(s tracetest.SpanStub) bool { return s.Status.Code != 0 })
 		require.Len(t, ok, 2)
 		slices.SortFunc(ok, func(a, b tracetest.SpanStub) int { return a.StartTime.Compare(b.StartTime) })
@@ -181,10 +180,10 @@ func TestRunMetricsAndTraces(t *testing.T) {
 		require.Equal(t, []string{"stop"}, second[attribute.Key(instrument.AttrGenAIFinishReasons)].AsStringSlice())
 
 		read := tr.one(t, "execute_tool read_file")
-		require.Equal(t, []string{"RunActivity:Tool", "StartActivity:Tool", "RunWorkflow:" + api.RunWorkflowName},
+		require.Equal(t, []string{"RunActivity:Tool", "StartActivity:Tool", "HandleUpdate:" + api.UpdateSend},
 			tr.ancestors(read)[:3])
 		require.Equal(t, "ok", attrs(read)[attribute.Key(instrument.AttrToolStatus)].AsString())
-		require.Equal(t, runSpan.SpanContext.TraceID(), read.SpanContext.TraceID())
+		require.Equal(t, trace, read.SpanContext.TraceID())
 		// The tool ran after the turn that asked for it.
 		require.False(t, read.StartTime.Before(ok[0].EndTime))
 		// ask_user runs in the workflow: no activity, no span.
@@ -290,12 +289,6 @@ func (tr *tree) one(t *testing.T, name string) tracetest.SpanStub {
 	return got[0]
 }
 
-// runOf returns the span of the Run workflow runID.
-func (tr *tree) runOf(t *testing.T, runID string) tracetest.SpanStub {
-	t.Helper()
-	return tr.tagged(t, "RunWorkflow:"+api.RunWorkflowName, "temporalWorkflowID", runID)
-}
-
 // sendOf returns the span of the client's send in the trace of run.
 func (tr *tree) sendOf(t *testing.T, run tracetest.SpanStub) tracetest.SpanStub {
 	t.Helper()
@@ -306,19 +299,6 @@ func (tr *tree) sendOf(t *testing.T, run tracetest.SpanStub) tracetest.SpanStub 
 		}
 	}
 	require.Len(t, got, 1, "sends in the run's trace")
-	return got[0]
-}
-
-// tagged returns the one span named name whose attribute key is value.
-func (tr *tree) tagged(t *testing.T, name, key, value string) tracetest.SpanStub {
-	t.Helper()
-	var got []tracetest.SpanStub
-	for _, s := range tr.named(name) {
-		if attrs(s)[attribute.Key(key)].AsString() == value {
-			got = append(got, s)
-		}
-	}
-	require.Len(t, got, 1, "spans %s with %s=%s", name, key, value)
 	return got[0]
 }
 

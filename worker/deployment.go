@@ -13,17 +13,19 @@ import (
 // workflow by its versioning behavior once an operator makes a version
 // current (docs/operations.md, "Rolling out a new version"):
 //
-//   - a Run is pinned: every task of a run, its model turns and tools
-//     included, goes to workers of the build that started it, so a run never
-//     meets code it did not start with, and old builds drain as their runs
-//     end;
-//   - a Session and the Runtime workflow move to the current build at their
-//     next task: they live for days, so they cannot wait for a drain, and
-//     every change in what they do is guarded with workflow.GetVersion and
-//     checked by the replay tests over recorded histories.
+//   - a session's execution is pinned: it runs one run (one execution per
+//     run), and every task of that run, its model turns and tools included,
+//     goes to workers of the build that started it, so a run never meets
+//     code it did not start with. Its continue-as-new starts the next
+//     execution on the current build (workflows, handOver). An idle
+//     execution stays on its build until its next prompt has run;
+//   - a Run workflow (sessions begun before inline sessions) is pinned too;
+//   - the Runtime workflow moves to the current build at its next task: it
+//     lives for months, and every change in what it does is guarded with
+//     workflow.GetVersion and checked by the replay tests.
 const (
 	RunVersioning     = workflow.VersioningBehaviorPinned
-	SessionVersioning = workflow.VersioningBehaviorAutoUpgrade
+	SessionVersioning = workflow.VersioningBehaviorPinned
 	RuntimeVersioning = workflow.VersioningBehaviorAutoUpgrade
 )
 

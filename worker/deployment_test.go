@@ -23,8 +23,9 @@ import (
 
 // A rolling upgrade on a real server: build v1 is current, a session's
 // run waits for host input, build v2 starts and becomes current. The run
-// in flight stays on v1 (its model turn after the answer is v1's), the
-// session moves to v2, and the session's next run starts on v2.
+// in flight stays on v1 (its model turn after the answer is v1's: the
+// session's execution is pinned), the session's next execution starts on
+// v2, and its next run runs there.
 func TestRollingUpgradePinsRunsAndMovesSessions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Temporal server")
@@ -52,7 +53,7 @@ func TestRollingUpgradePinsRunsAndMovesSessions(t *testing.T) {
 	run1, err := sess.Send(ctx, "first", cfg)
 	require.NoError(t, err)
 	requestID := waitForHostInput(t, ctx, run1)
-	requireVersion(t, ctx, tc, run1.ID, enumspb.VERSIONING_BEHAVIOR_PINNED, "v1")
+	requireVersion(t, ctx, tc, sess.ID(), enumspb.VERSIONING_BEHAVIOR_PINNED, "v1")
 
 	startBuild(t, srv, deployment, "v2", script("v2"))
 	setCurrent(t, ctx, tc, deployment, "v2")
@@ -61,15 +62,13 @@ func TestRollingUpgradePinsRunsAndMovesSessions(t *testing.T) {
 	out, err := run1.Outcome(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "run 1 answered by v1", out.Text, "the run in flight left the build that started it")
-	requireVersion(t, ctx, tc, run1.ID, enumspb.VERSIONING_BEHAVIOR_PINNED, "v1")
 
 	run2, err := sess.Send(ctx, "second", cfg)
 	require.NoError(t, err)
 	out, err = run2.Outcome(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "run 2 answered by v2", out.Text, "a new run did not start on the current build")
-	requireVersion(t, ctx, tc, run2.ID, enumspb.VERSIONING_BEHAVIOR_PINNED, "v2")
-	requireVersion(t, ctx, tc, sess.ID(), enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, "v2")
+	requireVersion(t, ctx, tc, sess.ID(), enumspb.VERSIONING_BEHAVIOR_PINNED, "v2")
 }
 
 // startBuild starts a worker that is build buildID of deployment, playing

@@ -83,7 +83,7 @@ func TestDialMutualTLS(t *testing.T) {
 	for _, s := range spans.GetSpans() {
 		names[s.Name] = true
 	}
-	for _, name := range []string{"RunWorkflow:Run", "RunActivity:ModelTurn", "chat scripted"} {
+	for _, name := range []string{"RunWorkflow:Session", "RunActivity:ModelTurn", "chat scripted"} {
 		if !names[name] {
 			t.Errorf("span %s not recorded; got %v", name, names)
 		}

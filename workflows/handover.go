@@ -166,6 +166,9 @@ func (s *session) handOver(ctx workflow.Context) error {
 	}
 	workflow.GetLogger(ctx).Info("session continues as new", "runs", s.runs, "seq", s.seq,
 		"segments", len(s.segments), "queued", len(s.queue))
-	return workflow.NewContinueAsNewError(ctx, SessionWorkflowName,
+	// The next execution starts on the deployment's current build (with
+	// worker versioning; nothing changes without it).
+	opts := workflow.ContinueAsNewErrorOptions{InitialVersioningBehavior: workflow.ContinueAsNewVersioningBehaviorAutoUpgrade}
+	return workflow.NewContinueAsNewErrorWithOptions(ctx, opts, SessionWorkflowName,
 		SessionInput{SessionID: s.id, Config: s.cfg, HandOver: s.limits, Carry: s.carry(), Inline: s.inline || s.moveInline})
 }

@@ -227,6 +227,9 @@ func (s *session) validateOutcome(req OutcomeRequest) error {
 // later execution will run, the answer is api.ErrTypeMoved: ask again.
 func (s *session) outcome(ctx workflow.Context, req OutcomeRequest) (keel.Outcome, error) {
 	done := func() bool { return s.last != nil && s.last.Number >= req.Number }
+	// A Temporal cancellation of the execution cancels the run, not the
+	// wait for its outcome.
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	if err := workflow.Await(ctx, func() bool { return done() || s.movingOn }); err != nil {
 		return keel.Outcome{}, err
 	}

@@ -192,6 +192,15 @@ func (s *session) registerHandlers(ctx workflow.Context) error {
 		for {
 			shutdowns.Receive(gctx, nil)
 			s.shutdown = true
+			// A send that waits for its run to start is told, not left
+			// waiting: its run will never start. (In a fresh execution a
+			// shutdown signalled before the first task may be taken after
+			// a send of that task was accepted.)
+			for _, p := range s.queue {
+				if p.waiting && !p.started {
+					p.err, p.started = wireError(keel.ErrRuntimeShutdown), true
+				}
+			}
 			s.queue = nil
 			s.cancelActive()
 		}
