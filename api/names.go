@@ -40,6 +40,10 @@ const (
 	UpdateOutcome  = "outcome"
 	SignalCancel   = "cancel"
 	SignalShutdown = "shutdown"
+	// SignalMove makes an idle inline session continue as new at once, so
+	// that its next execution starts on the deployment's current build
+	// (keel upgrade). A session running a run moves after it anyway.
+	SignalMove = "move"
 
 	QueryState   = "state"
 	QueryHistory = "history"

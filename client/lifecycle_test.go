@@ -381,3 +381,48 @@ func countRequest(workflowType string) *workflowservice.CountWorkflowExecutionsR
 		Query: "WorkflowType = '" + workflowType + "' AND ExecutionStatus = 'Running'",
 	}
 }
+
+// MoveIdleSessions makes an idle session continue as new at once (so its
+// next execution starts on the current build) with everything it holds,
+// and leaves a session that is running a run alone.
+func TestMoveIdleSessions(t *testing.T) {
+	srv := keeltest.StartServer(t, devserver.Config{})
+	book := &keeltest.ScriptBook{}
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: book})
+	c := keeltest.Client(t, srv, nil)
+	ctx := testCtx(t)
+	idle := c.Session("mv-idle")
+	r, err := idle.Send(ctx, "x", client.WithConfig(api.RunConfig{Model: book.Add(t, "quick", `{"turns":[{"text":["hi"]}]}`)}))
+	require.NoError(t, err)
+	_, err = r.Outcome(ctx)
+	require.NoError(t, err)
+	busy, err := c.Session("mv-busy").Send(ctx, "sleep", client.WithConfig(api.RunConfig{
+		Model: book.Add(t, "sleepy", `{"turns":[{"tool_calls":[{"id":"s","name":"sleep","arguments":{"seconds":3600}}]}]}`),
+		Tools: []string{"sleep"}}))
+	require.NoError(t, err)
+	waitFor(t, ctx, busy, keel.TypeToolStarted)
+	before, err := c.Temporal().DescribeWorkflowExecution(ctx, idle.ID(), "")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // visibility lists the idle session's current execution
+		resp, err := c.Temporal().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: "WorkflowId = 'mv-idle' AND ExecutionStatus = 'Running' AND KeelState = 'completed'"})
+		return err == nil && len(resp.GetExecutions()) == 1
+	}, 30*time.Second, 20*time.Millisecond)
+
+	n, err := c.MoveIdleSessions(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "only the idle session is asked")
+	require.Eventually(t, func() bool {
+		d, err := c.Temporal().DescribeWorkflowExecution(ctx, idle.ID(), "")
+		return err == nil && d.GetWorkflowExecutionInfo().GetExecution().GetRunId() !=
+			before.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	}, 30*time.Second, 20*time.Millisecond, "the idle session continued as new")
+	st, err := idle.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Runs)
+	require.Equal(t, int64(1), st.Revision)
+	require.Equal(t, "hi", st.Last.Text)
+	bst, err := busy.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, keel.StateRunning, bst.State, "the busy session's run goes on")
+}

@@ -82,6 +82,7 @@ const (
 	UpdateShutdown        = api.UpdateShutdown
 	SignalCancel          = api.SignalCancel
 	SignalShutdown        = api.SignalShutdown
+	SignalMove            = api.SignalMove
 	QueryState            = api.QueryState
 	QueryHistory          = api.QueryHistory
 	QueryEvents           = api.QueryEvents

@@ -157,6 +157,8 @@ const envelopeOverhead = 160
 // carried state. Signals delivered but not yet handled are taken first:
 // a shutdown must not be lost with this execution.
 func (s *session) handOver(ctx workflow.Context) error {
+	// The next execution trusts what this one learned of the runtime.
+	_ = workflow.Await(ctx, func() bool { return s.checked })
 	for workflow.GetSignalChannel(ctx, SignalShutdown).ReceiveAsync(nil) {
 		s.shutdown, s.queue = true, nil
 	}

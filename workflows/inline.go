@@ -34,9 +34,18 @@ func (s *session) runInline(ctx workflow.Context) error {
 			// A prompt arrived while the execution settled: it runs
 			// here, and the next settled point moves on.
 		}
-		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 || s.moveAsked }); err != nil {
 			// Cancelled while idle: nothing runs, nothing to commit.
 			return nil
+		}
+		if len(s.queue) == 0 {
+			// Idle and asked to move: the next execution starts on the
+			// current build and waits there.
+			s.moveAsked = false
+			if s.quiet(ctx) {
+				return s.handOver(ctx)
+			}
+			continue
 		}
 		p := s.queue[0]
 		s.queue = s.queue[1:]

@@ -204,3 +204,38 @@ func TestInlineOutcome(t *testing.T) {
 
 	require.Equal(t, keel.CodeNotFound, keelCode(unknown.rejected), "unknown: %v", unknown.rejected)
 }
+
+// The move signal makes an idle execution continue as new at once with
+// what it holds (keel upgrade); during a run it changes nothing, and the
+// execution moves on after the run as always.
+func TestInlineMoveSignal(t *testing.T) {
+	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
+	var sent workflows.SendResult
+	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &sent) }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(workflows.SignalMove, nil) }, time.Second)
+	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
+	in := continuedAs(t, e)
+	require.Equal(t, 1, in.Carry.Runs, "the run finished first")
+	require.Equal(t, keel.StatusCompleted, in.Carry.Last.Status)
+
+	idle := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
+	idle.RegisterDelayedCallback(func() { idle.SignalWorkflow(workflows.SignalMove, nil) }, time.Minute)
+	idle.ExecuteWorkflow(workflows.SessionWorkflowName, in)
+	moved := continuedAs(t, idle)
+	require.True(t, moved.Inline)
+	require.Equal(t, in.Carry.HandOvers+1, moved.Carry.HandOvers)
+	moved.Carry.HandOvers = in.Carry.HandOvers
+	require.Equal(t, in.Carry, moved.Carry, "an idle move carries everything on unchanged")
+}
+
+// A two-workflow session asked to move while idle moves to the inline
+// shape with what it holds.
+func TestTwoWorkflowSessionMovesInlineWhenIdle(t *testing.T) {
+	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(workflows.SignalMove, nil) }, time.Minute)
+	e.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{SessionID: "s1", Config: napConfig})
+	moved := continuedAs(t, e)
+	require.True(t, moved.Inline)
+	require.Equal(t, 0, moved.Carry.Runs)
+	require.Equal(t, 1, moved.Carry.HandOvers)
+}

@@ -64,6 +64,8 @@ type session struct {
 	// moveInline is set once this two-workflow execution decided to hand
 	// the session over to the inline shape (movesInline).
 	moveInline bool
+	// moveAsked is set by the move signal (inline.go).
+	moveAsked bool
 }
 
 // pendingRun is an accepted prompt, queued or running.
@@ -120,10 +122,21 @@ func sessionWorkflow(ctx workflow.Context, in SessionInput, rules Rules) error {
 				return s.handOver(ctx)
 			}
 		}
-		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 || s.moveAsked }); err != nil {
 			// The Session workflow itself was cancelled: nothing runs now,
 			// so there is nothing to commit.
 			return nil
+		}
+		if len(s.queue) == 0 {
+			// Idle and asked to move (keel upgrade): the session goes on
+			// in the inline shape, on the current build.
+			s.moveAsked = false
+			if s.quiet(ctx) {
+				s.moveInline = true
+				s.flushEvents(ctx)
+				return s.handOver(ctx)
+			}
+			continue
 		}
 		p := s.queue[0]
 		s.queue = s.queue[1:]
@@ -185,6 +198,13 @@ func (s *session) registerHandlers(ctx workflow.Context) error {
 			if s.active != nil && s.active.started && s.active.result.RunID == sig.RunID {
 				s.setState(sig.State)
 			}
+		}
+	})
+	moves := workflow.GetSignalChannel(ctx, SignalMove)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			moves.Receive(gctx, nil)
+			s.moveAsked = true
 		}
 	})
 	shutdowns := workflow.GetSignalChannel(ctx, SignalShutdown)
