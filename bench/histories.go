@@ -138,15 +138,6 @@ type historyRead struct {
 // activities of type activityType.
 func (s *stack) readHistory(ctx context.Context, e execution, activityType string) (historyRead, error) {
 	r := historyRead{events: Counts{}}
-	if e.whole {
-		// A long poll for the close event returns once there is one.
-		closed := s.tc.GetWorkflowHistory(ctx, e.id, e.runID, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
-		for closed.HasNext() {
-			if _, err := closed.Next(); err != nil {
-				return r, err
-			}
-		}
-	}
 	it := s.tc.GetWorkflowHistory(ctx, e.id, e.runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	streaming := map[int64]bool{}    // scheduled event ID → of activityType
 	started := map[int64]time.Time{} // scheduled event ID → started at

@@ -32,13 +32,8 @@ type sessionResult struct {
 }
 
 // execution names a workflow execution whose history a run's figures
-// read: its workflow ID and run ID ("" for the latest). whole says to
-// wait for it to close first: an inline keel session runs a run in an
-// execution that closes, continuing as new, after the run's outcome.
-type execution struct {
-	id, runID string
-	whole     bool
-}
+// read: its workflow ID and run ID ("" for the latest).
+type execution struct{ id, runID string }
 
 // phase is one side of a measurement: keel, or the bare baseline.
 type phase struct {
@@ -49,6 +44,11 @@ type phase struct {
 	workerPID int
 	// streamActivity is the activity type that streams.
 	streamActivity string
+	// settle, when set, waits after the sessions for what their runs
+	// still cause on the server (an inline session's next execution), and
+	// may rename their executions; the billable actions are counted until
+	// it returns.
+	settle func(ctx context.Context, results []sessionResult) error
 }
 
 // run starts all n sessions at once, waits for every outcome, and
@@ -96,6 +96,13 @@ func (s *stack) run(ctx context.Context, ph phase) (PhaseFigures, []sessionResul
 
 	f.Server, f.ClientRPCs = s.counters.Snapshot().Sub(before), s.clientRPCs.Snapshot().Sub(clientsBefore)
 	f.ServerTimes = s.counters.TakeTimes()
+	if ph.settle != nil {
+		if err := ph.settle(ctx, results); err != nil {
+			return f, results, err
+		}
+		// Settling reads histories, which bill nothing.
+		f.Server.Actions = s.counters.Snapshot().Actions.Sub(before.Actions)
+	}
 	if cpu1, err := ProcessCPU(0); err == nil && cpu0 >= 0 {
 		f.ServerCPU, f.ServerCPUKnown = cpu1-cpu0, true
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/keelrun/keel"
@@ -84,44 +86,84 @@ func (s *stack) keel(ctx context.Context) (PhaseFigures, error) {
 		defer stop()
 		return keelSession(ctx, kc, deltas, fmt.Sprintf("bench-%d-%04d", s.n, i), runCfg, cancel)
 	}
+	ph.settle = s.settleInline
 	f, results, err := s.run(ctx, ph)
 	if err != nil {
-		return f, err
-	}
-	if err := s.inlineExecutions(ctx, results); err != nil {
 		return f, err
 	}
 	err = s.phaseHistories(ctx, &f, results, []string{"Session", "Run"}, len(StreamTurns()))
 	return f, err
 }
 
-// inlineExecutions finds which runs ran inline, and names the execution
-// each ran in. A session of the two-workflow shape runs a run in a Run
-// workflow of the run's ID beside its Session workflow; an inline session
-// (one execution per run) runs it in its own execution, which for the
-// benchmark's new sessions is the first, closed by the continue-as-new
-// after the run.
-func (s *stack) inlineExecutions(ctx context.Context, results []sessionResult) error {
+// settleTimeout bounds settleInline: a session whose run's execution
+// does not continue as new fails the measurement instead of hanging it.
+const settleTimeout = 5 * time.Minute
+
+// settleInline finds the runs that ran inline and waits until their
+// sessions settled. A session of the two-workflow shape runs a run in a
+// Run workflow of the run's ID beside its Session workflow; an inline
+// session (one execution per run) runs it in its own execution, for the
+// benchmark's new sessions the first, which continues as new after the
+// run. The next execution's first workflow task (its version markers)
+// comes after the run's outcome, but every run of a long session starts
+// with one, so it counts as the run's: this waits for it, with history
+// long polls, then names the first execution for the run's history.
+func (s *stack) settleInline(ctx context.Context, results []sessionResult) error {
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
 	for i, r := range results {
 		if len(r.workflows) != 2 {
 			continue
 		}
-		_, err := s.tc.DescribeWorkflowExecution(ctx, r.workflows[1].id, "")
+		session, run := r.workflows[0].id, r.workflows[1].id
+		_, err := s.tc.DescribeWorkflowExecution(ctx, run, "")
 		var nf *serviceerror.NotFound
 		if !errors.As(err, &nf) {
 			if err != nil {
-				return fmt.Errorf("run %s: %w", r.workflows[1].id, err)
+				return fmt.Errorf("run %s: %w", run, err)
 			}
 			continue
 		}
-		d, err := s.tc.DescribeWorkflowExecution(ctx, r.workflows[0].id, "")
+		d, err := s.tc.DescribeWorkflowExecution(ctx, session, "")
 		if err != nil {
-			return fmt.Errorf("session %s: %w", r.workflows[0].id, err)
+			return fmt.Errorf("session %s: %w", session, err)
 		}
-		results[i].workflows = []execution{{id: r.workflows[0].id, runID: d.GetWorkflowExecutionInfo().GetFirstRunId(),
-			whole: r.outcome != outcomeFailed}}
+		first := d.GetWorkflowExecutionInfo().GetFirstRunId()
+		results[i].workflows = []execution{{id: session, runID: first}}
+		if r.outcome == outcomeFailed {
+			continue
+		}
+		closed, err := s.awaitEvent(ctx, session, first, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT, nil)
+		if err != nil {
+			return fmt.Errorf("session %s: %w", session, err)
+		}
+		next := closed.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+		if next == "" {
+			return fmt.Errorf("session %s: its run's execution ended with %s, not continued as new", session, closed.GetEventType())
+		}
+		if _, err := s.awaitEvent(ctx, session, next, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT, func(ev *historypb.HistoryEvent) bool {
+			return ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+		}); err != nil {
+			return fmt.Errorf("session %s: %w", session, err)
+		}
 	}
 	return nil
+}
+
+// awaitEvent long-polls an execution's history for the first event that
+// match accepts (nil: any), and returns it.
+func (s *stack) awaitEvent(ctx context.Context, id, runID string, filter enumspb.HistoryEventFilterType, match func(*historypb.HistoryEvent) bool) (*historypb.HistoryEvent, error) {
+	it := s.tc.GetWorkflowHistory(ctx, id, runID, true, filter)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, err
+		}
+		if match == nil || match(ev) {
+			return ev, nil
+		}
+	}
+	return nil, fmt.Errorf("execution %s closed without the event awaited", runID)
 }
 
 // keelSession sends one prompt in a new session and waits for its
