@@ -33,14 +33,14 @@ func cmdCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	defer kc.close()
 	sess := kc.Session(session)
+	st, err := sess.State(ctx)
+	if err != nil {
+		return fail(stderr, "cancel", err)
+	}
 	n := target.n
 	if n == 0 {
 		// Find the active run and cancel that one by number: a session-wide
 		// cancel could reach the next run if this one ends in between.
-		st, err := sess.State(ctx)
-		if err != nil {
-			return fail(stderr, "cancel", err)
-		}
 		if st.ActiveRun == nil {
 			fmt.Fprintf(stdout, "session %s has no active run; nothing to cancel\n", session)
 			return exitOK
@@ -48,6 +48,17 @@ func cmdCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		n = st.ActiveRun.Number
 	}
 	run := sess.Run(n)
+	if n > st.Runs {
+		// Not started (queued behind the active run) or never sent. An
+		// inline session takes a cancel naming its run and drops it unless
+		// that run is the active one (api.CancelRequest), so the signal
+		// would vanish without a word: say so here.
+		if n <= st.Runs+st.Queued {
+			return fail(stderr, "cancel", &keel.Error{Code: keel.CodeNotAccepting,
+				Message: fmt.Sprintf("%s is queued and has not started; nothing to cancel", run.ID)})
+		}
+		return fail(stderr, "cancel", &keel.Error{Code: keel.CodeNotFound, Message: "run " + run.ID + " not found"})
+	}
 	// Cancelling a run that ended is a no-op: say so rather than claim a
 	// cancellation is on its way. (Checked before cancelling, since after
 	// it the run may have ended because of it.)

@@ -81,6 +81,19 @@ func (c *otlpCollector) traceOf(name string) string {
 	return ""
 }
 
+// names returns the names of the spans of trace that arrived.
+func (c *otlpCollector) names(trace string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, s := range c.spans {
+		if hex.EncodeToString(s.GetTraceId()) == trace {
+			out = append(out, s.GetName())
+		}
+	}
+	return out
+}
+
 // missing returns those of names with no span in trace.
 func (c *otlpCollector) missing(trace string, names ...string) []string {
 	c.mu.Lock()
@@ -157,7 +170,10 @@ func TestRunTraced(t *testing.T) {
 	if trace == "" {
 		t.Fatalf("no UpdateWithStartWorkflow:send span at the collector after keel run returned; stderr:\n%s", errOut)
 	}
-	want := []string{"HandleUpdate:send", "RunWorkflow:Run", "RunActivity:ModelTurn"}
+	// The run executes in the session's workflow (an inline session, no
+	// Run workflow): the session's start (update-with-start), its handling
+	// of the send and the run's model turn are in the trace.
+	want := []string{"HandleUpdate:send", "RunWorkflow:Session", "RunActivity:ModelTurn"}
 	for {
 		missing := collector.missing(trace, want...)
 		if len(missing) == 0 {
@@ -166,7 +182,7 @@ func TestRunTraced(t *testing.T) {
 		select {
 		case <-collector.got:
 		case <-ctx.Done():
-			t.Fatalf("the worker's spans %v never joined keel run's trace %s", missing, trace)
+			t.Fatalf("the worker's spans %v never joined keel run's trace %s (it has %q)", missing, trace, collector.names(trace))
 		}
 	}
 }

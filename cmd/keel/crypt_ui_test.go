@@ -67,12 +67,15 @@ func TestEncryptedDevWebUI(t *testing.T) {
 		"--encryption-key-file", keyFile, "--session", "ui", "--model", model, "ask " + prompt}, &out, &errOut); code != exitOK {
 		t.Fatalf("run: status %d\n%s\n%s", code, out.String(), errOut.String())
 	}
-	desc, err := stack.temporal.DescribeWorkflowExecution(ctx, "ui/run-1", "")
+	// The run executed in the session's workflow, in its first execution
+	// (an inline session continues as new after each run): that
+	// execution's history page shows the run's prompt and response.
+	execution, err := firstExecution(ctx, stack.temporal, "ui")
 	if err != nil {
 		t.Fatal(err)
 	}
 	page := stack.uiURL() + "/namespaces/" + url.PathEscape(stack.server.Namespace()) + "/workflows/" +
-		url.PathEscape("ui/run-1") + "/" + desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() + "/history"
+		url.PathEscape("ui") + "/" + execution + "/history"
 	cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--virtual-time-budget=20000", "--dump-dom", page)
 	var dom, stderr bytes.Buffer

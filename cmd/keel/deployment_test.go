@@ -9,6 +9,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel/devserver"
@@ -50,7 +51,9 @@ func TestWorkerDeploymentFlags(t *testing.T) {
 }
 
 // `keel worker --deployment --build-id` polls as that version: once an
-// operator makes it current, a run goes to it and stays pinned to it.
+// operator makes it current, a run goes to it and stays pinned to it. The
+// run executes in its session's workflow (an inline session), whose
+// execution is pinned and continues as new onto the current build.
 func TestWorkerJoinsDeployment(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Temporal server")
@@ -89,13 +92,36 @@ func TestWorkerJoinsDeployment(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "Reached you.") {
 		t.Fatalf("status %d, want 0 and the run's text\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	desc, err := tc.DescribeWorkflowExecution(ctx, "deploy-cli/run-1", "")
+	// The run executed in its session's workflow (an inline session), in
+	// the session's first execution, pinned to b1 (worker/deployment.go);
+	// it continued as new onto the current build, b1 still.
+	first, err := firstExecution(ctx, tc, "deploy-cli")
 	if err != nil {
 		t.Fatal(err)
 	}
-	info := desc.GetWorkflowExecutionInfo().GetVersioningInfo()
+	desc, err := tc.DescribeWorkflowExecution(ctx, "deploy-cli", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPinned(t, "the run's execution", desc.GetWorkflowExecutionInfo().GetVersioningInfo())
+	desc, err = tc.DescribeWorkflowExecution(ctx, "deploy-cli", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() == first {
+		t.Fatal("the session did not continue as new after its run")
+	}
+	next := desc.GetWorkflowExecutionInfo().GetVersioningInfo()
+	checkPinned(t, "the session's next execution", next)
+	if next.GetContinueAsNewInitialVersioningBehavior() != enumspb.CONTINUE_AS_NEW_VERSIONING_BEHAVIOR_AUTO_UPGRADE {
+		t.Errorf("the session's next execution did not start on the current build: %v", next)
+	}
+}
+
+func checkPinned(t *testing.T, what string, info *workflowpb.WorkflowExecutionVersioningInfo) {
+	t.Helper()
 	if info.GetBehavior() != enumspb.VERSIONING_BEHAVIOR_PINNED ||
 		info.GetDeploymentVersion().GetDeploymentName() != "keel-cli" || info.GetDeploymentVersion().GetBuildId() != "b1" {
-		t.Errorf("the run's versioning: %v, want pinned to keel-cli b1", info)
+		t.Errorf("%s's versioning: %v, want pinned to keel-cli b1", what, info)
 	}
 }
