@@ -67,6 +67,7 @@ func (s *session) runHere(ctx workflow.Context, p *pendingRun) {
 		BaseSeq: s.seq, Prompt: p.req.Prompt, Transcript: s.transcript, Config: cfg})
 	r.rules = s.rules
 	r.onState = s.setState
+	r.tools.current = true
 	p.result = SendResult{RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq, Inline: true}
 	p.issued, p.started = true, true
 	s.active, s.current = p, r

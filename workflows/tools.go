@@ -49,6 +49,9 @@ type tools struct {
 	// meter counts the usage of the run's model that calls ask for
 	// (sampling).
 	meter *meter
+	// current is set in an inline session's execution, which began after
+	// every change versioned here: it records no version marker for them.
+	current bool
 
 	// running are the detached calls still running; finished those done
 	// whose results wait for the next step boundary, in completion order.
@@ -261,7 +264,7 @@ func (t *tools) activity(ctx workflow.Context, s *slot, answers map[string]json.
 		AfterSeq: t.lastSeq()}
 	// Calls may ask the run's model (an MCP server's sampling request);
 	// runs recorded before that never did.
-	if workflow.GetVersion(ctx, toolSamplingChange, workflow.DefaultVersion, 1) >= 1 {
+	if t.current || workflow.GetVersion(ctx, toolSamplingChange, workflow.DefaultVersion, 1) >= 1 {
 		in.Model = t.cfg.Model
 	}
 	var out activities.ToolOutput
