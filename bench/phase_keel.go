@@ -76,6 +76,10 @@ func (s *stack) keel(ctx context.Context) (PhaseFigures, error) {
 	if err == nil {
 		_, err = run.Outcome(ctx)
 	}
+	if err == nil {
+		// Settled, so that what it still bills is not a measured run's.
+		err = s.settleInline(ctx, []sessionResult{{workflows: []execution{{id: run.Session().ID()}, {id: run.ID}}}})
+	}
 	if err != nil {
 		return PhaseFigures{}, fmt.Errorf("warm-up run: %w", err)
 	}
