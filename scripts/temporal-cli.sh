@@ -7,20 +7,23 @@
 # runs: it prints each `temporal` command (on stderr, prefixed with "+")
 # before running it, so you can copy it, and --dry-run only prints.
 #
-# What it sends, on the wire (workflow ID = session ID; run N's workflow
-# ID = SESSION/run-N; every --input is one json/plain payload):
-#   state    query   "state"    on SESSION or SESSION/run-N
+# What it sends, on the wire (everything goes to the session's workflow,
+# ID = session ID, whose current execution runs the active run; --run N
+# names run N, ID SESSION/run-N, in the input so the session drops a
+# command for a run that is no longer active; every --input is one
+# json/plain payload):
+#   state    query   "state"    (the active run's state is its "run")
 #   events   query   "events"   {"after": SEQ, "limit": N}
 #   history  query   "history"  {"offset": N, "limit": N}
-#   steer    signal  "steer"    {"text": TEXT}                      to SESSION/run-N
-#   respond  signal  "respond"  {"request_id": ID, "answer": JSON}  to SESSION/run-N
-#   cancel   signal  "cancel"   (no input) to SESSION (its active run) or SESSION/run-N
+#   steer    signal  "steer"    {"text": TEXT, "run_id": RUN}
+#   respond  signal  "respond"  {"request_id": ID, "answer": JSON, "run_id": RUN}
+#   cancel   signal  "cancel"   (no input: the active run) or {"run_id": RUN}
 #
 # Signals cannot answer: a steer or an answer the run refuses (it has
 # ended, the request ID is unknown, the answer does not match the schema)
-# is logged by the worker and changes nothing. Check with
-# `state SESSION --run N` (open requests, staged steering), or use
-# `keel steer` / `keel respond`, which use updates and report errors.
+# is logged by the worker and changes nothing. Check with `state SESSION`
+# (open requests, staged steering), or use `keel steer` / `keel respond`,
+# which use updates and report errors.
 #
 # Install the CLI: https://docs.temporal.io/cli (brew install temporal, or
 # curl -sSf https://temporal.download/cli.sh | sh). KEEL_TEMPORAL_CLI names
@@ -29,7 +32,7 @@
 #
 # Examples (after `keel dev` and `keel send --session demo "hi"`):
 #   scripts/temporal-cli.sh state demo
-#   scripts/temporal-cli.sh state demo --run 1        # open requests
+#   scripts/temporal-cli.sh state demo                # open requests are in its run
 #   scripts/temporal-cli.sh steer demo --run 1 "Focus on the tests."
 #   scripts/temporal-cli.sh respond demo --run 1 call_1/ask_user '"yes"'
 #   scripts/temporal-cli.sh respond demo --run 1 call_2/approval '{"approved": true}'
@@ -44,11 +47,9 @@ usage() {
 Usage: $prog [--address HOST:PORT] [--namespace NS] [--dry-run] COMMAND SESSION [ARGS]
 
 Commands:
-  state   SESSION [--run N]                      query the session's (or run N's) state
-  events  SESSION [--run N] [--after SEQ] [--limit N]
-                                                 query durable events after SEQ
-  history SESSION [--run N] [--offset N] [--limit N]
-                                                 query the transcript
+  state   SESSION                                query the session's state (and its active run's)
+  events  SESSION [--after SEQ] [--limit N]      query durable events after SEQ
+  history SESSION [--offset N] [--limit N]       query the transcript
   steer   SESSION --run N TEXT                   signal steering to run N
   respond SESSION --run N REQUEST_ID ANSWER [--string]
                                                  signal an answer (JSON; --string sends ANSWER as a JSON string)
@@ -120,11 +121,12 @@ done
 [[ -n $cmd ]] || { usage >&2; exit 64; }
 [[ -n $session ]] || die "$cmd: missing SESSION"
 
-# The workflow the command goes to: the session, or run N.
+# Every command goes to the session; --run N names the run in its input.
 target=$session
+run_field=""
 if [[ -n $run_n ]]; then
 	((run_n > 0)) || die "--run counts from 1"
-	target="$session/run-$run_n"
+	run_field=",\"run_id\":$(json_string "$session/run-$run_n")"
 fi
 
 want_args() { # want_args N
@@ -133,6 +135,10 @@ want_args() { # want_args N
 
 need_run() {
 	[[ -n $run_n ]] || die "$cmd: signal a run: --run N (\`$prog state $session\` shows active_run.number)"
+}
+
+no_run() {
+	[[ -z $run_n ]] || die "$cmd: the session answers for its runs; drop --run"
 }
 
 temporal_cli=${KEEL_TEMPORAL_CLI:-temporal}
@@ -166,10 +172,12 @@ conn=(--address "$address" --namespace "$namespace")
 
 case $cmd in
 state)
+	no_run
 	want_args 0
 	run workflow query "${conn[@]}" --workflow-id "$target" --type state
 	;;
 events)
+	no_run
 	want_args 0
 	input="{\"after\":${after:-0}"
 	[[ -n $limit ]] && input+=",\"limit\":$limit"
@@ -177,6 +185,7 @@ events)
 	run workflow query "${conn[@]}" --workflow-id "$target" --type events --input "$input"
 	;;
 history)
+	no_run
 	want_args 0
 	input="{\"offset\":${offset:-0}"
 	[[ -n $limit ]] && input+=",\"limit\":$limit"
@@ -187,7 +196,7 @@ steer)
 	need_run
 	want_args 1
 	text=$(json_string "${args[0]}")
-	run workflow signal "${conn[@]}" --workflow-id "$target" --name steer --input "{\"text\":$text}"
+	run workflow signal "${conn[@]}" --workflow-id "$target" --name steer --input "{\"text\":$text$run_field}"
 	;;
 respond)
 	need_run
@@ -197,11 +206,15 @@ respond)
 	if ((as_string)); then
 		answer=$(json_string "$answer")
 	fi
-	run workflow signal "${conn[@]}" --workflow-id "$target" --name respond --input "{\"request_id\":$id,\"answer\":$answer}"
+	run workflow signal "${conn[@]}" --workflow-id "$target" --name respond --input "{\"request_id\":$id,\"answer\":$answer$run_field}"
 	;;
 cancel)
 	want_args 0
-	run workflow signal "${conn[@]}" --workflow-id "$target" --name cancel
+	if [[ -n $run_n ]]; then
+		run workflow signal "${conn[@]}" --workflow-id "$target" --name cancel --input "{${run_field#,}}"
+	else
+		run workflow signal "${conn[@]}" --workflow-id "$target" --name cancel
+	fi
 	;;
 *)
 	die "unknown command $cmd (see --help)"

@@ -50,6 +50,11 @@ func (s *session) runInline(ctx workflow.Context) error {
 		p := s.queue[0]
 		s.queue = s.queue[1:]
 		s.runHere(ctx, p)
+		if ctx.Err() != nil {
+			// The run was cancelled through Temporal; the session lives
+			// on, and a prompt that arrived meanwhile still runs.
+			ctx, _ = workflow.NewDisconnectedContext(ctx)
+		}
 	}
 }
 
@@ -91,11 +96,6 @@ func (s *session) runHere(ctx workflow.Context, p *pendingRun) {
 // when a prompt is waiting for its run to start: that run goes first.
 func (s *session) moveOn(ctx workflow.Context) error {
 	s.movingOn = true
-	if ctx.Err() != nil {
-		// The run was cancelled through Temporal (the Web UI's Cancel):
-		// the run is over, the session lives on.
-		ctx, _ = workflow.NewDisconnectedContext(ctx)
-	}
 	if !s.quiet(ctx) {
 		s.movingOn = false
 		return nil

@@ -463,7 +463,7 @@
     switch (env.type) {
     case "run.started": {
       page.runUsage = null;
-      const link = el("a", {class: "temporal-run", "data-workflow": env.run_id, target: "_blank", rel: "noopener", hidden: true},
+      const link = el("a", {class: "temporal-run", "data-workflow": env.session_id, target: "_blank", rel: "noopener", hidden: true},
         "Temporal ↗");
       append(row(env, "run-start", el("div", {class: "meta"}, "Run " + d.number + (d.model ? " · " + d.model : "") + " ", link),
         el("div", {class: "bubble user"}, d.prompt)));
