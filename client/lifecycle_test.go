@@ -61,6 +61,7 @@ func TestCancelDuringTools(t *testing.T) {
 	require.Equal(t, keel.StatusCancelled, out.Status)
 	require.Equal(t, int64(1), out.Revision)
 	require.NoError(t, run.Cancel(ctx)) // still harmless after the end
+	require.ErrorIs(t, sess.Run(7).Cancel(ctx), keel.ErrNotFound, "a run that never existed")
 
 	evs := logOf(t, ctx, sess)
 	types := typesOf(evs, "")

@@ -313,7 +313,18 @@ func (r *Run) Cancel(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		// The session cancels its active run only if it is this one.
+		st, err := r.s.State(ctx)
+		if err != nil {
+			return err
+		}
+		switch {
+		case r.Number > st.Runs+st.Queued:
+			return &keel.Error{Code: keel.CodeNotFound, Message: "run " + r.ID + " not found"}
+		case r.Number > st.Runs:
+			return &keel.Error{Code: keel.CodeNotAccepting, Message: "run " + r.ID + " is queued and has not started; nothing to cancel"}
+		}
+		// The session cancels its active run only if it is this one; a
+		// run that ended is not cancelled again (idempotent).
 		return fromTemporal(r.s.c.tc.SignalWorkflow(ctx, r.s.id, "", api.SignalCancel,
 			api.CancelRequest{RunID: r.ID}), "session "+r.s.id)
 	}

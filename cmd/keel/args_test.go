@@ -233,6 +233,7 @@ func TestUnreachableServer(t *testing.T) {
 		{"retract", "--address", addr, "s1", "st-1"},
 		{"respond", "--address", addr, "s1", "q1", "yes"},
 		{"shutdown", "--address", addr, "--yes"},
+		{"upgrade", "--address", addr},
 		{"worker", "--address", addr, "--nats", "", "--workspace", t.TempDir()},
 	} {
 		code, _, stderr := call(t, args...)
