@@ -8,9 +8,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/live"
@@ -115,16 +115,25 @@ func testCancelDuringStreamLive(t *testing.T, opts keeltest.WorkerOptions, bound
 	require.Equal(t, int32(1), p.requests.Load(), "no request after the cancel")
 	require.Equal(t, 1, out.UsageTotal.Requests)
 
-	// The Run workflow's result holds the messages it committed.
-	var res api.RunResult
-	require.NoError(t, keeltest.Dial(t, srv).GetWorkflow(ctx, run.ID, "").Get(ctx, &res))
+	// The run executed in the session's own workflow (an inline session):
+	// there is no Run workflow, and what the run committed is the session's
+	// transcript and log.
+	_, err = keeltest.Dial(t, srv).DescribeWorkflowExecution(ctx, run.ID, "")
+	var nf *serviceerror.NotFound
+	require.ErrorAs(t, err, &nf, "no Run workflow %s", run.ID)
+	sess := run.Session()
+	page, err := sess.History(ctx, 0, 0)
+	require.NoError(t, err)
 	want := []keel.Message{keel.UserMessage("go"), {Role: keel.RoleAssistant, Content: "Hello", Aborted: true}}
-	if diff := cmp.Diff(want, res.Messages); diff != "" {
+	if diff := cmp.Diff(want, page.Messages); diff != "" {
 		t.Fatalf("messages (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{keel.TypeRunStarted, keel.TypeStepStarted, keel.TypeUsageUpdated, keel.TypeRunCancelled}, types(res.Events)); diff != "" {
+	events, err := sess.EventsAfter(ctx, 0)
+	require.NoError(t, err)
+	if diff := cmp.Diff([]string{keel.TypeRunStarted, keel.TypeStepStarted, keel.TypeUsageUpdated, keel.TypeRunCancelled}, types(events)); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)
 	}
+	requireSessionLog(t, events)
 }
 
 // Cancel during the 60 s wait a 429 asked for: the outcome is ErrCancelled

@@ -17,8 +17,8 @@ import (
 // A session whose workflow an operator (or a Temporal limit) terminated
 // says so: its state is terminated with the reason, a new prompt is
 // refused with what happened and what to do, and its events and
-// transcript stay readable. A run whose workflow is gone (past retention)
-// still has its outcome, read from the session's log.
+// transcript stay readable. A run whose execution is gone (past
+// retention) still has its outcome, read from the session's log.
 func TestTerminatedSessionStaysReadable(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
 	c, _ := readStack(t, 0)
@@ -33,25 +33,31 @@ func TestTerminatedSessionStaysReadable(t *testing.T) {
 	require.NoError(t, err)
 	requireSessionLog(t, before)
 
-	// Run 1's workflow is deleted, as retention would.
+	// Run 1 ran in the session's own workflow (an inline session): there
+	// is no Run workflow, and each run had an execution of the session's
+	// of its own, which continued as new once the run committed. The
+	// execution that ran run 1 is deleted, as retention would.
 	tc := c.Temporal()
+	_, err = tc.DescribeWorkflowExecution(ctx, keel.RunID(sess.ID(), 1), "")
+	var nf *serviceerror.NotFound
+	require.ErrorAs(t, err, &nf, "no Run workflow")
+	executions := runExecutions(t, ctx, tc, sess.ID(), 2)
 	_, err = tc.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
-		Namespace: "default", WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: keel.RunID(sess.ID(), 1)}})
+		Namespace: "default", WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: sess.ID(), RunId: executions[0]}})
 	require.NoError(t, err)
 	// Deletion is a server task (about 30 s on the embedded server) that
 	// nothing announces, so its end is polled for.
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		_, err := tc.DescribeWorkflowExecution(ctx, keel.RunID(sess.ID(), 1), "")
-		var nf *serviceerror.NotFound
+		_, err := tc.DescribeWorkflowExecution(ctx, sess.ID(), executions[0])
 		if errors.As(err, &nf) {
 			break
 		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			t.Fatal("run 1 was not deleted")
+			t.Fatal("the execution of run 1 was not deleted")
 		}
 	}
 	out, err := sess.Run(1).Outcome(ctx)

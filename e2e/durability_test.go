@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,6 +14,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -55,7 +59,7 @@ func TestKillWorkerWhileToolSleeps(t *testing.T) {
 	f.waitFor(t, ctx, "tool.started of the sleep", sawToolStarted("sleep"))
 	first.kill()
 	snap := killSnapshot{gen: first.gen, tallied: len(s.tally()),
-		completed: toolCallsCompleted(t, ctx, s.client.Temporal(), run.ID)}
+		completed: toolCallsCompleted(t, ctx, s.client.Temporal(), sess.ID(), run.ID)}
 	require.True(t, snap.completed["count"], "the tally call finished before the sleep started")
 	killed := time.Now()
 	s.startWorker()
@@ -312,7 +316,7 @@ func TestKillWorkerAtManyPoints(t *testing.T) {
 				f.waitFor(t, ctx, what, cond)
 				w.kill()
 				kills = append(kills, killSnapshot{gen: w.gen, tallied: len(s.tally()),
-					completed: toolCallsCompleted(t, ctx, s.client.Temporal(), run.ID)})
+					completed: toolCallsCompleted(t, ctx, s.client.Temporal(), sess.ID(), run.ID)})
 				w = s.startWorker()
 			}
 			out, err := run.Outcome(ctx)
@@ -370,7 +374,9 @@ const lossSleepScript = `{"turns":[
 ]}`
 
 // TestFollowAcrossWorkerLossDeliversOnlyCommittedEvents makes a worker
-// answer a run's events query from state no workflow task committed, then
+// answer a run's events query from state no workflow task committed (the
+// run executes in its session's workflow, an inline session, so the query
+// and the committed marker are the session's), then
 // cancels the run so that the task that does commit decides otherwise, and
 // checks that a client following the run sees only what was committed,
 // terminal event included.
@@ -396,7 +402,7 @@ func TestFollowAcrossWorkerLossDeliversOnlyCommittedEvents(t *testing.T) {
 	f := followRun(ctx, run)
 	f.waitFor(t, ctx, "tool.started of the sleep", sawToolStarted("sleep"))
 	first.kill()
-	committed := markedCommittedSeq(t, ctx, s.client.Temporal(), run.ID)
+	committed := markedCommittedSeq(t, ctx, s.client.Temporal(), sess.ID())
 
 	type answer struct {
 		page api.EventsPage
@@ -405,9 +411,20 @@ func TestFollowAcrossWorkerLossDeliversOnlyCommittedEvents(t *testing.T) {
 	answered := make(chan answer, 1)
 	go func() {
 		var a answer
-		v, err := s.client.Temporal().QueryWorkflow(ctx, run.ID, "", api.QueryEvents, api.EventsQuery{})
-		if a.err = err; err == nil {
-			a.err = v.Get(&a.page)
+		for {
+			v, err := s.client.Temporal().QueryWorkflow(ctx, sess.ID(), "", api.QueryEvents, api.EventsQuery{})
+			// A query matched to a poll of the killed worker just as its
+			// connection went can come back cancelled by the server; it
+			// is sent again (only while the test's context lives).
+			var cancelled *serviceerror.Canceled
+			if (errors.As(err, &cancelled) || status.Code(err) == codes.Canceled) && ctx.Err() == nil {
+				t.Logf("query cancelled by the server (%T: %v); sending it again", err, err)
+				continue
+			}
+			if a.err = err; err == nil {
+				a.err = v.Get(&a.page)
+			}
+			break
 		}
 		answered <- a
 	}()
@@ -418,7 +435,7 @@ func TestFollowAcrossWorkerLossDeliversOnlyCommittedEvents(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("query not answered")
 	}
-	require.NoError(t, a.err)
+	require.NoError(t, a.err, "%T", a.err)
 	require.NoError(t, run.Cancel(ctx))
 	_, err = run.Outcome(ctx)
 	require.ErrorIs(t, err, keel.ErrCancelled)

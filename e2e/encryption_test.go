@@ -104,7 +104,10 @@ func startEncStack(t *testing.T, ctx context.Context, srv *devserver.Server, st 
 }
 
 // rawHistories returns every history of the namespace as a client without
-// any codec sees it (as the temporal CLI does without --codec-endpoint).
+// any codec sees it (as the temporal CLI does without --codec-endpoint),
+// keyed "workflow/execution". Each listed workflow's executions are read
+// back from its current one (each execution's first event names the one
+// it continued), so none is missed while visibility catches up.
 func rawHistories(t *testing.T, ctx context.Context, srv *devserver.Server) map[string][]*historypb.HistoryEvent {
 	t.Helper()
 	plain, err := srv.Dial(ctx, sdkclient.Options{})
@@ -113,14 +116,25 @@ func rawHistories(t *testing.T, ctx context.Context, srv *devserver.Server) map[
 	list, err := plain.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: srv.Namespace()})
 	require.NoError(t, err)
 	out := map[string][]*historypb.HistoryEvent{}
-	for _, ex := range list.GetExecutions() {
-		id := ex.GetExecution().GetWorkflowId() + "/" + ex.GetExecution().GetRunId()
-		it := plain.GetWorkflowHistory(ctx, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId(), false,
-			enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	read := func(workflowID, execution string) (previous string) {
+		id := workflowID + "/" + execution
+		if _, done := out[id]; done {
+			return ""
+		}
+		it := plain.GetWorkflowHistory(ctx, workflowID, execution, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			ev, err := it.Next()
 			require.NoError(t, err)
+			if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+				previous = a.GetContinuedExecutionRunId()
+			}
 			out[id] = append(out[id], ev)
+		}
+		return previous
+	}
+	for _, ex := range list.GetExecutions() {
+		for execution := ex.GetExecution().GetRunId(); execution != ""; {
+			execution = read(ex.GetExecution().GetWorkflowId(), execution)
 		}
 	}
 	return out
@@ -179,8 +193,12 @@ func TestEncryptionAtRest(t *testing.T) {
 
 	// What the server keeps: no marker in any event, every payload (but
 	// search attributes) encrypted or a reference to ciphertext.
+	// The run executed in the session's own workflow (an inline session),
+	// which continued as new once it committed: the run's execution and
+	// the one waiting for the next prompt.
+	runExecutions(t, ctx, first.c.Temporal(), sess.ID(), 1)
 	histories := rawHistories(t, ctx, srv)
-	require.GreaterOrEqual(t, len(histories), 2, "a session and a run")
+	require.GreaterOrEqual(t, len(histories), 2, "the run's execution of the session and the next")
 	counts := map[string]int{}
 	var sample *commonpb.Payload
 	for id, events := range histories {

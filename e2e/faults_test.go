@@ -254,17 +254,19 @@ func TestFaultsWorkerStopMidStreamE2E(t *testing.T) {
 	out, err := run.Outcome(octx)
 	tc := keeltest.Dial(t, srv)
 	if octx.Err() != nil {
-		d, derr := tc.DescribeWorkflowExecution(ctx, run.ID, "")
+		// The run executes in its session's workflow (an inline session).
+		d, derr := tc.DescribeWorkflowExecution(ctx, run.Session().ID(), "")
 		require.NoError(t, derr)
 		t.Fatalf("the run did not end; its pending workflow task: %v", d.GetPendingWorkflowTask())
 	}
-	// The Run workflow's own result, not the session's log: reading that
-	// takes a query, which is not what this test is about.
-	var res api.RunResult
-	require.NoError(t, tc.GetWorkflow(ctx, run.ID, "").Get(ctx, &res))
-	require.NoError(t, err, "events: %v", types(res.Events))
+	// The run's events as the session committed them: there is no Run
+	// workflow whose result would hold them.
+	events, lerr := run.Session().EventsAfter(ctx, 0)
+	require.NoError(t, lerr)
+	require.NoError(t, err, "events: %v", types(events))
+	requireSessionLog(t, events)
 	require.Equal(t, "Hello world", out.Text)
 	require.Equal(t, int32(2), p.requests.Load())
 	require.Equal(t, 2, out.UsageTotal.Requests)
-	require.Len(t, faultsFind[keel.ProviderStreamReset](t, res.Events), 1, "the abandoned attempt is reset")
+	require.Len(t, faultsFind[keel.ProviderStreamReset](t, events), 1, "the abandoned attempt is reset")
 }

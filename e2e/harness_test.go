@@ -350,33 +350,47 @@ func requireSameEvents(t *testing.T, committed, followed []keel.Envelope) {
 	}
 }
 
-// toolCallsCompleted returns the tool calls whose Tool activity the server
-// has recorded as completed in the run's history. It reads history, not a
-// query, so it works while no worker is running.
-func toolCallsCompleted(t *testing.T, ctx context.Context, tc sdkclient.Client, runID string) map[string]bool {
+// toolCallsCompleted returns the tool calls of run runID whose Tool
+// activity the server has recorded as completed. The run executes in its
+// session's own workflow (an inline session, one execution per run), so
+// the session's executions are read from the current one back, each
+// execution's first event naming the one it continued. It reads history,
+// not a query, so it works while no worker is running.
+func toolCallsCompleted(t *testing.T, ctx context.Context, tc sdkclient.Client, sessionID, runID string) map[string]bool {
 	t.Helper()
-	scheduled := map[int64]string{}
 	done := map[string]bool{}
-	it := tc.GetWorkflowHistory(ctx, runID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatalf("history of %s: %v", runID, err)
-		}
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == activities.ToolName {
-			var in activities.ToolInput
-			if err := converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &in); err != nil {
-				t.Fatalf("tool activity input: %v", err)
+	for execution := ""; ; {
+		scheduled := map[int64]string{}
+		previous := ""
+		it := tc.GetWorkflowHistory(ctx, sessionID, execution, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatalf("history of %s (execution %q): %v", sessionID, execution, err)
 			}
-			scheduled[ev.GetEventId()] = in.Call.ID
-		}
-		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
-			if id, ok := scheduled[a.GetScheduledEventId()]; ok {
-				done[id] = true
+			if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+				previous = a.GetContinuedExecutionRunId()
+			}
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == activities.ToolName {
+				var in activities.ToolInput
+				if err := converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &in); err != nil {
+					t.Fatalf("tool activity input: %v", err)
+				}
+				if in.RunID == runID {
+					scheduled[ev.GetEventId()] = in.Call.ID
+				}
+			}
+			if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
+				if id, ok := scheduled[a.GetScheduledEventId()]; ok {
+					done[id] = true
+				}
 			}
 		}
+		if previous == "" {
+			return done
+		}
+		execution = previous
 	}
-	return done
 }
 
 // killSnapshot is what had happened when a worker process was killed: the
@@ -489,4 +503,52 @@ func markedCommittedSeq(t *testing.T, ctx context.Context, tc sdkclient.Client, 
 		t.Fatalf("%s has recorded no committed sequence", workflowID)
 	}
 	return seq
+}
+
+// runExecutions returns the run IDs of the first n executions of an inline
+// session, oldest first: the execution that ran run i is the i-th (one
+// execution per run, each continuing as new once its run committed). It
+// waits for each to continue as new, so the run's execution is closed
+// when it returns even if the run's outcome was answered just before.
+func runExecutions(t *testing.T, ctx context.Context, tc sdkclient.Client, sessionID string, n int) []string {
+	t.Helper()
+	d, err := tc.DescribeWorkflowExecution(ctx, sessionID, "")
+	if err != nil {
+		t.Fatalf("describe %s: %v", sessionID, err)
+	}
+	// Back to the first execution: each one's first event names the
+	// execution it continued.
+	first := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	for {
+		it := tc.GetWorkflowHistory(ctx, sessionID, first, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s (execution %s): %v", sessionID, first, err)
+		}
+		prev := ev.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+		if prev == "" {
+			break
+		}
+		first = prev
+	}
+	out := []string{first}
+	for len(out) < n {
+		last := out[len(out)-1]
+		it := tc.GetWorkflowHistory(ctx, sessionID, last, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("close of %s (execution %s): %v", sessionID, last, err)
+		}
+		next := ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+		if next == "" {
+			t.Fatalf("execution %d of %s (%s) ended with %v, not a continue-as-new", len(out), sessionID, last, ev.GetEventType())
+		}
+		out = append(out, next)
+	}
+	// The last one ran its run and continued as new too.
+	it := tc.GetWorkflowHistory(ctx, sessionID, out[n-1], true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	if ev, err := it.Next(); err != nil || ev.GetWorkflowExecutionContinuedAsNewEventAttributes() == nil {
+		t.Fatalf("execution %d of %s (%s) did not continue as new: %v %v", n, sessionID, out[n-1], ev.GetEventType(), err)
+	}
+	return out
 }

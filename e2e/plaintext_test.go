@@ -32,7 +32,8 @@ const (
 // workflow update execute --name send`). With encryption on, the worker's
 // codec refuses every payload that is not ciphertext (crypt.ErrPlaintext):
 // the send update is rejected before history, the steer and respond
-// signals are dropped when the run decodes them, and nothing of them
+// signals are dropped when the session running the run decodes them, and
+// nothing of them
 // reaches the run's log or transcript; the keyed client's own steer and
 // answer still work. With --encryption-allow-plaintext (the migration
 // setting) the same payloads are taken, which is what every encrypting
@@ -108,19 +109,22 @@ func TestPlaintextInputIsRefused(t *testing.T) {
 			}
 
 			// A steer signal in the clear, then one from the keyed client
-			// (signals of one name arrive in order).
-			require.NoError(t, plain.SignalWorkflow(ctx, run.ID, "", api.UpdateSteer, api.SteerRequest{Text: forgedSteer}))
-			require.NoError(t, tc2.SignalWorkflow(ctx, run.ID, "", api.UpdateSteer, api.SteerRequest{Text: "keyed steer"}))
+			// (signals of one name arrive in order). The run executes in
+			// its session's workflow (an inline session): the signals go
+			// to the session, which hands them to its active run.
+			require.NoError(t, plain.SignalWorkflow(ctx, sess.ID(), "", api.UpdateSteer, api.SteerRequest{Text: forgedSteer}))
+			require.NoError(t, tc2.SignalWorkflow(ctx, sess.ID(), "", api.UpdateSteer,
+				api.SteerRequest{Text: "keyed steer", RunID: run.ID}))
 			// An answer in the clear.
-			require.NoError(t, plain.SignalWorkflow(ctx, run.ID, "", api.UpdateRespond,
+			require.NoError(t, plain.SignalWorkflow(ctx, sess.ID(), "", api.UpdateRespond,
 				api.RespondRequest{RequestID: "c1/ask_user", Answer: []byte(`"` + forgedAnswer + `"`)}))
-			state, err := run.State(ctx) // a query sees the signals applied
-			require.NoError(t, err)
-			if tc.taken {
-				// The answer closed the batch: the boundary may have
-				// applied the steering already.
-				require.Empty(t, state.Requests, "the plaintext answer was delivered")
-			} else {
+			// With plaintext taken, the plaintext answer is the only one
+			// the run gets: its outcome below says it was delivered. (The
+			// run's state is not asked then: the queued forged prompt may
+			// have run already, and the session answers for its latest run.)
+			if !tc.taken {
+				state, err := run.State(ctx) // a query sees the signals applied
+				require.NoError(t, err)
 				require.Equal(t, []string{"steer-1"}, state.Staged, "only the keyed steer was staged")
 				require.Len(t, state.Requests, 1, "the plaintext answer was dropped")
 				require.NoError(t, run.Respond(ctx, "c1/ask_user", "Ann"))

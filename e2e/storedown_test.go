@@ -125,9 +125,11 @@ func TestStoreDownDuringRun(t *testing.T) {
 	require.Equal(t, keel.ToolOK, finished[0].Status)
 	require.Equal(t, big, finished[0].Output, "the result is whole")
 	// The first attempt of the tool's activity failed on the store; its
-	// retry stored the result.
+	// retry stored the result. The run executed in the session's first
+	// execution (an inline session: one execution per run).
 	attempts := int32(0)
-	it := tc.GetWorkflowHistory(ctx, run.ID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	execution := runExecutions(t, ctx, tc, run.Session().ID(), 1)[0]
+	it := tc.GetWorkflowHistory(ctx, run.Session().ID(), execution, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		require.NoError(t, err)

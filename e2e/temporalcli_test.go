@@ -240,24 +240,39 @@ func TestTemporalCLIWire(t *testing.T) {
 		run, events := s.send(t, ctx, "cli-wire", cliAskScript, "ask_user")
 		events.until(keel.TypeHostInputRequested)
 
-		rs := cliQuery[api.RunStatus](t, ctx, w, run.ID, "state")
+		// The run executes in the session's own workflow (an inline
+		// session): the session's state holds the run's, and the commands
+		// go to the session. There is no workflow S/run-1.
+		runState := func() api.RunStatus {
+			t.Helper()
+			ss := cliQuery[api.SessionStatus](t, ctx, w, "cli-wire", "state")
+			if ss.ActiveRun == nil || ss.ActiveRun.RunID != run.ID || !ss.ActiveRun.Inline || ss.Run == nil || ss.Run.RunID != run.ID {
+				t.Fatalf("session state: %+v", ss)
+			}
+			return *ss.Run
+		}
+		ss := cliQuery[api.SessionStatus](t, ctx, w, "cli-wire", "state")
+		if ss.State != keel.StateWaitingForHostInput || !ss.Inline {
+			t.Fatalf("session state: %+v", ss)
+		}
+		rs := runState()
 		if rs.State != keel.StateWaitingForHostInput || len(rs.Requests) != 1 || rs.Requests[0].Prompt != "Which color?" {
 			t.Fatalf("run state: %+v", rs)
 		}
 		reqID := rs.Requests[0].RequestID
-		ss := cliQuery[api.SessionStatus](t, ctx, w, "cli-wire", "state")
-		if ss.State != keel.StateWaitingForHostInput || ss.ActiveRun == nil || ss.ActiveRun.RunID != run.ID {
-			t.Fatalf("session state: %+v", ss)
+		var nf *serviceerror.NotFound
+		if _, err := w.query(ctx, run.ID, "state"); !errors.As(err, &nf) {
+			t.Fatalf("query of %s: %v, want NotFound (no Run workflow)", run.ID, err)
 		}
 
 		// A signal cannot report an error: an answer to an unknown request
 		// is dropped. The steer after it is handled in the same workflow
 		// task or a later one, so once it is accepted the bad answer has
 		// been seen too, and must have changed nothing.
-		if err := w.signal(ctx, run.ID, "respond", `{"request_id":"nope","answer":"x"}`); err != nil {
+		if err := w.signal(ctx, "cli-wire", "respond", `{"request_id":"nope","answer":"x"}`); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.signal(ctx, run.ID, "steer", `{"text":"Prefer blue."}`); err != nil {
+		if err := w.signal(ctx, "cli-wire", "steer", fmt.Sprintf(`{"text":"Prefer blue.","run_id":%q}`, run.ID)); err != nil {
 			t.Fatal(err)
 		}
 		accepted, err := events.until(keel.TypeSteeringAccepted).Event()
@@ -268,12 +283,12 @@ func TestTemporalCLIWire(t *testing.T) {
 		if steer.Text != "Prefer blue." {
 			t.Errorf("steering accepted with text %q", steer.Text)
 		}
-		rs = cliQuery[api.RunStatus](t, ctx, w, run.ID, "state")
+		rs = runState()
 		if len(rs.Requests) != 1 || rs.Requests[0].RequestID != reqID || len(rs.Staged) != 1 || rs.Staged[0] != steer.SteeringID {
 			t.Fatalf("run state after the dropped answer and the steer: %+v", rs)
 		}
 
-		if err := w.signal(ctx, run.ID, "respond", fmt.Sprintf(`{"request_id":%q,"answer":"green"}`, reqID)); err != nil {
+		if err := w.signal(ctx, "cli-wire", "respond", fmt.Sprintf(`{"request_id":%q,"answer":"green"}`, reqID)); err != nil {
 			t.Fatal(err)
 		}
 		events.until(keel.TypeRunCompleted)
@@ -324,9 +339,10 @@ func TestTemporalCLIWire(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
 		run, events := s.send(t, ctx, "cli-cancel", cliNapScript, "sleep")
 		events.until(keel.TypeToolStarted)
-		// `temporal workflow signal --workflow-id S/run-1 --name cancel`
-		// sends no input at all.
-		if err := w.signal(ctx, run.ID, "cancel"); err != nil {
+		// `temporal workflow signal --workflow-id S --name cancel` sends
+		// no input at all: the session cancels its active run, which
+		// executes in the session's workflow (an inline session).
+		if err := w.signal(ctx, "cli-cancel", "cancel"); err != nil {
 			t.Fatal(err)
 		}
 		events.until(keel.TypeRunCancelled)
@@ -342,15 +358,26 @@ func TestTemporalCLIWire(t *testing.T) {
 		if got := types(page.Events); !cliInOrder(got, want) || got[len(got)-1] != keel.TypeRunCancelled {
 			t.Errorf("events %v: want %v in order, ending with the cancel", got, want)
 		}
-		// The run's workflow is closed: the CLI's signal now fails, loudly.
+		// There is no Run workflow to signal: the CLI's signal to
+		// S/run-1 fails, loudly.
 		var nf *serviceerror.NotFound
 		if err := w.signal(ctx, run.ID, "cancel"); !errors.As(err, &nf) {
-			t.Errorf("cancel signal to the ended run: %v, want NotFound", err)
+			t.Errorf("cancel signal to %s: %v, want NotFound", run.ID, err)
 		}
-		// A query of the closed run still answers, in JSON.
-		rs := cliQuery[api.RunStatus](t, ctx, w, run.ID, "state")
-		if rs.Outcome == nil || rs.Outcome.Status != keel.StatusCancelled {
-			t.Errorf("state of the ended run: %+v", rs)
+		// A late cancel naming the ended run reaches the session, which
+		// takes it, and never the run after it.
+		if err := w.signal(ctx, "cli-cancel", "cancel", fmt.Sprintf(`{"run_id":%q}`, run.ID)); err != nil {
+			t.Fatal(err)
+		}
+		// (The script's turns count the session's transcript: run 1's
+		// assistant turn is the first.)
+		spec := s.book.Add(t, "cli-cancel-next", `{"turns":[{"text":["run 1's"]},{"text":["still here"]}]}`)
+		next, err := s.client.Session("cli-cancel").Send(ctx, "Again.", client.WithConfig(api.RunConfig{Model: spec}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := next.Outcome(ctx); err != nil || out.Text != "still here" {
+			t.Errorf("run 2 after a late cancel of run 1: %+v, %v", out, err)
 		}
 	})
 
