@@ -68,7 +68,14 @@ func TestRollingUpgradePinsRunsAndMovesSessions(t *testing.T) {
 	out, err = run2.Outcome(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "run 2 answered by v2", out.Text, "a new run did not start on the current build")
-	requireVersion(t, ctx, tc, sess.ID(), enumspb.VERSIONING_BEHAVIOR_PINNED, "v2")
+	// The next execution starts auto-upgrading onto v2 and is pinned there
+	// once its first workflow task completed.
+	require.Eventually(t, func() bool {
+		desc, err := tc.DescribeWorkflowExecution(ctx, sess.ID(), "")
+		info := desc.GetWorkflowExecutionInfo().GetVersioningInfo()
+		return err == nil && info.GetBehavior() == enumspb.VERSIONING_BEHAVIOR_PINNED &&
+			info.GetDeploymentVersion().GetBuildId() == "v2"
+	}, time.Minute, 20*time.Millisecond, "the session's next execution is pinned to v2")
 }
 
 // startBuild starts a worker that is build buildID of deployment, playing
