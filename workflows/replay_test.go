@@ -43,6 +43,32 @@ type recordedHistory struct {
 }
 
 var recordedHistories = []recordedHistory{
+	// An inline session's executions, one per run (e2e
+	// TestRecordInlineHistories): run 1 with a retried model turn and a
+	// tool; run 2 steered, with a prompt queued, cancelled; run 3 the
+	// carried prompt; an idle execution moved by the move signal.
+	{file: "inline_run_tools.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+		activities.ModelTurnName:                                        3,
+		activities.ToolName:                                             1,
+		enumspb.EVENT_TYPE_TIMER_STARTED.String():                       1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 2, // send, outcome
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
+		enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES.String():   2,
+	}, check: noChildWorkflows},
+	{file: "inline_run_cancelled.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // cancel
+		enumspb.EVENT_TYPE_TIMER_CANCELED.String():                      1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 4, // send, queued send, steer, outcome
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
+	}, check: noChildWorkflows},
+	{file: "inline_run_queued.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+		activities.ModelTurnName: 1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
+	}, check: noChildWorkflows},
+	{file: "inline_idle_move.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // move
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
+	}, check: noChildWorkflows},
 	// Sends that return at the run's start request (send-at-start): each
 	// update completes before its Run workflow is reported started.
 	{file: "session_send_at_start.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
@@ -211,4 +237,13 @@ func countEvents(h *historypb.History) map[string]int {
 		}
 	}
 	return counts
+}
+
+// noChildWorkflows checks an inline execution started no workflow: its
+// run executed in it.
+func noChildWorkflows(h *historypb.History) error {
+	if n := countEvents(h)[enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String()]; n > 0 {
+		return fmt.Errorf("%d child workflows started; an inline run executes in its session's execution", n)
+	}
+	return nil
 }
