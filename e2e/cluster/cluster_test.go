@@ -195,25 +195,40 @@ func writeScript(t *testing.T, path string) {
 }
 
 // turnsByWorker counts the model turns of runs by the worker that started
-// them, from the identities in the Run workflows' histories.
+// them, from the identities in their histories. A run executes in its
+// session's own workflow (an inline session, one execution per run), and
+// each session here holds one run: every execution of the run's session
+// is read, from the current one back (each execution's first event names
+// the one it continued).
 func turnsByWorker(t *testing.T, ctx context.Context, tc sdkclient.Client, workers [2]*workerProcess, runs []*client.Run) [2]int {
 	t.Helper()
 	var counts [2]int
 	for _, run := range runs {
-		it := tc.GetWorkflowHistory(ctx, run.ID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		scheduled := map[int64]string{}
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				t.Fatalf("history of %s: %v", run.ID, err)
-			}
-			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-				scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
-			}
-			if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] == activities.ModelTurnName {
-				for i, w := range workers {
-					if w.hasIdentity(a.GetIdentity()) {
-						counts[i]++
+		session := run.Session().ID()
+		d, err := tc.DescribeWorkflowExecution(ctx, session, "")
+		if err != nil {
+			t.Fatalf("describe %s: %v", session, err)
+		}
+		for execution := d.GetWorkflowExecutionInfo().GetExecution().GetRunId(); execution != ""; {
+			it := tc.GetWorkflowHistory(ctx, session, execution, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			execution = ""
+			scheduled := map[int64]string{}
+			for it.HasNext() {
+				ev, err := it.Next()
+				if err != nil {
+					t.Fatalf("history of %s (run %s): %v", session, run.ID, err)
+				}
+				if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+					execution = a.GetContinuedExecutionRunId()
+				}
+				if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+					scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
+				}
+				if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] == activities.ModelTurnName {
+					for i, w := range workers {
+						if w.hasIdentity(a.GetIdentity()) {
+							counts[i]++
+						}
 					}
 				}
 			}
