@@ -534,20 +534,24 @@ func TestTemporalCLIScript(t *testing.T) {
 	run, events := s.send(t, ctx, "cli-script", cliAskScript, "ask_user")
 	events.until(keel.TypeHostInputRequested)
 
-	out, errOut := script(t, 0, "state", "cli-script", "--run", "1")
-	if want := fmt.Sprintf(prefix, "query") + "cli-script/run-1 --type state\n"; errOut != want {
+	// The run executes in the session's own workflow (an inline session):
+	// every command goes to the session, and the session's state holds
+	// the active run's.
+	out, errOut := script(t, 0, "state", "cli-script")
+	if want := fmt.Sprintf(prefix, "query") + "cli-script --type state\n"; errOut != want {
 		t.Errorf("state printed %q, want %q", errOut, want)
 	}
-	rs := cliAnswer[api.RunStatus](t, out)
-	if len(rs.Requests) != 1 {
-		t.Fatalf("run state: %+v", rs)
+	ss := cliAnswer[api.SessionStatus](t, out)
+	if ss.Run == nil || ss.Run.RunID != run.ID || len(ss.Run.Requests) != 1 {
+		t.Fatalf("session state: %+v", ss)
 	}
-	reqID := rs.Requests[0].RequestID
+	reqID := ss.Run.Requests[0].RequestID
 
 	// Quotes, a backslash and a newline must survive the script's JSON.
 	text := "Prefer \"blue\" \\ or\nthen green."
 	out, errOut = script(t, 0, "steer", "cli-script", "--run", "1", text)
-	if out != "Signal workflow succeeded\n" || !strings.HasPrefix(errOut, fmt.Sprintf(prefix, "signal")+"cli-script/run-1 --name steer --input '{\"text\":") {
+	if out != "Signal workflow succeeded\n" || !strings.HasPrefix(errOut, fmt.Sprintf(prefix, "signal")+"cli-script --name steer --input '{\"text\":") ||
+		!strings.HasSuffix(errOut, `,"run_id":"cli-script/run-1"}'`+"\n") {
 		t.Errorf("steer: stdout %q, stderr %q", out, errOut)
 	}
 	accepted, err := events.until(keel.TypeSteeringAccepted).Event()
@@ -597,9 +601,10 @@ func TestTemporalCLIScript(t *testing.T) {
 
 	// --dry-run prints and calls nothing; usage errors exit 64.
 	out, errOut = script(t, 0, "--dry-run", "cancel", "cli-script", "--run", "2")
-	if want := fmt.Sprintf(prefix, "signal") + "cli-script/run-2 --name cancel\n"; out != "" || errOut != want {
+	if want := fmt.Sprintf(prefix, "signal") + "cli-script --name cancel --input '{\"run_id\":\"cli-script/run-2\"}'\n"; out != "" || errOut != want {
 		t.Errorf("dry run: stdout %q, stderr %q, want %q", out, errOut, want)
 	}
 	script(t, 64, "steer", "cli-script", "no run number")
 	script(t, 64, "respond", "cli-script", "--run", "1", reqID)
+	script(t, 64, "state", "cli-script", "--run", "1")
 }
