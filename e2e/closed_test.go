@@ -34,23 +34,23 @@ func TestTerminatedSessionStaysReadable(t *testing.T) {
 	requireSessionLog(t, before)
 
 	// Run 1 ran in the session's own workflow (an inline session): there
-	// is no Run workflow, and each run had an execution of the session's
-	// of its own, which continued as new once the run committed. The
-	// execution that ran run 1 is deleted, as retention would.
+	// is no Run workflow, and the session's execution that ran it
+	// continued as new once it committed. That execution is deleted, as
+	// retention would.
 	tc := c.Temporal()
 	_, err = tc.DescribeWorkflowExecution(ctx, keel.RunID(sess.ID(), 1), "")
 	var nf *serviceerror.NotFound
 	require.ErrorAs(t, err, &nf, "no Run workflow")
-	executions := runExecutions(t, ctx, tc, sess.ID(), 2)
+	execution := runExecution(t, ctx, tc, sess.ID(), 1)
 	_, err = tc.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
-		Namespace: "default", WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: sess.ID(), RunId: executions[0]}})
+		Namespace: "default", WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: sess.ID(), RunId: execution}})
 	require.NoError(t, err)
 	// Deletion is a server task (about 30 s on the embedded server) that
 	// nothing announces, so its end is polled for.
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		_, err := tc.DescribeWorkflowExecution(ctx, sess.ID(), executions[0])
+		_, err := tc.DescribeWorkflowExecution(ctx, sess.ID(), execution)
 		if errors.As(err, &nf) {
 			break
 		}

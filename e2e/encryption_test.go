@@ -196,7 +196,7 @@ func TestEncryptionAtRest(t *testing.T) {
 	// The run executed in the session's own workflow (an inline session),
 	// which continued as new once it committed: the run's execution and
 	// the one waiting for the next prompt.
-	runExecutions(t, ctx, first.c.Temporal(), sess.ID(), 1)
+	runExecution(t, ctx, first.c.Temporal(), sess.ID(), run.Number)
 	histories := rawHistories(t, ctx, srv)
 	require.GreaterOrEqual(t, len(histories), 2, "the run's execution of the session and the next")
 	counts := map[string]int{}

@@ -505,12 +505,15 @@ func markedCommittedSeq(t *testing.T, ctx context.Context, tc sdkclient.Client, 
 	return seq
 }
 
-// runExecutions returns the run IDs of the first n executions of an inline
-// session, oldest first: the execution that ran run i is the i-th (one
-// execution per run, each continuing as new once its run committed). It
-// waits for each to continue as new, so the run's execution is closed
-// when it returns even if the run's outcome was answered just before.
-func runExecutions(t *testing.T, ctx context.Context, tc sdkclient.Client, sessionID string, n int) []string {
+// runExecution returns the run ID of the execution of an inline session
+// that ran run number: the one whose history names the run in its search
+// attributes (the upsert of KeelRunNumber at the run's start; the started
+// event of the next execution carries it over, so only upserts count). It
+// reads the session's executions oldest first, waiting for each to close,
+// and requires the run's execution to have continued as new once the run
+// committed, so it is closed when this returns even if the run's outcome
+// was answered just before.
+func runExecution(t *testing.T, ctx context.Context, tc sdkclient.Client, sessionID string, number int) string {
 	t.Helper()
 	d, err := tc.DescribeWorkflowExecution(ctx, sessionID, "")
 	if err != nil {
@@ -518,37 +521,44 @@ func runExecutions(t *testing.T, ctx context.Context, tc sdkclient.Client, sessi
 	}
 	// Back to the first execution: each one's first event names the
 	// execution it continued.
-	first := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	execution := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	for {
-		it := tc.GetWorkflowHistory(ctx, sessionID, first, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		it := tc.GetWorkflowHistory(ctx, sessionID, execution, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		ev, err := it.Next()
 		if err != nil {
-			t.Fatalf("history of %s (execution %s): %v", sessionID, first, err)
+			t.Fatalf("history of %s (execution %s): %v", sessionID, execution, err)
 		}
 		prev := ev.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
 		if prev == "" {
 			break
 		}
-		first = prev
+		execution = prev
 	}
-	out := []string{first}
-	for len(out) < n {
-		last := out[len(out)-1]
-		it := tc.GetWorkflowHistory(ctx, sessionID, last, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
-		ev, err := it.Next()
+	for {
+		it := tc.GetWorkflowHistory(ctx, sessionID, execution, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+		closed, err := it.Next()
 		if err != nil {
-			t.Fatalf("close of %s (execution %s): %v", sessionID, last, err)
+			t.Fatalf("close of %s (execution %s): %v", sessionID, execution, err)
 		}
-		next := ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+		next := closed.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+		ran := false
+		it = tc.GetWorkflowHistory(ctx, sessionID, execution, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() && !ran {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatalf("history of %s (execution %s): %v", sessionID, execution, err)
+			}
+			p := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()[api.AttrRunNumber.GetName()]
+			var n int
+			ran = p != nil && converter.GetDefaultDataConverter().FromPayload(p, &n) == nil && n == number
+		}
 		if next == "" {
-			t.Fatalf("execution %d of %s (%s) ended with %v, not a continue-as-new", len(out), sessionID, last, ev.GetEventType())
+			t.Fatalf("execution %s of %s ended with %v, not a continue-as-new (it ran run %d: %v)",
+				execution, sessionID, closed.GetEventType(), number, ran)
 		}
-		out = append(out, next)
+		if ran {
+			return execution
+		}
+		execution = next
 	}
-	// The last one ran its run and continued as new too.
-	it := tc.GetWorkflowHistory(ctx, sessionID, out[n-1], true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
-	if ev, err := it.Next(); err != nil || ev.GetWorkflowExecutionContinuedAsNewEventAttributes() == nil {
-		t.Fatalf("execution %d of %s (%s) did not continue as new: %v %v", n, sessionID, out[n-1], ev.GetEventType(), err)
-	}
-	return out
 }

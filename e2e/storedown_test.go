@@ -128,7 +128,7 @@ func TestStoreDownDuringRun(t *testing.T) {
 	// retry stored the result. The run executed in the session's first
 	// execution (an inline session: one execution per run).
 	attempts := int32(0)
-	execution := runExecutions(t, ctx, tc, run.Session().ID(), 1)[0]
+	execution := runExecution(t, ctx, tc, run.Session().ID(), run.Number)
 	it := tc.GetWorkflowHistory(ctx, run.Session().ID(), execution, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
