@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -25,8 +26,10 @@ import (
 // It writes inline_run_tools.json (run 1: a 429 and its retry, a tool
 // call, the answer, the commit and the continue-as-new),
 // inline_run_cancelled.json (run 2: a sleep, a prompt queued meanwhile,
-// steering, the cancel), inline_run_queued.json (run 3: the carried
-// prompt) and inline_idle_move.json (an idle execution asked to move).
+// steering, the cancel; then, the execution being younger than Temporal's
+// minimal continue-as-new interval, the queued prompt's run 3 in the same
+// execution, and the wait for the interval) and inline_idle_move.json (an
+// idle execution asked to move).
 func TestRecordInlineHistories(t *testing.T) {
 	if os.Getenv(recordEnv) != "1" {
 		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
@@ -68,23 +71,31 @@ func TestRecordInlineHistories(t *testing.T) {
 	first := desc.GetWorkflowExecutionInfo().GetFirstRunId()
 	next := func(runID string) string { // waits for runID to continue as new
 		t.Helper()
-		it := c.Temporal().GetWorkflowHistory(ctx, sess.ID(), runID, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		it := c.Temporal().GetWorkflowHistory(wctx, sess.ID(), runID, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
 		ev, err := it.Next()
+		if err != nil {
+			all := c.Temporal().GetWorkflowHistory(ctx, sess.ID(), runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			for all.HasNext() {
+				e, _ := all.Next()
+				t.Logf("%s %d %s", runID, e.GetEventId(), e.GetEventType())
+			}
+		}
 		require.NoError(t, err)
 		id := ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
 		require.NotEmpty(t, id, "execution %s continued as new", runID)
 		return id
 	}
 	second := next(first)
-	third := next(second)
-	idle := next(third)
+	idle := next(second)
 	require.NoError(t, c.Temporal().SignalWorkflow(ctx, sess.ID(), idle, api.SignalMove, nil))
 	next(idle)
 
 	dir := filepath.Join("..", "workflows", "testdata")
 	for runID, file := range map[string]string{
 		first: "inline_run_tools.json", second: "inline_run_cancelled.json",
-		third: "inline_run_queued.json", idle: "inline_idle_move.json",
+		idle: "inline_idle_move.json",
 	} {
 		writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), runID, filepath.Join(dir, file))
 	}
