@@ -35,7 +35,8 @@ func TestRecordInlineHistories(t *testing.T) {
 		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
 	}
 	ctx := testContext(t, 3*time.Minute)
-	srv := keeltest.StartServer(t, devserver.Config{})
+	data := t.TempDir()
+	srv := keeltest.StartServer(t, devserver.Config{DataDir: data})
 	workspace := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(workspace, "notes.txt"), []byte("notes\n"), 0o600))
 	tools, err := tool.Builtins(workspace)
@@ -99,4 +100,26 @@ func TestRecordInlineHistories(t *testing.T) {
 	} {
 		writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), runID, filepath.Join(dir, file))
 	}
+	// The values the histories reference (the carried state of each
+	// continue-as-new), beside the others' (content-addressed: existing
+	// objects are the same bytes).
+	src := filepath.Join(data, "store")
+	require.NoError(t, filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, "store", rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	}))
 }
