@@ -76,7 +76,7 @@ func runWorkflow(ctx workflow.Context, in RunInput, rules Rules) (*RunResult, er
 	if err := r.registerHandlers(ctx); err != nil {
 		return nil, err
 	}
-	announce(ctx, r.journal.lastSeq)
+	announce(ctx, r.journal.lastSeq, nil)
 	r.loop()
 	res := &RunResult{Outcome: *r.outcome, Events: r.journal.events}
 	res.Messages, res.Replaced = r.transcript.result()

@@ -109,7 +109,7 @@ func sessionWorkflow(ctx workflow.Context, in SessionInput, rules Rules) error {
 	if !s.checked {
 		workflow.Go(ctx, s.checkRuntime)
 	}
-	announce(ctx, s.lastSeq)
+	announce(ctx, s.lastSeq, s.closing)
 	if s.inline {
 		return s.runInline(ctx)
 	}
@@ -264,6 +264,12 @@ func (s *session) activeRef() *RunRef {
 	return &RunRef{RunID: s.active.result.RunID, Number: s.active.number, BaseSeq: s.active.result.BaseSeq,
 		Inline: s.inline}
 }
+
+// closing reports whether this inline execution ends in the workflow
+// task now being decided (it continues as new): its last events need no
+// marker, since a reader takes a closed execution as committed whole and
+// the next execution announces what it took over in its first task.
+func (s *session) closing() bool { return s.inline && s.movingOn }
 
 // lastSeq is the sequence of the session's latest durable event, the
 // active inline run's included.
