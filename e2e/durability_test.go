@@ -368,9 +368,13 @@ func TestKillWorkerAtManyPoints(t *testing.T) {
 	}
 }
 
+// lossSleepScript's second turn streams for a minute, so that the cancel
+// finds the run active whichever workflow task the server hands the new
+// worker first (the real one may beat the query; the turn it starts must
+// not end the run before the cancel lands).
 const lossSleepScript = `{"turns":[
   {"text":["Napping."],"tool_calls":[{"id":"nap","name":"sleep","arguments":{"seconds":4}}]},
-  {"text":["Awake."]}
+  {"chunk_delay":"60s","text":["Awake."]}
 ]}`
 
 // TestFollowAcrossWorkerLossDeliversOnlyCommittedEvents makes a worker

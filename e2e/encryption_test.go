@@ -133,8 +133,11 @@ func rawHistories(t *testing.T, ctx context.Context, srv *devserver.Server) map[
 		return previous
 	}
 	for _, ex := range list.GetExecutions() {
-		for execution := ex.GetExecution().GetRunId(); execution != ""; {
-			execution = read(ex.GetExecution().GetWorkflowId(), execution)
+		id := ex.GetExecution().GetWorkflowId()
+		d, err := plain.DescribeWorkflowExecution(ctx, id, "")
+		require.NoError(t, err)
+		for execution := d.GetWorkflowExecutionInfo().GetExecution().GetRunId(); execution != ""; {
+			execution = read(id, execution)
 		}
 	}
 	return out
