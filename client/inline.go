@@ -157,11 +157,15 @@ func (r *Run) inlineState(ctx context.Context) (api.RunStatus, error) {
 		o := *st.Last
 		return api.RunStatus{RunID: r.ID, State: stateOf(o.Status), Step: o.Steps, Outcome: &o,
 			Usage: o.UsageTotal, Revision: o.Revision}, nil
-	case r.Number > st.Runs && st.Closed == nil:
+	case r.Number > st.Runs:
 		return api.RunStatus{}, &keel.Error{Code: keel.CodeNotFound, Message: "run " + r.ID + " has not started"}
 	}
-	return api.RunStatus{}, &keel.Error{Code: keel.CodeNotFound,
-		Message: "run " + r.ID + " has ended; its events are in the session's log"}
+	// An earlier run: its terminal event in the log says how it ended.
+	o, err := r.outcomeFromLog(ctx)
+	if err != nil && o.Status == "" {
+		return api.RunStatus{}, err
+	}
+	return api.RunStatus{RunID: r.ID, State: stateOf(o.Status), Outcome: &o, Revision: o.Revision, Usage: o.Usage}, nil
 }
 
 func stateOf(s keel.RunStatus) keel.SessionState {

@@ -427,3 +427,22 @@ func TestMoveIdleSessions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, keel.StateRunning, bst.State, "the busy session's run goes on")
 }
+
+// The state of an inline run that is neither active nor the latest comes
+// from its terminal event in the session's log.
+func TestStateOfAnEarlierRun(t *testing.T) {
+	c, ctx := newClient(t), testCtx(t)
+	sess := c.Session("earlier-run")
+	model := shared.book.Add(t, t.Name(), `{"turns":[{"text":["first"]},{"text":["second"]}]}`)
+	for _, prompt := range []string{"one", "two"} {
+		run, err := sess.Send(ctx, prompt, client.WithConfig(api.RunConfig{Model: model}))
+		require.NoError(t, err)
+		_, err = run.Outcome(ctx)
+		require.NoError(t, err)
+	}
+	st, err := sess.Run(1).State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, keel.StateCompleted, st.State)
+	require.Equal(t, "first", st.Outcome.Text)
+	require.Equal(t, int64(1), st.Revision)
+}
