@@ -245,6 +245,9 @@ type SendResult struct {
 	// Inline says the run executes in the session's own workflow
 	// (SessionInput.Inline): address the session, not a Run workflow.
 	Inline bool `json:"inline,omitempty"`
+	// Execution is the Temporal run ID of the session's execution that
+	// runs it (inline, started runs only): its page in the Web UI.
+	Execution string `json:"execution,omitempty"`
 }
 
 // RunInput starts a Run workflow.
@@ -303,9 +306,16 @@ type EventsPage struct {
 }
 
 // OutcomeRequest is the argument of the session's "outcome" update: the
-// number of the run whose outcome is wanted.
+// number of the run whose outcome is wanted, and whether to wait for it to
+// end. Without waiting, a run that has not ended is keel.RunActive.
+//
+// Temporal holds at most a few updates in flight per execution (10 by
+// default; a waiter beyond that is refused with the server's
+// ResourceExhausted error), so keel's own client and gateway never wait
+// here: they follow the log (docs/foreign-clients.md).
 type OutcomeRequest struct {
-	Number int `json:"number"`
+	Run    int  `json:"run"`
+	NoWait bool `json:"no_wait,omitempty"`
 }
 
 // RunRef names a run.

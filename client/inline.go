@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -81,49 +79,35 @@ func (r *Run) inlineBase(ctx context.Context) (int64, error) {
 	return 0, nil
 }
 
-// inlineOutcome asks the session for the run's outcome with the outcome
-// update, which answers once the run is committed. An execution that
-// continues as new before the run has run says so, and the next one is
-// asked; a run committed before the latest is read from the log.
+// inlineOutcome waits for the run's terminal event in the session's log,
+// which a reader sees only once Temporal committed it, and reads the
+// outcome from it. It sends no update: Temporal holds only a few in
+// flight per execution, and Outcome may have many waiters. A session whose
+// execution stopped running with the run active answers from its closed
+// state.
 func (r *Run) inlineOutcome(ctx context.Context) (keel.Outcome, error) {
-	for {
-		var o keel.Outcome
-		updateID := newID()
-		err := r.s.c.resumeUpdate(ctx, r.s.id, updateID, &o, func() (client.WorkflowUpdateHandle, error) {
-			return r.s.c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-				WorkflowID: r.s.id, UpdateID: updateID, UpdateName: api.UpdateOutcome,
-				Args: []any{api.OutcomeRequest{Number: r.Number}}, WaitForStage: client.WorkflowUpdateStageCompleted,
-			})
-		})
-		if err == nil {
-			return o, o.Err()
+	st, err := r.s.State(ctx)
+	if err != nil {
+		return keel.Outcome{}, err
+	}
+	switch {
+	case r.Number > st.Runs+st.Queued && st.Closed == nil:
+		return keel.Outcome{}, &keel.Error{Code: keel.CodeNotFound, Message: "run " + r.ID + " not found"}
+	case st.Closed != nil && (st.Last == nil || st.Last.Number < r.Number):
+		if r.Number > st.Runs {
+			return keel.Outcome{}, r.s.closedError(ctx)
 		}
-		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.Type() == api.ErrTypeMoved {
-			continue
-		}
-		if ctx.Err() != nil {
-			return keel.Outcome{}, ctx.Err()
-		}
-		mapped := fromTemporal(err, "session "+r.s.id)
-		if !errors.Is(mapped, keel.ErrNotFound) && !isClosedErr(err) {
-			return keel.Outcome{}, mapped
-		}
-		st, serr := r.s.State(ctx)
-		if serr != nil {
-			return keel.Outcome{}, serr
-		}
-		if st.Runs < r.Number {
-			if st.Closed != nil {
-				return keel.Outcome{}, r.s.closedError(ctx)
-			}
-			return keel.Outcome{}, &keel.Error{Code: keel.CodeNotFound, Message: "run " + r.ID + " not found"}
-		}
-		if st.Closed != nil && (st.Last == nil || st.Last.Number < r.Number) {
+		return r.closedOutcome(st)
+	}
+	o, err := r.outcomeFromLog(ctx)
+	if o.Status == "" && err != nil {
+		// The log ended without the run's terminal event: the session
+		// stopped running while the run was active.
+		if st, serr := r.s.State(ctx); serr == nil && st.Closed != nil && (st.Last == nil || st.Last.Number < r.Number) {
 			return r.closedOutcome(st)
 		}
-		return r.outcomeFromLog(ctx)
 	}
+	return o, err
 }
 
 // closedOutcome is the outcome of a run that was active when its

@@ -209,6 +209,8 @@ func (r *Run) waitStarted(ctx context.Context) error {
 // outcomeFromLog reads a run's outcome from its terminal event in the
 // session's log, waiting for the session to record it.
 func (r *Run) outcomeFromLog(ctx context.Context) (keel.Outcome, error) {
+	var steps int
+	var total keel.Usage
 	for ev, err := range r.Events(ctx) {
 		if err != nil {
 			var keelErr *keel.Error
@@ -218,9 +220,19 @@ func (r *Run) outcomeFromLog(ctx context.Context) (keel.Outcome, error) {
 			continue
 		}
 		if !ev.Terminal() {
+			// What the terminal event does not say: the steps taken and
+			// the usage of every request, abandoned attempts included.
+			switch ev.Type {
+			case keel.TypeStepStarted:
+				steps++
+			case keel.TypeUsageUpdated:
+				if e, err := ev.Event(); err == nil {
+					total = e.(keel.UsageUpdated).Total
+				}
+			}
 			continue
 		}
-		o := keel.Outcome{RunID: r.ID, Number: r.Number}
+		o := keel.Outcome{RunID: r.ID, Number: r.Number, Steps: steps, UsageTotal: total}
 		e, err := ev.Event()
 		if err != nil {
 			return o, err
@@ -232,7 +244,7 @@ func (r *Run) outcomeFromLog(ctx context.Context) (keel.Outcome, error) {
 		case keel.RunCancelled:
 			o.Status, o.Revision = keel.StatusCancelled, t.Revision
 		case keel.RunCompleted:
-			o.Status, o.Revision, o.Text, o.Usage = keel.StatusCompleted, t.Revision, t.Text, t.Usage
+			o.Status, o.Revision, o.Text, o.Usage, o.Steps = keel.StatusCompleted, t.Revision, t.Text, t.Usage, t.Steps
 		}
 		return o, o.Err()
 	}

@@ -74,7 +74,8 @@ func (s *session) runHere(ctx workflow.Context, p *pendingRun) {
 	r.rules = s.rules
 	r.onState = s.setState
 	r.tools.current = true
-	p.result = SendResult{RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq, Inline: true}
+	p.result = SendResult{RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq, Inline: true,
+		Execution: workflow.GetInfo(ctx).WorkflowExecution.RunID}
 	p.issued, p.started = true, true
 	s.active, s.current = p, r
 	s.state = keel.StateRunning
@@ -240,8 +241,11 @@ func (s *session) registerInlineHandlers(ctx workflow.Context) error {
 // validateOutcome refuses, before it enters history, an outcome update
 // for a run the session never accepted.
 func (s *session) validateOutcome(req OutcomeRequest) error {
-	if req.Number < 1 || req.Number > s.runs+len(s.queue)+s.admitting {
-		return wireError(keel.Errorf(keel.CodeNotFound, "run %s not found", keel.RunID(s.id, req.Number)))
+	if req.Run < 1 || req.Run > s.runs+len(s.queue)+s.admitting {
+		return wireError(keel.Errorf(keel.CodeNotFound, "run %s not found", keel.RunID(s.id, req.Run)))
+	}
+	if req.NoWait && (s.last == nil || s.last.Number < req.Run) {
+		return wireError(keel.Errorf(keel.CodeRunActive, "run %s has not ended", keel.RunID(s.id, req.Run)))
 	}
 	return nil
 }
@@ -252,7 +256,7 @@ func (s *session) validateOutcome(req OutcomeRequest) error {
 // (its terminal event in the log says it). While waiting for a run that a
 // later execution will run, the answer is api.ErrTypeMoved: ask again.
 func (s *session) outcome(ctx workflow.Context, req OutcomeRequest) (keel.Outcome, error) {
-	done := func() bool { return s.last != nil && s.last.Number >= req.Number }
+	done := func() bool { return s.last != nil && s.last.Number >= req.Run }
 	// A Temporal cancellation of the execution cancels the run, not the
 	// wait for its outcome.
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
@@ -260,12 +264,12 @@ func (s *session) outcome(ctx workflow.Context, req OutcomeRequest) (keel.Outcom
 		return keel.Outcome{}, err
 	}
 	switch {
-	case done() && s.last.Number == req.Number:
+	case done() && s.last.Number == req.Run:
 		return *s.last, nil
 	case done():
 		return keel.Outcome{}, wireError(keel.Errorf(keel.CodeNotFound,
 			"run %s ended before run %d; its terminal event is in the session's log",
-			keel.RunID(s.id, req.Number), s.last.Number))
+			keel.RunID(s.id, req.Run), s.last.Number))
 	}
 	return keel.Outcome{}, temporal.NewApplicationErrorWithOptions("session "+s.id+" continues as new; ask again",
 		api.ErrTypeMoved, temporal.ApplicationErrorOptions{NonRetryable: true})

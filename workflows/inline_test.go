@@ -71,6 +71,8 @@ func TestInlineRunContinuesAsNew(t *testing.T) {
 	}, 30*time.Second)
 	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
 
+	require.NotEmpty(t, sent.Execution)
+	sent.Execution = ""
 	require.Equal(t, workflows.SendResult{RunID: "s1/run-1", Number: 1, Revision: 0, BaseSeq: 0, Inline: true}, sent)
 	require.Equal(t, &workflows.RunRef{RunID: "s1/run-1", Number: 1, BaseSeq: 0, Inline: true}, during.ActiveRun)
 	require.Equal(t, keel.StateRunning, during.State)
@@ -181,13 +183,14 @@ func TestInlineTemporalCancelCancelsTheRunOnly(t *testing.T) {
 func TestInlineOutcome(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
 	var first, queued workflows.SendResult
-	var own, later, unknown updateResult
+	var own, later, unknown, nowait updateResult
 	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first) }, 0)
 	e.RegisterDelayedCallback(func() {
 		e.send(t, "queued", workflows.SendRequest{Prompt: "and then", IfActive: workflows.IfActiveQueue}, &queued)
-		e.update(workflows.UpdateOutcome, "own", &own, workflows.OutcomeRequest{Number: 1})
-		e.update(workflows.UpdateOutcome, "later", &later, workflows.OutcomeRequest{Number: 2})
-		e.update(workflows.UpdateOutcome, "unknown", &unknown, workflows.OutcomeRequest{Number: 3})
+		e.update(workflows.UpdateOutcome, "own", &own, workflows.OutcomeRequest{Run: 1})
+		e.update(workflows.UpdateOutcome, "later", &later, workflows.OutcomeRequest{Run: 2})
+		e.update(workflows.UpdateOutcome, "unknown", &unknown, workflows.OutcomeRequest{Run: 3})
+		e.update(workflows.UpdateOutcome, "nowait", &nowait, workflows.OutcomeRequest{Run: 1, NoWait: true})
 	}, time.Second)
 	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
 	continuedAs(t, e)
@@ -203,6 +206,7 @@ func TestInlineOutcome(t *testing.T) {
 	require.Equal(t, keel.Code(api.ErrTypeMoved), keelCode(later.err), "later: %v", later.err)
 
 	require.Equal(t, keel.CodeNotFound, keelCode(unknown.rejected), "unknown: %v", unknown.rejected)
+	require.Equal(t, keel.CodeRunActive, keelCode(nowait.rejected), "no wait while it runs: %v", nowait.rejected)
 }
 
 // The move signal makes an idle execution continue as new at once with
