@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -22,10 +23,11 @@ import (
 )
 
 // A rolling upgrade on a real server: build v1 is current, a session's
-// run waits for host input, build v2 starts and becomes current. The run
-// in flight stays on v1 (its model turn after the answer is v1's: the
-// session's execution is pinned), the session's next execution starts on
-// v2, and its next run runs there.
+// run waits for host input, another session is idle, build v2 starts and
+// becomes current. The run in flight stays on v1 (its model turn after the
+// answer is v1's: the session's execution is pinned), the session's next
+// execution starts on v2, and its next run runs there; the idle session
+// stays on v1 until keel upgrade (MoveIdleSessions) moves it to v2.
 func TestRollingUpgradePinsRunsAndMovesSessions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Temporal server")
@@ -48,6 +50,22 @@ func TestRollingUpgradePinsRunsAndMovesSessions(t *testing.T) {
 	setCurrent(t, ctx, tc, deployment, "v1")
 
 	kc := keeltest.Client(t, srv, nil)
+	// A session that goes idle on v1.
+	idle := kc.Session("rollout-idle")
+	quick, err := idle.Send(ctx, "hi", client.WithConfig(api.RunConfig{Model: "scripted:quick"}))
+	require.NoError(t, err)
+	_, err = quick.Outcome(ctx)
+	require.NoError(t, err)
+	// Its run's execution continues as new (after Temporal's minimal
+	// interval): the next, idle one starts on v1 too.
+	d, err := tc.DescribeWorkflowExecution(ctx, idle.ID(), "")
+	require.NoError(t, err)
+	closed := tc.GetWorkflowHistory(ctx, idle.ID(), d.GetWorkflowExecutionInfo().GetFirstRunId(), true,
+		enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	_, err = closed.Next()
+	require.NoError(t, err)
+	requirePinnedSoon(t, ctx, tc, idle.ID(), "v1")
+
 	sess := kc.Session("rollout")
 	cfg := client.WithConfig(api.RunConfig{Model: "scripted:rollout", Tools: []string{tool.NativeAskUser}})
 	run1, err := sess.Send(ctx, "first", cfg)
@@ -58,6 +76,13 @@ func TestRollingUpgradePinsRunsAndMovesSessions(t *testing.T) {
 	startBuild(t, srv, deployment, "v2", script("v2"))
 	setCurrent(t, ctx, tc, deployment, "v2")
 
+	// An execution younger than Temporal's minimal continue-as-new interval
+	// (1 s) keeps a prompt sent right after its run (docs/ARCHITECTURE.md,
+	// "Quick runs"): answer once run 1's execution is past it, so that run 2
+	// gets an execution of its own. The wait is for a known instant.
+	desc, err := tc.DescribeWorkflowExecution(ctx, sess.ID(), "")
+	require.NoError(t, err)
+	time.Sleep(time.Until(desc.GetWorkflowExecutionInfo().GetStartTime().AsTime().Add(time.Second)))
 	require.NoError(t, run1.Respond(ctx, requestID, "yes"))
 	out, err := run1.Outcome(ctx)
 	require.NoError(t, err)
@@ -70,12 +95,46 @@ func TestRollingUpgradePinsRunsAndMovesSessions(t *testing.T) {
 	require.Equal(t, "run 2 answered by v2", out.Text, "a new run did not start on the current build")
 	// The next execution starts auto-upgrading onto v2 and is pinned there
 	// once its first workflow task completed.
+	requirePinnedSoon(t, ctx, tc, sess.ID(), "v2")
+
+	// The idle session is still on v1 until it is moved (keel upgrade);
+	// then its execution is on v2, with everything it held.
+	requireVersion(t, ctx, tc, idle.ID(), enumspb.VERSIONING_BEHAVIOR_PINNED, "v1")
+	require.Eventually(t, func() bool { // visibility lists it as idle once it caught up
+		n, err := kc.MoveIdleSessions(ctx)
+		return err == nil && n >= 1
+	}, time.Minute, 50*time.Millisecond)
+	requirePinnedSoon(t, ctx, tc, idle.ID(), "v2")
+	st, err := idle.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Runs)
+	require.Equal(t, "done", st.Last.Text)
+}
+
+// requirePinnedSoon waits until a workflow's current execution is pinned to
+// buildID: an execution that continued as new auto-upgrades until its first
+// workflow task completed.
+func requirePinnedSoon(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID, buildID string) {
+	t.Helper()
 	require.Eventually(t, func() bool {
-		desc, err := tc.DescribeWorkflowExecution(ctx, sess.ID(), "")
+		desc, err := tc.DescribeWorkflowExecution(ctx, workflowID, "")
 		info := desc.GetWorkflowExecutionInfo().GetVersioningInfo()
 		return err == nil && info.GetBehavior() == enumspb.VERSIONING_BEHAVIOR_PINNED &&
-			info.GetDeploymentVersion().GetBuildId() == "v2"
-	}, time.Minute, 20*time.Millisecond, "the session's next execution is pinned to v2")
+			info.GetDeploymentVersion().GetBuildId() == buildID
+	}, time.Minute, 20*time.Millisecond, "%s's current execution is pinned to %s", workflowID, buildID)
+}
+
+// waitRouted waits until the server has propagated the deployment's
+// routing to its task queues: until then a new execution may still start
+// on the version that was current before (docs/operations.md).
+func waitRouted(t *testing.T, ctx context.Context, tc sdkclient.Client, deployment string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		resp, err := tc.WorkflowService().DescribeWorkerDeployment(ctx, &workflowservice.DescribeWorkerDeploymentRequest{
+			Namespace: devserver.DefaultNamespace, DeploymentName: deployment})
+		return err == nil && resp.GetWorkerDeploymentInfo().GetRoutingConfigUpdateState() ==
+			enumspb.ROUTING_CONFIG_UPDATE_STATE_COMPLETED
+	}, time.Minute, 20*time.Millisecond, "the routing of %s reaches its task queues", deployment)
 }
 
 // startBuild starts a worker that is build buildID of deployment, playing
@@ -84,6 +143,7 @@ func startBuild(t *testing.T, srv *devserver.Server, deployment, buildID, script
 	t.Helper()
 	var book keeltest.ScriptBook
 	book.Add(t, "rollout", script)
+	book.Add(t, "quick", `{"repeat":true,"turns":[{"text":["done"]}]}`)
 	tools, err := tool.Builtins(t.TempDir())
 	require.NoError(t, err)
 	w, err := worker.New(keeltest.Dial(t, srv), worker.Options{
@@ -108,6 +168,7 @@ func setCurrent(t *testing.T, ctx context.Context, tc sdkclient.Client, deployme
 	for {
 		_, err := h.SetCurrentVersion(ctx, sdkclient.WorkerDeploymentSetCurrentVersionOptions{BuildID: buildID})
 		if err == nil {
+			waitRouted(t, ctx, tc, deployment)
 			return
 		}
 		var precondition *serviceerror.FailedPrecondition
