@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -79,13 +82,95 @@ func (r *Run) inlineBase(ctx context.Context) (int64, error) {
 	return 0, nil
 }
 
-// inlineOutcome waits for the run's terminal event in the session's log,
-// which a reader sees only once Temporal committed it, and reads the
-// outcome from it. It sends no update: Temporal holds only a few in
-// flight per execution, and Outcome may have many waiters. A session whose
-// execution stopped running with the run active answers from its closed
-// state.
+// inlineOutcome waits for the run's outcome without asking the session to
+// wait (Temporal holds only a few updates in flight per execution, and
+// Outcome may have many waiters), and without queries where it can (each
+// is a billable action). When Send learned the execution running the run,
+// it long-polls that execution's close: the continue-as-new that follows
+// the commit carries the outcome (SessionCarry.Last), read with the
+// client's data converter. Otherwise, or when the carried state cannot be
+// read here (offloaded to a content store this client cannot reach, or
+// the execution ran another run after it), it asks the session once
+// without waiting and, failing that, reads the terminal event from the
+// committed log.
 func (r *Run) inlineOutcome(ctx context.Context) (keel.Outcome, error) {
+	if r.execution != "" {
+		o, ok, err := r.carriedOutcome(ctx)
+		if err != nil || ok {
+			return o, err
+		}
+	}
+	return r.askedOutcome(ctx)
+}
+
+// carriedOutcome follows the history of the execution that runs the run
+// until the run is committed, and reads its outcome: from the
+// continue-as-new that follows the commit (SessionCarry.Last, decoded with
+// the client's data converter), or, when the execution stays open a while
+// after the commit (a quick run waits out Temporal's minimal interval),
+// with one outcome update that does not wait. The commit shows in history
+// as the search-attribute upsert that ends the run's state. ok is false
+// when it cannot tell.
+func (r *Run) carriedOutcome(ctx context.Context) (o keel.Outcome, ok bool, err error) {
+	it := r.s.c.tc.GetWorkflowHistory(ctx, r.s.id, r.execution, true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	mine := false
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return o, false, ctx.Err()
+			}
+			return o, false, nil
+		}
+		if up := ev.GetUpsertWorkflowSearchAttributesEventAttributes(); up != nil {
+			fields := up.GetSearchAttributes().GetIndexedFields()
+			var n int64
+			var state keel.SessionState
+			if p := fields[api.AttrRunNumber.GetName()]; p != nil && converter.GetDefaultDataConverter().FromPayload(p, &n) == nil {
+				mine = n == int64(r.Number)
+			}
+			if p := fields[api.AttrState.GetName()]; p != nil {
+				_ = converter.GetDefaultDataConverter().FromPayload(p, &state)
+			}
+			if mine && (state == keel.StateCompleted || state == keel.StateFailed || state == keel.StateIdle) {
+				return r.noWaitOutcome(ctx)
+			}
+			continue
+		}
+		if can := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); can != nil {
+			var in api.SessionInput
+			if r.s.c.dc.FromPayloads(can.GetInput(), &in) != nil || in.Carry == nil || in.Carry.Last == nil ||
+				in.Carry.Last.Number != r.Number {
+				return o, false, nil
+			}
+			o = *in.Carry.Last
+			return o, true, o.Err()
+		}
+	}
+	// It stopped running otherwise (terminated, failed, cancelled).
+	return o, false, nil
+}
+
+// noWaitOutcome asks the session for the outcome of a committed run.
+func (r *Run) noWaitOutcome(ctx context.Context) (keel.Outcome, bool, error) {
+	var o keel.Outcome
+	updateID := newID()
+	err := r.s.c.resumeUpdate(ctx, r.s.id, updateID, &o, func() (client.WorkflowUpdateHandle, error) {
+		return r.s.c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: r.s.id, UpdateID: updateID, UpdateName: api.UpdateOutcome,
+			Args:         []any{api.OutcomeRequest{Run: r.Number, NoWait: true}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+	})
+	if err != nil {
+		return o, false, nil
+	}
+	return o, true, o.Err()
+}
+
+// askedOutcome asks the session for a run that has ended, with the
+// outcome update without waiting, and reads the log otherwise.
+func (r *Run) askedOutcome(ctx context.Context) (keel.Outcome, error) {
 	st, err := r.s.State(ctx)
 	if err != nil {
 		return keel.Outcome{}, err
@@ -98,6 +183,10 @@ func (r *Run) inlineOutcome(ctx context.Context) (keel.Outcome, error) {
 			return keel.Outcome{}, r.s.closedError(ctx)
 		}
 		return r.closedOutcome(st)
+	case st.Closed == nil && st.Last != nil && st.Last.Number == r.Number:
+		if o, ok, err := r.noWaitOutcome(ctx); ok {
+			return o, err
+		}
 	}
 	o, err := r.outcomeFromLog(ctx)
 	if o.Status == "" && err != nil {

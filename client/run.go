@@ -34,8 +34,11 @@ type Run struct {
 	// this already active run as steering.
 	SteeringID string
 
-	// shape says where the run executes (inline.go).
-	shape runShape
+	// shape says where the run executes (inline.go); execution is the
+	// Temporal run ID of the session's execution running it, when Send
+	// learned it.
+	shape     runShape
+	execution string
 
 	early *earlySub
 }

@@ -146,7 +146,7 @@ func (s *Session) sendUpdate(ctx context.Context, req api.SendRequest) (*Run, er
 		return nil, fromTemporal(err, "session "+s.id)
 	}
 	return &Run{s: s, ID: res.RunID, Number: res.Number, Revision: res.Revision, BaseSeq: res.BaseSeq, Queued: res.Queued,
-		shape: shapeOf(res.Inline)}, nil
+		shape: shapeOf(res.Inline), execution: res.Execution}, nil
 }
 
 // Run returns a handle on run number n of the session.
