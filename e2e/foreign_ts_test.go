@@ -3,29 +3,32 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/store"
 )
 
 // foreignTSDir is the TypeScript example that drives a session with
 // Temporal's SDK alone (docs/foreign-clients.md).
 const foreignTSDir = "../examples/temporal-client-ts"
 
-const foreignTSScript = `{"turns":[{"text":["Hello from ", "keel."]}]}`
-
 // TestForeignTypeScriptClient runs examples/temporal-client-ts against an
 // embedded server and a keel worker with a scripted model: a client with
 // no keel code sends a prompt (update-with-start "send"), waits for the
 // outcome (update "outcome") and reads the session's events (query
-// "events"). It needs node and npm; without them it is skipped, unless CI
+// "events"), once with plain payloads and once reading values over 4 KiB
+// through keel's codec endpoint. It needs node and npm; without them it is skipped, unless CI
 // is set, where it fails.
 func TestForeignTypeScriptClient(t *testing.T) {
 	node, err := exec.LookPath("node")
@@ -43,40 +46,85 @@ func TestForeignTypeScriptClient(t *testing.T) {
 	dir := foreignTSProject(t, ctx)
 
 	srv := keeltest.StartServer(t, devserver.Config{})
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: foreignTSScript})
+	book := &keeltest.ScriptBook{}
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: book})
 
+	t.Run("plain", func(t *testing.T) {
+		model := book.Add(t, "foreign-plain", `{"turns":[{"text":["Hello from ", "keel."]}]}`)
+		lines := runForeignTS(t, ctx, node, dir, srv, "ts-foreign", "KEEL_MODEL="+model)
+		checkForeignTS(t, lines, "ts-foreign", "Hello from keel.")
+	})
+
+	// A text over 4 KiB: the worker moves the outcome (and the events
+	// page) to the content store, and the example reads them through
+	// keel's codec endpoint, as Temporal's remote codec protocol has it.
+	t.Run("codec", func(t *testing.T) {
+		long := strings.Repeat("keel ", 2000)
+		text, _ := json.Marshal(long)
+		model := book.Add(t, "foreign-codec", `{"turns":[{"text":[`+string(text)+`]}]}`)
+		var decodes atomic.Int64
+		codec := keeltest.Codec(t, srv).Handler(store.HandlerOptions{})
+		endpoint := httptest.NewServer(http.StripPrefix("/codec", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/decode") {
+				decodes.Add(1)
+			}
+			codec.ServeHTTP(w, r)
+		})))
+		t.Cleanup(endpoint.Close)
+		lines := runForeignTS(t, ctx, node, dir, srv, "ts-foreign-codec",
+			"KEEL_MODEL="+model, "KEEL_CODEC_ENDPOINT="+endpoint.URL+"/codec")
+		checkForeignTS(t, lines, "ts-foreign-codec", long)
+		if decodes.Load() == 0 {
+			t.Error("the example never called the codec endpoint's /decode")
+		}
+	})
+}
+
+// runForeignTS runs the example for session with env and returns its
+// output lines by prefix ("outcome", "events", ...).
+func runForeignTS(t *testing.T, ctx context.Context, node, dir string, srv *devserver.Server, session string, env ...string) map[string]string {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, node, "main.mjs")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(append(os.Environ(),
 		"TEMPORAL_ADDRESS="+srv.Address(), "TEMPORAL_NAMESPACE="+srv.Namespace(),
-		"KEEL_SESSION=ts-foreign", "KEEL_PROMPT=Say hello.")
+		"KEEL_SESSION="+session, "KEEL_PROMPT=Say hello."), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("node main.mjs: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
 	}
-	t.Logf("node main.mjs:\n%s", out)
+	if len(out) < 4000 {
+		t.Logf("node main.mjs:\n%s", out)
+	}
 	lines := map[string]string{}
 	for _, line := range strings.Split(string(out), "\n") {
 		if k, v, ok := strings.Cut(line, ": "); ok {
 			lines[k] = v
 		}
 	}
+	return lines
+}
+
+// checkForeignTS checks the example's output: run 1 of session completed
+// with text, and its events from run.started to run.completed, inline.
+func checkForeignTS(t *testing.T, lines map[string]string, session, text string) {
+	t.Helper()
 	var outcome keel.Outcome
 	if err := json.Unmarshal([]byte(lines["outcome"]), &outcome); err != nil {
-		t.Fatalf("outcome line: %v\n%s", err, out)
+		t.Fatalf("outcome line: %v\n%v", err, lines)
 	}
-	if outcome.Status != keel.StatusCompleted || outcome.Text != "Hello from keel." ||
-		outcome.Number != 1 || outcome.RunID != keel.RunID("ts-foreign", 1) {
-		t.Errorf("outcome = %+v, want run 1 completed with text %q", outcome, "Hello from keel.")
+	if outcome.Status != keel.StatusCompleted || outcome.Text != text ||
+		outcome.Number != 1 || outcome.RunID != keel.RunID(session, 1) {
+		t.Errorf("outcome = %+v, want run 1 completed with text %.40q…", outcome, text)
 	}
 	events := strings.Fields(lines["events"])
 	if !cliInOrder(events, []string{keel.TypeRunStarted, keel.TypeRunCompleted}) {
 		t.Errorf("events = %v, want %s then %s", events, keel.TypeRunStarted, keel.TypeRunCompleted)
 	}
-	if _, ok := lines["segment"]; ok {
-		t.Errorf("a one-turn run's events came as a segment: %s", lines["segment"])
+	if seg, ok := lines["segment"]; ok {
+		t.Errorf("a one-turn run's events came as a segment: %s", seg)
 	}
 }
 

@@ -9,13 +9,18 @@
 //   KEEL_SESSION       session ID, which is the workflow ID (ts-demo)
 //   KEEL_PROMPT        the prompt (Say hello.)
 //   KEEL_MODEL         model spec of the run's config (worker's default)
+//   KEEL_CODEC_ENDPOINT keel's codec endpoint (http://127.0.0.1:7280/codec
+//                      under keel dev); unset: payloads plain JSON
+//   KEEL_CODEC_TOKEN   bearer token of the codec endpoint, if it has one
 //
 // It prints the outcome as JSON on a line "outcome: {...}" and the event
 // types on a line "events: a b c".
 //
-// Assumes keel's codec is off (payloads plain JSON): with encryption or
-// claim checks on, the client needs a payload codec that calls keel's codec
-// endpoint (docs/foreign-clients.md). Events that the session keeps in its
+// With KEEL_CODEC_ENDPOINT set, payloads go through keel's codec endpoint
+// (Temporal's remote codec protocol): what the client sends is encoded
+// there (encrypted, when keel encrypts) and what it reads is decoded there
+// (values over 4 KiB, which keel moves to its content store, and
+// ciphertext). Without it, only small plaintext values can be read. Events that the session keeps in its
 // content store come as a "segment" reference instead of inline events;
 // this example only reads inline events and stops at a segment.
 
@@ -35,6 +40,37 @@ const UPDATE_OUTCOME = 'outcome';
 const QUERY_EVENTS = 'events';
 const ERR_MOVED = 'keel.SessionMoved';
 
+// A PayloadCodec that calls keel's codec endpoint: POST <endpoint>/encode
+// and <endpoint>/decode with {"payloads": [...]} in protobuf JSON.
+class RemoteCodec {
+  constructor(endpoint, token) {
+    this.endpoint = endpoint.replace(/\/+$/, '');
+    this.token = token;
+  }
+  encode(payloads) { return this.call('encode', payloads); }
+  decode(payloads) { return this.call('decode', payloads); }
+  async call(op, payloads) {
+    if (payloads.length === 0) return payloads;
+    const b64 = (u8) => Buffer.from(u8 || []).toString('base64');
+    const body = {
+      payloads: payloads.map((p) => ({
+        metadata: Object.fromEntries(Object.entries(p.metadata || {}).map(([k, v]) => [k, b64(v)])),
+        data: b64(p.data),
+      })),
+    };
+    const headers = { 'Content-Type': 'application/json' };
+    if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    const res = await fetch(`${this.endpoint}/${op}`, { method: 'POST', headers, body: JSON.stringify(body) });
+    if (!res.ok) throw new Error(`keel codec ${op}: ${res.status} ${await res.text()}`);
+    const out = await res.json();
+    const u8 = (s) => new Uint8Array(Buffer.from(s || '', 'base64'));
+    return (out.payloads || []).map((p) => ({
+      metadata: Object.fromEntries(Object.entries(p.metadata || {}).map(([k, v]) => [k, u8(v)])),
+      data: u8(p.data),
+    }));
+  }
+}
+
 // The failure type of a failed update, or undefined.
 function failureType(err) {
   if (!(err instanceof WorkflowUpdateFailedError)) return undefined;
@@ -44,7 +80,11 @@ function failureType(err) {
 async function main() {
   const connection = await Connection.connect({ address });
   try {
-    const client = new Client({ connection, namespace });
+    const codecEndpoint = process.env.KEEL_CODEC_ENDPOINT;
+    const dataConverter = codecEndpoint
+      ? { payloadCodecs: [new RemoteCodec(codecEndpoint, process.env.KEEL_CODEC_TOKEN)] }
+      : undefined;
+    const client = new Client({ connection, namespace, dataConverter });
 
     // Send: start the session's workflow if it is not running (workflow
     // ID = session ID, input api.SessionInput) and send it the prompt
