@@ -13,10 +13,15 @@ import (
 	"testing"
 	"time"
 
+	sdkclient "go.temporal.io/sdk/client"
+
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/crypt"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/store"
+	"github.com/keelrun/keel/tool"
+	"github.com/keelrun/keel/worker"
 )
 
 // foreignTSDir is the TypeScript example that drives a session with
@@ -28,7 +33,8 @@ const foreignTSDir = "../examples/temporal-client-ts"
 // no keel code sends a prompt (update-with-start "send"), waits for the
 // outcome (update "outcome") and reads the session's events (query
 // "events"), once with plain payloads and once reading values over 4 KiB
-// through keel's codec endpoint. It needs node and npm; without them it is skipped, unless CI
+// through keel's codec endpoint, and against an encrypting worker
+// through that endpoint. It needs node and npm; without them it is skipped, unless CI
 // is set, where it fails.
 func TestForeignTypeScriptClient(t *testing.T) {
 	node, err := exec.LookPath("node")
@@ -77,6 +83,60 @@ func TestForeignTypeScriptClient(t *testing.T) {
 		if decodes.Load() == 0 {
 			t.Error("the example never called the codec endpoint's /decode")
 		}
+	})
+
+	// With encryption on: the worker refuses a plaintext send, and the
+	// example, through the codec endpoint (behind a token), sends
+	// ciphertext and reads the encrypted outcome and events.
+	t.Run("encrypted", func(t *testing.T) {
+		esrv := keeltest.StartServer(t, devserver.Config{})
+		keys, err := crypt.LoadKeyFile(writeKeyFile(t, map[string]string{}, "k1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := store.Open(ctx, "mem://")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		codec := store.NewCodec(st, store.CodecOptions{Encryption: crypt.NewCodec(keys)})
+		tc, err := esrv.Dial(ctx, sdkclient.Options{DataConverter: store.NewDataConverter(codec)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tc.Close)
+		tools, err := tool.Builtins(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := worker.New(tc, worker.Options{Models: keeltest.ScriptModels(t, `{"turns":[{"text":["secret reply"]}]}`),
+			Tools: tools, Codec: codec, StopTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+
+		plain := exec.CommandContext(ctx, node, "main.mjs")
+		plain.Dir = dir
+		plain.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+esrv.Address(), "TEMPORAL_NAMESPACE="+esrv.Namespace(),
+			"KEEL_SESSION=ts-foreign-plaintext")
+		// The session's first execution fails on its plaintext input
+		// before it registers its updates, so the send is refused as an
+		// unknown update (contract §16.10: a workflow started with
+		// plaintext input fails).
+		if out, err := plain.CombinedOutput(); err == nil || strings.Contains(string(out), "outcome: ") {
+			t.Errorf("a plaintext send to an encrypting worker: err %v, output:\n%s\nwant it refused", err, out)
+		}
+
+		const token = "foreign-codec-token"
+		endpoint := httptest.NewServer(http.StripPrefix("/codec", codec.Handler(store.HandlerOptions{Token: token})))
+		t.Cleanup(endpoint.Close)
+		lines := runForeignTS(t, ctx, node, dir, esrv, "ts-foreign-encrypted",
+			"KEEL_CODEC_ENDPOINT="+endpoint.URL+"/codec", "KEEL_CODEC_TOKEN="+token)
+		checkForeignTS(t, lines, "ts-foreign-encrypted", "secret reply")
 	})
 }
 
