@@ -113,7 +113,7 @@ func (r *Run) inlineOutcome(ctx context.Context) (keel.Outcome, error) {
 // when it cannot tell.
 func (r *Run) carriedOutcome(ctx context.Context) (o keel.Outcome, ok bool, err error) {
 	it := r.s.c.tc.GetWorkflowHistory(ctx, r.s.id, r.execution, true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	mine := false
+	mine, committed := false, false
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
@@ -132,10 +132,18 @@ func (r *Run) carriedOutcome(ctx context.Context) (o keel.Outcome, ok bool, err 
 			if p := fields[api.AttrState.GetName()]; p != nil {
 				_ = converter.GetDefaultDataConverter().FromPayload(p, &state)
 			}
-			if mine && (state == keel.StateCompleted || state == keel.StateFailed || state == keel.StateIdle) {
+			// The commit's upsert: the continue-as-new follows in the same
+			// workflow task, unless the execution stays open a while.
+			committed = mine && (state == keel.StateCompleted || state == keel.StateFailed || state == keel.StateIdle)
+			continue
+		}
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_TIMER_STARTED, enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+			if committed {
+				// The commit's task ended without a continue-as-new (it
+				// waits out the minimal interval, or went on).
 				return r.noWaitOutcome(ctx)
 			}
-			continue
 		}
 		if can := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); can != nil {
 			var in api.SessionInput
