@@ -61,7 +61,12 @@ func MeasureEventLatency(ctx context.Context, c *client.Client, model string, ru
 				out.Deltas = append(out.Deltas, now.Sub(env.At))
 			}
 		}
-		commits, err := taskCompletions(ctx, c, run.ID)
+		// A fresh session's run is its first execution.
+		desc, err := c.Temporal().DescribeWorkflowExecution(ctx, run.Session().ID(), "")
+		if err != nil {
+			return out, err
+		}
+		commits, err := taskCompletions(ctx, c, run.Session().ID(), desc.GetWorkflowExecutionInfo().GetFirstRunId())
 		if err != nil {
 			return out, err
 		}
@@ -79,10 +84,10 @@ func MeasureEventLatency(ctx context.Context, c *client.Client, model string, ru
 	return out, nil
 }
 
-// taskCompletions returns the times of a workflow's completed workflow
+// taskCompletions returns the times of an execution's completed workflow
 // tasks, in order.
-func taskCompletions(ctx context.Context, c *client.Client, workflowID string) ([]time.Time, error) {
-	it := c.Temporal().GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+func taskCompletions(ctx context.Context, c *client.Client, workflowID, runID string) ([]time.Time, error) {
+	it := c.Temporal().GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var out []time.Time
 	for it.HasNext() {
 		ev, err := it.Next()

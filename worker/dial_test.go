@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	enumspb "go.temporal.io/api/enums/v1"
 	"testing"
 	"time"
 
@@ -62,6 +63,17 @@ func TestDialMutualTLS(t *testing.T) {
 	out, err := run.Outcome(ctx)
 	if err != nil || out.Text != "dialed" {
 		t.Fatalf("outcome %+v, %v; want the script's text", out, err)
+	}
+	// The session's execution span ends when the execution does: a quick
+	// run's waits out Temporal's minimal continue-as-new interval (1 s).
+	desc, err := c.DescribeWorkflowExecution(ctx, "worker-tls", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := c.GetWorkflowHistory(ctx, "worker-tls", desc.GetWorkflowExecutionInfo().GetFirstRunId(), true,
+		enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	if _, err := closed.Next(); err != nil {
+		t.Fatal(err)
 	}
 
 	var rm metricdata.ResourceMetrics

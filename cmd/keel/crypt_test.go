@@ -70,9 +70,28 @@ func TestEncryptedDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer plain.Close()
-	list, err := plain.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: stack.server.Namespace()})
-	if err != nil || len(list.GetExecutions()) < 2 {
-		t.Fatalf("list workflows: %v (%d)", err, len(list.GetExecutions()))
+	// The run's execution closes once it continued as new (a quick run's
+	// waits out Temporal's minimal interval first); then both are listed.
+	first, err := firstExecution(ctx, plain, "enc")
+	if err == nil {
+		err = waitClosed(ctx, plain, "enc", first)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list *workflowservice.ListWorkflowExecutionsResponse
+	tick := time.NewTicker(20 * time.Millisecond) // visibility catches up with the close
+	defer tick.Stop()
+	for {
+		list, err = plain.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: stack.server.Namespace()})
+		if err == nil && len(list.GetExecutions()) >= 2 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("list workflows: %v (%d)", err, len(list.GetExecutions()))
+		case <-tick.C:
+		}
 	}
 	for _, ex := range list.GetExecutions() {
 		it := plain.GetWorkflowHistory(ctx, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)

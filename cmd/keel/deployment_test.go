@@ -104,9 +104,26 @@ func TestWorkerJoinsDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPinned(t, "the run's execution", desc.GetWorkflowExecutionInfo().GetVersioningInfo())
-	desc, err = tc.DescribeWorkflowExecution(ctx, "deploy-cli", "")
-	if err != nil {
+	if err := waitClosed(ctx, tc, "deploy-cli", first); err != nil {
 		t.Fatal(err)
+	}
+	// The next execution auto-upgrades until its first workflow task is
+	// done, and is pinned from then on.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		desc, err = tc.DescribeWorkflowExecution(ctx, "deploy-cli", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if desc.GetWorkflowExecutionInfo().GetVersioningInfo().GetBehavior() == enumspb.VERSIONING_BEHAVIOR_PINNED {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the session's next execution was never pinned")
+		case <-tick.C:
+		}
 	}
 	if desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() == first {
 		t.Fatal("the session did not continue as new after its run")
