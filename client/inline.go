@@ -106,9 +106,9 @@ func (r *Run) inlineOutcome(ctx context.Context) (keel.Outcome, error) {
 // carriedOutcome follows the history of the execution that runs the run
 // until the run is committed, and reads its outcome: from the
 // continue-as-new that follows the commit (SessionCarry.Last, decoded with
-// the client's data converter), or, when the execution stays open a while
-// after the commit (a quick run waits out Temporal's minimal interval),
-// with one outcome update that does not wait. The commit shows in history
+// the client's data converter), or, when the execution stays open after
+// the commit (a prompt was waiting to run in it), with one outcome update
+// that does not wait. The commit shows in history
 // as the search-attribute upsert that ends the run's state. ok is false
 // when it cannot tell.
 func (r *Run) carriedOutcome(ctx context.Context) (o keel.Outcome, ok bool, err error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -26,10 +27,8 @@ import (
 // It writes inline_run_tools.json (run 1: a 429 and its retry, a tool
 // call, the answer, the commit and the continue-as-new),
 // inline_run_cancelled.json (run 2: a sleep, a prompt queued meanwhile,
-// steering, the cancel; then, the execution being younger than Temporal's
-// minimal continue-as-new interval, the queued prompt's run 3 in the same
-// execution, and the wait for the interval) and inline_idle_move.json (an
-// idle execution asked to move).
+// steering, an outcome update waiting, the cancel), inline_run_queued.json (run 3: the carried
+// prompt) and inline_idle_move.json (an idle execution asked to move).
 func TestRecordInlineHistories(t *testing.T) {
 	if os.Getenv(recordEnv) != "1" {
 		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
@@ -61,7 +60,16 @@ func TestRecordInlineHistories(t *testing.T) {
 	run3, err := sess.Send(ctx, "Then this.", client.Queue(), client.WithConfig(api.RunConfig{Tools: []string{}}))
 	require.NoError(t, err)
 	require.NoError(t, run2.Steer(ctx, "Never mind."))
+	// A foreign client's wait for run 2's outcome, answered at its commit.
+	waiting, err := c.Temporal().UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
+		WorkflowID: sess.ID(), UpdateName: api.UpdateOutcome, Args: []any{api.OutcomeRequest{Run: 2}},
+		WaitForStage: sdkclient.WorkflowUpdateStageAccepted,
+	})
+	require.NoError(t, err)
 	require.NoError(t, run2.Cancel(ctx))
+	var o keel.Outcome
+	require.NoError(t, waiting.Get(ctx, &o))
+	require.Equal(t, keel.StatusCancelled, o.Status)
 	_, err = run2.Outcome(ctx)
 	require.ErrorIs(t, err, keel.ErrCancelled)
 	_, err = run3.Outcome(ctx)
@@ -89,14 +97,15 @@ func TestRecordInlineHistories(t *testing.T) {
 		return id
 	}
 	second := next(first)
-	idle := next(second)
+	third := next(second)
+	idle := next(third)
 	require.NoError(t, c.Temporal().SignalWorkflow(ctx, sess.ID(), idle, api.SignalMove, nil))
 	next(idle)
 
 	dir := filepath.Join("..", "workflows", "testdata")
 	for runID, file := range map[string]string{
 		first: "inline_run_tools.json", second: "inline_run_cancelled.json",
-		idle: "inline_idle_move.json",
+		third: "inline_run_queued.json", idle: "inline_idle_move.json",
 	} {
 		writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), runID, filepath.Join(dir, file))
 	}

@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -97,15 +96,6 @@ func (s *session) runHere(ctx workflow.Context, p *pendingRun) {
 // and the session continues as new. It returns nil without moving on
 // when a prompt is waiting for its run to start: that run goes first.
 func (s *session) moveOn(ctx workflow.Context) error {
-	// Temporal holds back the first task of an execution that follows one
-	// younger than its minimal continue-as-new interval, so a prompt sent
-	// right after a quick run would wait for it: this execution waits out
-	// the interval instead, and a prompt that arrives meanwhile runs here.
-	if left := minExecutionLife - workflow.Now(ctx).Sub(workflow.GetInfo(ctx).WorkflowStartTime); left > 0 {
-		if arrived, _ := workflow.AwaitWithTimeout(ctx, left, func() bool { return len(s.queue) > 0 }); arrived {
-			return nil
-		}
-	}
 	s.movingOn = true
 	if !s.quiet(ctx) {
 		s.movingOn = false
@@ -125,12 +115,6 @@ func (s *session) moveOn(ctx workflow.Context) error {
 	}
 	return s.handOver(ctx)
 }
-
-// minExecutionLife is Temporal's minimal continue-as-new interval
-// (history.workflowIdReuseMinimalInterval, 1 s by default): the next
-// execution of a workflow that continued as new sooner starts only once
-// that much time has passed since this one started.
-const minExecutionLife = time.Second
 
 // tailBytes is the size of the events the session holds in memory.
 func (s *session) tailBytes() int {

@@ -244,25 +244,3 @@ func TestTwoWorkflowSessionMovesInlineWhenIdle(t *testing.T) {
 	require.Equal(t, 1, moved.Carry.HandOvers)
 }
 
-// A run quicker than Temporal's minimal continue-as-new interval (1 s)
-// leaves its execution waiting out the interval, so that the next
-// execution does not start late: a prompt sent meanwhile runs at once in
-// this execution, and the execution moves on once the interval passed.
-func TestInlineQuickRunWaitsOutTheInterval(t *testing.T) {
-	e := newSessionEnv(t, `{"turns":[{"text":["one"]},{"text":["two"]}]}`, &memSegments{})
-	var first, second workflows.SendResult
-	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first) }, 0)
-	e.RegisterDelayedCallback(func() { e.send(t, "second", workflows.SendRequest{Prompt: "again"}, &second) }, 500*time.Millisecond)
-	start := e.Now()
-	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
-	c := continuedAs(t, e).Carry
-	require.Equal(t, 2, c.Runs, "the second prompt ran in the same execution")
-	require.Equal(t, "two", c.Last.Text)
-	require.Equal(t, 2, second.Number)
-	require.GreaterOrEqual(t, e.Now().Sub(start), time.Second, "it moved on after the interval")
-
-	alone := newSessionEnv(t, `{"turns":[{"text":["one"]}]}`, &memSegments{})
-	alone.RegisterDelayedCallback(func() { alone.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first) }, 0)
-	alone.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
-	require.Equal(t, 1, continuedAs(t, alone).Carry.Runs)
-}

@@ -52,7 +52,7 @@ var recordedHistories = []recordedHistory{
 		activities.ModelTurnName:                                        3,
 		activities.ToolName:                                             1,
 		enumspb.EVENT_TYPE_TIMER_STARTED.String():                       1,
-		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 2, // send, outcome
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 1, // send
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 		enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES.String():   2,
 	}, check: noChildWorkflows},

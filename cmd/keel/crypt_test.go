@@ -70,8 +70,8 @@ func TestEncryptedDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer plain.Close()
-	// The run's execution closes once it continued as new (a quick run's
-	// waits out Temporal's minimal interval first); then both are listed.
+	// The run's execution closes once it continued as new; then both are
+	// listed.
 	first, err := firstExecution(ctx, plain, "enc")
 	if err == nil {
 		err = waitClosed(ctx, plain, "enc", first)

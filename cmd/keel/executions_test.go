@@ -42,8 +42,7 @@ func firstExecution(ctx context.Context, tc sdkclient.Client, workflowID string)
 }
 
 // waitClosed waits (a history long poll) until the execution runID of
-// workflowID has closed: a quick run's execution stays open up to a second
-// after its commit, waiting out Temporal's minimal continue-as-new interval.
+// workflowID has closed (continued as new after its run).
 func waitClosed(ctx context.Context, tc sdkclient.Client, workflowID, runID string) error {
 	it := tc.GetWorkflowHistory(ctx, workflowID, runID, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
 	_, err := it.Next()
