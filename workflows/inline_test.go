@@ -243,4 +243,3 @@ func TestTwoWorkflowSessionMovesInlineWhenIdle(t *testing.T) {
 	require.Equal(t, 0, moved.Carry.Runs)
 	require.Equal(t, 1, moved.Carry.HandOvers)
 }
-
