@@ -157,20 +157,28 @@ func BenchmarkLongSession(b *testing.B) {
 	if err != nil {
 		b.Fatalf("session executions: %v", err)
 	}
-	// Every Run of the long session, and of the baseline.
-	for i := 1; i <= n; i++ {
-		h, err := runHistory(ctx, tc, keel.RunID(sess.ID(), i))
-		if err != nil {
-			b.Fatalf("run %d history: %v", i, err)
-		}
-		r.runHists = append(r.runHists, h)
+	// Every run of the long session, and of the baseline: run i is the
+	// session's execution i (one execution per run).
+	baseExecs, err := sessionExecutions(ctx, tc, base.ID())
+	if err != nil {
+		b.Fatalf("baseline executions: %v", err)
 	}
-	for i := 1; i <= longBaseRuns; i++ {
-		h, err := runHistory(ctx, tc, keel.RunID(base.ID(), i))
-		if err != nil {
-			b.Fatalf("baseline run %d history: %v", i, err)
+	for _, side := range []struct {
+		id    string
+		execs []execHistory
+		runs  int
+		into  *[]runHist
+	}{{sess.ID(), r.execs, n, &r.runHists}, {base.ID(), baseExecs, longBaseRuns, &r.baseHists}} {
+		if len(side.execs) < side.runs {
+			b.Fatalf("session %s: %d executions for %d runs", side.id, len(side.execs), side.runs)
 		}
-		r.baseHists = append(r.baseHists, h)
+		for i := range side.runs {
+			h, err := runHistory(ctx, tc, side.id, side.execs[i].runID)
+			if err != nil {
+				b.Fatalf("session %s run %d history: %v", side.id, i+1, err)
+			}
+			*side.into = append(*side.into, h)
+		}
 	}
 
 	// The whole log through EventsAfter.
@@ -287,7 +295,7 @@ func sessionExecutions(ctx context.Context, tc sdkclient.Client, id string) ([]e
 	return out, nil
 }
 
-// runHist is one Run workflow's history.
+// runHist is the history of the execution that ran one run.
 type runHist struct {
 	events      int
 	bytes       int64
@@ -295,9 +303,9 @@ type runHist struct {
 	compactions int
 }
 
-func runHistory(ctx context.Context, tc sdkclient.Client, id string) (runHist, error) {
+func runHistory(ctx context.Context, tc sdkclient.Client, id, runID string) (runHist, error) {
 	var h runHist
-	err := eachEvent(ctx, tc, id, "", func(ev *historypb.HistoryEvent) {
+	err := eachEvent(ctx, tc, id, runID, func(ev *historypb.HistoryEvent) {
 		h.events++
 		h.bytes += int64(proto.Size(ev))
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
