@@ -186,7 +186,7 @@ func (r *Run) askedOutcome(ctx context.Context) (keel.Outcome, error) {
 	switch {
 	case r.Number > st.Runs+st.Queued && st.Closed == nil:
 		return keel.Outcome{}, &keel.Error{Code: keel.CodeNotFound, Message: "run " + r.ID + " not found"}
-	case st.Closed != nil && (st.Last == nil || st.Last.Number < r.Number):
+	case r.lostWith(st):
 		if r.Number > st.Runs {
 			return keel.Outcome{}, r.s.closedError(ctx)
 		}
@@ -200,11 +200,17 @@ func (r *Run) askedOutcome(ctx context.Context) (keel.Outcome, error) {
 	if o.Status == "" && err != nil {
 		// The log ended without the run's terminal event: the session
 		// stopped running while the run was active.
-		if st, serr := r.s.State(ctx); serr == nil && st.Closed != nil && (st.Last == nil || st.Last.Number < r.Number) {
+		if st, serr := r.s.State(ctx); serr == nil && r.lostWith(st) {
 			return r.closedOutcome(st)
 		}
 	}
 	return o, err
+}
+
+// lostWith reports whether the session stopped running before it
+// committed the run.
+func (r *Run) lostWith(st api.SessionStatus) bool {
+	return st.Closed != nil && (st.Last == nil || st.Last.Number < r.Number)
 }
 
 // closedOutcome is the outcome of a run that was active when its
