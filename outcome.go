@@ -17,6 +17,15 @@ type Outcome struct {
 	Usage      Usage  `json:"usage"`
 	UsageTotal Usage  `json:"usage_total"`
 	Error      *Error `json:"error,omitempty"`
+	// Seq is the sequence number of the run's terminal event in the
+	// session's log (0 in outcomes recorded before keel kept it).
+	Seq int64 `json:"seq,omitempty"`
+	// TextCut says Text is only the first api.MaxOutcomeText bytes of the
+	// final text, as the session's outcome update answers a longer one so
+	// that the answer stays plain JSON for any Temporal SDK: the whole
+	// text is in the terminal event at Seq. keel's client never returns a
+	// cut outcome.
+	TextCut bool `json:"text_cut,omitempty"`
 }
 
 // Err returns nil for a completed run, ErrCancelled for a cancelled one, and

@@ -310,13 +310,30 @@ type EventsPage struct {
 // end. Without waiting, a run that has not ended is keel.RunActive.
 //
 // Temporal holds at most a few updates in flight per execution (10 by
-// default; a waiter beyond that is refused with the server's
-// ResourceExhausted error), so keel's own client and gateway never wait
-// here: they follow the log (docs/foreign-clients.md).
+// default), and a waiting outcome update is one of them. The session lets
+// at most MaxOutcomeWaiters wait at once, so that sends, steering and
+// answers always find room; a waiter beyond that is refused with
+// keel.TooMany (ask with NoWait, or follow the log). keel's own client and
+// gateway never wait here: they follow the log (docs/foreign-clients.md).
+//
+// The answer is a keel.Outcome whose final text is cut to MaxOutcomeText
+// bytes, with TextCut set, when it is longer: a payload that large would
+// be moved to keel's content store, which only keel's codec reads. The
+// whole text is in the run's terminal event (keel.Outcome.Seq).
 type OutcomeRequest struct {
 	Run    int  `json:"run"`
 	NoWait bool `json:"no_wait,omitempty"`
 }
+
+const (
+	// MaxOutcomeWaiters is how many outcome updates may wait in one
+	// session execution at once (OutcomeRequest).
+	MaxOutcomeWaiters = 5
+	// MaxOutcomeText is the longest final text the outcome update
+	// answers whole (OutcomeRequest): with the outcome's other fields it
+	// stays under keel's claim-check threshold of 4 KiB.
+	MaxOutcomeText = 2 << 10
+)
 
 // RunRef names a run.
 type RunRef struct {

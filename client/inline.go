@@ -173,6 +173,11 @@ func (r *Run) noWaitOutcome(ctx context.Context) (keel.Outcome, bool, error) {
 	if err != nil {
 		return o, false, nil
 	}
+	if o.TextCut {
+		// The update answers a long final text cut (api.OutcomeRequest);
+		// the terminal event in the log has all of it.
+		return o, false, nil
+	}
 	return o, true, o.Err()
 }
 

@@ -235,7 +235,7 @@ func (r *Run) outcomeFromLog(ctx context.Context) (keel.Outcome, error) {
 			}
 			continue
 		}
-		o := keel.Outcome{RunID: r.ID, Number: r.Number, Steps: steps, UsageTotal: total}
+		o := keel.Outcome{RunID: r.ID, Number: r.Number, Steps: steps, UsageTotal: total, Seq: ev.Seq}
 		e, err := ev.Event()
 		if err != nil {
 			return o, err

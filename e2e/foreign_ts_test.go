@@ -16,6 +16,7 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/crypt"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
@@ -61,12 +62,31 @@ func TestForeignTypeScriptClient(t *testing.T) {
 		checkForeignTS(t, lines, "ts-foreign", "Hello from keel.")
 	})
 
-	// A text over 4 KiB: the worker moves the outcome (and the events
-	// page) to the content store, and the example reads them through
-	// keel's codec endpoint, as Temporal's remote codec protocol has it.
+	long := strings.Repeat("keel ", 2000)
+	text, _ := json.Marshal(long)
+
+	// A text over 4 KiB without a codec: the outcome update answers it
+	// cut, flagged, as plain JSON; the events page, moved to the content
+	// store, cannot be read without keel's codec.
+	t.Run("long, plain", func(t *testing.T) {
+		model := book.Add(t, "foreign-long", `{"turns":[{"text":[`+string(text)+`]}]}`)
+		lines := runForeignTS(t, ctx, node, dir, srv, "ts-foreign-long", "KEEL_MODEL="+model)
+		var outcome keel.Outcome
+		if err := json.Unmarshal([]byte(lines["outcome"]), &outcome); err != nil {
+			t.Fatalf("outcome line: %v\n%v", err, lines)
+		}
+		if outcome.Status != keel.StatusCompleted || !outcome.TextCut || outcome.Text != long[:api.MaxOutcomeText] || outcome.Seq == 0 {
+			t.Errorf("outcome = %+v, want completed, text cut to %d bytes, with the terminal event's seq", outcome, api.MaxOutcomeText)
+		}
+		if !strings.Contains(lines["events_error"], "claim-check") {
+			t.Errorf("events without the codec: %v, want the claim-check encoding refused", lines)
+		}
+	})
+
+	// The same through keel's codec endpoint, as Temporal's remote codec
+	// protocol has it: the example reads the whole text from the run's
+	// terminal event.
 	t.Run("codec", func(t *testing.T) {
-		long := strings.Repeat("keel ", 2000)
-		text, _ := json.Marshal(long)
 		model := book.Add(t, "foreign-codec", `{"turns":[{"text":[`+string(text)+`]}]}`)
 		var decodes atomic.Int64
 		codec := keeltest.Codec(t, srv).Handler(store.HandlerOptions{})
@@ -79,7 +99,11 @@ func TestForeignTypeScriptClient(t *testing.T) {
 		t.Cleanup(endpoint.Close)
 		lines := runForeignTS(t, ctx, node, dir, srv, "ts-foreign-codec",
 			"KEEL_MODEL="+model, "KEEL_CODEC_ENDPOINT="+endpoint.URL+"/codec")
-		checkForeignTS(t, lines, "ts-foreign-codec", long)
+		checkForeignTS(t, lines, "ts-foreign-codec", long[:api.MaxOutcomeText])
+		var full string
+		if err := json.Unmarshal([]byte(lines["full_text"]), &full); err != nil || full != long {
+			t.Errorf("full_text = %.60q… (%v), want the whole text from the terminal event", lines["full_text"], err)
+		}
 		if decodes.Load() == 0 {
 			t.Error("the example never called the codec endpoint's /decode")
 		}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -228,8 +229,17 @@ func (s *session) validateOutcome(req OutcomeRequest) error {
 	if req.Run < 1 || req.Run > s.runs+len(s.queue)+s.admitting {
 		return wireError(keel.Errorf(keel.CodeNotFound, "run %s not found", keel.RunID(s.id, req.Run)))
 	}
-	if req.NoWait && (s.last == nil || s.last.Number < req.Run) {
+	ended := s.last != nil && s.last.Number >= req.Run
+	if req.NoWait && !ended {
 		return wireError(keel.Errorf(keel.CodeRunActive, "run %s has not ended", keel.RunID(s.id, req.Run)))
+	}
+	if !ended && s.waiters >= api.MaxOutcomeWaiters {
+		// Temporal refuses updates beyond its in-flight limit with an
+		// error of its own; keel refuses first, with room left for sends
+		// and commands.
+		return wireError(keel.Errorf(keel.CodeTooMany,
+			"session %s already has %d outcome updates waiting (the most it lets wait); ask with no_wait or follow the session's log",
+			s.id, api.MaxOutcomeWaiters))
 	}
 	return nil
 }
@@ -241,6 +251,10 @@ func (s *session) validateOutcome(req OutcomeRequest) error {
 // later execution will run, the answer is api.ErrTypeMoved: ask again.
 func (s *session) outcome(ctx workflow.Context, req OutcomeRequest) (keel.Outcome, error) {
 	done := func() bool { return s.last != nil && s.last.Number >= req.Run }
+	if !done() {
+		s.waiters++
+		defer func() { s.waiters-- }()
+	}
 	// A Temporal cancellation of the execution cancels the run, not the
 	// wait for its outcome.
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
@@ -249,7 +263,7 @@ func (s *session) outcome(ctx workflow.Context, req OutcomeRequest) (keel.Outcom
 	}
 	switch {
 	case done() && s.last.Number == req.Run:
-		return *s.last, nil
+		return plainOutcome(*s.last), nil
 	case done():
 		return keel.Outcome{}, wireError(keel.Errorf(keel.CodeNotFound,
 			"run %s ended before run %d; its terminal event is in the session's log",
@@ -257,4 +271,19 @@ func (s *session) outcome(ctx workflow.Context, req OutcomeRequest) (keel.Outcom
 	}
 	return keel.Outcome{}, temporal.NewApplicationErrorWithOptions("session "+s.id+" continues as new; ask again",
 		api.ErrTypeMoved, temporal.ApplicationErrorOptions{NonRetryable: true})
+}
+
+// plainOutcome is o as the outcome update answers it: a final text longer
+// than api.MaxOutcomeText is cut, at a character boundary, and flagged, so
+// that the answer is small enough to stay plain JSON (api.OutcomeRequest).
+func plainOutcome(o keel.Outcome) keel.Outcome {
+	if len(o.Text) <= api.MaxOutcomeText {
+		return o
+	}
+	n := api.MaxOutcomeText
+	for n > 0 && !utf8.RuneStart(o.Text[n]) {
+		n--
+	}
+	o.Text, o.TextCut = o.Text[:n], true
+	return o
 }

@@ -2,8 +2,11 @@ package workflows_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -207,6 +210,65 @@ func TestInlineOutcome(t *testing.T) {
 
 	require.Equal(t, keel.CodeNotFound, keelCode(unknown.rejected), "unknown: %v", unknown.rejected)
 	require.Equal(t, keel.CodeRunActive, keelCode(nowait.rejected), "no wait while it runs: %v", nowait.rejected)
+}
+
+// A final text longer than api.MaxOutcomeText comes cut from the outcome
+// update, flagged, with the sequence of the terminal event that holds it
+// whole; the carried outcome keeps it whole.
+func TestInlineOutcomeCutsALongText(t *testing.T) {
+	long := strings.Repeat("é", api.MaxOutcomeText) // two bytes a character
+	e := newSessionEnv(t, napThen(`{"text":["`+long+`"]}`), &memSegments{})
+	var first workflows.SendResult
+	var own updateResult
+	e.RegisterDelayedCallback(func() {
+		e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first)
+		e.update(workflows.UpdateOutcome, "own", &own, workflows.OutcomeRequest{Run: 1})
+	}, 0)
+	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
+	c := continuedAs(t, e).Carry
+
+	require.NoError(t, own.err)
+	o := own.value.(keel.Outcome)
+	require.True(t, o.TextCut)
+	require.Equal(t, long[:api.MaxOutcomeText], o.Text, "cut at a character boundary")
+	require.True(t, utf8.ValidString(o.Text))
+	require.Equal(t, c.Seq, o.Seq, "the terminal event is the last one")
+	require.Equal(t, long, c.Last.Text)
+	require.False(t, c.Last.TextCut)
+	term := c.Tail[len(c.Tail)-1]
+	require.Equal(t, o.Seq, term.Seq)
+	ev, err := term.Event()
+	require.NoError(t, err)
+	require.Equal(t, long, ev.(keel.RunCompleted).Text)
+}
+
+// Attack: a caller that opens outcome updates until Temporal's in-flight
+// limit is full would leave no room for sends and commands. The session
+// lets api.MaxOutcomeWaiters wait and refuses the next with keel.TooMany;
+// one that does not wait, or waits for a run that has ended, still passes.
+func TestInlineOutcomeWaitersAreBounded(t *testing.T) {
+	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
+	var first workflows.SendResult
+	waiting := make([]updateResult, api.MaxOutcomeWaiters)
+	var over, steer updateResult
+	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first) }, 0)
+	e.RegisterDelayedCallback(func() {
+		for i := range waiting {
+			e.update(workflows.UpdateOutcome, fmt.Sprint("wait-", i), &waiting[i], workflows.OutcomeRequest{Run: 1})
+		}
+		e.update(workflows.UpdateOutcome, "over", &over, workflows.OutcomeRequest{Run: 1})
+		e.update(workflows.UpdateSteer, "steer", &steer, workflows.SteerRequest{Text: "still heard"})
+	}, time.Second)
+	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
+	continuedAs(t, e)
+
+	for i, w := range waiting {
+		require.NoError(t, w.rejected, "waiter %d", i)
+		require.NoError(t, w.err, "waiter %d", i)
+		require.Equal(t, "one", w.value.(keel.Outcome).Text)
+	}
+	require.Equal(t, keel.CodeTooMany, keelCode(over.rejected), "over the limit: %v", over.rejected)
+	require.NoError(t, steer.rejected)
 }
 
 // The move signal makes an idle execution continue as new at once with

@@ -304,7 +304,7 @@ func (r *run) settle(partial string) {
 func (r *run) finish(status keel.RunStatus, rev int64, text string, err *keel.Error) {
 	r.outcome = &keel.Outcome{
 		RunID: r.in.RunID, Number: r.in.Number, Status: status, Text: text, Steps: r.step,
-		Revision: rev, Usage: r.meter.kept, UsageTotal: r.meter.total, Error: err,
+		Revision: rev, Usage: r.meter.kept, UsageTotal: r.meter.total, Error: err, Seq: r.journal.lastSeq(),
 	}
 	switch status {
 	case keel.StatusCompleted:

@@ -66,6 +66,8 @@ type session struct {
 	moveInline bool
 	// moveAsked is set by the move signal (inline.go).
 	moveAsked bool
+	// waiters counts the outcome updates waiting in this execution.
+	waiters int
 }
 
 // pendingRun is an accepted prompt, queued or running.

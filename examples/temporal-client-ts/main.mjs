@@ -14,7 +14,10 @@
 //   KEEL_CODEC_TOKEN   bearer token of the codec endpoint, if it has one
 //
 // It prints the outcome as JSON on a line "outcome: {...}" and the event
-// types on a line "events: a b c".
+// types on a line "events: a b c". A final text over 2 KiB comes cut from
+// the outcome update ("text_cut": true); the run's terminal event, at
+// "seq", holds it whole, and the example prints that text on a line
+// "full_text: ..." when it can read the event.
 //
 // With KEEL_CODEC_ENDPOINT set, payloads go through keel's codec endpoint
 // (Temporal's remote codec protocol): what the client sends is encoded
@@ -127,8 +130,17 @@ async function main() {
     // with api.EventsPage) from the start.
     const types = [];
     let after = 0;
+    let fullText;
     for (;;) {
-      const page = await session.query(QUERY_EVENTS, { after });
+      let page;
+      try {
+        page = await session.query(QUERY_EVENTS, { after });
+      } catch (err) {
+        // A page over 4 KiB is in keel's content store: without the codec
+        // endpoint it cannot be decoded here.
+        console.log(`events_error: ${err.message}`);
+        break;
+      }
       if (page.segment) {
         // Stored events: read them from keel's content store (or with
         // keel's client); this example stops here.
@@ -138,10 +150,12 @@ async function main() {
       for (const ev of page.events) {
         types.push(ev.type);
         after = ev.seq;
+        if (outcome.text_cut && ev.seq === outcome.seq) fullText = ev.data.text;
       }
       if (!page.more || page.events.length === 0) break;
     }
     console.log(`events: ${types.join(' ')}`);
+    if (fullText !== undefined) console.log(`full_text: ${JSON.stringify(fullText)}`);
     if (outcome.status !== 'completed') process.exitCode = 2;
   } finally {
     await connection.close();
