@@ -19,7 +19,7 @@ import (
 // limit) or failed.
 func (s *Session) state(ctx context.Context) (api.SessionStatus, error) {
 	var st api.SessionStatus
-	resp, err := s.c.tc.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
+	resp, err := s.c.queryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
 		WorkflowID: s.id, QueryType: api.QueryState,
 		QueryRejectCondition: enumspb.QUERY_REJECT_CONDITION_NOT_OPEN,
 	})

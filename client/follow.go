@@ -95,7 +95,7 @@ func (f *follower) readLog(ctx context.Context, workflowID string, limit int64, 
 			return f.activeRun(ctx, workflowID)
 		}
 		var page api.EventsPage
-		v, err := f.c.tc.QueryWorkflow(ctx, workflowID, "", api.QueryEvents, q)
+		v, err := f.c.queryWorkflow(ctx, workflowID, api.QueryEvents, q)
 		if err != nil {
 			return nil, fromTemporal(err, "workflow "+workflowID)
 		}
@@ -147,7 +147,7 @@ func (f *follower) activeRun(ctx context.Context, workflowID string) (*api.RunRe
 		return nil, nil
 	}
 	var st api.SessionStatus
-	v, err := f.c.tc.QueryWorkflow(ctx, workflowID, "", api.QueryState)
+	v, err := f.c.queryWorkflow(ctx, workflowID, api.QueryState)
 	if err != nil {
 		return nil, fromTemporal(err, "workflow "+workflowID)
 	}

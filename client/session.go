@@ -174,7 +174,7 @@ func (s *Session) Cancel(ctx context.Context) error {
 }
 
 func (s *Session) query(ctx context.Context, workflowID, name string, out any, args ...any) error {
-	v, err := s.c.tc.QueryWorkflow(ctx, workflowID, "", name, args...)
+	v, err := s.c.queryWorkflow(ctx, workflowID, name, args...)
 	if err != nil {
 		return fromTemporal(err, fmt.Sprintf("workflow %s", workflowID))
 	}

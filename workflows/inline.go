@@ -138,7 +138,7 @@ func (s *session) registerInlineHandlers(ctx workflow.Context) error {
 			return nil, wireError(keel.Errorf(keel.CodeNotAccepting, "session %s has no active run", s.id))
 		}
 		if runID != "" && runID != s.current.in.RunID {
-			return nil, wireError(keel.Errorf(keel.CodeNotAccepting, "run %s no longer accepts commands", runID))
+			return nil, wireError(keel.Errorf(keel.CodeNotAccepting, "run %q no longer accepts commands", clip(runID, 80)))
 		}
 		return s.current, s.current.accepting()
 	}
@@ -160,7 +160,7 @@ func (s *session) registerInlineHandlers(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: func(req RetractRequest) error {
 			if s.current == nil || (req.RunID != "" && req.RunID != s.current.in.RunID) {
 				// As a Run workflow that closed: the run takes no commands.
-				return wireError(keel.Errorf(keel.CodeNotAccepting, "run %s no longer accepts commands", req.RunID))
+				return wireError(keel.Errorf(keel.CodeNotAccepting, "run %q no longer accepts commands", clip(req.RunID, 80)))
 			}
 			return validateRetract(req)
 		}}); err != nil {

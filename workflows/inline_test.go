@@ -135,7 +135,7 @@ func TestInlineQueuedPromptRunsInTheNextExecution(t *testing.T) {
 func TestInlineCommandsReachTheRun(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), &memSegments{})
 	var sent workflows.SendResult
-	var idle, steer, stale updateResult
+	var idle, steer, stale, huge updateResult
 	e.RegisterDelayedCallback(func() {
 		e.update(workflows.UpdateSteer, "idle", &idle, workflows.SteerRequest{Text: "too early"})
 		e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &sent)
@@ -143,6 +143,8 @@ func TestInlineCommandsReachTheRun(t *testing.T) {
 	e.RegisterDelayedCallback(func() {
 		e.update(workflows.UpdateSteer, "steer", &steer, workflows.SteerRequest{Text: "stop there", RunID: "s1/run-1"})
 		e.update(workflows.UpdateSteer, "stale", &stale, workflows.SteerRequest{Text: "for an old run", RunID: "s1/run-0"})
+		// Attack: a run ID of a megabyte is refused without being echoed.
+		e.update(workflows.UpdateSteer, "huge", &huge, workflows.SteerRequest{Text: "x", RunID: strings.Repeat("r", 1<<20)})
 	}, time.Second)
 	// A cancel naming another run changes nothing; the plain one cancels.
 	e.RegisterDelayedCallback(func() {
@@ -162,6 +164,8 @@ func TestInlineCommandsReachTheRun(t *testing.T) {
 	require.NoError(t, steer.err)
 	require.NotEmpty(t, steer.value.(workflows.SteerResult).SteeringID)
 	require.Equal(t, keel.CodeNotAccepting, keelCode(stale.rejected), "stale: %v", stale.rejected)
+	require.Equal(t, keel.CodeNotAccepting, keelCode(huge.rejected))
+	require.Less(t, len(huge.rejected.Error()), 300, "the refusal echoes a clipped run ID")
 	c := continuedAs(t, e).Carry
 	require.Equal(t, keel.StatusCancelled, c.Last.Status)
 	require.Equal(t, keel.TypeRunCancelled, c.Tail[len(c.Tail)-1].Type)
