@@ -141,3 +141,60 @@ func BenchmarkEventLatency(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStepPhases splits keel's model step and a bare activity round
+// trip, measured on the same tuned server in the same run, into the
+// phases of bench.Phases by the server's history timestamps, and prints
+// each phase's p50 for both with keel ÷ bare: where the model step's
+// overhead goes. b.N is the number of keel runs of 10 steps.
+//
+//	go test -run '^$' -bench StepPhases -benchtime 20x ./bench/
+func BenchmarkStepPhases(b *testing.B) {
+	const stepsPerRun = 10
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	srv := keeltest.StartServer(b, devserver.Config{})
+	tc := keeltest.Dial(b, srv)
+	models := bench.NewStampingModels(stepsPerRun, "missing")
+	reg, err := tool.NewRegistry(bench.NoopTool())
+	if err != nil {
+		b.Fatal(err)
+	}
+	keeltest.StartWorker(b, srv, keeltest.WorkerOptions{Models: models, Tools: reg})
+	kc := keeltest.Client(b, srv, nil)
+	if _, err := bench.MeasureBareStepPhases(ctx, tc, 5); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := bench.MeasureKeelStepPhases(ctx, kc, models, 1, stepsPerRun); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	k, err := bench.MeasureKeelStepPhases(ctx, kc, models, b.N, stepsPerRun)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	bare, err := bench.MeasureBareStepPhases(ctx, tc, len(k.Step))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	b.Logf("%d keel steps, %d bare; p50 ms by the server's history timestamps:", len(k.Step), len(bare.Step))
+	b.Logf("%-9s %8s %8s %8s", "phase", "keel", "bare", "keel÷bare")
+	for _, ph := range []struct {
+		name       string
+		keel, bare bench.Latencies
+	}{
+		{"dispatch", k.Dispatch, bare.Dispatch}, {"activity", k.Activity, bare.Activity},
+		{"wake", k.Wake, bare.Wake}, {"decide", k.Decide, bare.Decide},
+		{"rest", k.Rest, bare.Rest}, {"step", k.Step, bare.Step},
+	} {
+		r := 0.0
+		if ph.bare.P50() > 0 {
+			r = float64(ph.keel.P50()) / float64(ph.bare.P50())
+		}
+		b.Logf("%-9s %8.2f %8.2f %8.2f", ph.name, ms(ph.keel.P50()), ms(ph.bare.P50()), r)
+	}
+	b.ReportMetric(ms(k.Step.P50()), "keel-step-p50-ms")
+	b.ReportMetric(ms(bare.Step.P50()), "bare-step-p50-ms")
+}
