@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -140,7 +141,9 @@ func RetryDelay(failedAttempt int, retryAfter time.Duration) time.Duration {
 	return max(hint, backoff)
 }
 
-// kindForStatus is the classification table for HTTP error statuses.
+// kindForStatus is the classification table for HTTP error statuses. The
+// status decides whatever the body's type says: a 401 or 403 is a key or
+// permission problem even when the body calls it "invalid_request_error".
 func kindForStatus(status int) (keel.ProviderErrorKind, bool) {
 	switch {
 	case status == http.StatusRequestTimeout:
@@ -200,9 +203,12 @@ func classifyHTTP(provider string, he *HTTPError, now time.Time) *keel.ProviderE
 		pe.Status = info.status
 		pe.Kind, pe.Retryable = kindForStatus(info.status)
 	default:
+		// The code first: OpenAI's type is a broad category
+		// ("invalid_request_error") and its code the specific failure
+		// ("invalid_api_key", "model_not_found").
 		var ok bool
-		if pe.Kind, pe.Retryable, ok = kindForType(info.typ); !ok {
-			pe.Kind, pe.Retryable, ok = kindForType(info.code)
+		if pe.Kind, pe.Retryable, ok = kindForType(info.code); !ok {
+			pe.Kind, pe.Retryable, ok = kindForType(info.typ)
 		}
 		if !ok {
 			// The provider accepted the request and then failed while
@@ -312,8 +318,11 @@ func parseErrorBody(body []byte) errorInfo {
 		info.status = n
 		info.code = ""
 	}
-	if info.typ != "" && info.message != "" {
-		info.message += " (" + Sanitize(info.typ) + ")"
+	// The message names the provider's most specific word for the failure:
+	// OpenAI answers a bad key with 401, type "invalid_request_error" and
+	// code "invalid_api_key", and only the code agrees with the status.
+	if detail := cmp.Or(info.code, info.typ); detail != "" && info.message != "" {
+		info.message += " (" + Sanitize(detail) + ")"
 	}
 	return info
 }

@@ -243,3 +243,14 @@ func TestEchoedKeyOfAnyFormRedacted(t *testing.T) {
 		t.Fatalf("error = %v, want an auth error with the key redacted", err)
 	}
 }
+
+// A key problem is auth whatever the body's type says: a 403 is
+// Anthropic's permission_error, and a 401 from a proxy in front of the API
+// may call a wrong key "invalid_request_error".
+func TestKeyProblemsAreAuth(t *testing.T) {
+	providertest.CheckHTTPErrors(t, subject, []providertest.HTTPError{
+		{Name: "401 authentication_error", Status: 401, Fixture: "error_401.json", Kind: keel.ProviderAuth, Message: "(authentication_error)"},
+		{Name: "401 invalid_request_error", Status: 401, Fixture: "error_401_proxy.json", Kind: keel.ProviderAuth, Message: "invalid x-api-key"},
+		{Name: "403 permission_error", Status: 403, Fixture: "error_403.json", Kind: keel.ProviderAuth, Message: "does not have permission"},
+	})
+}

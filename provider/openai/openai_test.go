@@ -296,3 +296,24 @@ func TestEchoedKeyOfAnyFormRedacted(t *testing.T) {
 		t.Fatalf("error = %v, want an auth error with the key redacted", err)
 	}
 }
+
+// A key problem is auth whatever the body's type says: OpenAI answers a
+// wrong key with 401, type "invalid_request_error" and code
+// "invalid_api_key", and a key that lacks a scope with 403 and the same
+// type; a proxy that has begun the stream reports the wrong key as an error
+// event. The message names the code, which agrees with the kind, rather
+// than the type, which contradicts it.
+func TestKeyProblemsAreAuth(t *testing.T) {
+	providertest.CheckHTTPErrors(t, subject, []providertest.HTTPError{
+		{Name: "401 invalid_api_key", Status: 401, Fixture: "error_401.json", Kind: keel.ProviderAuth, Message: "(invalid_api_key)"},
+		{Name: "403 missing scope", Status: 403, Fixture: "error_403_scope.json", Kind: keel.ProviderAuth, Message: "Missing scopes"},
+	})
+	providertest.CheckStreamFailures(t, subject, []providertest.StreamFailure{
+		{Fixture: "stream_error_key.sse", Kind: keel.ProviderAuth, Message: "Incorrect API key provided: sk-[redacted]"},
+	})
+	srv := providertest.NewServer(t, providertest.Error(t, http.StatusUnauthorized, nil, "testdata/error_401.json"))
+	_, err := providertest.Collect(t, subject.Provider(t, srv.URL).Stream(context.Background(), subject.Request))
+	if err == nil || strings.Contains(err.Error(), "invalid_request") {
+		t.Errorf("error = %v, want no word of invalid_request in an auth failure", err)
+	}
+}
