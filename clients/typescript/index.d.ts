@@ -1,0 +1,260 @@
+// Types of @keelrun/client. Field names are the wire's (docs/gateway.md,
+// gateway/openapi.json); each interface named after an OpenAPI schema has
+// exactly that schema's fields, which e2e/clients_test.go checks.
+
+/** An error body of the gateway. */
+export interface Error {
+  code: string;
+  message: string;
+  keel_code?: string;
+  retryable?: boolean;
+}
+
+/** A tool's approval policy. */
+export type Approval = "allow" | "ask" | "deny";
+
+/** POST /v1/sessions/{id}/runs. */
+export interface RunRequest {
+  prompt: string;
+  model?: string;
+  tools?: string[];
+  system?: string;
+  max_steps?: number;
+  approvals?: Record<string, Approval>;
+  if_active?: "reject" | "queue" | "steer";
+}
+
+export interface RunResponse {
+  run_id: string;
+  number: number;
+  revision: number;
+  /** The last durable seq before the run's first event: stream with after = base_seq. */
+  base_seq: number;
+  queued?: boolean;
+  steering_id?: string;
+}
+
+export type SessionState =
+  | "idle" | "running" | "waiting_for_host_input" | "cancelling" | "completed" | "failed" | "terminated";
+
+export interface Usage {
+  input_tokens?: number;
+  output_tokens?: number;
+  [key: string]: unknown;
+}
+
+export interface SessionStatus {
+  session_id: string;
+  state: SessionState;
+  revision?: number;
+  last_seq?: number;
+  runs?: number;
+  active_run?: {
+    run_id?: string;
+    number?: number;
+    base_seq?: number;
+  };
+  queued?: number;
+  usage?: Usage;
+  last_outcome?: Record<string, unknown>;
+  shutdown?: boolean;
+  hand_overs?: number;
+  closed?: Record<string, unknown>;
+}
+
+export interface HistoryPage {
+  messages?: Array<Record<string, unknown>>;
+  offset?: number;
+  total?: number;
+  revision?: number;
+}
+
+/** The JSON envelope of every event (docs/contract.md §1.2). */
+export interface Envelope<T extends string = string, D = unknown> {
+  /** Durable events only. */
+  seq?: number;
+  type: T;
+  session_id: string;
+  run_id?: string;
+  at: string;
+  /** Deltas only: the last durable seq before them. */
+  after_seq?: number;
+  data: D;
+}
+
+/** A durable event: it has a seq. */
+export type Durable<T extends string, D> = Envelope<T, D> & { seq: number };
+/** An ephemeral event (a delta): no seq, an after_seq. */
+export type Delta<T extends string, D> = Envelope<T, D> & { after_seq: number };
+
+export type ToolStatus = "ok" | "error" | "unavailable" | "interrupted";
+
+/** keel's events with their data (docs/contract.md §1); any other type is an Envelope. */
+export type KeelEvent =
+  | Durable<"run.started", { number: number; revision: number; prompt: string; model: string }>
+  | Durable<"step.started", { step: number; estimated_context_tokens: number }>
+  | Durable<"run.completed", { revision: number; text: string; steps: number; usage: Usage }>
+  | Durable<"run.cancelled", { revision: number }>
+  | Durable<"run.failed", { code: string; message: string; retryable: boolean; revision: number }>
+  | Durable<"usage.updated", { step: number; attempt: number; usage: Usage; total: Usage }>
+  | Durable<"tool.proposed", { tool_call_id: string; name: string; arguments: unknown; step: number }>
+  | Durable<"tool.started", { tool_call_id: string; name: string }>
+  | Durable<"tool.finished", { tool_call_id: string; name: string; status: ToolStatus; output: string; duration?: string }>
+  | Durable<"tool.detached", { tool_call_id: string; name: string }>
+  | Durable<"steering.accepted", { steering_id: string; text: string }>
+  | Durable<"steering.applied", { steering_id: string }>
+  | Durable<"steering.retracted", { steering_id: string }>
+  | Durable<"host_input.requested", { request_id: string; tool_call_id: string; prompt: string; schema?: unknown }>
+  | Durable<"host_input.resolved", { request_id: string; tool_call_id: string; interrupted?: boolean }>
+  | Delta<"text.delta", { step: number; attempt: number; text: string }>
+  | Delta<"reasoning.delta", { step: number; attempt: number; text: string }>
+  | Delta<"tool_call.delta", { step: number; attempt: number; index: number; id?: string; name?: string; arguments?: string }>
+  | Envelope;
+
+/** Deltas were lost to a slow reader; the durable events that follow carry what they showed. */
+export interface LagNotice {
+  type: "lag";
+  missed: number;
+  last_seq: number;
+}
+
+export type StreamItem = KeelEvent | LagNotice;
+
+export interface EventsPage {
+  events: Envelope[];
+  more: boolean;
+  /** The after of the next page. */
+  next_after: number;
+}
+
+export interface SteerRequest {
+  text: string;
+}
+
+export interface SteerResponse {
+  steering_id: string;
+  run_id: string;
+}
+
+export interface RetractResponse {
+  result: "retracted" | "already_applied" | "not_found";
+  run_id: string;
+}
+
+export interface RespondRequest {
+  request_id: string;
+  answer: unknown;
+}
+
+export interface StatusResponse {
+  status: "delivered" | "cancel_requested";
+  run_id?: string;
+}
+
+export interface HostRequest {
+  request_id?: string;
+  tool_call_id?: string;
+  prompt?: string;
+  schema?: unknown;
+}
+
+export interface RequestsResponse {
+  requests: HostRequest[];
+  run_id?: string;
+}
+
+export interface SessionsResponse {
+  sessions: Array<{
+    id: string;
+    status: string;
+    started_at: string;
+  }>;
+  namespace: string;
+  web_ui?: string;
+}
+
+export interface ClientOptions {
+  /** A bearer key, when the gateway has keys. */
+  apiKey?: string;
+  /** Default: globalThis.fetch. */
+  fetch?: typeof fetch;
+  /** Sent with every request. */
+  headers?: Record<string, string>;
+}
+
+/** Selects a run other than the active one (?run=N). */
+export interface RunOption {
+  run?: number;
+}
+
+export interface EventsOptions {
+  /** Stream durable events after this seq (default 0: the whole log). */
+  after?: number;
+  /** Resume after this durable seq (sent as Last-Event-ID; wins over after). */
+  lastEventId?: string | number;
+  signal?: AbortSignal;
+  /** Reconnect with Last-Event-ID when the stream breaks (default true). */
+  reconnect?: boolean;
+  /** Consecutive reconnects before giving up (default 10). */
+  maxReconnects?: number;
+  /** Milliseconds before reconnecting (default: the stream's retry, 1000). */
+  reconnectDelay?: number;
+}
+
+export declare const DEFAULT_BASE_URL: string;
+
+export declare class KeelClient {
+  constructor(baseURL?: string, options?: ClientOptions);
+  readonly baseURL: string;
+  sessions(options?: { limit?: number }): Promise<SessionsResponse>;
+  send(sessionId: string, request: string | RunRequest): Promise<RunResponse>;
+  state(sessionId: string): Promise<SessionStatus>;
+  history(sessionId: string, options?: { offset?: number; limit?: number }): Promise<HistoryPage>;
+  eventsPage(sessionId: string, options?: { after?: number; limit?: number }): Promise<EventsPage>;
+  events(sessionId: string, options?: EventsOptions): EventStream;
+  steer(sessionId: string, text: string, options?: RunOption): Promise<SteerResponse>;
+  retractSteering(sessionId: string, steeringId: string, options?: RunOption): Promise<RetractResponse>;
+  respond(sessionId: string, requestId: string, answer: unknown, options?: RunOption): Promise<StatusResponse>;
+  cancel(sessionId: string, options?: RunOption): Promise<StatusResponse>;
+  requests(sessionId: string, options?: RunOption): Promise<RequestsResponse>;
+  /** One call; a success's raw Response, else a typed KeelError. */
+  request(method: string, path: string, init?: {
+    query?: Record<string, unknown>; body?: unknown; headers?: Record<string, string>; signal?: AbortSignal;
+  }): Promise<Response>;
+}
+
+export declare class EventStream implements AsyncIterable<StreamItem> {
+  /** The seq of the last durable event yielded (what a reconnect sends as Last-Event-ID). */
+  readonly lastEventId: string | undefined;
+  /** How many times the stream reconnected. */
+  readonly reconnects: number;
+  close(): void;
+  [Symbol.asyncIterator](): AsyncIterator<StreamItem>;
+}
+
+/** An error answer of the gateway (status and body), or status 0: no answer. */
+export declare class KeelError extends globalThis.Error {
+  constructor(status: number, body: Partial<Error>, extra?: { retryAfter?: number; cause?: unknown });
+  readonly status: number;
+  /** The body's code: run_active, not_found, invalid_input, ..., or "connection". */
+  readonly code: string;
+  readonly keelCode?: string;
+  retryable: boolean;
+  /** Seconds, from Retry-After. */
+  readonly retryAfter?: number;
+}
+export declare class BadRequestError extends KeelError {}
+export declare class UnauthorizedError extends KeelError {}
+export declare class ForbiddenError extends KeelError {}
+export declare class NotFoundError extends KeelError {}
+export declare class ConflictError extends KeelError {}
+export declare class TooLargeError extends KeelError {}
+export declare class TooManyRequestsError extends KeelError {}
+export declare class UnavailableError extends KeelError {}
+export declare class ConnectionError extends KeelError {}
+
+export declare function errorFrom(status: number, body: unknown, retryAfter?: string | null): KeelError;
+export declare function parseSSE(body: AsyncIterable<Uint8Array>, onRetry?: (ms: number) => void):
+  AsyncGenerator<{ id?: string; event: string; data: string }>;
+export declare function isDurable(event: unknown): event is { seq: number };
+export declare function isTerminal(event: unknown): boolean;
