@@ -75,8 +75,8 @@ func StepPhases(h *historypb.History, activityType string) Phases {
 	return p
 }
 
-// add appends q's samples to p's.
-func (p *Phases) add(q Phases) {
+// Add appends q's samples to p's.
+func (p *Phases) Add(q Phases) {
 	p.Dispatch = append(p.Dispatch, q.Dispatch...)
 	p.Activity = append(p.Activity, q.Activity...)
 	p.Wake = append(p.Wake, q.Wake...)
@@ -108,7 +108,7 @@ func MeasureKeelStepPhases(ctx context.Context, c *client.Client, m *StampingMod
 		if err != nil {
 			return all, err
 		}
-		all.add(StepPhases(h, activities.ModelTurnName))
+		all.Add(StepPhases(h, activities.ModelTurnName))
 	}
 	return all, nil
 }
