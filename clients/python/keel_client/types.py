@@ -1,0 +1,181 @@
+"""Types of the gateway's bodies and events.
+
+Field names are the wire's (docs/gateway.md, gateway/openapi.json). Each
+TypedDict named after an OpenAPI schema has exactly that schema's fields
+(tests/test_routes.py checks them against routes.json, and
+e2e/clients_test.go checks routes.json against the document).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Literal, NotRequired, Optional, TypedDict
+
+Approval = Literal["allow", "ask", "deny"]
+SessionState = Literal["idle", "running", "waiting_for_host_input", "cancelling", "completed", "failed", "terminated"]
+
+
+class Error(TypedDict):
+    code: str
+    message: str
+    keel_code: NotRequired[str]
+    retryable: NotRequired[bool]
+
+
+class RunRequest(TypedDict):
+    prompt: str
+    model: NotRequired[str]
+    tools: NotRequired[List[str]]
+    system: NotRequired[str]
+    max_steps: NotRequired[int]
+    approvals: NotRequired[Dict[str, Approval]]
+    if_active: NotRequired[Literal["reject", "queue", "steer"]]
+
+
+class RunResponse(TypedDict):
+    run_id: str
+    number: int
+    revision: int
+    #: The last durable seq before the run's first event: stream with after=base_seq.
+    base_seq: int
+    queued: NotRequired[bool]
+    steering_id: NotRequired[str]
+
+
+class ActiveRun(TypedDict, total=False):
+    run_id: str
+    number: int
+    base_seq: int
+
+
+class SessionStatus(TypedDict):
+    session_id: str
+    state: SessionState
+    revision: NotRequired[int]
+    last_seq: NotRequired[int]
+    runs: NotRequired[int]
+    active_run: NotRequired[ActiveRun]
+    queued: NotRequired[int]
+    usage: NotRequired[Dict[str, Any]]
+    last_outcome: NotRequired[Dict[str, Any]]
+    shutdown: NotRequired[bool]
+    hand_overs: NotRequired[int]
+    closed: NotRequired[Dict[str, Any]]
+
+
+class HistoryPage(TypedDict, total=False):
+    messages: List[Dict[str, Any]]
+    offset: int
+    total: int
+    revision: int
+
+
+class Envelope(TypedDict):
+    """An event as JSON (docs/contract.md §1.2)."""
+    seq: NotRequired[int]
+    type: str
+    session_id: str
+    run_id: NotRequired[str]
+    at: str
+    after_seq: NotRequired[int]
+    data: Any
+
+
+class EventsPage(TypedDict):
+    events: List[Envelope]
+    more: bool
+    next_after: int
+
+
+class SteerRequest(TypedDict):
+    text: str
+
+
+class SteerResponse(TypedDict):
+    steering_id: str
+    run_id: str
+
+
+class RetractResponse(TypedDict):
+    result: Literal["retracted", "already_applied", "not_found"]
+    run_id: str
+
+
+class RespondRequest(TypedDict):
+    request_id: str
+    answer: Any
+
+
+class StatusResponse(TypedDict):
+    status: Literal["delivered", "cancel_requested"]
+    run_id: NotRequired[str]
+
+
+class HostRequest(TypedDict, total=False):
+    request_id: str
+    tool_call_id: str
+    prompt: str
+    schema: Any
+
+
+class RequestsResponse(TypedDict):
+    requests: List[HostRequest]
+    run_id: NotRequired[str]
+
+
+class SessionSummary(TypedDict):
+    id: str
+    status: str
+    started_at: str
+
+
+class SessionsResponse(TypedDict):
+    sessions: List[SessionSummary]
+    namespace: str
+    web_ui: NotRequired[str]
+
+
+TERMINAL_TYPES = frozenset({"run.completed", "run.cancelled", "run.failed"})
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of a stream: durable (``seq`` set) or a delta
+    (``after_seq`` set). ``data`` is the event's data as JSON; ``raw`` the
+    whole envelope."""
+
+    type: str
+    session_id: str
+    at: str
+    data: Any
+    seq: Optional[int] = None
+    run_id: Optional[str] = None
+    after_seq: Optional[int] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def durable(self) -> bool:
+        return self.seq is not None
+
+    @property
+    def terminal(self) -> bool:
+        """Whether it ends a run (run.completed, run.cancelled, run.failed)."""
+        return self.type in TERMINAL_TYPES
+
+    @classmethod
+    def from_envelope(cls, env: Dict[str, Any]) -> "Event":
+        def num(k: str) -> Optional[int]:
+            v = env.get(k)
+            return v if isinstance(v, int) and not isinstance(v, bool) else None
+        return cls(type=str(env.get("type", "")), session_id=str(env.get("session_id", "")), at=str(env.get("at", "")),
+                   data=env.get("data"), seq=num("seq"), run_id=env.get("run_id"), after_seq=num("after_seq"), raw=env)
+
+
+@dataclass(frozen=True)
+class Lag:
+    """Deltas were lost to a slow reader; the durable events that follow
+    carry what they showed."""
+
+    missed: int
+    last_seq: int
+    type: str = "lag"

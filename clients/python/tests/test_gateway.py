@@ -1,0 +1,176 @@
+"""The client against a running gateway: e2e/clients_test.go starts one
+(an embedded Temporal server, a worker with scripted models, the gateway
+with an API key) and runs these with KEEL_GATEWAY_URL and the scripts'
+model specs in the environment. Without KEEL_GATEWAY_URL they are
+skipped."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import unittest
+from typing import Callable, List, Union
+
+from keel_client import BadRequest, Client, Conflict, Event, EventStream, Lag, NotFound, Unauthorized
+
+URL = os.environ.get("KEEL_GATEWAY_URL")
+PREFIX = os.environ.get("KEEL_SESSION_PREFIX") or f"py-{int(time.time())}"
+Item = Union[Event, Lag]
+
+
+def model(name: str) -> str:
+    m = os.environ.get(f"KEEL_MODEL_{name}")
+    if not m:
+        raise AssertionError(f"KEEL_MODEL_{name} is not set")
+    return m
+
+
+def until(stream: EventStream, pred: Callable[[Item], bool]) -> List[Item]:
+    """The stream's items up to and including the first for which pred holds."""
+    got: List[Item] = []
+    for item in stream:
+        got.append(item)
+        if pred(item):
+            return got
+    raise AssertionError(f"the stream ended before the awaited event; got {[i.type for i in got]}")
+
+
+def of_type(t: str) -> Callable[[Item], bool]:
+    return lambda e: e.type == t
+
+
+def durable(items: List[Item]) -> List[Event]:
+    return [e for e in items if isinstance(e, Event) and e.durable]
+
+
+@unittest.skipUnless(URL, "KEEL_GATEWAY_URL is not set (e2e/clients_test.go sets it)")
+class GatewayTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.client = Client(URL or "", api_key=os.environ.get("KEEL_API_KEY") or None)
+
+    def test_send_stream_state_history_and_resume(self) -> None:
+        sid = f"{PREFIX}-hello"
+        run = self.client.send(sid, "Say hello.", model=model("HELLO"))
+        self.assertEqual((run["run_id"], run["number"]), (f"{sid}/run-1", 1))
+        with self.client.events(sid, after=run["base_seq"]) as stream:
+            items = until(stream, of_type("run.completed"))
+        events = durable(items)
+        self.assertEqual([e.seq for e in events], list(range(run["base_seq"] + 1, run["base_seq"] + 1 + len(events))))
+        self.assertEqual(events[0].type, "run.started")
+        self.assertEqual(events[0].data["number"], 1)
+        self.assertEqual(events[-1].data["text"], "Hello from keel.")
+        for e in items:
+            if isinstance(e, Event) and not e.durable:
+                self.assertIsNotNone(e.after_seq, e.type)
+
+        state = self.client.state(sid)
+        self.assertEqual((state["session_id"], state["state"], state["runs"]), (sid, "completed", 1))
+        self.assertEqual(state["last_seq"], events[-1].seq)
+        self.assertNotIn("active_run", state)
+
+        history = self.client.history(sid)
+        self.assertEqual([f"{m['role']}: {m.get('content')}" for m in history["messages"]],
+                         ["user: Say hello.", "assistant: Hello from keel."])
+        self.assertEqual(history["total"], 2)
+
+        page = self.client.events_page(sid, after=0, limit=500)
+        self.assertEqual([e["seq"] for e in page["events"]], [e.seq for e in events])
+        self.assertFalse(page["more"])
+        small = self.client.events_page(sid, after=0, limit=2)
+        self.assertEqual(([e["seq"] for e in small["events"]], small["more"], small["next_after"]), ([1, 2], True, 2))
+
+        # Resume from an id: exactly the later durable events, in order.
+        mid = events[len(events) // 2].seq
+        want = [(e.seq, e.type) for e in events if e.seq > mid]
+        for kw in ({"last_event_id": mid}, {"last_event_id": str(mid), "after": 0}, {"after": mid}):
+            with self.client.events(sid, **kw) as stream:
+                later = durable(until(stream, of_type("run.completed")))
+            self.assertEqual([(e.seq, e.type) for e in later], want, f"resumed with {kw}")
+
+        with self.assertRaises(Conflict) as cm:
+            next(self.client.events(sid, last_event_id=state["last_seq"] + 1000))
+        self.assertEqual((cm.exception.status, cm.exception.code), (409, "cursor_ahead"))
+
+    def test_steer_retract_and_cancel_a_sleeping_run(self) -> None:
+        sid = f"{PREFIX}-sleep"
+        run = self.client.send(sid, "Wait an hour.", model=model("SLEEP"), tools=["sleep"])
+        with self.client.events(sid, after=run["base_seq"]) as stream:
+            until(stream, lambda e: e.type == "tool.started" and e.data["name"] == "sleep")
+
+            with self.assertRaises(Conflict) as cm:
+                self.client.send(sid, "again", model=model("SLEEP"))
+            self.assertEqual(cm.exception.code, "run_active")
+            steer = self.client.steer(sid, "Also check the notes.")
+            self.assertEqual(steer["run_id"], run["run_id"])
+            accepted = until(stream, of_type("steering.accepted"))[-1]
+            self.assertEqual(accepted.data, {"steering_id": steer["steering_id"], "text": "Also check the notes."})
+
+            self.assertEqual(self.client.retract_steering(sid, steer["steering_id"]),
+                             {"result": "retracted", "run_id": run["run_id"]})
+            self.assertEqual(until(stream, of_type("steering.retracted"))[-1].data["steering_id"], steer["steering_id"])
+            self.assertEqual(self.client.retract_steering(sid, "steer-none")["result"], "not_found")
+            self.assertEqual(self.client.requests(sid)["requests"], [])
+
+            running = self.client.state(sid)
+            self.assertEqual(running["state"], "running")
+            self.assertEqual(running["active_run"]["run_id"], run["run_id"])
+
+            self.assertEqual(self.client.cancel(sid)["status"], "cancel_requested")
+            tail = until(stream, of_type("run.cancelled"))
+        finished = [e for e in tail if e.type == "tool.finished"]
+        self.assertEqual([e.data["status"] for e in finished], ["interrupted"])
+        after = self.client.state(sid)
+        self.assertNotEqual(after["state"], "running")
+        self.assertNotIn("active_run", after)
+        self.assertEqual(self.client.cancel(sid)["status"], "cancel_requested")
+        with self.assertRaises(Conflict) as cm:
+            self.client.steer(sid, "late")
+        self.assertEqual(cm.exception.code, "not_accepting")
+
+    def test_host_input_is_listed_and_answered(self) -> None:
+        sid = f"{PREFIX}-ask"
+        run = self.client.send(sid, "Pick a colour.", model=model("ASK"), tools=["ask_user"])
+        with self.client.events(sid, after=run["base_seq"]) as stream:
+            asked = until(stream, of_type("host_input.requested"))[-1]
+            self.assertEqual((asked.data["tool_call_id"], asked.data["prompt"]), ("q1", "Which colour?"))
+            self.assertEqual(self.client.state(sid)["state"], "waiting_for_host_input")
+            open_ = self.client.requests(sid)
+            self.assertEqual(open_["run_id"], run["run_id"])
+            self.assertEqual([(r["request_id"], r["tool_call_id"], r["prompt"], r["schema"]) for r in open_["requests"]],
+                             [(asked.data["request_id"], "q1", "Which colour?", {"type": "string"})])
+
+            with self.assertRaises(BadRequest) as cm:
+                self.client.respond(sid, asked.data["request_id"], 42)
+            self.assertEqual((cm.exception.status, cm.exception.code), (400, "invalid_answer"))
+            with self.assertRaises(NotFound) as cm:
+                self.client.respond(sid, "no-such-request", "blue")
+            self.assertEqual(cm.exception.code, "unknown_request")
+            self.assertEqual(self.client.respond(sid, asked.data["request_id"], "blue"),
+                             {"status": "delivered", "run_id": run["run_id"]})
+            rest = until(stream, of_type("run.completed"))
+        resolved = [e for e in rest if e.type == "host_input.resolved"]
+        self.assertEqual([e.data["request_id"] for e in resolved], [asked.data["request_id"]])
+        self.assertEqual([e.data["output"] for e in rest if e.type == "tool.finished"], [json.dumps("blue")])
+        self.assertEqual(rest[-1].data["text"], "Blue it is.")
+
+    def test_bad_requests_get_typed_errors(self) -> None:
+        with self.assertRaises(NotFound) as cm:
+            self.client.state(f"{PREFIX}-nobody")
+        self.assertEqual((cm.exception.status, cm.exception.code), (404, "not_found"))
+        with self.assertRaises(BadRequest) as cm:
+            self.client.send(f"{PREFIX}-bad", "")
+        self.assertEqual(cm.exception.code, "invalid_input")
+        with self.assertRaises(BadRequest):
+            self.client.send(f"{PREFIX}-bad", "x", if_active="sometimes")
+        if os.environ.get("KEEL_API_KEY"):
+            with self.assertRaises(Unauthorized) as cm:
+                Client(URL or "").state(f"{PREFIX}-hello")
+            self.assertEqual(cm.exception.code, "unauthorized")
+        listed = self.client.sessions(limit=5)
+        self.assertIsInstance(listed["namespace"], str)
+        self.assertIsInstance(listed["sessions"], list)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,117 @@
+"""The client's calls and types against routes.json: every operation the
+table lists is one the client makes, with exactly its query parameters,
+headers and body fields, and every TypedDict named after a schema has
+exactly the table's fields. e2e/clients_test.go checks the table against
+the gateway's OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+import re
+import typing
+import unittest
+from pathlib import Path
+
+from keel_client import Client, KeelError, types
+from tests.fake import FakeGateway, header
+
+TABLE = json.loads((Path(__file__).resolve().parent.parent / "keel_client" / "routes.json").read_text())
+
+
+def operation_of(method: str, path: str):
+    for name, op in TABLE["operations"].items():
+        pattern = "^" + re.sub(r"\{[a-z_]+\}", "[^/]+", op["path"]) + "$"
+        if op["method"] == method and re.match(pattern, path):
+            return name
+    return None
+
+
+def fields_of(td: type, schemas: typing.Collection[str], prefix: str = "") -> typing.List[str]:
+    """A TypedDict's keys, with nested TypedDicts (not themselves schemas)
+    as dotted names, as routes.json lists them."""
+    out = []
+    hints = typing.get_type_hints(td)
+    for key, hint in hints.items():
+        out.append(prefix + key)
+        inner = hint
+        if typing.get_origin(inner) in (list, typing.List):
+            inner = typing.get_args(inner)[0]
+        if typing.is_typeddict(inner) and inner.__name__ not in schemas:
+            out.extend(fields_of(inner, schemas, prefix + key + "."))
+    return out
+
+
+class RoutesTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.gw = FakeGateway()
+        self.addCleanup(self.gw.close)
+
+    def call_everything(self, c: Client) -> None:
+        c.sessions(limit=5)
+        c.send("s1", "p", model="m", tools=[], system="s", max_steps=3, approvals={"*": "ask"}, if_active="queue")
+        c.state("s1")
+        c.history("s1", offset=1, limit=2)
+        c.events_page("s1", after=3, limit=4)
+        # One stream resumed (Last-Event-ID), one started with after; an
+        # empty answer ends them, and without reconnecting they raise.
+        for kw in ({"last_event_id": 7}, {"after": 3}):
+            self.gw.replies.append((200, ": nothing\n\n"))
+            with self.assertRaises(KeelError):
+                list(c.events("s1", reconnect=False, **kw))
+        c.steer("s1", "t", run=2)
+        c.retract_steering("s1", "steer-1", run=2)
+        c.respond("s1", "r1", {"any": "json"}, run=2)
+        c.cancel("s1", run=2)
+        c.requests("s1", run=2)
+
+    def test_calls_match_the_table(self) -> None:
+        self.call_everything(Client(self.gw.url, api_key="k"))
+        seen = {}
+        for call in self.gw.calls:
+            name = operation_of(call["method"], call["path"])
+            self.assertIsNotNone(name, f"{call['method']} {call['path']} is in no operation of routes.json")
+            op = TABLE["operations"][name]
+            got = seen.setdefault(name, {"query": set(), "headers": set(), "body": set()})
+            got["query"].update(call["query"])
+            if header(call, "Last-Event-ID") is not None:
+                got["headers"].add("Last-Event-ID")
+            got["body"].update(call["body"] or {})
+            self.assertEqual(header(call, "Authorization"), "Bearer k", name)
+            if call["body"] is not None:
+                self.assertEqual(header(call, "Content-Type"), "application/json")
+            if "body" not in op:
+                self.assertIsNone(call["body"], f"{name} sent a body")
+        self.assertEqual(sorted(seen), sorted(TABLE["operations"]))
+        for name, op in TABLE["operations"].items():
+            got = seen[name]
+            self.assertEqual(sorted(got["query"]), sorted(op.get("query", [])), f"{name}: query")
+            self.assertEqual(sorted(got["headers"]), sorted(op.get("headers", [])), f"{name}: headers")
+            want = [f for f in TABLE["schemas"][op["body"]] if "." not in f] if "body" in op else []
+            self.assertEqual(sorted(got["body"]), sorted(want), f"{name}: body fields")
+
+    def test_matcher_tells_routes_apart(self) -> None:
+        self.assertEqual(operation_of("GET", "/v1/sessions/s1"), "getSession")
+        self.assertIsNone(operation_of("POST", "/v1/sessions/s1/unknown"))
+        self.assertIsNone(operation_of("GET", "/v1/sessions/s1/cancel"))
+
+    def test_types_match_the_table(self) -> None:
+        schemas = TABLE["schemas"]
+        for name, want in schemas.items():
+            td = getattr(types, name, None)
+            self.assertTrue(td is not None and typing.is_typeddict(td), f"keel_client.types has no TypedDict {name}")
+            self.assertEqual(sorted(fields_of(td, schemas)), sorted(want), f"fields of {name}")
+
+    def test_type_check_sees_a_missing_field(self) -> None:
+        class Short(typing.TypedDict):
+            run_id: str
+        self.assertNotEqual(sorted(fields_of(Short, TABLE["schemas"])), sorted(TABLE["schemas"]["SteerResponse"]))
+
+    def test_ids_are_one_path_segment(self) -> None:
+        Client(self.gw.url + "/v1/").retract_steering("s 1", "a/b")
+        self.assertEqual(self.gw.calls[0]["path"], "/v1/sessions/s%201/steer/a%2Fb")
+        with self.assertRaises(ValueError):
+            Client(self.gw.url).state("")
+
+
+if __name__ == "__main__":
+    unittest.main()
