@@ -165,7 +165,7 @@ func BenchmarkStepPhases(b *testing.B) {
 	if _, err := bench.MeasureBareStepPhases(ctx, tc, 5); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := bench.MeasureKeelStepPhases(ctx, kc, models, 1, stepsPerRun); err != nil {
+	if _, err := bench.MeasureKeelStepPhases(ctx, kc, 1, stepsPerRun); err != nil {
 		b.Fatal(err)
 	}
 	// A keel run and a bare run of as many steps take turns, so that both
@@ -173,7 +173,7 @@ func BenchmarkStepPhases(b *testing.B) {
 	b.ResetTimer()
 	var k, bare bench.Phases
 	for range b.N {
-		kp, err := bench.MeasureKeelStepPhases(ctx, kc, models, 1, stepsPerRun)
+		kp, err := bench.MeasureKeelStepPhases(ctx, kc, 1, stepsPerRun)
 		if err != nil {
 			b.Fatal(err)
 		}

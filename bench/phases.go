@@ -12,9 +12,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
-	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 )
 
@@ -86,23 +84,14 @@ func (p *Phases) Add(q Phases) {
 }
 
 // MeasureKeelStepPhases runs `runs` keel runs of n model steps through c
-// (whose worker resolves models with m, as MeasureSteps) and reads the
+// (whose worker resolves models as MeasureSteps says) and reads the
 // phases of their steps from each run's execution.
-func MeasureKeelStepPhases(ctx context.Context, c *client.Client, m *StampingModels, runs, n int) (Phases, error) {
+func MeasureKeelStepPhases(ctx context.Context, c *client.Client, runs, n int) (Phases, error) {
 	var all Phases
 	for i := range runs {
-		prompt := fmt.Sprintf("phases %d %d", time.Now().UnixNano(), i)
-		run, err := c.NewSession().Send(ctx, prompt, client.WithConfig(api.RunConfig{
-			Model: "scripted:bench", Tools: []string{"noop"}, MaxSteps: n + 1}))
+		run, err := runSteps(ctx, c, fmt.Sprintf("phases %d %d", time.Now().UnixNano(), i), n)
 		if err != nil {
 			return all, err
-		}
-		out, err := run.Outcome(ctx)
-		if err != nil {
-			return all, err
-		}
-		if out.Steps != n || out.Status != keel.StatusCompleted {
-			return all, fmt.Errorf("bench: run took %d steps (%s), want %d", out.Steps, out.Status, n)
 		}
 		h, err := runExecutionHistory(ctx, c.Temporal(), run.Session().ID())
 		if err != nil {

@@ -95,19 +95,28 @@ func MeasureSteps(ctx context.Context, c *client.Client, m *StampingModels, runs
 	var all Latencies
 	for i := range runs {
 		prompt := fmt.Sprintf("bench %d %d", time.Now().UnixNano(), i)
-		run, err := c.NewSession().Send(ctx, prompt, client.WithConfig(api.RunConfig{
-			Model: "scripted:bench", Tools: []string{"noop"}, MaxSteps: n + 1}))
-		if err != nil {
+		if _, err := runSteps(ctx, c, prompt, n); err != nil {
 			return nil, err
-		}
-		out, err := run.Outcome(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if out.Steps != n || out.Status != keel.StatusCompleted {
-			return nil, fmt.Errorf("bench: run took %d steps (%s), want %d", out.Steps, out.Status, n)
 		}
 		all = append(all, m.Steps(prompt)...)
 	}
 	return all, nil
+}
+
+// runSteps runs one keel run of n steps in a new session and checks that
+// it completed them.
+func runSteps(ctx context.Context, c *client.Client, prompt string, n int) (*client.Run, error) {
+	run, err := c.NewSession().Send(ctx, prompt, client.WithConfig(api.RunConfig{
+		Model: "scripted:bench", Tools: []string{"noop"}, MaxSteps: n + 1}))
+	if err != nil {
+		return nil, err
+	}
+	out, err := run.Outcome(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if out.Steps != n || out.Status != keel.StatusCompleted {
+		return nil, fmt.Errorf("bench: run took %d steps (%s), want %d", out.Steps, out.Status, n)
+	}
+	return run, nil
 }
