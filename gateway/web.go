@@ -9,8 +9,11 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 )
 
@@ -31,8 +34,17 @@ type SessionSummary struct {
 	ID string `json:"id"`
 	// Status is Temporal's status of the Session workflow's latest
 	// execution: "running", or how it stopped ("terminated", "failed",
-	// "continuedasnew" for an older execution).
-	Status    string    `json:"status"`
+	// "continuedasnew" for an older execution). A session between runs is
+	// "running" here: its workflow waits for the next prompt.
+	Status string `json:"status"`
+	// State is keel's state of the session (the KeelState search
+	// attribute, as the visibility store last saw it): "idle", "running",
+	// "waiting_for_host_input", "cancelling", "completed", "failed", or
+	// "terminated" for a workflow stopped from outside.
+	State keel.SessionState `json:"state"`
+	// Active says a run is in progress (State.Active), so it can be
+	// cancelled.
+	Active    bool      `json:"active"`
 	StartedAt time.Time `json:"started_at"`
 }
 
@@ -113,8 +125,9 @@ func (g *Gateway) listSessions(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			seen[id] = true
+			st := sessionState(ex)
 			out.Sessions = append(out.Sessions, SessionSummary{ID: id, Status: statusName(ex.GetStatus()),
-				StartedAt: ex.GetStartTime().AsTime()})
+				State: st, Active: st.Active(), StartedAt: ex.GetStartTime().AsTime()})
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			break
@@ -125,3 +138,37 @@ func (g *Gateway) listSessions(w http.ResponseWriter, r *http.Request) {
 
 // statusName is a workflow status in lower case: "running", "terminated".
 func statusName(s enumspb.WorkflowExecutionStatus) string { return strings.ToLower(s.String()) }
+
+// sessionState is keel's state of the session whose latest execution is
+// ex. A running execution says it in its KeelState search attribute
+// (absent until its first run starts: idle); a Session workflow never ends
+// by itself, so a closed latest execution failed or was stopped from
+// outside, as the state query reports it (docs/contract.md
+// §10.3).
+func sessionState(ex *workflowpb.WorkflowExecutionInfo) keel.SessionState {
+	switch ex.GetStatus() {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+		return keel.StateFailed
+	default:
+		return keel.StateTerminated
+	}
+	raw := ex.GetSearchAttributes().GetIndexedFields()[api.AttrState.GetName()]
+	var st string
+	if raw == nil || converter.GetDefaultDataConverter().FromPayload(raw, &st) != nil || !knownState(keel.SessionState(st)) {
+		return keel.StateIdle
+	}
+	return keel.SessionState(st)
+}
+
+// knownState reports whether st is a state a running session can be in;
+// anything else in the attribute (someone upserted it by hand) reads as
+// idle rather than reaching the page.
+func knownState(st keel.SessionState) bool {
+	switch st {
+	case keel.StateIdle, keel.StateRunning, keel.StateWaitingForHostInput, keel.StateCancelling,
+		keel.StateCompleted, keel.StateFailed:
+		return true
+	}
+	return false
+}

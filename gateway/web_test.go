@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/gateway"
@@ -70,6 +72,58 @@ func TestWebPageServed(t *testing.T) {
 	r := s.call(t, http.MethodGet, "/v1/sessions?limit=0", nil).must(t, http.StatusBadRequest)
 	if r.code() != "invalid_input" {
 		t.Fatalf("limit=0: %s", r.raw)
+	}
+}
+
+// The session list shows keel's state of each session, not Temporal's
+// status of its workflow, which is running between runs too: a session
+// whose run completed is completed, one whose run was cancelled is idle,
+// and only one with a run in progress is active (docs/contract.md §10.1).
+func TestSessionListShowsKeelState(t *testing.T) {
+	s := startGateway(t, gateway.Options{})
+	ctx := testCtx(t)
+	done := s.send(t, "list-done", map[string]any{"prompt": "hi", "model": model(t, `{"turns":[{"text":["done"]}]}`)})
+	s.stream(t, ctx, "list-done", "?after="+itoa(done.BaseSeq), nil).until(t, keel.TypeRunCompleted)
+	never := model(t, `{"turns":[{"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"never"}}]}]}`)
+	cancelled := s.send(t, "list-cancelled", map[string]any{"prompt": "go", "model": never, "tools": []string{"gate"}})
+	st := s.stream(t, ctx, "list-cancelled", "?after="+itoa(cancelled.BaseSeq), nil)
+	st.until(t, keel.TypeToolStarted)
+	s.call(t, http.MethodPost, "/v1/sessions/list-cancelled/cancel", nil).must(t, http.StatusAccepted)
+	st.until(t, keel.TypeRunCancelled)
+	busy := s.send(t, "list-busy", map[string]any{"prompt": "go", "model": never, "tools": []string{"gate"}})
+	s.stream(t, ctx, "list-busy", "?after="+itoa(busy.BaseSeq), nil).until(t, keel.TypeToolStarted)
+	defer func() { s.call(t, http.MethodPost, "/v1/sessions/list-busy/cancel", nil).must(t, http.StatusAccepted) }()
+
+	want := map[string]gateway.SessionSummary{
+		"list-done":      {ID: "list-done", Status: "running", State: keel.StateCompleted, Active: false},
+		"list-cancelled": {ID: "list-cancelled", Status: "running", State: keel.StateIdle, Active: false},
+		"list-busy":      {ID: "list-busy", Status: "running", State: keel.StateRunning, Active: true},
+	}
+	// The visibility store learns of a state change soon after it, not at
+	// once: ask until it agrees or the deadline passes.
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(30 * time.Second)
+	for ; ; <-tick.C {
+		r := s.call(t, http.MethodGet, "/v1/sessions?limit=200", nil).must(t, http.StatusOK)
+		var list gateway.SessionsResponse
+		if err := json.Unmarshal(r.raw, &list); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]gateway.SessionSummary{}
+		for _, ses := range list.Sessions {
+			if _, ok := want[ses.ID]; ok {
+				ses.StartedAt = time.Time{}
+				got[ses.ID] = ses
+			}
+		}
+		diff := cmp.Diff(want, got)
+		if diff == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("listed sessions (-want +got):\n%s", diff)
+		}
 	}
 }
 
@@ -355,6 +409,76 @@ func TestWebPageInBrowser(t *testing.T) {
 		t.Fatalf("session link %q", link)
 	}
 	b.screenshot("sessions")
+}
+
+// listedState waits until the page's session list, refreshed every half
+// second (the visibility store learns of a change late), shows session
+// in state, and returns the text it shows.
+func (b *browser) listedState(session, state string) string {
+	b.t.Helper()
+	sel, _ := json.Marshal(`#sessions li[data-session="` + session + `"] .status`)
+	want, _ := json.Marshal(state)
+	return poll[string](b, session+" listed as "+state, `(() => {
+		const s = document.querySelector(`+string(sel)+`);
+		if (s && s.dataset.state === `+string(want)+`) return s.textContent;
+		if (!(Date.now() - (window.lastRefresh || 0) < 500)) {
+			window.lastRefresh = Date.now();
+			document.getElementById("refresh").click();
+		}
+		return "";
+	})()`)
+}
+
+// The page shows keel's state of a session, in the list and beside the
+// open session, and offers Cancel only while a run is active: a session
+// whose run completed or was cancelled has a running Temporal workflow
+// (waiting for its next prompt) but nothing to cancel (docs/contract.md
+// §10.1).
+func TestWebPageShowsKeelState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives a headless Chromium")
+	}
+	b := newBrowser(t)
+	s := startGateway(t, gateway.Options{})
+	b.do("load the page", chromedp.Navigate(s.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#open-form")))
+	const cancelShown = `!document.getElementById("cancel").hidden && document.getElementById("cancel").offsetParent !== null`
+
+	b.open("web-state-done")
+	if eval[bool](b, cancelShown) {
+		t.Fatal("Cancel offered for a session with no run")
+	}
+	b.send("hi", model(t, `{"turns":[{"text":["done"]}]}`), "")
+	b.do("run completed", chromedp.WaitVisible(chromedp.CSS(`[data-type="run.completed"]`)))
+	poll[bool](b, "state completed", `document.getElementById("state").dataset.state === "completed"`)
+	if eval[bool](b, cancelShown) {
+		t.Fatal("Cancel offered after the run completed")
+	}
+	if got := b.listedState("web-state-done", "completed"); got != "completed" {
+		t.Fatalf("listed as %q", got)
+	}
+
+	b.open("web-state-busy")
+	b.send("go", model(t, `{"turns":[{"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"never"}}]}]}`), "gate")
+	b.do("tool running", chromedp.WaitVisible(chromedp.CSS(`.tool-card[data-call="g"][data-status="running"]`)))
+	poll[bool](b, "Cancel offered while the run is active", cancelShown)
+	if got := b.listedState("web-state-busy", "running"); got != "running" {
+		t.Fatalf("listed as %q", got)
+	}
+	b.screenshot("running")
+	b.do("cancel", chromedp.Click(chromedp.CSS("#cancel")), chromedp.WaitVisible(chromedp.CSS(`[data-type="run.cancelled"]`)))
+	poll[bool](b, "state idle, no Cancel", `document.getElementById("state").dataset.state === "idle" && !(`+cancelShown+`)`)
+	if got := b.listedState("web-state-busy", "idle"); got != "idle" {
+		t.Fatalf("listed as %q", got)
+	}
+	// The completed session still reads completed, and opening it offers
+	// no Cancel.
+	b.do("open from the list", chromedp.Click(chromedp.CSS(`#sessions li[data-session="web-state-done"] button`)))
+	poll[bool](b, "completed session opened", `document.getElementById("session-id").textContent === "web-state-done" &&
+		document.getElementById("state").dataset.state === "completed"`)
+	if eval[bool](b, cancelShown) {
+		t.Fatal("Cancel offered for a completed session opened from the list")
+	}
+	b.screenshot("idle")
 }
 
 // The page reconnects by itself when its gateway goes away in the middle

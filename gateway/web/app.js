@@ -109,8 +109,10 @@
       page.webUI = data.web_ui || "";
       page.namespace = data.namespace || "";
       const items = data.sessions.map((s) => {
+        // keel's state, not Temporal's: a session between runs is a
+        // running workflow waiting for its next prompt.
         const open = el("button", {type: "button", class: "open-session"}, el("span", {class: "sid"}, s.id),
-          el("span", {class: "status"}, s.status));
+          el("span", {class: "status", "data-state": s.state}, stateLabel(s.state)));
         open.addEventListener("click", () => openSession(s.id));
         return el("li", {"data-session": s.id, class: s.id === page.session ? "current" : null}, open);
       });
@@ -164,6 +166,7 @@
     $("session").hidden = false;
     $("session-id").textContent = id;
     $("usage").textContent = "";
+    $("cancel").hidden = true; // until the session's state says a run is active
     for (const li of document.querySelectorAll("#sessions li")) {
       li.classList.toggle("current", li.dataset.session === id);
     }
@@ -197,13 +200,13 @@
     try {
       const st = await call("GET", sessionPath(id));
       if (id === page.session) {
-        setBadge(st.state);
+        setBadge(st.state, !!st.active_run);
         showUsage(st.usage);
       }
       return st;
     } catch (err) {
       if (err.status === 404) {
-        if (id === page.session) setBadge("new");
+        if (id === page.session) setBadge("new", false);
         return null;
       }
       if (id === page.session) showError(err);
@@ -229,10 +232,15 @@
   // isOpen reports whether a question is still waiting for its answer.
   const isOpen = (runID, requestID) => !!inRun(runID, '.question[data-open="true"][data-request="' + CSS.escape(requestID) + '"]');
 
-  function setBadge(s) {
+  const stateLabel = (s) => String(s).replaceAll("_", " ");
+
+  // setBadge shows the session's state, and offers Cancel only while a
+  // run is active: there is nothing to cancel in an idle or ended session.
+  function setBadge(s, active) {
     const b = $("state");
-    b.textContent = String(s).replaceAll("_", " ");
+    b.textContent = stateLabel(s);
     b.dataset.state = s;
+    $("cancel").hidden = !active;
   }
 
   let sessionUsage = null;
