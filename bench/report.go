@@ -58,11 +58,11 @@ func ratio(a, b time.Duration) float64 {
 
 // The targets keel is built to meet (docs/performance.md).
 const (
-	TargetModelRatio = 1.5
+	TargetModelRatio = 1.2
 	TargetModelP50   = 15 * time.Millisecond
 	TargetDeltaP50   = 5 * time.Millisecond
-	TargetDeltaP99   = 25 * time.Millisecond
-	TargetDurableP50 = 20 * time.Millisecond
+	TargetDeltaP99   = 10 * time.Millisecond
+	TargetDurableP50 = 10 * time.Millisecond
 )
 
 // A Target is one of keel's performance targets and how a server's
@@ -92,11 +92,11 @@ func Targets() []Target {
 	return []Target{
 		{"model_step", "p50 ≤ 15 ms (tuned)", false,
 			func(f ServerFigures) bool { return f.ModelStep.N > 0 && f.ModelStep.P50 <= TargetModelP50 }},
-		{"model_ratio", "≤ 1.5×", true,
+		{"model_ratio", "≤ 1.2×", true,
 			func(f ServerFigures) bool { return f.ModelRatio() > 0 && f.ModelRatio() <= TargetModelRatio }},
-		{"delta_nats", "p50 ≤ 5 ms, p99 ≤ 25 ms", true, delta(func(f ServerFigures) Figure { return f.DeltaNATS })},
-		{"delta_memory", "p50 ≤ 5 ms, p99 ≤ 25 ms", true, delta(func(f ServerFigures) Figure { return f.DeltaMemory })},
-		{"durable", "p50 ≤ 20 ms (tuned)", false,
+		{"delta_nats", "p50 ≤ 5 ms, p99 ≤ 10 ms", true, delta(func(f ServerFigures) Figure { return f.DeltaNATS })},
+		{"delta_memory", "p50 ≤ 5 ms, p99 ≤ 10 ms", true, delta(func(f ServerFigures) Figure { return f.DeltaMemory })},
+		{"durable", "p50 ≤ 10 ms (tuned)", false,
 			func(f ServerFigures) bool { return f.Durable.N > 0 && f.Durable.P50 <= TargetDurableP50 }},
 	}
 }

@@ -14,10 +14,10 @@ func TestTargets(t *testing.T) {
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
 	fig := func(p50, p99 float64) bench.Figure { return bench.Figure{P50: ms(p50), P99: ms(p99), N: 10} }
 	on := bench.ServerFigures{
-		Bare: fig(10, 20), ModelStep: fig(15, 30), DeltaNATS: fig(5, 25), DeltaMemory: fig(5, 25), Durable: fig(20, 40),
+		Bare: fig(12.5, 20), ModelStep: fig(15, 30), DeltaNATS: fig(5, 10), DeltaMemory: fig(5, 10), Durable: fig(10, 40),
 	}
 	past := bench.ServerFigures{
-		Bare: fig(10, 20), ModelStep: fig(15.01, 30), DeltaNATS: fig(5, 25.01), DeltaMemory: fig(5.01, 25), Durable: fig(20.01, 40),
+		Bare: fig(12.5, 20), ModelStep: fig(15.01, 30), DeltaNATS: fig(5, 10.01), DeltaMemory: fig(5.01, 10), Durable: fig(10.01, 40),
 	}
 	rep := &bench.Report{Tuned: on, Untuned: past}
 	want := map[string][2]string{

@@ -41,9 +41,9 @@ func TestBenchEndToEnd(t *testing.T) {
 		`  tool step ÷ \(2 × bare\), p50 +` + rat + ` +` + rat + ` +— *\n`,
 		`query round trip +` + fig + ` +` + fig + ` +— *\n`,
 		`update round trip +` + fig + ` +` + fig + ` +— *\n`,
-		`delta via NATS \(worker in another process\) +` + fig + ` +` + fig + ` +p50 ≤ 5 ms, p99 ≤ 25 ms +` + verdict + ` / ` + verdict + `\n`,
-		`delta in-process +` + fig + ` +` + fig + ` +p50 ≤ 5 ms, p99 ≤ 25 ms +` + verdict + ` / ` + verdict + `\n`,
-		`durable event from commit +` + fig + ` +` + fig + ` +p50 ≤ 20 ms \(tuned\) +` + verdict + `\n`,
+		`delta via NATS \(worker in another process\) +` + fig + ` +` + fig + ` +p50 ≤ 5 ms, p99 ≤ 10 ms +` + verdict + ` / ` + verdict + `\n`,
+		`delta in-process +` + fig + ` +` + fig + ` +p50 ≤ 5 ms, p99 ≤ 10 ms +` + verdict + ` / ` + verdict + `\n`,
+		`durable event from commit +` + fig + ` +` + fig + ` +p50 ≤ 10 ms \(tuned\) +` + verdict + `\n`,
 		`  durable p50 ÷ query p50 +` + rat + ` +` + rat + ` +— *\n`,
 		// 1 run of 3 model turns is 2 steps; each latency run streams
 		// 3 turns of 20 deltas.
@@ -68,12 +68,12 @@ func TestBenchVerdicts(t *testing.T) {
 	rep := &bench.Report{
 		Runs: 2, Steps: 5,
 		Tuned: bench.ServerFigures{
-			Bare: fig(10, 20), ModelStep: fig(15, 30), ToolStep: fig(25, 40), Query: fig(4, 8), Update: fig(6, 9),
-			DeltaNATS: fig(5, 25), DeltaMemory: fig(0.1, 0.5), Durable: fig(20, 40),
+			Bare: fig(12.5, 20), ModelStep: fig(15, 30), ToolStep: fig(25, 40), Query: fig(4, 8), Update: fig(6, 9),
+			DeltaNATS: fig(5, 10), DeltaMemory: fig(0.1, 0.5), Durable: fig(10, 40),
 		},
 		Untuned: bench.ServerFigures{
-			Bare: fig(40, 60), ModelStep: fig(60.1, 90), ToolStep: fig(100, 120), Query: fig(5, 9), Update: fig(45, 50),
-			DeltaNATS: fig(5.01, 10), DeltaMemory: fig(0.1, 25.5), Durable: fig(50, 80),
+			Bare: fig(50, 60), ModelStep: fig(60.1, 90), ToolStep: fig(100, 120), Query: fig(5, 9), Update: fig(45, 50),
+			DeltaNATS: fig(5.01, 10), DeltaMemory: fig(0.1, 10.5), Durable: fig(50, 80),
 		},
 	}
 	var out bytes.Buffer
@@ -86,9 +86,9 @@ func TestBenchVerdicts(t *testing.T) {
 	}
 	wantLines := map[string]string{
 		"model step (model turn only)":                             "15.0 / 30.0 60.1 / 90.0 p50 ≤ 15 ms (tuned) PASS",
-		"delta via NATS (worker in this process, own connections)": "5.00 / 25.0 5.01 / 10.0 p50 ≤ 5 ms, p99 ≤ 25 ms PASS / MISS",
-		"delta in-process":                                         "0.10 / 0.50 0.10 / 25.5 p50 ≤ 5 ms, p99 ≤ 25 ms PASS / MISS",
-		"durable event from commit":                                "20.0 / 40.0 50.0 / 80.0 p50 ≤ 20 ms (tuned) PASS",
+		"delta via NATS (worker in this process, own connections)": "5.00 / 10.0 5.01 / 10.0 p50 ≤ 5 ms, p99 ≤ 10 ms PASS / MISS",
+		"delta in-process":                                         "0.10 / 0.50 0.10 / 10.5 p50 ≤ 5 ms, p99 ≤ 10 ms PASS / MISS",
+		"durable event from commit":                                "10.0 / 40.0 50.0 / 80.0 p50 ≤ 10 ms (tuned) PASS",
 		"tool step (model turn + no-op tool)":                      "25.0 / 40.0 100 / 120 —",
 	}
 	for label, want := range wantLines {
@@ -98,10 +98,10 @@ func TestBenchVerdicts(t *testing.T) {
 	}
 	// Indented ratio rows are keyed by their text after the indent.
 	for label, want := range map[string]string{
-		// 15 / 10 is on the target; 60.1 / 40 just over it.
-		"model step ÷ bare, p50":      "1.50× 1.50× ≤ 1.5× PASS / MISS",
-		"tool step ÷ (2 × bare), p50": "1.25× 1.25× —",
-		"durable p50 ÷ query p50":     "5.00× 10.00× —",
+		// 15 / 12.5 is on the target; 60.1 / 50 just over it.
+		"model step ÷ bare, p50":      "1.20× 1.20× ≤ 1.2× PASS / MISS",
+		"tool step ÷ (2 × bare), p50": "1.00× 1.00× —",
+		"durable p50 ÷ query p50":     "2.50× 10.00× —",
 	} {
 		re := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(label) + ` +(.*)$`)
 		m := re.FindStringSubmatch(out.String())
@@ -120,10 +120,10 @@ func TestBenchVerdicts(t *testing.T) {
 	}
 	want := []jsonTarget{
 		{Measure: "model_step", Target: "p50 ≤ 15 ms (tuned)", Tuned: "PASS", Untuned: "—"},
-		{Measure: "model_ratio", Target: "≤ 1.5×", Tuned: "PASS", Untuned: "MISS"},
-		{Measure: "delta_nats", Target: "p50 ≤ 5 ms, p99 ≤ 25 ms", Tuned: "PASS", Untuned: "MISS"},
-		{Measure: "delta_memory", Target: "p50 ≤ 5 ms, p99 ≤ 25 ms", Tuned: "PASS", Untuned: "MISS"},
-		{Measure: "durable", Target: "p50 ≤ 20 ms (tuned)", Tuned: "PASS", Untuned: "—"},
+		{Measure: "model_ratio", Target: "≤ 1.2×", Tuned: "PASS", Untuned: "MISS"},
+		{Measure: "delta_nats", Target: "p50 ≤ 5 ms, p99 ≤ 10 ms", Tuned: "PASS", Untuned: "MISS"},
+		{Measure: "delta_memory", Target: "p50 ≤ 5 ms, p99 ≤ 10 ms", Tuned: "PASS", Untuned: "MISS"},
+		{Measure: "durable", Target: "p50 ≤ 10 ms (tuned)", Tuned: "PASS", Untuned: "—"},
 	}
 	if diff := cmp.Diff(want, got.Targets); diff != "" {
 		t.Errorf("JSON targets (-want +got):\n%s", diff)
@@ -131,8 +131,8 @@ func TestBenchVerdicts(t *testing.T) {
 	if f := got.Tuned.Figures["model_step"]; f.P50 != 15 || f.P99 != 30 || f.N != 10 {
 		t.Errorf("JSON tuned model_step = %+v", f)
 	}
-	if r := got.Tuned.Ratios["model_step_over_bare"]; r != 1.5 {
-		t.Errorf("JSON tuned model ratio = %v, want 1.5", r)
+	if r := got.Tuned.Ratios["model_step_over_bare"]; r != 1.2 {
+		t.Errorf("JSON tuned model ratio = %v, want 1.2", r)
 	}
 
 	// On the target is a pass on the untuned server too.
