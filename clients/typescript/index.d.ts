@@ -166,7 +166,12 @@ export interface RequestsResponse {
 export interface SessionsResponse {
   sessions: Array<{
     id: string;
+    /** Temporal's status of the session's workflow (running between runs too). */
     status: string;
+    /** keel's state, as the visibility store last saw it. */
+    state: SessionState;
+    /** A run is in progress, so it can be cancelled. */
+    active: boolean;
     started_at: string;
   }>;
   namespace: string;

@@ -125,7 +125,12 @@ class RequestsResponse(TypedDict):
 
 class SessionSummary(TypedDict):
     id: str
+    #: Temporal's status of the session's workflow (running between runs too).
     status: str
+    #: keel's state, as the visibility store last saw it.
+    state: SessionState
+    #: A run is in progress, so it can be cancelled.
+    active: bool
     started_at: str
 
 
