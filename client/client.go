@@ -8,6 +8,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -75,9 +76,11 @@ type Options struct {
 	// encrypts them too: store.CodecOptions.Encryption, or the crypt codec
 	// after the remote one in converter.NewCodecDataConverter.
 	// Optional; default: Temporal's, asking the codec endpoint at
-	// $KEEL_CODEC_ENDPOINT, else DefaultCodecEndpoint (keel dev's), for
-	// values that were moved to the store or encrypted, and for nothing
-	// else; it sends what it writes unencrypted.
+	// $KEEL_CODEC_ENDPOINT, else the one `keel dev` recorded on the
+	// Temporal server when that is on this machine (LearnCodecEndpoint),
+	// else DefaultCodecEndpoint (keel dev's default), for values that were
+	// moved to the store or encrypted, and for nothing else; it sends what
+	// it writes unencrypted.
 	DataConverter converter.DataConverter
 }
 
@@ -91,12 +94,8 @@ const DefaultCodecEndpoint = "http://127.0.0.1:7280/codec"
 const EnvCodecEndpoint = "KEEL_CODEC_ENDPOINT"
 
 // defaultDataConverter is Temporal's converter with a remote codec that
-// decodes content-store references through the codec endpoint.
-func defaultDataConverter() converter.DataConverter {
-	endpoint := os.Getenv(EnvCodecEndpoint)
-	if endpoint == "" {
-		endpoint = DefaultCodecEndpoint
-	}
+// decodes content-store references through endpoint.
+func defaultDataConverter(endpoint string) converter.DataConverter {
 	return claimcheck.NewRemoteDataConverter(endpoint)
 }
 
@@ -117,8 +116,10 @@ type Client struct {
 // to connect is a *connect.DialError that says why when it can tell (the
 // server requires a client certificate, say).
 func Dial(ctx context.Context, opts Options) (*Client, error) {
-	if opts.DataConverter == nil {
-		opts.DataConverter = defaultDataConverter()
+	endpoint := os.Getenv(EnvCodecEndpoint)
+	if opts.DataConverter == nil && opts.Temporal != nil {
+		// The converter must be opts.Temporal's; this is the best guess.
+		opts.DataConverter = defaultDataConverter(cmp.Or(endpoint, DefaultCodecEndpoint))
 	}
 	c := &Client{namespace: opts.Namespace, live: opts.Live, liveBuf: opts.LiveBuffer, config: opts.Config,
 		handOver: opts.HandOver, dc: opts.DataConverter, tc: opts.Temporal}
@@ -136,6 +137,17 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	}
+	if opts.DataConverter == nil {
+		if endpoint == "" {
+			// A keel dev on another --http-port says where its codec
+			// endpoint is; a server it cannot reach fails the same here.
+			if endpoint, err = LearnCodecEndpoint(ctx, conn, logger); err != nil {
+				return nil, fmt.Errorf("keel: %w", err)
+			}
+		}
+		opts.DataConverter = defaultDataConverter(cmp.Or(endpoint, DefaultCodecEndpoint))
+		c.dc = opts.DataConverter
 	}
 	tc, err := connect.Dial(ctx, conn, client.Options{
 		Logger: logger, DataConverter: opts.DataConverter,

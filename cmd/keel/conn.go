@@ -105,6 +105,12 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.Run
 	if err != nil {
 		return nil, err
 	}
+	lctx, cancelLearn := context.WithTimeout(ctx, dialTimeout)
+	err = c.store.learnEndpoint(lctx, co, c.temporalLogger(stderr))
+	cancelLearn()
+	if err != nil {
+		return nil, withServerHint(err)
+	}
 	cs, err := c.store.open(ctx)
 	if err != nil {
 		return nil, err

@@ -328,6 +328,9 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if err := worker.EnsureSearchAttributes(ctx, s.temporal, s.server.Namespace()); err != nil {
 		return s, err
 	}
+	if err := recordCodecEndpoint(ctx, s.temporal, s.server.Namespace(), s.codecURL); err != nil {
+		return s, err
+	}
 	models, err := newModels(cfg.scripts, cfg.allowModels)
 	if err != nil {
 		return s, err
@@ -623,13 +626,9 @@ func (s *devStack) codecOptions() store.HandlerOptions {
 // gatewayURL is the HTTP API's base URL.
 func (s *devStack) gatewayURL() string { return "http://" + s.httpL.Addr().String() + "/v1" }
 
-// codecFlag is the flags another keel command needs to read this stack's
-// content store, empty on the default port, and to encrypt what it sends
-// (a prompt is written to history by the command that sends it).
-func (s *devStack) codecFlag() string {
-	flags := keyFileFlag(s.keyFile)
-	if s.codecURL == defaultCodecEndpoint {
-		return flags
-	}
-	return " --codec-endpoint " + s.codecURL + flags
-}
+// codecFlag is the flags another keel command needs to encrypt what it
+// sends (a prompt is written to history by the command that sends it). It
+// needs none to read this stack's content store, on any --http-port: the
+// stack records its codec endpoint on its Temporal server
+// (recordCodecEndpoint), where commands on this machine find it.
+func (s *devStack) codecFlag() string { return keyFileFlag(s.keyFile) }

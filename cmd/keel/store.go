@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 
 	"go.temporal.io/sdk/converter"
+	tlog "go.temporal.io/sdk/log"
 
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/connect"
 	"github.com/keelrun/keel/crypt"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/store/claimcheck"
@@ -28,7 +31,10 @@ const (
 type storeFlags struct {
 	url      string
 	endpoint string
-	keyFile  string
+	// endpointNamed says --codec-endpoint or $KEEL_CODEC_ENDPOINT named
+	// the endpoint ("" then means none); otherwise learnEndpoint finds it.
+	endpointNamed bool
+	keyFile       string
 	// allowPlaintext is --encryption-allow-plaintext (workers only).
 	allowPlaintext bool
 	worker         bool
@@ -39,17 +45,36 @@ func (s *storeFlags) register(fs *flagSet, worker bool) {
 	fs.StringVar(&s.url, "store", os.Getenv(envStore),
 		"content store `URL` for large values: file:///DIR, s3://BUCKET?endpoint=…&region=…, mem:// (default $"+envStore+")")
 	if !worker {
-		endpoint := os.Getenv(envCodecEndpoint)
-		if endpoint == "" {
-			endpoint = defaultCodecEndpoint
-		}
-		fs.StringVar(&s.endpoint, "codec-endpoint", endpoint,
-			"`URL` of a codec endpoint that reads the content store (and decrypts, without --encryption-key-file) when --store is not given (default $"+envCodecEndpoint+" or keel dev's)")
+		s.endpoint = os.Getenv(envCodecEndpoint)
+		s.endpointNamed = s.endpoint != ""
+		fs.Func("codec-endpoint",
+			"`URL` of a codec endpoint that reads the content store (and decrypts, without --encryption-key-file) when --store is not given; \"\" for none (default $"+envCodecEndpoint+", else the one keel dev on this machine recorded on its Temporal server, else "+defaultCodecEndpoint+")",
+			func(v string) error {
+				s.endpoint, s.endpointNamed = v, true
+				return nil
+			})
 	}
 	registerKeyFile(fs, &s.keyFile)
 	if worker {
 		registerAllowPlaintext(fs, &s.allowPlaintext)
 	}
+}
+
+// learnEndpoint fills in the codec endpoint of a reader that was not told
+// one and reads no --store: the one keel dev recorded on the Temporal
+// server at conn when that is on this machine (client.LearnCodecEndpoint
+// says what it trusts), else keel dev's default. A server it cannot reach
+// is an error, the one the command's own dial would meet.
+func (s *storeFlags) learnEndpoint(ctx context.Context, conn connect.Options, logger tlog.Logger) error {
+	if s.worker || s.url != "" || s.endpointNamed {
+		return nil
+	}
+	learned, err := client.LearnCodecEndpoint(ctx, conn, logger)
+	if err != nil {
+		return err
+	}
+	s.endpoint, s.endpointNamed = cmp.Or(learned, defaultCodecEndpoint), true
+	return nil
 }
 
 // contentStore is what a command uses of the content store.
