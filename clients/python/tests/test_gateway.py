@@ -6,7 +6,6 @@ skipped."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import unittest
@@ -151,7 +150,7 @@ class GatewayTest(unittest.TestCase):
             rest = until(stream, of_type("run.completed"))
         resolved = [e for e in rest if e.type == "host_input.resolved"]
         self.assertEqual([e.data["request_id"] for e in resolved], [asked.data["request_id"]])
-        self.assertEqual([e.data["output"] for e in rest if e.type == "tool.finished"], [json.dumps("blue")])
+        self.assertEqual([e.data["output"] for e in rest if e.type == "tool.finished"], ["blue"])
         self.assertEqual(rest[-1].data["text"], "Blue it is.")
 
     def test_bad_requests_get_typed_errors(self) -> None:

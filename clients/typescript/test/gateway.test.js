@@ -156,7 +156,7 @@ test("a host-input request is listed and answered", { skip }, async () => {
   const rest = await f.until(ofType("run.completed"));
   await f.close();
   assert.equal(rest.find(ofType("host_input.resolved"))?.data.request_id, asked.data.request_id);
-  assert.equal(rest.find(ofType("tool.finished"))?.data.output, JSON.stringify("blue"));
+  assert.equal(rest.find(ofType("tool.finished"))?.data.output, "blue");
   assert.equal(rest.at(-1).data.text, "Blue it is.");
 });
 
