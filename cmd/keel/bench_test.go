@@ -36,7 +36,7 @@ func TestBenchEndToEnd(t *testing.T) {
 	for _, row := range []string{
 		`bare activity round trip +` + fig + ` +` + fig + ` +— *\n`,
 		`model step \(model turn only\) +` + fig + ` +` + fig + ` +p50 ≤ 15 ms \(tuned\) +` + verdict + `\n`,
-		`  model step ÷ bare, p50 +` + rat + ` +` + rat + ` +≤ 1\.5× +` + verdict + ` / ` + verdict + `\n`,
+		`  model step ÷ bare, p50 +` + rat + ` +` + rat + ` +≤ 1\.2× +` + verdict + ` / ` + verdict + `\n`,
 		`tool step \(model turn \+ no-op tool\) +` + fig + ` +` + fig + ` +— *\n`,
 		`  tool step ÷ \(2 × bare\), p50 +` + rat + ` +` + rat + ` +— *\n`,
 		`query round trip +` + fig + ` +` + fig + ` +— *\n`,
