@@ -50,11 +50,7 @@ func TestWebPageServed(t *testing.T) {
 	defer tick.Stop()
 	deadline := time.Now().Add(30 * time.Second)
 	for ; ; <-tick.C {
-		r := s.call(t, http.MethodGet, "/v1/sessions?limit=200", nil).must(t, http.StatusOK)
-		var list gateway.SessionsResponse
-		if err := json.Unmarshal(r.raw, &list); err != nil {
-			t.Fatal(err)
-		}
+		list := listSessions(t, s)
 		if list.Namespace == "" || list.WebUI != "http://127.0.0.1:8233" {
 			t.Fatalf("namespace %q, web UI %q", list.Namespace, list.WebUI)
 		}
@@ -66,7 +62,7 @@ func TestWebPageServed(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("web-listed is not in %s", r.raw)
+			t.Fatalf("web-listed is not in %+v", list.Sessions)
 		}
 	}
 	r := s.call(t, http.MethodGet, "/v1/sessions?limit=0", nil).must(t, http.StatusBadRequest)
@@ -105,11 +101,7 @@ func TestSessionListShowsKeelState(t *testing.T) {
 	defer tick.Stop()
 	deadline := time.Now().Add(30 * time.Second)
 	for ; ; <-tick.C {
-		r := s.call(t, http.MethodGet, "/v1/sessions?limit=200", nil).must(t, http.StatusOK)
-		var list gateway.SessionsResponse
-		if err := json.Unmarshal(r.raw, &list); err != nil {
-			t.Fatal(err)
-		}
+		list := listSessions(t, s)
 		got := map[string]gateway.SessionSummary{}
 		for _, ses := range list.Sessions {
 			if _, ok := want[ses.ID]; ok {
@@ -622,4 +614,15 @@ func listenGatewayWith(t *testing.T, addr string, opts gateway.Options) *liveGat
 func (lg *liveGateway) stop() {
 	lg.gw.Close()
 	_ = lg.srv.Close()
+}
+
+// listSessions reads the first page of the session list.
+func listSessions(t *testing.T, s *stack) gateway.SessionsResponse {
+	t.Helper()
+	r := s.call(t, http.MethodGet, "/v1/sessions?limit=200", nil).must(t, http.StatusOK)
+	var list gateway.SessionsResponse
+	if err := json.Unmarshal(r.raw, &list); err != nil {
+		t.Fatal(err)
+	}
+	return list
 }
