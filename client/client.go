@@ -19,9 +19,9 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/claimcheck"
 	"github.com/keelrun/keel/connect"
 	"github.com/keelrun/keel/live"
-	"github.com/keelrun/keel/store/claimcheck"
 )
 
 // Options configures a Client. Every field is optional.

@@ -27,12 +27,12 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/claimcheck"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/crypt"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/store"
-	"github.com/keelrun/keel/store/claimcheck"
 	"github.com/keelrun/keel/tool"
 	"github.com/keelrun/keel/worker"
 )

@@ -9,8 +9,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/keelrun/keel/claimcheck"
 	"github.com/keelrun/keel/crypt"
-	"github.com/keelrun/keel/store/claimcheck"
 )
 
 // Defaults for CodecOptions.

@@ -3,7 +3,7 @@ package store
 import (
 	"errors"
 
-	"github.com/keelrun/keel/store/claimcheck"
+	"github.com/keelrun/keel/claimcheck"
 )
 
 // Sentinel errors. Every error the package returns wraps one of them (test

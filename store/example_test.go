@@ -7,8 +7,8 @@ import (
 
 	"go.temporal.io/sdk/converter"
 
+	"github.com/keelrun/keel/claimcheck"
 	"github.com/keelrun/keel/store"
-	"github.com/keelrun/keel/store/claimcheck"
 )
 
 func ExampleNewCodec() {

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/keelrun/keel/store/claimcheck"
+	"github.com/keelrun/keel/claimcheck"
 )
 
 const uiOrigin = "http://localhost:8233"

@@ -13,7 +13,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/keelrun/keel/store/claimcheck"
+	"github.com/keelrun/keel/claimcheck"
 	"github.com/keelrun/keel/store/storetest"
 )
 

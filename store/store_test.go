@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/keelrun/keel/store/claimcheck"
+	"github.com/keelrun/keel/claimcheck"
 )
 
 func TestStore(t *testing.T) {

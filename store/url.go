@@ -12,7 +12,7 @@ import (
 	"gocloud.dev/blob/memblob"
 	"gocloud.dev/blob/s3blob"
 
-	"github.com/keelrun/keel/store/claimcheck"
+	"github.com/keelrun/keel/claimcheck"
 )
 
 // parseURL turns what Open was given into a URL. A string without a scheme

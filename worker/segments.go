@@ -7,8 +7,8 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/claimcheck"
 	"github.com/keelrun/keel/store"
-	"github.com/keelrun/keel/store/claimcheck"
 )
 
 // codecSegments writes event segments through the content store's codec,

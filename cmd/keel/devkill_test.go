@@ -14,9 +14,9 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/claimcheck"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/store"
-	"github.com/keelrun/keel/store/claimcheck"
 )
 
 // devKillScript reads the 64 KiB big.txt in every run, so each run writes

@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/keelrun/keel/claimcheck"
 	"github.com/keelrun/keel/crypt"
 	"github.com/keelrun/keel/live"
-	"github.com/keelrun/keel/store/claimcheck"
 )
 
 // The live channel's NATS connection: where the server is and how to

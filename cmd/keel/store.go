@@ -9,11 +9,11 @@ import (
 	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/keelrun/keel/claimcheck"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/connect"
 	"github.com/keelrun/keel/crypt"
 	"github.com/keelrun/keel/store"
-	"github.com/keelrun/keel/store/claimcheck"
 )
 
 // Content-store defaults: `keel dev` serves its codec endpoint here, so a
