@@ -14,8 +14,8 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel/devserver"
-	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/internal/testlog"
+	"github.com/keelrun/keel/internal/testpki"
 )
 
 // TestMutualTLSServer starts a server that requires client certificates
@@ -27,7 +27,7 @@ func TestMutualTLSServer(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pki := keeltest.NewPKI(t)
+	pki := testpki.New(t)
 	s, err := devserver.Start(ctx, devserver.Config{Port: devserver.AnyPort, UIPort: devserver.AnyPort,
 		TLS: pki.ServerTLS(true), Logger: testlog.New(t)})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/keelrun/keel/logging"
-	"github.com/keelrun/keel/worker"
 )
 
 // A worker's logger: JSON records from info up on stderr, shared by the
@@ -24,12 +23,7 @@ func Example() {
 		panic(err)
 	}
 	defer c.Close()
-	w, err := worker.New(c, worker.Options{Logger: l})
-	if err != nil {
-		panic(err)
-	}
-	_ = w.Start()
-	defer w.Stop()
+	// A worker takes the same logger: worker.New(c, worker.Options{Logger: l}).
 
 	logging.ForRun(l, "s1", "s1/run-2", 3, 1).Info("model turn finished", zap.Int("output_tokens", 42))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/keelrun/keel/connect"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/internal/testpki"
 	"github.com/keelrun/keel/worker"
 )
 
@@ -26,7 +27,7 @@ import (
 func TestDialMutualTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	pki := keeltest.NewPKI(t)
+	pki := testpki.New(t)
 	srv := keeltest.StartServer(t, devserver.Config{TLS: pki.ServerTLS(true)})
 	codec := keeltest.Codec(t, srv)
 	metrics := sdkmetric.NewManualReader()

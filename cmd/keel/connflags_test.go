@@ -16,6 +16,7 @@ import (
 
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/internal/testpki"
 )
 
 const connScript = `{"turns":[{"text":["Reached ", "you."],"usage":{"input_tokens":3,"output_tokens":2}}]}`
@@ -68,7 +69,7 @@ func TestConnectMutualTLS(t *testing.T) {
 	clearTemporalEnv(t)
 	ctx, cancel := context.WithTimeout(withNoInput(context.Background()), 2*time.Minute)
 	defer cancel()
-	pki := keeltest.NewPKI(t)
+	pki := testpki.New(t)
 	srv := keeltest.StartServer(t, devserver.Config{TLS: pki.ServerTLS(true)})
 	tlsFlags := []string{"--address", srv.Address(), "--tls-ca-path", pki.CAFile,
 		"--tls-cert-path", pki.ClientCertFile, "--tls-key-path", pki.ClientKeyFile}
@@ -146,7 +147,7 @@ func TestConnectAPIKey(t *testing.T) {
 		mu.Unlock()
 		return h(ctx, req)
 	}
-	pki := keeltest.NewPKI(t)
+	pki := testpki.New(t)
 	srv := keeltest.StartServer(t, devserver.Config{TLS: pki.ServerTLS(false),
 		FrontendInterceptors: []grpc.UnaryServerInterceptor{record}})
 	startKeelWorker(t, ctx, "--address", srv.Address(), "--tls-ca-path", pki.CAFile)

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/internal/testpki"
 	"github.com/keelrun/keel/live/natsserver"
 )
 
@@ -202,7 +202,7 @@ func startOperatorServer(t *testing.T) (url, creds, otherCreds string) {
 // server that requires one.
 func TestNATSFlagsTLS(t *testing.T) {
 	t.Setenv(envConfigDir, t.TempDir())
-	pki := keeltest.NewPKI(t)
+	pki := testpki.New(t)
 	srv, err := natsserver.Start(natsserver.Options{Port: natsserver.RandomPort, TLS: &tls.Config{
 		Certificates: []tls.Certificate{pki.Server}, ClientCAs: pki.CAs,
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}})
@@ -221,8 +221,8 @@ func TestNATSFlagsTLS(t *testing.T) {
 	if err := dialWith(t, url, full...); err != nil {
 		t.Errorf("with CA and client certificate: %v", err)
 	}
-	if err := dialWith(t, url, append(full, "--nats-tls-server-name", keeltest.TLSServerName)...); err != nil {
-		t.Errorf("with --nats-tls-server-name %s: %v", keeltest.TLSServerName, err)
+	if err := dialWith(t, url, append(full, "--nats-tls-server-name", testpki.TLSServerName)...); err != nil {
+		t.Errorf("with --nats-tls-server-name %s: %v", testpki.TLSServerName, err)
 	}
 	if err := dialWith(t, url, append(full, "--nats-tls-server-name", "elsewhere.test")...); err == nil {
 		t.Error("connected to a server whose certificate is not for --nats-tls-server-name")
@@ -241,7 +241,7 @@ func TestNATSFlagsErrors(t *testing.T) {
 	t.Setenv(envConfigDir, t.TempDir())
 	const secret = "s3cr3t-c0ntent"
 	tok := secretFile(t, secret)
-	pki := keeltest.NewPKI(t)
+	pki := testpki.New(t)
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/internal/testpki"
 	"github.com/keelrun/keel/live/natsserver"
 )
 
@@ -139,7 +139,7 @@ func TestStartRefusesAmbiguousCredentials(t *testing.T) {
 // With TLS the server takes TLS connections only; with a client CA, only
 // clients with a certificate it signed.
 func TestStartTLS(t *testing.T) {
-	pki := keeltest.NewPKI(t)
+	pki := testpki.New(t)
 	roots := nats.Secure(&tls.Config{RootCAs: pki.CAs, MinVersion: tls.VersionTLS12})
 	t.Run("server", func(t *testing.T) {
 		srv, err := natsserver.Start(natsserver.Options{Port: natsserver.RandomPort,

@@ -24,6 +24,7 @@ import (
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/internal/syncbuf"
+	"github.com/keelrun/keel/internal/testpki"
 	"github.com/keelrun/keel/logging"
 )
 
@@ -68,7 +69,7 @@ func requireCause(t *testing.T, err, cause error, hint string) {
 }
 
 func TestTLS(t *testing.T) {
-	pki := keeltest.NewPKI(t)
+	pki := testpki.New(t)
 	srv := keeltest.StartServer(t, devserver.Config{TLS: pki.ServerTLS(false)})
 	addr := srv.Address()
 
@@ -79,7 +80,7 @@ func TestTLS(t *testing.T) {
 	})
 	t.Run("with the CA and another name of the server", func(t *testing.T) {
 		err := dial(t, connect.Options{HostPort: addr,
-			TLS: &connect.TLS{ServerCAFile: pki.CAFile, ServerName: keeltest.TLSServerName}})
+			TLS: &connect.TLS{ServerCAFile: pki.CAFile, ServerName: testpki.TLSServerName}})
 		if err != nil {
 			t.Fatalf("dial: %v", err)
 		}
@@ -99,7 +100,7 @@ func TestTLS(t *testing.T) {
 }
 
 func TestMutualTLS(t *testing.T) {
-	pki := keeltest.NewPKI(t)
+	pki := testpki.New(t)
 	srv := keeltest.StartServer(t, devserver.Config{TLS: pki.ServerTLS(true)})
 	addr := srv.Address()
 
@@ -115,7 +116,7 @@ func TestMutualTLS(t *testing.T) {
 		requireCause(t, err, connect.ErrClientCertRequired, "--tls-cert-path and --tls-key-path")
 	})
 	t.Run("with a certificate of another CA", func(t *testing.T) {
-		other := keeltest.NewPKI(t)
+		other := testpki.New(t)
 		err := dial(t, connect.Options{HostPort: addr, TLS: &connect.TLS{ServerCAFile: pki.CAFile,
 			ClientCertFile: other.ClientCertFile, ClientKeyFile: other.ClientKeyFile}})
 		requireCause(t, err, connect.ErrClientCertRefused, "signed by a CA the server trusts")
@@ -156,7 +157,7 @@ func (a *authRecorder) intercept(ctx context.Context, req any, info *grpc.UnaryS
 func TestAPIKey(t *testing.T) {
 	const key = "sk-test-5ecret-api-key"
 	rec := &authRecorder{want: "Bearer " + key, seen: map[string]int{}}
-	pki := keeltest.NewPKI(t)
+	pki := testpki.New(t)
 	// Everything the server and the clients log goes here, to be searched
 	// for the keys.
 	logs := &syncbuf.Buffer{}

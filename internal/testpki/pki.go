@@ -1,4 +1,5 @@
-package keeltest
+// Package testpki makes throwaway TLS certificate authorities for tests.
+package testpki
 
 import (
 	"crypto/ecdsa"
@@ -16,7 +17,7 @@ import (
 	"time"
 )
 
-// TLSServerName is a name the server certificate of NewPKI is issued for,
+// TLSServerName is a name the server certificate of New is issued for,
 // besides localhost and 127.0.0.1.
 const TLSServerName = "temporal.keel.test"
 
@@ -31,9 +32,9 @@ type PKI struct {
 	Client tls.Certificate
 }
 
-// NewPKI makes a CA, a server certificate for localhost, 127.0.0.1 and
+// New makes a CA, a server certificate for localhost, 127.0.0.1 and
 // TLSServerName, and a client certificate, all ECDSA P-256.
-func NewPKI(tb testing.TB) *PKI {
+func New(tb testing.TB) *PKI {
 	tb.Helper()
 	dir := tb.TempDir()
 	caKey := newKey(tb)

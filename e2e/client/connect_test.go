@@ -11,6 +11,7 @@ import (
 	"github.com/keelrun/keel/connect"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
+	"github.com/keelrun/keel/internal/testpki"
 	"github.com/keelrun/keel/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // certificates, with a client that dials it by Options.TLS.
 func TestDialMutualTLS(t *testing.T) {
 	ctx := testCtx(t)
-	pki := keeltest.NewPKI(t)
+	pki := testpki.New(t)
 	srv := keeltest.StartServer(t, devserver.Config{TLS: pki.ServerTLS(true)})
 	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"turns":[{"text":["Over ", "TLS."]}]}`})
 	dc := store.NewDataConverter(keeltest.Codec(t, srv))
