@@ -140,7 +140,10 @@ func (c RunConfig) Validate() error {
 // SessionInput starts a Session workflow.
 type SessionInput struct {
 	SessionID string `json:"session_id"`
-	// Config holds the session's defaults for its runs.
+	// Config holds the session's defaults for its runs: what a send's own
+	// Config leaves unset. The client that creates the session sets it;
+	// afterwards only a send with SetDefault changes it, and each
+	// execution hands the current defaults to the next.
 	Config RunConfig `json:"config"`
 	// HandOver bounds each execution of the session before it continues
 	// as new. Optional; zero fields take the defaults of HandOverLimits.
@@ -168,9 +171,19 @@ const (
 
 // SendRequest is the argument of the "send" update.
 type SendRequest struct {
-	Prompt   string     `json:"prompt"`
-	Config   *RunConfig `json:"config,omitempty"`
-	IfActive IfActive   `json:"if_active,omitempty"`
+	Prompt string `json:"prompt"`
+	// Config is this run's configuration: its set fields replace the
+	// session's defaults for this run only. Optional.
+	Config *RunConfig `json:"config,omitempty"`
+	// IfActive says what to do while a run is active. Default
+	// IfActiveReject.
+	IfActive IfActive `json:"if_active,omitempty"`
+	// SetDefault makes Config the session's default as well: when this
+	// run starts, Config's set fields replace the defaults', for this run
+	// and every later one that does not set them itself. It needs a
+	// Config. Optional; default false, under which the session's
+	// defaults stay as they were (docs/contract.md §11.6).
+	SetDefault bool `json:"set_default,omitempty"`
 }
 
 // MaxPromptBytes bounds a prompt or steering text: the default of

@@ -63,7 +63,7 @@ func (s *session) runInline(ctx workflow.Context) error {
 func (s *session) runHere(ctx workflow.Context, p *pendingRun) {
 	s.runs++
 	p.number = s.runs
-	cfg := s.cfg.Merge(p.req.Config).WithDefaults()
+	cfg := s.startConfig(ctx, p)
 	runID := keel.RunID(s.id, p.number)
 	rctx := ctx
 	if p.trace != nil {

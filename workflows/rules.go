@@ -117,7 +117,7 @@ func (s *session) checkQueue(req SendRequest, limit int) error {
 // length.
 func (s *session) checkSendLimits(req SendRequest) error {
 	lim := s.rules.limits()
-	if err := checkConfig(s.cfg.Merge(req.Config), lim.ConfigBytes); err != nil {
+	if err := checkConfig(s.defaultsAhead().Merge(req.Config), lim.ConfigBytes); err != nil {
 		return err
 	}
 	return s.checkQueue(req, lim.QueuedPrompts)

@@ -292,7 +292,10 @@ func (s *session) validateSend(req SendRequest) error {
 	default:
 		return wireError(keel.Errorf(keel.CodeInvalidInput, "if_active %q: use %q or %q", req.IfActive, IfActiveReject, IfActiveQueue))
 	}
-	cfg := s.cfg.Merge(req.Config)
+	if err := validateSetDefault(req); err != nil {
+		return err
+	}
+	cfg := s.defaultsAhead().Merge(req.Config)
 	if err := cfg.Validate(); err != nil {
 		return wireError(err.(*keel.Error))
 	}
@@ -360,7 +363,7 @@ const runPriorityChange = "run-priority"
 func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 	s.runs++
 	p.number = s.runs
-	cfg := s.cfg.Merge(p.req.Config).WithDefaults()
+	cfg := s.startConfig(ctx, p)
 	runID := keel.RunID(s.id, p.number)
 	cctx, cancel := workflow.WithCancel(ctx)
 	p.cancel = cancel

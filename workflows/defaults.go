@@ -1,0 +1,56 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/keelrun/keel"
+)
+
+// A session's defaults (SessionInput.Config) are what a send's own run
+// config leaves unset. The client that creates the session sets them; a
+// send's config applies to its run only, unless the send asks to change
+// the defaults (SendRequest.SetDefault). Such a send changes them when
+// its run starts, so prompts queued ahead of it run under the defaults
+// they were sent under, and those behind it under the new ones
+// (docs/contract.md §11.6).
+
+// setDefaultChange versions the send that changes the session's defaults.
+// Code before it ignored SendRequest.SetDefault (a field it did not know),
+// so a history it recorded with such a send replays without the change:
+// GetVersion is asked only for a send that sets the defaults, and answers
+// DefaultVersion for a history without the marker.
+const setDefaultChange = "set-default"
+
+// startConfig returns the configuration of the run p starts: the
+// session's defaults with p's own config over them, after p, if it sets
+// the defaults, has made its config theirs.
+func (s *session) startConfig(ctx workflow.Context, p *pendingRun) RunConfig {
+	if p.req.SetDefault && p.req.Config != nil &&
+		workflow.GetVersion(ctx, setDefaultChange, workflow.DefaultVersion, 1) == 1 {
+		s.cfg = s.cfg.Merge(p.req.Config)
+	}
+	return s.cfg.Merge(p.req.Config).WithDefaults()
+}
+
+// defaultsAhead returns the defaults a prompt sent now would run under:
+// the session's, changed by the queued sends that set them, in queue
+// order. A send is validated against them, so that what a queued send
+// will make the default is checked for every prompt behind it.
+func (s *session) defaultsAhead() RunConfig {
+	cfg := s.cfg
+	for _, p := range s.queue {
+		if p.req.SetDefault {
+			cfg = cfg.Merge(p.req.Config)
+		}
+	}
+	return cfg
+}
+
+// validateSetDefault refuses a send that asks to change the defaults
+// without saying to what.
+func validateSetDefault(req SendRequest) error {
+	if req.SetDefault && req.Config == nil {
+		return wireError(keel.Errorf(keel.CodeInvalidInput, "set_default needs a run config to make the session's default"))
+	}
+	return nil
+}
