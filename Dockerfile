@@ -4,8 +4,8 @@ FROM golang:1.27.3-bookworm AS build
 # go.temporal.io/server v1.32.2 needs Go >= 1.26.10.
 ENV GOTOOLCHAIN=go1.27.3
 WORKDIR /src
-COPY go.mod go.sum ./
-RUN go mod download
+# keel is a Go workspace of several modules (go.work), so the whole tree
+# comes in before the build resolves them.
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -o /out/keel ./cmd/keel
 

@@ -6,11 +6,17 @@
 export GOTOOLCHAIN := go1.27.3
 
 GO      ?= go
+# keel is several Go modules in one workspace (go.work; docs/ARCHITECTURE.md,
+# "Modules"): the root module is the light client, the heavy parts have
+# modules of their own. In workspace mode ./... stops at a module boundary,
+# so targets name every package by import path.
+PKGS    := github.com/keelrun/keel/...
+MODULES  = $(shell $(GO) work edit -json | sed -n 's/.*"DiskPath": "\(.*\)".*/\1/p')
 BIN     ?= bin/keel
 DATA    ?= .keel
 TIMEOUT ?= 40m
 
-.PHONY: all build run dev test lint vet fmt bench clean replay-release fuzz
+.PHONY: all build run dev test lint vet fmt tidy tidy-check bench clean replay-release fuzz
 
 all: build
 
@@ -31,8 +37,8 @@ dev: build
 # Temporal server and some tests hold real-time bounds (a cancel must end a
 # run within a second).
 test: lint
-	$(GO) test -race -count=1 -run '^$$' ./... > /dev/null
-	$(GO) test -race -count=1 -p 1 -timeout $(TIMEOUT) ./...
+	$(GO) test -race -count=1 -run '^$$' $(PKGS) > /dev/null
+	$(GO) test -race -count=1 -p 1 -timeout $(TIMEOUT) $(PKGS)
 	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
 
 # keel on more than one machine: the embedded server on PostgreSQL and two
@@ -52,14 +58,24 @@ test-postgres: build
 replay-release:
 	$(GO) test -count=1 -run TestReplayPreviousRelease -v ./workflows/
 
-lint: fmt vet
+lint: fmt vet tidy-check
+
+# Every module's go.mod and go.sum as `go mod tidy` would write them; each
+# module is tidied on its own (GOWORK=off), through its replace directives.
+tidy:
+	@set -e; for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy); done
+
+tidy-check:
+	@set -e; for m in $(MODULES); do \
+	  (cd $$m && GOWORK=off $(GO) mod tidy -diff > /dev/null) || { echo "tidy-check: $$m is not tidy; run make tidy"; exit 1; }; \
+	done
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(PKGS)
 
 # Benchmarks: the embedded server's tuning, keel's overheads and the live
 # channel (all measured by package bench), each printed as a ratio against
@@ -76,7 +92,7 @@ bench:
 # runs their seed corpora (testdata/fuzz) as ordinary tests.
 FUZZTIME ?= 30s
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | cut -d' ' -f2); do \
 	    echo "== $$pkg $$t ($(FUZZTIME))"; \

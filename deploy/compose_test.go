@@ -99,7 +99,7 @@ func TestComposeImagesPinned(t *testing.T) {
 		}
 		for _, repo := range []string{"temporalio/server", "temporalio/admin-tools"} {
 			if strings.HasPrefix(s.Image, repo+":") && s.Image != repo+":"+strings.TrimPrefix(serverVersion, "v") {
-				t.Errorf("%s: %s, want the version of go.temporal.io/server in go.mod (%s)", name, s.Image, serverVersion)
+				t.Errorf("%s: %s, want the version of go.temporal.io/server in devserver/go.mod (%s)", name, s.Image, serverVersion)
 			}
 		}
 	}
@@ -354,10 +354,11 @@ func flagValue(args []string, flag string) string {
 	return ""
 }
 
-// goModVersion returns the version of module in ../go.mod.
+// goModVersion returns the version of module in the go.mod of devserver,
+// the module that embeds the Temporal server.
 func goModVersion(t *testing.T, module string) string {
 	t.Helper()
-	f, err := os.Open("../go.mod")
+	f, err := os.Open("../devserver/go.mod")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +370,7 @@ func goModVersion(t *testing.T, module string) string {
 			return fields[1]
 		}
 	}
-	t.Fatalf("go.mod does not require %s", module)
+	t.Fatalf("devserver/go.mod does not require %s", module)
 	return ""
 }
 

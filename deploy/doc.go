@@ -3,7 +3,7 @@
 // Prometheus configuration. It has no code; its test checks the compose
 // file against keel's code, since no Docker engine runs in CI: the file
 // parses, every image is pinned (the Temporal server's to the version in
-// go.mod), every environment variable keel's code reads is set for the
+// devserver/go.mod), every environment variable keel's code reads is set for the
 // workers, every long-running service has a health check and a restart
 // policy, and the dynamic config is the one `keel dev` runs with.
 package deploy
