@@ -28,9 +28,19 @@ func (s *Session) ID() string { return s.id }
 type SendOption func(*api.SendRequest)
 
 // WithConfig sets the run's model, tools and limits; set fields override
-// the session's defaults.
+// the session's defaults for this run only (with SetDefault, for later
+// runs too).
 func WithConfig(cfg api.RunConfig) SendOption {
 	return func(r *api.SendRequest) { c := cfg; r.Config = &c }
+}
+
+// SetDefault makes the config of WithConfig the session's default as
+// well: its set fields replace the defaults' when this run starts, for it
+// and every later run (docs/contract.md §11.6). Without a WithConfig,
+// Send fails with keel.ErrInvalidInput; so it does with OrSteer, since
+// steering has no run config.
+func SetDefault() SendOption {
+	return func(r *api.SendRequest) { r.SetDefault = true }
 }
 
 // Queue makes Send queue the prompt as the next run when a run is active,
@@ -59,6 +69,9 @@ func (s *Session) Send(ctx context.Context, prompt string, opts ...SendOption) (
 	req := api.SendRequest{Prompt: prompt}
 	for _, o := range opts {
 		o(&req)
+	}
+	if req.SetDefault && req.IfActive == ifActiveSteer {
+		return nil, keel.Errorf(keel.CodeInvalidInput, "set_default cannot go with if_active steer: steering has no run config")
 	}
 	if req.IfActive != ifActiveSteer {
 		return s.send(ctx, req)

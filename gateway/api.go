@@ -113,7 +113,7 @@ func requireJSON(r *http.Request) error {
 type RunRequest struct {
 	Prompt string `json:"prompt"`
 	// Model, Tools, System, MaxSteps and Approvals override the session's
-	// defaults for this run (api.RunConfig); Tools [] means none.
+	// defaults for this run only (api.RunConfig); Tools [] means none.
 	Model     string                  `json:"model,omitempty"`
 	Tools     []string                `json:"tools,omitempty"`
 	System    string                  `json:"system,omitempty"`
@@ -123,6 +123,11 @@ type RunRequest struct {
 	// 409 run_active), "queue" (run it next) or "steer" (give it to the
 	// active run as steering).
 	IfActive string `json:"if_active,omitempty"`
+	// SetDefault makes Model, Tools, System, MaxSteps and Approvals the
+	// session's defaults too, for this run and every later one
+	// (docs/contract.md §11.6). It needs one of them, and cannot go with
+	// if_active "steer".
+	SetDefault bool `json:"set_default,omitempty"`
 }
 
 // RunResponse is the answer of POST /v1/sessions/{id}/runs.
@@ -164,8 +169,18 @@ func (req RunRequest) Validate() ([]client.SendOption, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if req.Model != "" || req.Tools != nil || req.System != "" || req.MaxSteps != 0 || req.Approvals != nil {
+	hasConfig := req.Model != "" || req.Tools != nil || req.System != "" || req.MaxSteps != 0 || req.Approvals != nil
+	if hasConfig {
 		opts = append(opts, client.WithConfig(cfg))
+	}
+	if req.SetDefault {
+		switch {
+		case !hasConfig:
+			return nil, keel.Errorf(keel.CodeInvalidInput, "set_default needs model, tools, system, max_steps or approvals to make the session's default")
+		case req.IfActive == "steer":
+			return nil, keel.Errorf(keel.CodeInvalidInput, "set_default cannot go with if_active steer: steering has no run config")
+		}
+		opts = append(opts, client.SetDefault())
 	}
 	return opts, nil
 }

@@ -1,0 +1,142 @@
+package transcript_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/keelrun/keel"
+)
+
+var buildStreams = flag.Bool("build-streams", false, "rewrite the built streams of testdata (those no real run can produce on demand)")
+
+// TestBuildStreams writes the streams of testdata that are built from
+// keel's event types rather than recorded: a tool call whose activity
+// Temporal retried (a worker lost under it: no event says so, and the
+// new attempt reports its progress from the start), and a hostile stream
+// of repeats, garbage and strays. The recorded ones come from the
+// gateway's TestRecordTranscriptStreams.
+func TestBuildStreams(t *testing.T) {
+	if !*buildStreams {
+		t.Skip("writes testdata only with -build-streams")
+	}
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	b := &builder{t: t, session: "transcript-tool_retry", run: "transcript-tool_retry/run-1", at: at}
+	b.durable(keel.RunStarted{Number: 1, Prompt: "record tool_retry", Model: "scripted:tool_retry"},
+		keel.StepStarted{Step: 1, EstimatedContextTokens: 31})
+	b.delta(keel.ToolCallDelta{Step: 1, Attempt: 1, Index: 0, ID: "t1", Name: "copy_files", Arguments: `{"from":"a",`},
+		keel.ToolCallDelta{Step: 1, Attempt: 1, Index: 0, Arguments: `"to":"b"}`})
+	b.durable(keel.UsageUpdated{Step: 1, Attempt: 1, Usage: keel.Usage{InputTokens: 31, OutputTokens: 9, Requests: 1},
+		Total: keel.Usage{InputTokens: 31, OutputTokens: 9, Requests: 1}},
+		keel.ModelCallCompleted{Step: 1, Attempt: 1, Metrics: keel.ModelCallMetrics{Model: "tool_retry", Provider: "scripted",
+			FinishReason: "tool_calls", GenerationOutputTokens: keel.GenerationTokens{Kind: keel.GenerationNone}}},
+		keel.ToolProposed{ToolCallID: "t1", Name: "copy_files", Arguments: json.RawMessage(`{"from":"a","to":"b"}`), Step: 1},
+		keel.ToolStarted{ToolCallID: "t1", Name: "copy_files"})
+	b.delta(keel.ToolProgress{ToolCallID: "t1", Message: "copying 1 of 3"},
+		// The worker is lost; Temporal runs the activity again with the
+		// same idempotency key (docs/contract.md §4.7).
+		keel.ToolProgress{ToolCallID: "t1", Message: "copying 1 of 3"},
+		keel.ToolProgress{ToolCallID: "t1", Message: "copying 3 of 3"})
+	b.durable(keel.ToolFinished{ToolCallID: "t1", Name: "copy_files", Status: keel.ToolOK, Output: "copied 3 files",
+		Duration: keel.Duration(7 * time.Second)},
+		keel.StepStarted{Step: 2, EstimatedContextTokens: 52})
+	b.delta(keel.TextDelta{Step: 2, Attempt: 1, Text: "Copied."})
+	b.durable(keel.UsageUpdated{Step: 2, Attempt: 1, Usage: keel.Usage{InputTokens: 52, OutputTokens: 2, Requests: 1},
+		Total: keel.Usage{InputTokens: 83, OutputTokens: 11, Requests: 2}},
+		keel.ModelCallCompleted{Step: 2, Attempt: 1, Metrics: keel.ModelCallMetrics{Model: "tool_retry", Provider: "scripted",
+			FinishReason: "stop", GenerationOutputTokens: keel.GenerationTokens{Kind: keel.GenerationNone}}},
+		keel.RunCompleted{Revision: 1, Text: "Copied.", Steps: 2, Usage: keel.Usage{InputTokens: 83, OutputTokens: 11, Requests: 2}})
+	b.write("tool_retry")
+
+	b = &builder{t: t, session: "h", run: "h/run-1", at: at}
+	b.durable(keel.RunStarted{Number: 1, Prompt: "hostile", Model: "scripted:h"}, keel.StepStarted{Step: 1})
+	b.delta(keel.TextDelta{Step: 1, Attempt: 1, Text: "Good "})
+	b.raw(keel.Envelope{Seq: 2, Type: keel.TypeStepStarted, Data: json.RawMessage(`{"step":1}`)}) // a repeat
+	b.delta(keel.TextDelta{Step: 1, Attempt: 1},
+		keel.TextDelta{Step: 1, Attempt: 0, Text: "attempt zero"},
+		keel.TextDelta{Step: 2, Attempt: 1, Text: "a step not started"},
+		keel.ToolCallDelta{Step: 1, Attempt: 1, Index: -1, Arguments: "{}"})
+	b.raw(keel.Envelope{Type: keel.TypeTextDelta, RunID: "h/run-9", Data: json.RawMessage(`{"step":1,"attempt":1,"text":"stray"}`)})
+	b.raw(keel.Envelope{Seq: 3, Type: "future.fact", Data: json.RawMessage(`{"x":[1,2]}`)})
+	b.raw(keel.Envelope{Type: "future.delta", Data: json.RawMessage(`{"y":1}`)})
+	b.raw(keel.Envelope{Seq: 4, Type: keel.TypeStepStarted, Data: json.RawMessage(`{"step":"one"}`)})
+	b.raw(keel.Envelope{Type: keel.TypeTextDelta, Data: json.RawMessage(`{"step":1,"attempt":1,"text":42}`)})
+	b.seq = 4
+	b.delta(keel.TextDelta{Step: 1, Attempt: 1, Text: "text."})
+	b.durable(keel.ProviderStreamReset{Step: 7, Attempt: 1, Reason: keel.ResetReason{Kind: keel.ResetMalformed}})
+	b.delta(keel.ToolProgress{ToolCallID: "nobody", Message: "?"})
+	b.durable(keel.ToolFinished{ToolCallID: "x", Name: "read", Status: keel.ToolError, Output: "no such file"},
+		keel.ToolFinished{ToolCallID: "x", Name: "read", Status: keel.ToolOK, Output: "again"})
+	b.raw(keel.Envelope{Seq: 3, Type: keel.TypeHostInputResolved, Data: json.RawMessage(`{"request_id":"r"}`)}) // out of order
+	b.durable(keel.HostInputResolved{RequestID: "never/asked", ToolCallID: "never"},
+		keel.ModelCallCompleted{Step: 1, Attempt: 1})
+	b.delta(keel.TextDelta{Step: 1, Attempt: 1, Text: " late"})
+	b.raw(keel.Envelope{Type: keel.TypeStepStarted, Data: json.RawMessage(`{"step":3}`)}) // durable without a seq
+	b.durable(keel.RunCompleted{Revision: 1, Text: "Good text.", Steps: 1},
+		keel.StepStarted{Step: 2})
+	b.delta(keel.TextDelta{Step: 2, Attempt: 1, Text: "after the end"})
+	b.write("hostile")
+}
+
+type builder struct {
+	t            *testing.T
+	session, run string
+	at           time.Time
+	seq          int64
+	out          bytes.Buffer
+}
+
+func (b *builder) seal(ev keel.Event) keel.Envelope {
+	env, err := keel.Seal(ev, b.session, b.run, b.at)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.at = b.at.Add(10 * time.Millisecond)
+	return env
+}
+
+func (b *builder) durable(evs ...keel.Event) {
+	for _, ev := range evs {
+		env := b.seal(ev)
+		b.seq++
+		env.Seq = b.seq
+		b.raw(env)
+	}
+}
+
+func (b *builder) delta(evs ...keel.Event) {
+	for _, ev := range evs {
+		env := b.seal(ev)
+		env.AfterSeq = b.seq
+		b.raw(env)
+	}
+}
+
+// raw writes env as it is, filling in the session, the run and the time
+// when it has none.
+func (b *builder) raw(env keel.Envelope) {
+	if env.SessionID == "" {
+		env.SessionID = b.session
+	}
+	if env.RunID == "" {
+		env.RunID = b.run
+	}
+	if env.At.IsZero() {
+		env.At = b.at
+	}
+	line, err := json.Marshal(env)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.out.Write(append(line, '\n'))
+}
+
+func (b *builder) write(name string) {
+	if err := os.WriteFile(filepath.Join("testdata", name+".jsonl"), b.out.Bytes(), 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}

@@ -1,0 +1,50 @@
+package transcript_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/transcript"
+)
+
+// FuzzApply feeds the reducer arbitrary JSON lines as envelopes: it must
+// never panic, its view must stay encodable, and its last sequence never
+// goes back.
+func FuzzApply(f *testing.F) {
+	paths, _ := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
+	for _, p := range paths {
+		if data, err := os.ReadFile(p); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Add([]byte(`{"seq":1,"type":"step.started","run_id":"r","data":{"step":-3}}` + "\n" +
+		`{"type":"text.delta","run_id":"r","data":{"step":-3,"attempt":99999999999,"text":"x"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr := transcript.New()
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(nil, 1<<20)
+		var last int64
+		for sc.Scan() {
+			var env keel.Envelope
+			if json.Unmarshal(sc.Bytes(), &env) != nil {
+				continue
+			}
+			ch := tr.Apply(env)
+			if ch.Ignored == "" && ch.Run == nil && ch.Kind != transcript.KindOther {
+				t.Fatalf("applied %s without a run", env.Type)
+			}
+			if tr.LastSeq() < last {
+				t.Fatalf("last seq went from %d to %d", last, tr.LastSeq())
+			}
+			last = tr.LastSeq()
+		}
+		if _, err := json.Marshal(tr.View()); err != nil {
+			t.Fatalf("view does not encode: %v", err)
+		}
+	})
+}

@@ -1,0 +1,217 @@
+package transcript_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/transcript"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.expect.json from the reducer's views")
+
+// expectation is testdata/NAME.expect.json: what each event of
+// NAME.jsonl did ("kind", or "kind!reason" when ignored) and the view the
+// stream reduces to. The browser test of the page's reducer checks the
+// same files.
+type expectation struct {
+	Changes []string        `json:"changes"`
+	View    transcript.View `json:"view"`
+}
+
+// readStream reads a JSON-lines stream of envelopes.
+func readStream(t testing.TB, path string) []keel.Envelope {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []keel.Envelope
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
+		}
+		var env keel.Envelope
+		if err := json.Unmarshal(sc.Bytes(), &env); err != nil {
+			t.Fatalf("%s: %v: %s", path, err, sc.Text())
+		}
+		out = append(out, env)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func reduce(envs []keel.Envelope) (*transcript.Transcript, []string) {
+	tr := transcript.New()
+	var changes []string
+	for _, env := range envs {
+		ch := tr.Apply(env)
+		s := string(ch.Kind)
+		if ch.Ignored != "" {
+			s += "!" + string(ch.Ignored)
+		}
+		changes = append(changes, s)
+	}
+	return tr, changes
+}
+
+// asJSON is v as generic JSON, for comparisons that ignore formatting.
+func asJSON(t testing.TB, v any) any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// streamCases are the streams of testdata with what each must show
+// beyond its expectations file: the rule the stream is there for.
+var streamCases = map[string]func(t *testing.T, tr *transcript.Transcript){
+	"plain": func(t *testing.T, tr *transcript.Transcript) {
+		r := onlyRun(t, tr)
+		want(t, "status", r.Status, transcript.Completed)
+		want(t, "text", r.Step(1).Text, "Hello, world.")
+		want(t, "result", r.Result.Text, "Hello, world.")
+		want(t, "usage", r.Usage.InputTokens, int64(12))
+	},
+	"model_retry": func(t *testing.T, tr *transcript.Transcript) {
+		st := onlyRun(t, tr).Step(1)
+		want(t, "text of the live attempt only", st.Text, "Lost words.")
+		want(t, "attempt", st.Attempt, 2)
+		want(t, "abandoned", st.Abandoned, []int{1})
+		want(t, "requests billed", onlyRun(t, tr).Usage.Requests, 2)
+	},
+	"malformed_call_retry": func(t *testing.T, tr *transcript.Transcript) {
+		r := onlyRun(t, tr)
+		want(t, "abandoned", r.Step(1).Abandoned, []int{1})
+		want(t, "drafts replaced by the call", len(r.Step(1).Drafts), 0)
+		want(t, "cards", len(r.Tools), 1)
+		want(t, "card", r.Tool("g1").State, transcript.ToolState(keel.ToolOK))
+	},
+	"tool_retry": func(t *testing.T, tr *transcript.Transcript) {
+		tc := onlyRun(t, tr).Tool("t1")
+		want(t, "state", tc.State, transcript.ToolState(keel.ToolOK))
+		want(t, "progress cleared", tc.Progress, "")
+		want(t, "output", tc.Output, "copied 3 files")
+	},
+	"parallel_tools": func(t *testing.T, tr *transcript.Transcript) {
+		r := onlyRun(t, tr)
+		want(t, "cards", len(r.Tools), 2)
+		want(t, "order", r.Tools[0].ID+","+r.Tools[1].ID, "p1,p2")
+		for _, tc := range r.Tools {
+			want(t, tc.ID, tc.State, transcript.ToolState(keel.ToolOK))
+		}
+	},
+	"host_input": func(t *testing.T, tr *transcript.Transcript) {
+		r := onlyRun(t, tr)
+		want(t, "questions", len(r.Questions), 1)
+		want(t, "answered", r.Questions[0].State, transcript.QuestionAnswered)
+		want(t, "card output", r.Tool("q1").Output, "blue")
+	},
+	"steering": func(t *testing.T, tr *transcript.Transcript) {
+		r := onlyRun(t, tr)
+		want(t, "steering", len(r.Steering), 1)
+		want(t, "applied", r.Steering[0].State, transcript.SteeringApplied)
+		want(t, "text", r.Steering[0].Text, "be brief")
+	},
+	"cancelled": func(t *testing.T, tr *transcript.Transcript) {
+		r := onlyRun(t, tr)
+		want(t, "status", r.Status, transcript.Cancelled)
+		want(t, "card", r.Tool("c1").State, transcript.ToolState(keel.ToolInterrupted))
+		want(t, "partial text kept", r.Step(1).Text, "Waiting forever.")
+	},
+	"failed": func(t *testing.T, tr *transcript.Transcript) {
+		r := onlyRun(t, tr)
+		want(t, "status", r.Status, transcript.Failed)
+		want(t, "code", r.Result.Code, keel.CodeProvider)
+	},
+	"usage_steps": func(t *testing.T, tr *transcript.Transcript) {
+		r := onlyRun(t, tr)
+		want(t, "requests, abandoned included", r.Usage.Requests, 3)
+		want(t, "kept requests", r.Result.Usage.Requests, 2)
+		want(t, "input", r.Usage.InputTokens, int64(400))
+	},
+	"hostile": func(t *testing.T, tr *transcript.Transcript) {
+		v := tr.View()
+		if len(v.Ignored) < 10 {
+			t.Errorf("ignored %v: the stream has more than ten kinds of bad event", v.Ignored)
+		}
+		r := tr.Run("h/run-1")
+		want(t, "text", r.Step(1).Text, "Good text.")
+		want(t, "status after the events that follow the end", r.Status, transcript.Completed)
+	},
+}
+
+func onlyRun(t *testing.T, tr *transcript.Transcript) *transcript.Run {
+	t.Helper()
+	if len(tr.Runs()) != 1 {
+		t.Fatalf("%d runs, want 1", len(tr.Runs()))
+	}
+	return tr.Runs()[0]
+}
+
+func want[T any](t *testing.T, what string, got, want T) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s: got %v, want %v", what, got, want)
+	}
+}
+
+// TestRecordedStreams reduces every stream of testdata and compares what
+// each event did and the view with the stream's expectations.
+func TestRecordedStreams(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no streams in testdata: %v", err)
+	}
+	for _, path := range paths {
+		name := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+		t.Run(name, func(t *testing.T) {
+			tr, changes := reduce(readStream(t, path))
+			got := expectation{Changes: changes, View: tr.View()}
+			expPath := strings.TrimSuffix(path, ".jsonl") + ".expect.json"
+			if *update {
+				b, err := json.MarshalIndent(got, "", "  ")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(expPath, append(b, '\n'), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			raw, err := os.ReadFile(expPath)
+			if err != nil {
+				t.Fatalf("%v (run with -update to write it)", err)
+			}
+			var exp any
+			if err := json.Unmarshal(raw, &exp); err != nil {
+				t.Fatal(err)
+			}
+			if g := asJSON(t, got); !reflect.DeepEqual(exp, g) {
+				b, _ := json.MarshalIndent(g, "", "  ")
+				t.Errorf("%s differs from what the reducer made:\n%s", expPath, b)
+			}
+			check := streamCases[name]
+			if check == nil {
+				t.Fatalf("no case checks %s", name)
+			}
+			check(t, tr)
+		})
+	}
+}
