@@ -25,7 +25,10 @@ but not the run, which is durable (exit 130; resume with "keel events
 SESSION --follow", stop it with "keel cancel SESSION"). The model defaults
 to the built-in demo script, scripted:demo, which needs no API key; with it
 the tools default to the demo's (list_files, read_file, sleep, write_file),
-with any other model to none unless --tools names them.`
+with any other model to none unless --tools names them. --model, --tools,
+--max-steps and --approve-ask configure this run only; with --set-default
+they become the session's defaults as well, for later prompts (from any
+client) that do not set them.`
 
 // promptFlags are the flags that say what a prompt runs with, shared by
 // run and send.
@@ -36,6 +39,8 @@ type promptFlags struct {
 	maxSteps int
 	// approveAsk names the tools that need the host's approval per call.
 	approveAsk listFlag
+	// setDefault makes the run's configuration the session's default too.
+	setDefault bool
 }
 
 func (p *promptFlags) register(fs *flagSet) {
@@ -45,6 +50,18 @@ func (p *promptFlags) register(fs *flagSet) {
 	fs.Var(&p.tools, "tools", "comma-separated tool `LIST` (default: the demo's tools for scripted:demo, else none)")
 	fs.IntVar(&p.maxSteps, "max-steps", 0, "most model turns in the run (default 32)")
 	fs.Var(&p.approveAsk, "approve-ask", "comma-separated tool `LIST` whose every call waits for the host's approval (\"*\": all tools)")
+	fs.BoolVar(&p.setDefault, "set-default", false,
+		"make this run's --model, --tools, --max-steps and --approve-ask the session's defaults too, for later prompts that do not set them (default: they apply to this run only)")
+}
+
+// sendOptions are the send's options as the flags say: the run's
+// configuration, for this run only unless --set-default.
+func (p *promptFlags) sendOptions() []client.SendOption {
+	opts := []client.SendOption{client.WithConfig(p.config())}
+	if p.setDefault {
+		opts = append(opts, client.SetDefault())
+	}
+	return opts
 }
 
 // validate checks the flags and the prompt before anything is sent.
@@ -114,14 +131,15 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 
-	cfg := p.config()
-	kc, err := conn.dial(ctx, stderr, cfg)
+	// A new session starts with no defaults of its own: the flags are
+	// this run's configuration (sendOptions), not the session's.
+	kc, err := conn.dial(ctx, stderr, api.RunConfig{})
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
 	defer kc.close()
 	sess := p.sessionOf(kc)
-	run, err := sess.Send(ctx, prompt, client.WithConfig(cfg))
+	run, err := sess.Send(ctx, prompt, p.sendOptions()...)
 	if err != nil {
 		return fail(stderr, "run", fmt.Errorf("send to session %s: %w", sess.ID(), err))
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 )
 
@@ -15,7 +16,7 @@ is given) and prints {"session_id", "run_id", "number", "revision"} as JSON
 once the run has started, without waiting for it to end. While a run is
 active in the session the prompt is rejected, unless --queue makes it the
 next run ("queued": true). Follow the run with "keel events SESSION
---follow". --model and --tools work as in "keel run".`
+--follow". --model, --tools and --set-default work as in "keel run".`
 
 // sendResult is what send prints; its field names are a stable interface
 // for scripts.
@@ -42,13 +43,13 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := p.validate(fs, stderr, prompt); !ok {
 		return code
 	}
-	cfg := p.config()
-	kc, err := conn.dial(ctx, stderr, cfg)
+	// As in run: the flags configure this run, not the session.
+	kc, err := conn.dial(ctx, stderr, api.RunConfig{})
 	if err != nil {
 		return fail(stderr, "send", err)
 	}
 	defer kc.close()
-	opts := []client.SendOption{client.WithConfig(cfg)}
+	opts := p.sendOptions()
 	if *queue {
 		opts = append(opts, client.Queue())
 	}
