@@ -145,7 +145,8 @@ var streamCases = map[string]func(t *testing.T, tr *transcript.Transcript){
 		r := onlyRun(t, tr)
 		want(t, "requests, abandoned included", r.Usage.Requests, 3)
 		want(t, "kept requests", r.Result.Usage.Requests, 2)
-		want(t, "input", r.Usage.InputTokens, int64(400))
+		want(t, "input", r.Usage.InputTokens, int64(250))
+		want(t, "step 2 abandoned", r.Step(2).Abandoned, []int{1})
 	},
 	"hostile": func(t *testing.T, tr *transcript.Transcript) {
 		v := tr.View()
