@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/transcript"
 )
 
 // renderOptions tune a renderer.
@@ -49,23 +50,19 @@ const (
 
 // renderer turns a run's events into terminal output: streamed text as it
 // comes, tool calls as cards, retries and failures as visible markers, and
-// a usage summary at the end. It is not safe for concurrent use.
+// a usage summary at the end. What counts (which deltas survive a retry,
+// which facts are repeats) is the transcript reducer's to say; the
+// renderer draws what it applied. It is not safe for concurrent use.
 type renderer struct {
 	out  io.Writer
 	opts renderOptions
+	tr   *transcript.Transcript
 
 	// midLine says the cursor is not at the start of a line.
 	midLine bool
 	// block is what the current line holds: "", "text" or "reasoning", so
 	// a switch between them starts a new line.
 	block string
-	// abandoned holds, per step, the highest attempt that was reset: its
-	// late deltas are dropped so they never mix with the next attempt's.
-	abandoned map[int]int
-	// textSteps records the steps whose surviving attempt streamed text;
-	// the final text is printed from run.completed when it did not stream
-	// (no live channel, or its deltas were lost).
-	textSteps map[int]bool
 	// usage is the running total of physical requests, abandoned ones
 	// included (they are billed too).
 	usage keel.Usage
@@ -76,7 +73,7 @@ type renderer struct {
 }
 
 func newRenderer(out io.Writer, opts renderOptions) *renderer {
-	return &renderer{out: out, opts: opts, abandoned: map[int]int{}, textSteps: map[int]bool{}}
+	return &renderer{out: out, opts: opts, tr: transcript.New()}
 }
 
 // useColor reports whether output to w should be styled: only a terminal,
@@ -95,29 +92,35 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// Render writes one event. Events it cannot decode are shown by type.
+// Render writes one event: what the transcript applied, and events it
+// cannot decode by type. Repeats, and deltas of an abandoned attempt or
+// of a finished response, change nothing and show nothing.
 func (r *renderer) Render(env keel.Envelope) {
-	ev, err := env.Event()
-	if err != nil {
+	ch := r.tr.Apply(env)
+	switch ch.Ignored {
+	case "":
+	case transcript.ReasonUndecodable:
 		r.line(styleDim, "· undecodable %s event", sanitizeLine(env.Type))
 		return
+	default:
+		return
 	}
-	switch e := ev.(type) {
+	if _, reset := ch.Event.(keel.ProviderStreamReset); ch.Discarded && !reset {
+		// A later attempt's output without a reset before it: what the
+		// earlier one streamed is gone all the same.
+		r.line(styleYellow, "↺ attempt %d superseded; its output above is discarded", ch.Abandoned)
+	}
+	switch e := ch.Event.(type) {
 	case keel.TextDelta:
-		if e.Attempt <= r.abandoned[e.Step] {
-			return
-		}
-		r.textSteps[e.Step] = true
-		r.stream("text", "", "", e.Text)
+		r.stream("text", "", "", ch.Text)
 	case keel.ReasoningDelta:
-		if !r.opts.reasoning || e.Attempt <= r.abandoned[e.Step] {
-			return
+		if r.opts.reasoning {
+			r.stream("reasoning", styleDim, "thinking: ", ch.Text)
 		}
-		r.stream("reasoning", styleDim, "thinking: ", e.Text)
 	case keel.ToolCallDelta, keel.ModelCallCompleted, keel.ToolStarted:
 		// The card shows the complete call (tool.proposed) and its end.
 	case keel.UsageUpdated:
-		r.usage = e.Total
+		r.usage = ch.Run.Usage.Keel()
 	case keel.RunStarted:
 		r.line(styleBold, "● run %d · %s · session %s", e.Number, sanitizeLine(e.Model), sanitizeLine(env.SessionID))
 		if e.Prompt != "" {
@@ -155,8 +158,6 @@ func (r *renderer) Render(env keel.Envelope) {
 	case keel.SteeringRetracted:
 		r.line(styleDim, "» steering %s retracted", sanitizeLine(e.SteeringID))
 	case keel.ProviderStreamReset:
-		r.abandoned[e.Step] = max(r.abandoned[e.Step], e.Attempt)
-		r.textSteps[e.Step] = false
 		r.line(styleYellow, "↺ attempt %d abandoned (%s); its output above is discarded, retrying", e.Attempt, resetReason(e.Reason))
 	case keel.ProviderRequestRetry:
 		r.line(styleDim, "  waiting %s before attempt %d (%s)", fmtDuration(e.Delay.Std()), e.Attempt+1, retryCause(e))
@@ -165,7 +166,9 @@ func (r *renderer) Render(env keel.Envelope) {
 	case keel.CompactionCompleted:
 		r.line(styleDim, "· compacted %d messages into %d", e.MessagesBefore, e.MessagesAfter)
 	case keel.RunCompleted:
-		if e.Text != "" && !r.textSteps[e.Steps] {
+		// The final text, when the surviving attempt of the last step
+		// streamed none (no live channel, or its deltas were lost).
+		if st := ch.Run.Step(e.Steps); e.Text != "" && (st == nil || st.Text == "") {
 			r.stream("text", "", "", e.Text)
 		}
 		r.line(styleGreen, "✓ completed in %d %s", e.Steps, plural(e.Steps, "step", "steps"))

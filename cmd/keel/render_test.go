@@ -188,6 +188,30 @@ var renderCases = []struct {
 				keel.RunCompleted{Revision: 1, Text: "Hi there.\nBye.", Steps: 1, Usage: usage(5, 4, 1)})
 		},
 	},
+	{
+		// Events the old renderer showed and the transcript drops: a
+		// repeated durable event, a late delta of an earlier step, a
+		// delta after its response was complete, progress of a call that
+		// finished, and a delta of a later attempt that supersedes the
+		// live one without a reset.
+		name: "strays",
+		build: func(b *events) {
+			b.durable(keel.RunStarted{Number: 1, Prompt: "go", Model: "scripted:demo"},
+				keel.StepStarted{Step: 1, EstimatedContextTokens: 5})
+			b.text(1, 1, "First.")
+			b.durable(keel.ModelCallCompleted{Step: 1, Attempt: 1})
+			b.text(1, 1, " After the response.")
+			b.durable(keel.ToolProposed{ToolCallID: "c", Name: "echo", Arguments: args(`{}`), Step: 1},
+				keel.ToolFinished{ToolCallID: "c", Name: "echo", Status: keel.ToolOK, Output: "ok"})
+			b.out = append(b.out, b.out[len(b.out)-1]) // delivered twice
+			b.delta(keel.ToolProgress{ToolCallID: "c", Message: "late progress"})
+			b.durable(keel.StepStarted{Step: 2, EstimatedContextTokens: 9})
+			b.text(1, 1, " Late step one.")
+			b.text(2, 1, "Second, ")
+			b.text(2, 2, "second again.")
+			b.durable(keel.RunCompleted{Revision: 1, Text: "second again.", Steps: 2})
+		},
+	},
 }
 
 func TestRenderGolden(t *testing.T) {
