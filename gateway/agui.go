@@ -105,8 +105,7 @@ func (g *Gateway) postAGUI(w http.ResponseWriter, r *http.Request) {
 	// could start, so no delta of the run is missed.
 	evs := startPump(ctx, run.Events)
 	defer evs.stop()
-	a := &aguiRun{threadID: in.ThreadID, runID: in.RunID, keelRun: run.ID}
-	g.streamAGUI(ctx, w, a, 0, evs, run.ID)
+	g.streamAGUI(ctx, w, newAGUIRun(in.ThreadID, in.RunID, run.ID), 0, evs, run.ID)
 }
 
 // resumeAGUI answers the interrupts of the previous AG-UI run and streams
@@ -157,7 +156,7 @@ func (g *Gateway) resumeAGUI(ctx context.Context, w http.ResponseWriter, s *clie
 			return
 		}
 	}
-	a := &aguiRun{threadID: in.ThreadID, runID: in.RunID, keelRun: run.ID}
+	a := newAGUIRun(in.ThreadID, in.RunID, run.ID)
 	a.skip = cursor
 	g.streamAGUI(ctx, w, a, step, evs, run.ID)
 }
@@ -245,7 +244,7 @@ func (g *Gateway) streamAGUI(ctx context.Context, w http.ResponseWriter, a *agui
 					_ = write(a.failed(it.err))
 				}
 				return
-			case it.env.RunID != keelRun, it.env.Durable() && it.env.Seq <= a.skip, !it.env.Durable() && it.env.AfterSeq < a.skip:
+			case it.env.RunID != keelRun:
 			default:
 				out, ended, err := a.translate(it.env)
 				if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/transcript"
 )
 
 // AG-UI event types the gateway sends (AG-UI protocol 1.0).
@@ -83,16 +84,21 @@ const InterruptReasonHostInput = "host_input"
 // aguiRun turns one keel run's events into one AG-UI run's events: it
 // opens and closes text messages and steps around them, and says when the
 // AG-UI run is over (a terminal event, or a host-input request, which
-// ends it with an interrupt while the keel run waits).
+// ends it with an interrupt while the keel run waits). What counts (which
+// deltas belong to the live attempt, which events are repeats) is the
+// transcript reducer's to say; aguiRun draws what it applied.
 type aguiRun struct {
 	threadID, runID string // the AG-UI run's
 	keelRun         string
+	tr              *transcript.Transcript
 	step            int    // the open step, 0 when none
-	attempt         int    // the step's current provider attempt
 	msg             string // the open text message, "" when none
-	ended           map[string]bool
-	skip            int64 // a resumed run's cursor: events up to it were sent
+	skip            int64  // a resumed run's cursor: events up to it were sent
 	out             []aguiEvent
+}
+
+func newAGUIRun(threadID, runID, keelRun string) *aguiRun {
+	return &aguiRun{threadID: threadID, runID: runID, keelRun: keelRun, tr: transcript.New()}
 }
 
 // started opens the AG-UI run, and the keel step already under way when
@@ -107,17 +113,30 @@ func (a *aguiRun) started(step int) []aguiEvent {
 	return a.out
 }
 
+// sent reports whether a resumed run's earlier AG-UI run sent env.
+func (a *aguiRun) sent(env keel.Envelope) bool {
+	if env.Durable() {
+		return env.Seq <= a.skip
+	}
+	return env.AfterSeq < a.skip
+}
+
 // translate maps one keel event; ended reports that the AG-UI run is over
-// (its last event is among those returned).
+// (its last event is among those returned). Every event of the run goes
+// through the reducer, those a resumed run already sent too, so the view
+// is whole.
 func (a *aguiRun) translate(env keel.Envelope) (evs []aguiEvent, ended bool, err error) {
 	a.out = a.out[:0]
 	ts := env.At.UnixMilli()
-	ev, err := env.Event()
-	if err != nil {
-		if !env.Durable() {
-			return nil, false, nil // a delta that does not decode: dropped, as deltas may be
-		}
+	ch := a.tr.Apply(env)
+	switch {
+	case a.sent(env):
+		return nil, false, nil
+	case ch.Ignored == transcript.ReasonUndecodable && env.Durable():
+		_, err := env.Event()
 		return nil, false, err
+	case ch.Ignored != "":
+		return nil, false, nil // a repeat, or a delta that is not the live attempt's
 	}
 	defer func() {
 		if env.Durable() {
@@ -126,41 +145,32 @@ func (a *aguiRun) translate(env keel.Envelope) (evs []aguiEvent, ended bool, err
 			}
 		}
 	}()
-	switch e := ev.(type) {
+	switch e := ch.Event.(type) {
 	case keel.StepStarted:
 		a.openStep(e.Step, ts)
 	case keel.TextDelta:
-		if e.Text == "" || e.Step != a.step || e.Attempt < a.attempt {
-			break // a late delta of an abandoned attempt
-		}
-		a.attempt = e.Attempt
-		id := a.messageID(e.Step, e.Attempt)
-		if a.ended[id] {
-			break // a delta that came after its response was complete
-		}
+		id := a.messageID(e.Step, ch.Step.Attempt)
 		if a.msg != id {
 			a.closeMessage(ts)
 			a.msg = id
 			a.add(aguiEvent{Type: aguiTextMessageStart, Timestamp: ts, MessageID: id, Role: "assistant"})
 		}
-		a.add(aguiEvent{Type: aguiTextMessageContent, Timestamp: ts, MessageID: id, Delta: e.Text})
+		a.add(aguiEvent{Type: aguiTextMessageContent, Timestamp: ts, MessageID: id, Delta: ch.Text})
 	case keel.ProviderStreamReset:
 		// The contract has renderers drop the attempt's text: its message
 		// is closed and the CUSTOM event names it, so a frontend removes
 		// it; the next attempt streams into a new message.
 		var meta map[string]any
-		if abandoned := a.messageID(e.Step, e.Attempt); a.msg == abandoned {
-			a.closeMessage(ts)
-			meta = map[string]any{"abandoned_message_id": abandoned}
+		if ch.Abandoned > 0 {
+			if abandoned := a.messageID(e.Step, ch.Abandoned); a.msg == abandoned {
+				a.closeMessage(ts)
+				meta = map[string]any{"abandoned_message_id": abandoned}
+			}
 		}
 		a.custom(env, ts, meta)
-		if e.Step == a.step {
-			a.attempt = e.Attempt + 1
-		}
 	case keel.ModelCallCompleted:
 		// The response is complete: so is its text.
-		if e.Step == a.step {
-			a.attempt = e.Attempt
+		if ch.Step != nil && ch.Step == ch.Run.Current() {
 			a.closeMessage(ts)
 		}
 		a.custom(env, ts, nil)
@@ -172,8 +182,12 @@ func (a *aguiRun) translate(env keel.Envelope) (evs []aguiEvent, ended bool, err
 		if args == "" {
 			args = "{}"
 		}
+		attempt := 1
+		if st := ch.Run.Step(ch.Tool.Step); st != nil {
+			attempt = st.Attempt
+		}
 		a.add(aguiEvent{Type: aguiToolCallStart, Timestamp: ts, ToolCallID: e.ToolCallID, ToolCallName: e.Name,
-			ParentMessageID: a.messageID(e.Step, a.attempt)})
+			ParentMessageID: a.messageID(ch.Tool.Step, attempt)})
 		a.add(aguiEvent{Type: aguiToolCallArgs, Timestamp: ts, ToolCallID: e.ToolCallID, Delta: args})
 		a.add(aguiEvent{Type: aguiToolCallEnd, Timestamp: ts, ToolCallID: e.ToolCallID})
 	case keel.ToolFinished:
@@ -240,17 +254,13 @@ func stepName(step int) string { return fmt.Sprintf("step %d", step) }
 
 func (a *aguiRun) openStep(step int, ts int64) {
 	a.closeAll(ts)
-	a.step, a.attempt = step, 1
+	a.step = step
 	a.add(aguiEvent{Type: aguiStepStarted, Timestamp: ts, StepName: stepName(step)})
 }
 
 func (a *aguiRun) closeMessage(ts int64) {
 	if a.msg != "" {
 		a.add(aguiEvent{Type: aguiTextMessageEnd, Timestamp: ts, MessageID: a.msg})
-		if a.ended == nil {
-			a.ended = map[string]bool{}
-		}
-		a.ended[a.msg] = true
 		a.msg = ""
 	}
 }
