@@ -35,6 +35,10 @@ const (
 // KEEL_MODEL_ variable that names each.
 var clientScripts = map[string]string{
 	"HELLO": `{"chunk_delay":"5ms","turns":[{"text":["Hello ","from ","keel."],"usage":{"input_tokens":5,"output_tokens":3}}]}`,
+	// A session's default model and another for a run of its own; each
+	// answers every turn, whatever run of the session asks.
+	"DEFAULT": `{"repeat":true,"turns":[{"text":["Default."]}]}`,
+	"OTHER":   `{"repeat":true,"turns":[{"text":["Other."]}]}`,
 	// A sleep of an hour: the run waits while it is steered and cancelled.
 	"SLEEP": `{"turns":[{"text":["Waiting."],"tool_calls":[{"id":"z1","name":"sleep","arguments":{"seconds":3600}}]},{"text":["Done."]}]}`,
 	"ASK": `{"turns":[{"tool_calls":[{"id":"q1","name":"ask_user","arguments":{"question":"Which colour?","schema":{"type":"string"}}}]},` +

@@ -22,6 +22,11 @@ export interface RunRequest {
   max_steps?: number;
   approvals?: Record<string, Approval>;
   if_active?: "reject" | "queue" | "steer";
+  /**
+   * Make model, tools, system, max_steps and approvals the session's
+   * defaults too, from this run on; without it they apply to this run only.
+   */
+  set_default?: boolean;
 }
 
 export interface RunResponse {

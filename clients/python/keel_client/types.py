@@ -30,6 +30,9 @@ class RunRequest(TypedDict):
     max_steps: NotRequired[int]
     approvals: NotRequired[Dict[str, Approval]]
     if_active: NotRequired[Literal["reject", "queue", "steer"]]
+    #: Make model, tools, system, max_steps and approvals the session's
+    #: defaults too, from this run on; without it they apply to this run only.
+    set_default: NotRequired[bool]
 
 
 class RunResponse(TypedDict):

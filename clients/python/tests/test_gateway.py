@@ -91,6 +91,17 @@ class GatewayTest(unittest.TestCase):
             next(self.client.events(sid, last_event_id=state["last_seq"] + 1000))
         self.assertEqual((cm.exception.status, cm.exception.code), (409, "cursor_ahead"))
 
+    def test_model_is_for_its_run_only_unless_set_default(self) -> None:
+        sid = f"{PREFIX}-defaults"
+        self.client.send(sid, "one", model=model("DEFAULT"), set_default=True, if_active="queue")
+        self.client.send(sid, "two", model=model("OTHER"), if_active="queue")
+        self.client.send(sid, "three", if_active="queue")
+        with self.client.events(sid, after=0) as stream:
+            items = until(stream, lambda e: e.type in ("run.completed", "run.failed", "run.cancelled")
+                          and e.data["revision"] == 3)
+        models = [e.data["model"] for e in durable(items) if e.type == "run.started"]
+        self.assertEqual(models, [model("DEFAULT"), model("OTHER"), model("DEFAULT")])
+
     def test_steer_retract_and_cancel_a_sleeping_run(self) -> None:
         sid = f"{PREFIX}-sleep"
         run = self.client.send(sid, "Wait an hour.", model=model("SLEEP"), tools=["sleep"])
@@ -162,6 +173,9 @@ class GatewayTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, "invalid_input")
         with self.assertRaises(BadRequest):
             self.client.send(f"{PREFIX}-bad", "x", if_active="sometimes")
+        with self.assertRaises(BadRequest) as cm:
+            self.client.send(f"{PREFIX}-bad", "x", model="scripted:/etc/shadow", set_default=True)
+        self.assertEqual(cm.exception.code, "invalid_input")
         if os.environ.get("KEEL_API_KEY"):
             with self.assertRaises(Unauthorized) as cm:
                 Client(URL or "").state(f"{PREFIX}-hello")

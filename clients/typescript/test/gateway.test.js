@@ -97,6 +97,21 @@ test("a run is sent and streamed to run.completed; state, history, pages and res
   await assert.rejects(ahead.until(() => true), (err) => err instanceof ConflictError && err.code === "cursor_ahead" && err.status === 409);
 });
 
+test("a prompt's model is for its run only unless set_default makes it the session's", { skip }, async () => {
+  const id = `${prefix}-defaults`;
+  await client.send(id, { prompt: "one", model: model("DEFAULT"), set_default: true, if_active: "queue" });
+  await client.send(id, { prompt: "two", model: model("OTHER"), if_active: "queue" });
+  await client.send(id, { prompt: "three", if_active: "queue" });
+  const f = follow(id, { after: 0 });
+  const models = [];
+  await f.until((e) => {
+    if (e.type === "run.started") models.push(e.data.model);
+    return ["run.completed", "run.failed", "run.cancelled"].includes(e.type) && e.data.revision === 3;
+  });
+  await f.close();
+  assert.deepEqual(models, [model("DEFAULT"), model("OTHER"), model("DEFAULT")]);
+});
+
 test("a run that sleeps is steered, its steering retracted, and it is cancelled", { skip }, async () => {
   const id = `${prefix}-sleep`;
   const run = await client.send(id, { prompt: "Wait an hour.", model: model("SLEEP"), tools: ["sleep"] });
@@ -166,6 +181,8 @@ test("bad requests get typed errors", { skip }, async () => {
   await assert.rejects(client.send(`${prefix}-bad`, { prompt: "" }),
     (err) => err instanceof BadRequestError && err.code === "invalid_input");
   await assert.rejects(client.send(`${prefix}-bad`, { prompt: "x", colour: "blue" }),
+    (err) => err instanceof BadRequestError && err.code === "invalid_input");
+  await assert.rejects(client.send(`${prefix}-bad`, { prompt: "x", model: "scripted:/etc/shadow", set_default: true }),
     (err) => err instanceof BadRequestError && err.code === "invalid_input");
   await assert.rejects(client.send("not a valid id!", "x"), (err) => err instanceof BadRequestError || err instanceof NotFoundError);
   if (process.env.KEEL_API_KEY) {
