@@ -14,6 +14,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/activity"
 	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -62,6 +63,14 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 4, // send, queued send, steer, outcome
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: noChildWorkflows},
+	// A run sent with set_default (e2e TestRecordSetDefaultHistory): the
+	// set-default version marker, the run, the continue-as-new with the
+	// new defaults.
+	{file: "inline_set_default.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+		activities.ModelTurnName:                                        1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 1, // send
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
+	}, check: all(noChildWorkflows, hasVersionMarker("set-default"))},
 	{file: "inline_idle_move.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // move
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
@@ -256,4 +265,35 @@ func noChildWorkflows(h *historypb.History) error {
 		return fmt.Errorf("%d child workflows started; an inline run executes in its session's execution", n)
 	}
 	return nil
+}
+
+// all checks every one of checks.
+func all(checks ...func(*historypb.History) error) func(*historypb.History) error {
+	return func(h *historypb.History) error {
+		for _, check := range checks {
+			if err := check(h); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// hasVersionMarker checks the history recorded the version marker of
+// changeID, so replaying it covers the code behind that version.
+func hasVersionMarker(changeID string) func(*historypb.History) error {
+	return func(h *historypb.History) error {
+		for _, ev := range h.GetEvents() {
+			a := ev.GetMarkerRecordedEventAttributes()
+			if a.GetMarkerName() != "Version" {
+				continue
+			}
+			var id string
+			if p := a.GetDetails()["change-id"].GetPayloads(); len(p) == 1 &&
+				converter.GetDefaultDataConverter().FromPayload(p[0], &id) == nil && id == changeID {
+				return nil
+			}
+		}
+		return fmt.Errorf("no version marker of %q", changeID)
+	}
 }
