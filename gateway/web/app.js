@@ -3,9 +3,11 @@
 //
 // The rendered log is the session's durable events, one element each with
 // a data-seq attribute, in sequence order; live deltas (text, reasoning,
-// tool-call assembly, tool progress) fill in between them and are dropped
-// as docs/contract.md says (provider.stream_reset drops the abandoned
-// attempt's text). The stream is read with fetch, so it can carry the API
+// tool-call assembly, tool progress) fill in between them. What counts is
+// the transcript reducer's to say (transcript.js, the Go package
+// transcript's rules): repeats and deltas that are not the live attempt's
+// draw nothing, and provider.stream_reset drops the abandoned attempt's
+// text (docs/contract.md §4.5). The stream is read with fetch, so it can carry the API
 // key, and reconnects by itself with Last-Event-ID. The durable events
 // rendered are kept in sessionStorage, so a reload shows them again and
 // resumes the stream after the last one: no event shown twice, none
@@ -27,7 +29,7 @@
     webUI: "",
     namespace: "",
     live: new Map(), // "run|step|attempt|kind|index" -> element of live text
-    lastStep: new Map(), // run ID -> its latest step
+    tr: keelTranscript.create(), // the reduced view of the events rendered
     saveTimer: 0,
     stateTimer: 0,
     runUsage: null,
@@ -151,7 +153,7 @@
     page.session = id;
     sessionUsage = null;
     page.live.clear();
-    page.lastStep.clear();
+    page.tr = keelTranscript.create();
     page.events = [];
     page.lastSeq = 0;
     page.runUsage = null;
@@ -187,6 +189,7 @@
   function resetLog() {
     page.events = [];
     page.lastSeq = 0;
+    page.tr = keelTranscript.create();
     page.live.clear();
     $("log").replaceChildren();
     sessionStorage.removeItem(cacheKey(page.session));
@@ -461,13 +464,20 @@
   }
 
   function renderDurable(env) {
-    if (env.seq !== page.lastSeq + 1 && page.lastSeq !== 0) {
-      console.warn("keel: event", env.seq, "after", page.lastSeq);
+    const before = page.tr.last_seq;
+    const ch = keelTranscript.apply(page.tr, env);
+    if (page.tr.last_seq > before) {
+      // Kept even when it shows nothing, so a reload reduces the same log.
+      page.lastSeq = page.tr.last_seq;
+      page.events.push(env);
+      saveCacheSoon();
     }
-    page.lastSeq = env.seq;
-    page.events.push(env);
-    saveCacheSoon();
-    const d = env.data || {};
+    if (ch.ignored === "undecodable") {
+      append(row(env, "dim", env.type + " (not understood)"));
+      return;
+    }
+    if (ch.ignored) return; // a repeat, or an event of a run that ended
+    const d = ch.event;
     switch (env.type) {
     case "run.started": {
       page.runUsage = null;
@@ -480,7 +490,6 @@
       break;
     }
     case "step.started":
-      page.lastStep.set(env.run_id, d.step);
       append(row(env, "dim step", "step " + d.step));
       break;
     case "tool.proposed": {
@@ -550,7 +559,7 @@
       break;
     }
     case "usage.updated":
-      page.runUsage = d.total;
+      page.runUsage = ch.run.usage;
       showUsage();
       append(row(env, "dim usage-row", "usage, step " + d.step + " attempt " + d.attempt + ": " + tokens(d.usage)));
       break;
@@ -561,7 +570,7 @@
       break;
     }
     case "provider.stream_reset": {
-      dropLive(liveNodes(env.run_id, d.step, d.attempt));
+      if (ch.abandoned) dropLive(liveNodes(env.run_id, d.step, ch.abandoned));
       const r = d.reason || {};
       append(row(env, "retry", "Attempt " + d.attempt + " of step " + d.step + " abandoned (" +
         [r.kind, r.failure, r.detail].filter(Boolean).join(": ") + "); its text was dropped."));
@@ -579,7 +588,8 @@
       break;
     case "run.completed": {
       // The final text replaces what streamed of the last step.
-      const last = page.lastStep.get(env.run_id);
+      const step = keelTranscript.current(ch.run);
+      const last = step ? step.number : undefined;
       dropLive(liveNodes(env.run_id).filter((n) => n.classList.contains("live-tool") ||
         (last !== undefined && n.dataset.step === String(last))));
       append(row(env, "run-end completed", d.text ? el("div", {class: "bubble assistant"}, d.text) : null,
@@ -617,7 +627,12 @@
   }
 
   function renderDelta(env) {
-    const d = env.data || {};
+    const ch = keelTranscript.apply(page.tr, env);
+    if (ch.ignored) return; // not the live attempt's, or after its response
+    const d = ch.event;
+    // A later attempt without a reset before it: the earlier one's output
+    // is gone all the same.
+    if (ch.abandoned) dropLive(liveNodes(env.run_id, d.step, ch.abandoned));
     switch (env.type) {
     case "text.delta":
     case "reasoning.delta":
@@ -635,7 +650,7 @@
         if (d.name) node.querySelector(".tool-name").textContent = d.name + " ";
         if (d.arguments) node.querySelector("code").append(d.arguments);
       } else {
-        node.append(d.text || "");
+        node.append(ch.text);
       }
       const log = $("log");
       if (log.scrollHeight - log.scrollTop - log.clientHeight < 80) log.scrollTop = log.scrollHeight;
@@ -643,7 +658,7 @@
     }
     case "tool.progress": {
       const card = toolCard(env.run_id, d.tool_call_id);
-      if (card) card.querySelector(".tool-progress").textContent = d.message;
+      if (card) card.querySelector(".tool-progress").textContent = ch.tool.progress;
       break;
     }
     }

@@ -1,0 +1,435 @@
+// keel's transcript reducer for the web page: a session's envelopes in,
+// what a person watching it sees out. It follows the Go package
+// github.com/keelrun/keel/transcript rule for rule (its doc.go lists them;
+// docs/contract.md is their source), and the gateway's browser test
+// replays transcript/testdata's recorded streams through both and checks
+// them against the same expected views.
+//
+// Pure: no DOM, no globals but the one it defines (keelTranscript).
+//   const t = keelTranscript.create();
+//   const ch = keelTranscript.apply(t, envelope); // what changed, or ch.ignored
+//   keelTranscript.view(t);                        // the view as plain JSON
+"use strict";
+
+(function (root) {
+  // Limits of what the view keeps (transcript.MaxText, transcript.MaxField).
+  const MAX_TEXT = 4 << 20;
+  const MAX_FIELD = 256 << 10;
+
+  const KINDS = {
+    "run.started": "run", "step.started": "step",
+    "text.delta": "text", "reasoning.delta": "reasoning", "tool_call.delta": "draft",
+    "provider.stream_reset": "reset", "provider.request_retry": "retry",
+    "model_call.completed": "response", "usage.updated": "usage",
+    "tool.proposed": "tool", "tool.started": "tool", "tool.detached": "tool", "tool.finished": "tool", "tool.progress": "tool",
+    "host_input.requested": "question", "host_input.resolved": "question",
+    "steering.accepted": "steering", "steering.applied": "steering", "steering.retracted": "steering",
+    "compaction.started": "compaction", "compaction.completed": "compaction",
+    "run.completed": "end", "run.cancelled": "end", "run.failed": "end",
+  };
+  const EPHEMERAL = new Set(["text.delta", "reasoning.delta", "tool_call.delta", "tool.progress"]);
+
+  // The data of each type as Go decodes it: i integer, s string, b bool,
+  // u usage, d duration, o object, r any JSON. A field of another JSON
+  // type makes the event undecodable; null and absent fields are zero.
+  const USAGE = {input_tokens: "i", output_tokens: "i", cache_read_tokens: "i", cache_write_tokens: "i", reasoning_tokens: "i", requests: "i"};
+  const SHAPES = {
+    "run.started": {number: "i", revision: "i", prompt: "s", model: "s"},
+    "step.started": {step: "i", estimated_context_tokens: "i"},
+    "run.completed": {revision: "i", text: "s", steps: "i", usage: "u"},
+    "run.cancelled": {revision: "i"},
+    "run.failed": {code: "s", message: "s", retryable: "b", revision: "i"},
+    "usage.updated": {step: "i", attempt: "i", usage: "u", total: "u"},
+    "model_call.completed": {step: "i", attempt: "i", metrics: "o"},
+    "provider.stream_reset": {step: "i", attempt: "i", reason: "o"},
+    "provider.request_retry": {step: "i", attempt: "i", kind: "s", status: "i", retry_after: "d", delay: "d", message: "s"},
+    "text.delta": {step: "i", attempt: "i", text: "s"},
+    "reasoning.delta": {step: "i", attempt: "i", text: "s"},
+    "tool_call.delta": {step: "i", attempt: "i", index: "i", id: "s", name: "s", arguments: "s"},
+    "tool.proposed": {tool_call_id: "s", name: "s", arguments: "r", step: "i"},
+    "tool.started": {tool_call_id: "s", name: "s"},
+    "tool.finished": {tool_call_id: "s", name: "s", status: "s", output: "s", duration: "d"},
+    "tool.detached": {tool_call_id: "s", name: "s"},
+    "tool.progress": {tool_call_id: "s", message: "s"},
+    "steering.accepted": {steering_id: "s", text: "s"},
+    "steering.applied": {steering_id: "s"},
+    "steering.retracted": {steering_id: "s"},
+    "host_input.requested": {request_id: "s", tool_call_id: "s", prompt: "s", schema: "r"},
+    "host_input.resolved": {request_id: "s", tool_call_id: "s", interrupted: "b"},
+    "compaction.started": {estimated_context_tokens: "i"},
+    "compaction.completed": {messages_before: "i", messages_after: "i"},
+  };
+
+  const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+
+  function fits(shape, v) {
+    if (v === null || v === undefined) return true;
+    switch (shape) {
+    case "i": return Number.isSafeInteger(v);
+    case "s": return typeof v === "string";
+    case "b": return typeof v === "boolean";
+    case "d": return typeof v === "string" || typeof v === "number";
+    case "o": return isObject(v);
+    case "u": return isObject(v) && Object.entries(USAGE).every(([k, s]) => fits(s, v[k]));
+    default: return true;
+    }
+  }
+
+  // decode returns the event's data with every field of its shape
+  // filled in (zero when absent), or null when it does not decode.
+  function decode(type, data) {
+    const shape = SHAPES[type];
+    if (!shape) return isObject(data) ? data : {};
+    if (data === null || data === undefined) data = {};
+    if (!isObject(data)) return null;
+    const zero = {i: 0, s: "", b: false, d: "", o: null, u: null, r: null};
+    const out = {};
+    for (const [k, s] of Object.entries(shape)) {
+      if (!fits(s, data[k])) return null;
+      out[k] = data[k] === null || data[k] === undefined ? zero[s] : data[k];
+    }
+    return out;
+  }
+
+  // utf8Length is the byte length of s in UTF-8, as Go counts it.
+  function utf8Length(s) {
+    let n = 0;
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      if (c < 0x80) n += 1;
+      else if (c < 0x800) n += 2;
+      else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) { n += 4; i++; }
+      else n += 3;
+    }
+    return n;
+  }
+
+  // cut shortens s to at most n UTF-8 bytes, at a character boundary.
+  function cut(s, n) {
+    if (s.length * 3 <= n || utf8Length(s) <= n) return s;
+    let bytes = 0;
+    let i = 0;
+    for (; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      const pair = c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00;
+      const w = c < 0x80 ? 1 : c < 0x800 ? 2 : pair ? 4 : 3;
+      if (bytes + w > n) break;
+      bytes += w;
+      if (pair) i++;
+    }
+    return s.slice(0, i);
+  }
+
+  // cutJSON keeps a JSON value up to MAX_FIELD bytes of JSON; a larger
+  // one, or none, is null.
+  function cutJSON(v) {
+    if (v === undefined || v === null) return null;
+    return utf8Length(JSON.stringify(v)) > MAX_FIELD ? null : v;
+  }
+
+  const usageOf = (u) => {
+    const out = {};
+    for (const k of Object.keys(USAGE)) out[k] = (u && u[k]) || 0;
+    return out;
+  };
+
+  const ended = (status) => status === "completed" || status === "cancelled" || status === "failed";
+
+  function create() {
+    return {last_seq: 0, ignored: {}, runs: [], _runs: new Map()};
+  }
+
+  function newRun(t, id) {
+    const r = {id, number: 0, prompt: "", model: "", status: "running", steps: [], tools: [], questions: [], steering: [],
+      usage: usageOf(null), compactions: 0, result: null,
+      _started: false, _steps: new Map(), _tools: new Map(), _questions: new Map(), _steering: new Map()};
+    t._runs.set(id, r);
+    t.runs.push(r);
+    return r;
+  }
+
+  const current = (r) => r.steps.length ? r.steps[r.steps.length - 1] : null;
+
+  // apply reduces one envelope and returns what it changed: {kind,
+  // ignored, event (its decoded data), run, step, text, draft, tool,
+  // question, steering, abandoned, discarded}; ignored is "" when the
+  // event was applied.
+  function apply(t, env) {
+    env = isObject(env) ? env : {};
+    const type = typeof env.type === "string" ? env.type : "";
+    const ch = {kind: KINDS[type] || "other", ignored: "", event: null, run: null, step: null, text: "",
+      draft: null, tool: null, question: null, steering: null, abandoned: 0, discarded: false};
+    const result = (why) => {
+      if (why) {
+        ch.ignored = why;
+        t.ignored[why] = (t.ignored[why] || 0) + 1;
+      }
+      return ch;
+    };
+    const seq = Number.isSafeInteger(env.seq) ? env.seq : 0;
+    const delta = EPHEMERAL.has(type) || (ch.kind === "other" && seq <= 0);
+    if (!delta) {
+      if (seq <= 0) return result("no_seq");
+      if (seq <= t.last_seq) return result("repeat");
+      t.last_seq = seq;
+    }
+    const d = decode(type, env.data);
+    if (d === null) return result("undecodable");
+    ch.event = d;
+    const runID = typeof env.run_id === "string" ? env.run_id : "";
+    let r = t._runs.get(runID);
+    if (!r) {
+      if (delta) return result("unknown_run");
+      r = newRun(t, runID);
+    }
+    ch.run = r;
+    if (ended(r.status)) return result("run_ended");
+    const why = applyRun(r, type, d, ch);
+    if (!ended(r.status)) {
+      r.status = r.questions.some((q) => q.state === "open") ? "waiting_for_host_input" : "running";
+    }
+    return result(why);
+  }
+
+  function applyRun(r, type, d, ch) {
+    switch (type) {
+    case "run.started":
+      if (r._started) return "duplicate";
+      r._started = true;
+      r.number = d.number;
+      r.prompt = cut(d.prompt, MAX_FIELD);
+      r.model = cut(d.model, MAX_FIELD);
+      return "";
+    case "step.started": {
+      if (d.step < 1) return "invalid";
+      if (r._steps.has(d.step)) return "duplicate";
+      const st = {number: d.step, estimated_context_tokens: d.estimated_context_tokens, attempt: 1, text: "", reasoning: "",
+        drafts: [], abandoned: [], completed: false, truncated: false, _abandonedMax: 0};
+      r._steps.set(d.step, st);
+      r.steps.push(st);
+      ch.step = st;
+      return "";
+    }
+    case "text.delta":
+    case "reasoning.delta": {
+      const [st, why] = live(r, d.step, d.attempt, d.text === "", ch);
+      if (why) return why;
+      const field = type === "text.delta" ? "text" : "reasoning";
+      st[field] = appendText(st, st[field], d.text);
+      ch.text = d.text;
+      return "";
+    }
+    case "tool_call.delta": {
+      if (d.index < 0) return "invalid";
+      const [st, why] = live(r, d.step, d.attempt, d.id === "" && d.name === "" && d.arguments === "", ch);
+      if (why) return why;
+      let dr = st.drafts.find((x) => x.index === d.index);
+      if (!dr) {
+        dr = {index: d.index, id: "", name: "", arguments: ""};
+        st.drafts.push(dr);
+      }
+      if (d.id) dr.id = cut(d.id, MAX_FIELD);
+      if (d.name) dr.name = cut(d.name, MAX_FIELD);
+      dr.arguments = appendText(st, dr.arguments, d.arguments);
+      ch.draft = dr;
+      return "";
+    }
+    case "provider.stream_reset": {
+      if (d.step < 1 || d.attempt < 1) return "invalid";
+      const st = r._steps.get(d.step);
+      if (!st) return "";
+      ch.step = st;
+      if (st.abandoned.includes(d.attempt)) return "duplicate";
+      st.abandoned.push(d.attempt);
+      st._abandonedMax = Math.max(st._abandonedMax, d.attempt);
+      if (d.attempt >= st.attempt) abandon(st, d.attempt + 1, ch);
+      return "";
+    }
+    case "model_call.completed": {
+      const st = r._steps.get(d.step);
+      if (!st || d.attempt < st.attempt || d.attempt <= st._abandonedMax) return "";
+      ch.step = st;
+      if (d.attempt > st.attempt) abandon(st, d.attempt, ch);
+      st.completed = true;
+      return "";
+    }
+    case "provider.request_retry":
+      ch.step = r._steps.get(d.step) || null;
+      return "";
+    case "compaction.completed":
+      r.compactions++;
+      return "";
+    case "usage.updated":
+      r.usage = usageOf(d.total);
+      ch.step = r._steps.get(d.step) || null;
+      return "";
+    case "tool.proposed": {
+      if (r._tools.has(d.tool_call_id)) {
+        ch.tool = r._tools.get(d.tool_call_id);
+        return "duplicate";
+      }
+      const tc = tool(r, d.tool_call_id, d.name);
+      if (d.step > 0) tc.step = d.step;
+      tc.arguments = cutJSON(d.arguments);
+      ch.tool = tc;
+      const st = r._steps.get(tc.step);
+      if (st) st.drafts = [];
+      return "";
+    }
+    case "tool.started":
+    case "tool.detached": {
+      const s = type === "tool.started" ? "running" : "detached";
+      const tc = tool(r, d.tool_call_id, d.name);
+      ch.tool = tc;
+      if (tc.finished) return "call_finished";
+      if (tc.state === s || tc.state === "detached") return "duplicate";
+      tc.state = s;
+      return "";
+    }
+    case "tool.finished": {
+      const tc = tool(r, d.tool_call_id, d.name);
+      ch.tool = tc;
+      if (tc.finished) return "duplicate";
+      tc.state = cut(d.status, MAX_FIELD);
+      tc.finished = true;
+      tc.output = cut(d.output, MAX_FIELD);
+      tc.progress = "";
+      return "";
+    }
+    case "tool.progress": {
+      const tc = r._tools.get(d.tool_call_id);
+      if (!tc) return "unknown_call";
+      if (tc.finished) return "call_finished";
+      ch.tool = tc;
+      tc.progress = cut(d.message, MAX_FIELD);
+      return "";
+    }
+    case "host_input.requested": {
+      if (r._questions.has(d.request_id)) {
+        ch.question = r._questions.get(d.request_id);
+        return "duplicate";
+      }
+      const q = {request_id: d.request_id, tool_call_id: d.tool_call_id, prompt: cut(d.prompt, MAX_FIELD),
+        schema: cutJSON(d.schema), state: "open"};
+      r._questions.set(d.request_id, q);
+      r.questions.push(q);
+      ch.question = q;
+      return "";
+    }
+    case "host_input.resolved": {
+      let q = r._questions.get(d.request_id);
+      if (!q) {
+        q = {request_id: d.request_id, tool_call_id: d.tool_call_id, prompt: "", schema: null, state: ""};
+        r._questions.set(d.request_id, q);
+        r.questions.push(q);
+      } else if (q.state !== "open") {
+        ch.question = q;
+        return "duplicate";
+      }
+      q.state = d.interrupted ? "interrupted" : "answered";
+      ch.question = q;
+      return "";
+    }
+    case "steering.accepted": {
+      if (r._steering.has(d.steering_id)) {
+        ch.steering = r._steering.get(d.steering_id);
+        return "duplicate";
+      }
+      ch.steering = steer(r, d.steering_id);
+      ch.steering.text = cut(d.text, MAX_FIELD);
+      return "";
+    }
+    case "steering.applied":
+    case "steering.retracted": {
+      const s = r._steering.get(d.steering_id) || steer(r, d.steering_id);
+      ch.steering = s;
+      if (s.state !== "staged") return "duplicate";
+      s.state = type === "steering.applied" ? "applied" : "retracted";
+      return "";
+    }
+    case "run.completed":
+      r.status = "completed";
+      r.result = result({text: cut(d.text, MAX_FIELD), steps: d.steps, usage: usageOf(d.usage), revision: d.revision});
+      return "";
+    case "run.cancelled":
+      r.status = "cancelled";
+      r.result = result({revision: d.revision});
+      return "";
+    case "run.failed":
+      r.status = "failed";
+      r.result = result({code: cut(d.code, MAX_FIELD), message: cut(d.message, MAX_FIELD), retryable: d.retryable, revision: d.revision});
+      return "";
+    }
+    return "";
+  }
+
+  const result = (o) => Object.assign({text: "", steps: 0, usage: usageOf(null), code: "", message: "", retryable: false, revision: 0}, o);
+
+  // live finds the step a delta belongs to, if it belongs to the live
+  // attempt of the current step, making a later attempt the live one.
+  function live(r, step, attempt, empty, ch) {
+    if (step < 1 || attempt < 1) return [null, "invalid"];
+    const st = current(r);
+    if (!st || st.number !== step) return [null, "other_step"];
+    ch.step = st;
+    if (attempt < st.attempt || attempt <= st._abandonedMax) return [null, "abandoned_attempt"];
+    if (st.completed) return [null, "response_complete"];
+    if (empty) return [null, "empty"];
+    if (attempt > st.attempt) abandon(st, attempt, ch);
+    return [st, ""];
+  }
+
+  function abandon(st, next, ch) {
+    ch.abandoned = st.attempt;
+    ch.discarded = st.text !== "" || st.reasoning !== "" || st.drafts.length > 0;
+    st.attempt = next;
+    st.text = "";
+    st.reasoning = "";
+    st.drafts = [];
+    st.completed = false;
+  }
+
+  function appendText(st, s, more) {
+    const joined = s + more;
+    if (joined.length * 3 <= MAX_TEXT) return joined;
+    const cutText = cut(joined, MAX_TEXT);
+    if (cutText.length < joined.length) st.truncated = true;
+    return cutText;
+  }
+
+  function tool(r, id, name) {
+    let tc = r._tools.get(id);
+    if (tc) return tc;
+    const st = current(r);
+    tc = {id, name: cut(name, MAX_FIELD), step: st ? st.number : 0, arguments: null, state: "proposed", progress: "", output: "", finished: false};
+    r._tools.set(id, tc);
+    r.tools.push(tc);
+    return tc;
+  }
+
+  function steer(r, id) {
+    const s = {id, text: "", state: "staged"};
+    r._steering.set(id, s);
+    r.steering.push(s);
+    return s;
+  }
+
+  // view is the transcript as plain JSON, as transcript.View encodes it.
+  function view(t) {
+    return JSON.parse(JSON.stringify({last_seq: t.last_seq, ignored: t.ignored, runs: t.runs},
+      (k, v) => (k.startsWith("_") ? undefined : v)));
+  }
+
+  // reduce applies every envelope; it returns what each did ("kind" or
+  // "kind!reason") and the view, as testdata/*.expect.json hold them.
+  function reduce(envs) {
+    const t = create();
+    const changes = envs.map((env) => {
+      const ch = apply(t, env);
+      return ch.ignored ? ch.kind + "!" + ch.ignored : ch.kind;
+    });
+    return {changes, view: view(t)};
+  }
+
+  root.keelTranscript = Object.freeze({create, apply, view, reduce, current});
+})(globalThis);

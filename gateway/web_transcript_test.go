@@ -1,0 +1,63 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/keelrun/keel/gateway"
+)
+
+// The page's reducer (web/transcript.js, as the gateway serves it) in a
+// real browser reduces every stream of transcript/testdata to what the
+// Go reducer's expectations file beside it says: what each event did and
+// the view. Go and JavaScript are checked against the same files.
+func TestPageReducerReplaysRecordedStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives a headless Chromium")
+	}
+	paths, err := filepath.Glob(filepath.Join("..", "transcript", "testdata", "*.jsonl"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no recorded streams: %v", err)
+	}
+	b := newBrowser(t)
+	s := startGateway(t, gateway.Options{})
+	b.do("load the page", chromedp.Navigate(s.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#open-form")))
+	for _, path := range paths {
+		name := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lines []string
+			for _, l := range strings.Split(string(data), "\n") {
+				if strings.TrimSpace(l) != "" {
+					lines = append(lines, l)
+				}
+			}
+			arg, _ := json.Marshal(lines)
+			got := eval[string](b, `JSON.stringify(keelTranscript.reduce(`+string(arg)+`.map((l) => JSON.parse(l))))`)
+			raw, err := os.ReadFile(strings.TrimSuffix(path, ".jsonl") + ".expect.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want, have any
+			if err := json.Unmarshal(raw, &want); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(got), &have); err != nil {
+				t.Fatalf("the page's reducer answered %q: %v", got, err)
+			}
+			if !reflect.DeepEqual(want, have) {
+				pretty, _ := json.MarshalIndent(have, "", "  ")
+				t.Errorf("the page's reducer differs from %s.expect.json; it made:\n%s", name, pretty)
+			}
+		})
+	}
+}
