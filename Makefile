@@ -13,10 +13,11 @@ GO      ?= go
 PKGS    := github.com/keelrun/keel/...
 MODULES  = $(shell $(GO) work edit -json | sed -n 's/.*"DiskPath": "\(.*\)".*/\1/p')
 BIN     ?= bin/keel
+BENCH_BIN ?= bin/keel-bench
 DATA    ?= .keel
 TIMEOUT ?= 40m
 
-.PHONY: all build run dev test lint vet fmt tidy tidy-check bench clean replay-release fuzz
+.PHONY: all build run dev test lint vet fmt tidy tidy-check bench keel-bench bench-table clean replay-release fuzz
 
 all: build
 
@@ -84,6 +85,17 @@ vet:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./devserver/ ./bench/
 	$(GO) test -run '^$$' -bench . -benchtime 10x ./gateway/
+
+# keel-bench, the measurement command, apart from keel (which links no
+# measurement code): `$(BENCH_BIN) --worker-process` prints keel's
+# overheads against bare Temporal with their targets, and
+# `$(BENCH_BIN) concurrency` many streaming sessions (docs/performance.md).
+keel-bench:
+	$(GO) build -o $(BENCH_BIN) ./bench/cmd/keel-bench
+
+# keel-bench's whole table, with deltas crossing processes.
+bench-table: keel-bench
+	./$(BENCH_BIN) --worker-process
 
 # Fuzzing: every Go fuzz target of the parsers of outside input (event
 # envelopes, the live channel, the SSE writer, request bodies and cursors,

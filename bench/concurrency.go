@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/keelrun/keel/devserver"
-	"github.com/keelrun/keel/live"
+	kstack "github.com/keelrun/keel/internal/stack"
 	"github.com/keelrun/keel/live/natsserver"
 	"github.com/keelrun/keel/provider/scripted"
 	"github.com/keelrun/keel/store"
@@ -169,12 +169,6 @@ func (s *stack) workerConfig() WorkerConfig {
 		Scripts: filepath.Join(s.dir, "scripts")}
 }
 
-// dial opens a Temporal connection of its own, with the content store's
-// data converter, as a worker or client process would have.
-func (s *stack) dial(ctx context.Context) (sdkclient.Client, error) {
-	return s.srv.Dial(ctx, sdkclient.Options{DataConverter: store.NewDataConverter(s.codec)})
-}
-
 func measurePoint(ctx context.Context, opts ConcurrencyOptions, n int) (p ConcurrencyPoint, err error) {
 	p.Sessions = n
 	dir, err := os.MkdirTemp("", "keel-bench-concurrency-")
@@ -246,8 +240,8 @@ func measurePoint(ctx context.Context, opts ConcurrencyOptions, n int) (p Concur
 }
 
 // startInProcessKeelWorker runs a keel worker in this process as `keel
-// dev` does: default options, the workspace's file tools, deltas to NATS,
-// large values to the content store.
+// dev` builds its own (package stack): default options, the workspace's
+// file tools, deltas to NATS, large values to the content store.
 func (s *stack) startInProcessKeelWorker(ctx context.Context, cfg WorkerConfig) (stop func(), err error) {
 	scripts, err := scripted.OpenDir(cfg.Scripts)
 	if err != nil {
@@ -255,29 +249,13 @@ func (s *stack) startInProcessKeelWorker(ctx context.Context, cfg WorkerConfig) 
 	}
 	models := worker.DefaultModels()
 	models.Scripts = scripts
-	tc, err := s.dial(ctx)
+	st, err := kstack.Build(ctx, kstack.Config{Server: s.srv, Store: kstack.StoreConfig{Codec: s.codec}, NATS: s.natsURL,
+		Worker: &worker.Options{Workspace: cfg.Workspace, Logger: zap.NewNop(), Models: models}})
 	if err != nil {
 		_ = scripts.Close()
 		return nil, err
 	}
-	pub, err := live.DialNATS(s.natsURL, live.NATSOptions{})
-	if err != nil {
-		tc.Close()
-		_ = scripts.Close()
-		return nil, err
-	}
-	w, err := worker.New(tc, worker.Options{Workspace: cfg.Workspace, Live: pub, Codec: s.codec,
-		Logger: zap.NewNop(), Models: models})
-	if err == nil {
-		err = w.Start()
-	}
-	if err != nil {
-		_ = pub.Close()
-		tc.Close()
-		_ = scripts.Close()
-		return nil, err
-	}
-	return func() { w.Stop(); _ = pub.Close(); tc.Close(); _ = scripts.Close() }, nil
+	return func() { _ = st.Stop(); _ = scripts.Close() }, nil
 }
 
 // RunBaselineWorker runs the bare baseline's worker (NewBaselineWorker) on

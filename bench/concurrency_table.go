@@ -26,7 +26,7 @@ func (r *ConcurrencyReport) WriteTable(w io.Writer) {
 	for i, d := range r.Turns {
 		turns[i] = secs(d)
 	}
-	fmt.Fprintf(w, "keel bench concurrency (%s): %s; %s\n", rev, r.Machine(), where)
+	fmt.Fprintf(w, "keel-bench concurrency (%s): %s; %s\n", rev, r.Machine(), where)
 	fmt.Fprintf(w, "each session: one send; its model streams %d chunks %v apart, calls list_files, streams %d more: %s of model time (%s)\n",
 		StreamFirstChunks, StreamChunkDelay, StreamSecondChunks, secs(r.ModelTime), strings.Join(turns, " + "))
 	fmt.Fprintf(w, "baseline: as many bare Temporal workflows, each running the same activities (one that streams (sleeps) as long as each model turn, a quick tool between them), without heartbeats\n")

@@ -16,6 +16,7 @@ import (
 	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
+	kstack "github.com/keelrun/keel/internal/stack"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/live/natsserver"
 	"github.com/keelrun/keel/provider/scripted"
@@ -204,7 +205,7 @@ func (b *serverBench) steps(ctx context.Context, toolName string) (Figure, error
 	}
 	b.say("%d %s of %d steps calling %q", b.opts.Runs, runs, b.opts.Steps, toolName)
 	models := NewStampingModels(b.opts.Steps, toolName)
-	w, err := b.startWorker(models, nil)
+	w, err := b.startWorker(ctx, models, nil)
 	if err != nil {
 		return Figure{}, err
 	}
@@ -243,7 +244,7 @@ func (b *serverBench) latencyNATS(ctx context.Context) (EventLatency, error) {
 			return EventLatency{}, err
 		}
 		defer pub.Close()
-		w, err := b.startWorker(&worker.Models{Scripts: b.scripts}, pub)
+		w, err := b.startWorker(ctx, &worker.Models{Scripts: b.scripts}, pub)
 		if err != nil {
 			return EventLatency{}, err
 		}
@@ -262,7 +263,7 @@ func (b *serverBench) latencyMemory(ctx context.Context) (EventLatency, error) {
 	b.say("deltas via the in-process channel")
 	mem := live.NewMemory()
 	defer mem.Close()
-	w, err := b.startWorker(&worker.Models{Scripts: b.scripts}, mem)
+	w, err := b.startWorker(ctx, &worker.Models{Scripts: b.scripts}, mem)
 	if err != nil {
 		return EventLatency{}, err
 	}
@@ -284,19 +285,21 @@ func (b *serverBench) eventLatency(ctx context.Context, ch live.Channel) (EventL
 }
 
 // startWorker starts a keel worker in this process with the no-op tool
-// next to the built-ins. Only one worker runs at a time: they all poll
-// keel's task queue, and the measurements need theirs to answer.
-func (b *serverBench) startWorker(models activities.ModelResolver, pub live.Publisher) (sdkworker.Worker, error) {
+// next to the built-ins, built by package stack on the workers' Temporal
+// connection. Only one worker runs at a time: they all poll keel's task
+// queue, and the measurements need theirs to answer.
+func (b *serverBench) startWorker(ctx context.Context, models activities.ModelResolver, pub live.Publisher) (sdkworker.Worker, error) {
 	tools, err := Tools(b.dir)
 	if err != nil {
 		return nil, err
 	}
-	w, err := worker.New(b.work, worker.Options{
-		Models: models, Tools: tools, Live: pub, StopTimeout: time.Second,
-		Logger: zap.NewNop(),
-	})
+	st, err := kstack.Build(ctx, kstack.Config{Temporal: b.work, Live: pub, Worker: &worker.Options{
+		Models: models, Tools: tools, StopTimeout: time.Second, Logger: zap.NewNop(),
+	}})
 	if err != nil {
 		return nil, err
 	}
-	return w, w.Start()
+	// The stack holds nothing but the worker: the connection and the live
+	// channel are the bench's.
+	return st.Worker, nil
 }

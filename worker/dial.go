@@ -31,6 +31,25 @@ func Dial(ctx context.Context, conn connect.Options, opts Options) (client.Clien
 	if err != nil {
 		return nil, opts, err
 	}
+	sdk, err := ClientOptions(opts)
+	if err != nil {
+		return nil, opts, err
+	}
+	c, err := connect.Dial(ctx, conn, sdk)
+	if err != nil {
+		return nil, opts, err
+	}
+	opts.Namespace = resolved.Namespace
+	return c, opts, nil
+}
+
+// ClientOptions are the options of the Temporal client a worker with opts
+// runs on, but for the connection's: the data converter over opts.Codec,
+// the SDK's logger over opts.Logger, opts.MetricsHandler, and the tracing
+// interceptor over opts.TracerProvider (the worker inherits it). Dial
+// uses them; so does a program that dials another way (a server running
+// in the same process).
+func ClientOptions(opts Options) (client.Options, error) {
 	var sdk client.Options
 	if opts.Codec != nil {
 		sdk.DataConverter = store.NewDataConverter(opts.Codec)
@@ -42,14 +61,9 @@ func Dial(ctx context.Context, conn connect.Options, opts Options) (client.Clien
 	if opts.TracerProvider != nil {
 		tracing, err := instrument.TracingInterceptor(opts.TracerProvider)
 		if err != nil {
-			return nil, opts, fmt.Errorf("worker: %w", err)
+			return sdk, fmt.Errorf("worker: %w", err)
 		}
 		sdk.Interceptors = append(sdk.Interceptors, tracing)
 	}
-	c, err := connect.Dial(ctx, conn, sdk)
-	if err != nil {
-		return nil, opts, err
-	}
-	opts.Namespace = resolved.Namespace
-	return c, opts, nil
+	return sdk, nil
 }

@@ -65,28 +65,32 @@ func (c *connFlags) register(fs *flagSet, withNATS bool) {
 // conn is a connected keel client and its live channel, if any.
 type conn struct {
 	*client.Client
+	// temporal is the Temporal client under Client, dialled with the
+	// tracing interceptor when tel is set.
+	temporal sdkclient.Client
 	// live is nil when the live channel is off or unreachable.
 	live live.Channel
 	// closeStore releases the content store, if the command opened one.
 	closeStore func()
-	// traced is the Temporal client dialled with the tracing interceptor,
-	// and tel the telemetry whose spans it records; both nil unless the
-	// OTEL_EXPORTER_OTLP_* variables ask for traces.
-	traced sdkclient.Client
-	tel    *telemetry.Telemetry
+	// tel is the telemetry whose spans the client records; nil unless
+	// the OTEL_EXPORTER_OTLP_* variables ask for traces.
+	tel *telemetry.Telemetry
 }
 
 // close releases the client and the live channel, and exports the spans
 // the command recorded.
 func (c *conn) close() {
 	c.Client.Close()
-	if c.traced != nil {
-		c.traced.Close()
-	}
+	c.temporal.Close()
 	c.closeStore()
 	if c.live != nil {
 		_ = c.live.Close()
 	}
+	c.flushTraces()
+}
+
+// flushTraces exports the spans the command recorded, if it traces.
+func (c *conn) flushTraces() {
 	if c.tel != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
 		// A failed export is reported by OpenTelemetry's error handler
@@ -99,6 +103,8 @@ func (c *conn) close() {
 // dial connects a keel client. With NATS configured but unreachable it
 // warns once on stderr and goes on with durable events only: the run's
 // facts are all in Temporal, the live channel only adds streamed text.
+// The connection options are resolved once, here; the one Temporal client
+// is dialled with them and handed to the keel client.
 func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.RunConfig) (*conn, error) {
 	out := &conn{}
 	co, err := c.resolve()
@@ -106,7 +112,7 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.Run
 		return nil, err
 	}
 	lctx, cancelLearn := context.WithTimeout(ctx, dialTimeout)
-	err = c.store.learnEndpoint(lctx, co, c.temporalLogger(stderr))
+	err = c.store.learnEndpoint(lctx, co.Options, c.temporalLogger(stderr))
 	cancelLearn()
 	if err != nil {
 		return nil, withServerHint(err)
@@ -116,7 +122,6 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.Run
 		return nil, err
 	}
 	out.closeStore = cs.close
-	var ch live.Channel
 	var natsErr error
 	if c.withNATS && c.nats != "" {
 		o, err := c.liveOptions(cs, nats.Timeout(natsDialTimeout))
@@ -127,39 +132,37 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.Run
 		if n, err := live.DialNATS(c.nats, o); err != nil {
 			natsErr = err
 		} else {
-			out.live, ch = n, n
+			out.live = n
 		}
 	}
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
-	opts := client.Options{
-		HostPort:      co.HostPort,
-		Namespace:     co.Namespace,
-		APIKey:        co.APIKey,
-		TLS:           co.TLS,
-		Profile:       co.Profile,
-		ConfigFile:    co.ConfigFile,
-		Live:          ch,
-		Config:        defaults,
-		DataConverter: cs.dc,
-		Logger:        c.temporalLogger(stderr),
-	}
-	var kc *client.Client
-	if err = out.trace(dctx, &opts, c.namespace); err == nil {
-		kc, err = client.Dial(dctx, opts)
-	}
-	if err != nil {
-		if out.traced != nil {
-			out.traced.Close()
+	fail := func(err error) (*conn, error) {
+		if out.temporal != nil {
+			out.temporal.Close()
 		}
-		_ = out.tel.Shutdown(context.Background())
+		out.flushTraces()
 		if out.live != nil {
 			_ = out.live.Close()
 		}
 		cs.close()
 		return nil, withServerHint(err)
 	}
-	out.Client = kc
+	sdk := sdkclient.Options{Logger: c.temporalLogger(stderr), DataConverter: cs.dc}
+	// With the OTEL_EXPORTER_OTLP_* variables, a prompt the command sends
+	// starts the trace that the session, its run, turns and tools join.
+	if telemetry.OTLPRequested() {
+		if out.tel, err = telemetry.Start(ctx, telemetry.Options{}); err != nil {
+			return fail(err)
+		}
+		sdk = out.tel.ClientOptions(sdk)
+	}
+	if out.temporal, err = co.Dial(ctx, sdk, dialTimeout); err != nil {
+		return fail(fmt.Errorf("keel: %w", err))
+	}
+	out.Client, err = client.Dial(ctx, client.Options{Temporal: out.temporal, Namespace: co.Namespace,
+		Live: out.live, Config: defaults, DataConverter: cs.dc})
+	if err != nil {
+		return fail(err)
+	}
 	if natsErr != nil {
 		// Said only now: without Temporal, the missing NATS is beside the point.
 		fmt.Fprintf(stderr, "keel: warning: live channel unavailable (%v); showing durable events only, without streamed text\n", natsErr)
@@ -168,30 +171,6 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.Run
 		}
 	}
 	return out, nil
-}
-
-// trace, when the OTEL_EXPORTER_OTLP_* variables ask for traces, starts
-// the command's telemetry and dials the Temporal client as opts say (the
-// same connection, logger and data converter) with the SDK's tracing
-// interceptor, and sets it as opts.Temporal with the resolved namespace:
-// a prompt the command sends then starts the trace that the session, its
-// run, turns and tools join. Without the variables it does nothing.
-func (c *conn) trace(ctx context.Context, opts *client.Options, namespace string) error {
-	if !telemetry.OTLPRequested() {
-		return nil
-	}
-	tel, err := telemetry.Start(ctx, telemetry.Options{})
-	if err != nil {
-		return err
-	}
-	c.tel = tel
-	sdk := tel.ClientOptions(sdkclient.Options{Logger: opts.Logger, DataConverter: opts.DataConverter})
-	tc, err := connect.Dial(ctx, opts.Connection(), sdk)
-	if err != nil {
-		return fmt.Errorf("keel: %w", err)
-	}
-	c.traced, opts.Temporal, opts.Namespace = tc, tc, namespace
-	return nil
 }
 
 // temporalLogger is the Temporal client's logger: c.logger, else errors

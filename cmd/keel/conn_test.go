@@ -150,7 +150,7 @@ func TestRunTraced(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer kc.close()
-		if kc.tel != nil || kc.traced != nil {
+		if kc.tel != nil {
 			t.Fatal("the client is traced without OTEL_EXPORTER_OTLP_ENDPOINT")
 		}
 	})

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
 
-	sdkclient "go.temporal.io/sdk/client"
-
 	"github.com/keelrun/keel/connect"
+	"github.com/keelrun/keel/internal/stack"
 )
 
 // temporalFlags say how to reach Temporal, named as the temporal CLI names
@@ -70,31 +68,15 @@ func (t *temporalFlags) options() connect.Options {
 	return o
 }
 
-// resolve merges the flags with the environment and the profile, and keeps
-// the address and namespace that result for messages.
-func (t *temporalFlags) resolve() (connect.Options, error) {
-	o := t.options()
-	r, err := o.Resolve()
+// resolve merges the flags with the environment and the profile, once,
+// and keeps the address and namespace that result for messages. What it
+// returns is what every client the command dials connects with.
+func (t *temporalFlags) resolve() (stack.Conn, error) {
+	c, err := stack.Resolve(t.options())
 	if err != nil {
-		return o, err
+		return c, err
 	}
-	t.address, t.namespace = r.HostPort, r.Namespace
-	return o, nil
-}
-
-// dialTemporal returns a Temporal SDK client as the flags say, with the
-// rest of its options from sdk.
-func (t *temporalFlags) dialTemporal(ctx context.Context, sdk sdkclient.Options) (sdkclient.Client, error) {
-	o, err := t.resolve()
-	if err != nil {
-		return nil, err
-	}
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
-	c, err := connect.Dial(dctx, o, sdk)
-	if err != nil {
-		return nil, withServerHint(err)
-	}
+	t.address, t.namespace = c.HostPort, c.Namespace
 	return c, nil
 }
 

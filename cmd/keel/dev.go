@@ -26,6 +26,7 @@ import (
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/gateway"
 	"github.com/keelrun/keel/internal/httpguard"
+	"github.com/keelrun/keel/internal/stack"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/live/natsserver"
 	"github.com/keelrun/keel/logging"
@@ -73,7 +74,7 @@ type devConfig struct {
 	gateway gateway.Options
 	// tuning sets the worker's capacity and heartbeats; nil keeps
 	// worker.Options' defaults.
-	tuning *tuningFlags
+	tuning *stack.Tuning
 	// crypt names the encryption key file ("" encrypts nothing) and the
 	// codec endpoint's bearer token ("" requires none).
 	crypt devCryptFlags
@@ -92,30 +93,28 @@ type devConfig struct {
 	allowModels []string
 }
 
-// devStack is a running local stack.
+// devStack is a running local stack: the embedded servers this command
+// starts, and keel's parts on them, built by package stack.
 type devStack struct {
 	server   *devserver.Server
-	store    *store.Store
-	codec    *store.Codec
+	st       *stack.Stack
+	store    *stack.ContentStore
 	keys     *crypt.Keyring // nil: no encryption
 	keyFile  string
-	dc       converter.DataConverter
 	http     *http.Server
 	httpL    net.Listener
 	codecURL string
 	// codecToken is the bearer token the codec endpoint requires, if any.
 	codecToken string
-	gateway    *gateway.Gateway
-	gwClient   *client.Client
-	gwLive     *live.NATS
 	nats       *natsserver.Server
 	natsLogin  devNATSLogin
-	publisher  *live.NATS
-	temporal   sdkclient.Client
-	worker     sdkworker.Worker
 	workspace  string
 	scripts    string
 	tel        *telemetry.Telemetry
+	// temporal, dc and worker are st's client, data converter and worker.
+	temporal sdkclient.Client
+	dc       converter.DataConverter
+	worker   sdkworker.Worker
 
 	// allowedHosts are --allowed-host's names.
 	allowedHosts []string
@@ -139,8 +138,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	demo := fs.Bool("demo", false, "send the demo prompt and render its run once the stack is up")
 	var logs logFlags
 	logs.register(fs, "to DATA_DIR/dev.log (by the server, the worker and the HTTP API)", "")
-	var tuning tuningFlags
-	tuning.register(fs)
+	var tuning stack.Tuning
+	tuning.Register(fs.FlagSet)
 	var cryptFlags devCryptFlags
 	cryptFlags.register(fs)
 	var confFlag configFlag
@@ -161,7 +160,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := modelOpts.check(); err != nil {
 		return fs.usageError(stderr, "%v", err)
 	}
-	if err := tuning.check(); err != nil {
+	if err := tuning.Check(); err != nil {
 		return fs.usageError(stderr, "%v", err)
 	}
 	for name, p := range map[string]int{"--port": *port, "--ui-port": *uiPort, "--nats-port": *natsPort, "--http-port": *httpPort} {
@@ -277,7 +276,18 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if logger == nil {
 		logger, level = logging.Default(), zapcore.WarnLevel
 	}
-	if err := s.openStore(ctx, cfg); err != nil {
+	enc, keys, err := loadEncryption(cfg.crypt.keyFile, cfg.crypt.allowPlaintext)
+	if err != nil {
+		return s, err
+	}
+	s.keys, s.keyFile = keys, cfg.crypt.keyFile
+	storeURL, err := devStoreURL(cfg)
+	if err != nil {
+		return s, err
+	}
+	// Opened before any server starts: a store that cannot be written
+	// fails at once.
+	if s.store, err = stack.OpenStore(ctx, stack.StoreConfig{URL: storeURL, Check: true, Encryption: enc}); err != nil {
 		return s, err
 	}
 	s.codecToken, s.allowedHosts = cfg.crypt.codecToken, cfg.allowedHosts
@@ -318,19 +328,7 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if err := s.startNATS(cfg); err != nil {
 		return s, err
 	}
-	if s.publisher, err = live.DialNATS(s.nats.ClientURL(), s.liveOptions()); err != nil {
-		return s, err
-	}
 	s.tel = cfg.telemetry
-	if s.temporal, err = s.server.Dial(ctx, s.tel.ClientOptions(sdkclient.Options{DataConverter: s.dc})); err != nil {
-		return s, fmt.Errorf("keel dev: connect to the server: %w", err)
-	}
-	if err := worker.EnsureSearchAttributes(ctx, s.temporal, s.server.Namespace()); err != nil {
-		return s, err
-	}
-	if err := recordCodecEndpoint(ctx, s.temporal, s.server.Namespace(), s.codecURL); err != nil {
-		return s, err
-	}
 	models, err := newModels(cfg.scripts, cfg.allowModels)
 	if err != nil {
 		return s, err
@@ -339,53 +337,40 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 	if dir, ok := models.Scripts.(io.Closer); ok {
 		s.closers = append(s.closers, dir.Close)
 	}
-	wopts := worker.Options{Workspace: s.workspace, Live: s.publisher, Logger: logger, Codec: s.codec, Models: models}
+	wopts := worker.Options{Workspace: s.workspace, Logger: logger, Models: models}
 	if cfg.tuning != nil {
-		cfg.tuning.apply(&wopts)
+		cfg.tuning.Apply(&wopts)
 	}
-	wopts = s.tel.WorkerOptions(wopts)
 	if cfg.config != nil {
 		if err := cfg.config.apply(&wopts); err != nil {
 			return s, err
 		}
 	}
-	w, err := worker.New(s.temporal, wopts)
+	gw := cfg.gateway
+	if gw.Logger == nil {
+		gw.Logger = logger
+	}
+	gw.AllowedHosts = cfg.allowedHosts
+	gw.WebUIURL = s.uiURL() // the web page links runs to it
+	s.st, err = stack.Build(ctx, stack.Config{
+		Server:           s.server,
+		Store:            stack.StoreConfig{Codec: s.store.Codec},
+		Telemetry:        s.tel,
+		NATS:             s.nats.ClientURL(),
+		NATSOptions:      s.liveOptions(),
+		Worker:           &wopts,
+		SearchAttributes: true,
+		Gateway:          &gw,
+	})
 	if err != nil {
 		return s, err
 	}
-	if err := w.Start(); err != nil {
-		return s, fmt.Errorf("keel dev: start the worker: %w", err)
-	}
-	s.worker = w
-	if cfg.gateway.Logger == nil {
-		cfg.gateway.Logger = logger
-	}
-	cfg.gateway.AllowedHosts = cfg.allowedHosts
-	if err := s.startGateway(ctx, cfg.gateway); err != nil {
+	s.temporal, s.dc, s.worker = s.st.Temporal, s.st.Store.DataConverter, s.st.Worker
+	if err := recordCodecEndpoint(ctx, s.temporal, s.server.Namespace(), s.codecURL); err != nil {
 		return s, err
 	}
 	s.serveHTTP()
 	return s, nil
-}
-
-// startGateway starts the HTTP API's client: its own NATS connection, so
-// many event streams never slow the worker's publishing.
-func (s *devStack) startGateway(ctx context.Context, opts gateway.Options) error {
-	var err error
-	lo := s.liveOptions()
-	lo.OnReject = telemetry.LiveRejected(s.tel.MetricsHandler())
-	if s.gwLive, err = live.DialNATS(s.nats.ClientURL(), lo); err != nil {
-		return err
-	}
-	// The HTTP API's event streams are keel dev's live subscribers: their
-	// lag is measured there.
-	gwLive := telemetry.MeterLive(s.gwLive, s.tel.MetricsHandler())
-	if s.gwClient, err = client.Dial(ctx, client.Options{Temporal: s.temporal, Live: gwLive, DataConverter: s.dc}); err != nil {
-		return err
-	}
-	opts.WebUIURL = s.uiURL() // the web page links runs to it
-	s.gateway, err = gateway.New(s.gwClient, opts)
-	return err
 }
 
 // anyPortIfZero maps the CLI's "0 picks a free port" to a package's own
@@ -420,27 +405,13 @@ func prepareWorkspace(dir string) (string, error) {
 // the other two), NATS, the server. It is safe on a partly started stack.
 func (s *devStack) stop() error {
 	var errs []error
-	if s.gateway != nil {
-		// Its event streams end first, so the HTTP server closes at once.
-		s.gateway.Close()
-	}
-	if s.worker != nil {
-		s.worker.Stop()
+	if s.st != nil {
+		// The gateway first: its event streams end, so the HTTP server
+		// closes at once; then the worker and what it used.
+		errs = append(errs, s.st.Stop())
 	}
 	for _, c := range s.closers {
 		errs = append(errs, c())
-	}
-	if s.publisher != nil {
-		errs = append(errs, s.publisher.Close())
-	}
-	if s.gwClient != nil {
-		s.gwClient.Close()
-	}
-	if s.gwLive != nil {
-		errs = append(errs, s.gwLive.Close())
-	}
-	if s.temporal != nil {
-		s.temporal.Close()
 	}
 	if s.nats != nil {
 		s.nats.Shutdown()
@@ -454,9 +425,7 @@ func (s *devStack) stop() error {
 	if s.server != nil {
 		errs = append(errs, s.server.Stop())
 	}
-	if s.store != nil {
-		errs = append(errs, s.store.Close())
-	}
+	errs = append(errs, s.store.Close())
 	return errors.Join(errs...)
 }
 
@@ -518,7 +487,7 @@ Try it from another terminal:
   keel run%s "Give me a tour of the workspace"
   curl -H 'Content-Type: application/json' -d '{"prompt":"Give me a tour"}' %s/sessions/demo/runs
 `, s.server.Address(), s.server.Namespace(), api.TaskQueue, ui, s.nats.ClientURL()+s.natsLogin.note(s.keys != nil), s.gatewayURL(), "http://"+s.httpL.Addr().String()+"/", s.codecURL, decryptsNote(s.keys), encryptionNote(s.keys), where,
-		s.store.URL(), s.workspace, scriptsNote(s.scripts), logPath, metricsNote, tracesNote, s.addressFlag()+s.natsFlag()+s.codecFlag(), s.gatewayURL())
+		s.store.Store.URL(), s.workspace, scriptsNote(s.scripts), logPath, metricsNote, tracesNote, s.addressFlag()+s.natsFlag()+s.codecFlag(), s.gatewayURL())
 }
 
 // runDemo sends the demo prompt in a new session and renders the run as
@@ -565,40 +534,20 @@ func (s *devStack) runDemo(ctx context.Context, stdout, stderr io.Writer) {
 		flags, sess.ID(), flags, sess.ID())
 }
 
-// openStore opens the content store: --store, else a directory under the
-// data directory, else (tests, no data directory) memory.
-func (s *devStack) openStore(ctx context.Context, cfg devConfig) error {
-	where := cfg.store
-	if where == "" {
-		where = "mem://"
-		if cfg.dataDir != "" {
-			dir, err := filepath.Abs(filepath.Join(cfg.dataDir, "store"))
-			if err != nil {
-				return fmt.Errorf("content store: %w", err)
-			}
-			where = "file://" + dir
-		}
+// devStoreURL is the content store's URL: --store, else a directory
+// under the data directory, else (tests, no data directory) memory.
+func devStoreURL(cfg devConfig) (string, error) {
+	if cfg.store != "" {
+		return cfg.store, nil
 	}
-	enc, keys, err := loadEncryption(cfg.crypt.keyFile, cfg.crypt.allowPlaintext)
+	if cfg.dataDir == "" {
+		return "mem://", nil
+	}
+	dir, err := filepath.Abs(filepath.Join(cfg.dataDir, "store"))
 	if err != nil {
-		return err
+		return "", fmt.Errorf("content store: %w", err)
 	}
-	st, err := store.Open(ctx, where)
-	if err == nil {
-		if err = st.Check(ctx); err != nil {
-			_ = st.Close()
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("content store: %w", err)
-	}
-	opts := store.CodecOptions{}
-	if enc != nil {
-		opts.Encryption = enc
-	}
-	s.store, s.codec, s.keys, s.keyFile = st, store.NewCodec(st, opts), keys, cfg.crypt.keyFile
-	s.dc = store.NewDataConverter(s.codec)
-	return nil
+	return "file://" + dir, nil
 }
 
 // serveHTTP serves keel's HTTP endpoints on the HTTP listener: the
@@ -607,8 +556,8 @@ func (s *devStack) openStore(ctx context.Context, cfg devConfig) error {
 // with, and the HTTP API everywhere else.
 func (s *devStack) serveHTTP() {
 	mux := http.NewServeMux()
-	mux.Handle("/codec/", http.StripPrefix("/codec", s.codec.Handler(s.codecOptions())))
-	mux.Handle("/", s.gateway)
+	mux.Handle("/codec/", http.StripPrefix("/codec", s.store.Codec.Handler(s.codecOptions())))
+	mux.Handle("/", s.st.Gateway)
 	s.http = httpguard.NewServer(mux)
 	go func() { _ = s.http.Serve(s.httpL) }()
 }

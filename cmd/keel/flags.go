@@ -15,9 +15,6 @@ type flagSet struct {
 	*flag.FlagSet
 	usage string // "keel run [flags] PROMPT"
 	desc  string
-	// hidden flags work but are left out of --help: they serve keel
-	// itself (keel bench's worker process), not users.
-	hidden map[string]bool
 }
 
 func newFlagSet(name, usage, desc string) *flagSet {
@@ -28,22 +25,11 @@ func newFlagSet(name, usage, desc string) *flagSet {
 	return &flagSet{FlagSet: fs, usage: usage, desc: desc}
 }
 
-// hide leaves the named flag out of --help.
-func (f *flagSet) hide(name string) {
-	if f.hidden == nil {
-		f.hidden = map[string]bool{}
-	}
-	f.hidden[name] = true
-}
-
 // printUsage writes the usage line, the description and the flags.
 func (f *flagSet) printUsage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: %s\n\n%s\n", f.usage, wrap(f.desc, 76))
 	first := true
 	f.VisitAll(func(fl *flag.Flag) {
-		if f.hidden[fl.Name] {
-			return
-		}
 		if first {
 			fmt.Fprint(w, "\nFlags:\n")
 			first = false

@@ -49,7 +49,6 @@ var commands = []command{
 	{"cancel", "cancel a session's active run, or a given run", cmdCancel},
 	{"shutdown", "cancel every active run and refuse new ones (namespace-wide)", cmdShutdown},
 	{"upgrade", "move idle sessions onto the deployment's current build", cmdUpgrade},
-	{"bench", "measure keel's overheads against bare Temporal round trips on this machine", cmdBench},
 }
 
 func main() {

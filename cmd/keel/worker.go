@@ -8,11 +8,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	sdkclient "go.temporal.io/sdk/client"
 
-	"github.com/keelrun/keel/bench"
+	"github.com/keelrun/keel/internal/stack"
 	"github.com/keelrun/keel/live"
-	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/worker"
 	"github.com/keelrun/keel/workflows"
 )
@@ -42,14 +40,10 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	stopTimeout := fs.Duration("stop-timeout", 10*time.Second, "how long running activities may finish on shutdown")
 	var logs logFlags
 	logs.register(fs, "to stderr", "")
-	var tuning tuningFlags
-	tuning.register(fs)
+	var tuning stack.Tuning
+	tuning.Register(fs.FlagSet)
 	var dep deploymentFlags
 	dep.register(fs)
-	// keel bench runs its latency script, which calls the no-op tool, on a
-	// worker in a child process; nothing else should offer that tool.
-	benchTools := fs.Bool("bench-tools", false, "offer the no-op tool of keel bench too")
-	fs.hide("bench-tools")
 	var confFlag configFlag
 	confFlag.register(fs)
 	var modelOpts modelFlags
@@ -76,7 +70,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *stopTimeout <= 0 {
 		return fs.usageError(stderr, "--stop-timeout must be positive, got %v", *stopTimeout)
 	}
-	if err := tuning.check(); err != nil {
+	if err := tuning.Check(); err != nil {
 		return fs.usageError(stderr, "%v", err)
 	}
 	logger, _, err := logs.logger(stderr)
@@ -92,77 +86,67 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, "worker", err)
 	}
 
-	cs, err := conn.store.open(ctx)
+	enc, keys, err := loadEncryption(conn.store.keyFile, conn.store.allowPlaintext)
 	if err != nil {
 		return fail(stderr, "worker", err)
 	}
-	defer cs.close()
 	tel, err := telFlags.start(ctx, stderr, "worker")
 	if err != nil {
 		return fail(stderr, "worker", err)
 	}
 	defer tel.Shutdown(context.Background())
-	tc, err := conn.dialTemporal(ctx, tel.ClientOptions(sdkclient.Options{Logger: logging.Temporal(logger), DataConverter: cs.dc}))
+	tc, err := conn.resolve()
 	if err != nil {
 		return fail(stderr, "worker", err)
 	}
-	defer tc.Close()
-	if err := worker.EnsureSearchAttributes(ctx, tc, conn.namespace); err != nil {
-		return fail(stderr, "worker", err)
-	}
 
-	opts := worker.Options{Namespace: conn.namespace, Workspace: ws, StopTimeout: *stopTimeout, Logger: logger, Codec: cs.codec,
-		Models: models}
-	tuning.apply(&opts)
-	opts = tel.WorkerOptions(opts)
+	opts := worker.Options{Workspace: ws, StopTimeout: *stopTimeout, Logger: logger, Models: models}
+	tuning.Apply(&opts)
 	if err := confFlag.apply(&opts); err != nil {
 		return fail(stderr, "worker", err)
 	}
 	dep.apply(&opts)
-	storeNote := "none: large values stay in Temporal history (--store)"
-	if cs.codec != nil {
-		storeNote = cs.where
-	}
-	if *benchTools {
-		if opts.Tools, err = bench.Tools(ws); err != nil {
-			return fail(stderr, "worker", err)
-		}
-	}
+	// A worker writes: it refuses a store it cannot reach rather than
+	// fail the first large value of some run, and accepts only ciphertext
+	// unless told otherwise (whoever writes to Temporal without the keys
+	// must not hand it input).
+	cfg := stack.Config{Conn: &tc, DialTimeout: dialTimeout,
+		Store: stack.StoreConfig{URL: conn.store.url, Check: true, Encryption: enc}, Telemetry: tel, Worker: &opts, SearchAttributes: true}
 	liveNote := "off (--nats \"\")"
 	if conn.nats != "" {
 		// Unlike a reader, a worker lives long: connect whenever NATS comes
 		// up rather than giving up on streamed text for its whole life.
-		pub, err := conn.dialLive(cs, nats.RetryOnFailedConnect(true))
-		if err != nil {
+		if cfg.NATSOptions, err = conn.liveOptions(&contentStore{keys: keys}, nats.RetryOnFailedConnect(true)); err != nil {
 			return fail(stderr, "worker", err)
 		}
-		defer pub.Close()
-		opts.Live = pub
+		cfg.NATS = conn.nats
 		liveNote = live.RedactURL(conn.nats)
-		if cs.keys != nil {
+		if keys != nil {
 			liveNote += " (deltas encrypted)"
-		}
-		if !pub.Conn().IsConnected() {
-			fmt.Fprintf(stderr, "keel worker: warning: NATS at %s is not reachable yet; retrying in the background (no streamed text until then)\n", live.RedactURL(conn.nats))
 		}
 	}
 	if tel.MetricsURL() != "" || tel.TracerProvider() != nil {
 		metrics, traces := telemetryNote(tel)
 		fmt.Fprintf(stdout, "keel worker: metrics %s; traces %s\n", metrics, traces)
 	}
-	w, err := worker.New(tc, opts)
+	st, err := stack.Build(ctx, cfg)
 	if err != nil {
-		return fail(stderr, "worker", err)
+		return fail(stderr, "worker", withServerHint(err))
 	}
-	if err := w.Start(); err != nil {
-		return fail(stderr, "worker", err)
+	defer st.Stop()
+	storeNote := "none: large values stay in Temporal history (--store)"
+	if st.Store.Store != nil {
+		storeNote = st.Store.Store.URL()
+	}
+	if st.NATS != nil && !st.NATS.Conn().IsConnected() {
+		fmt.Fprintf(stderr, "keel worker: warning: NATS at %s is not reachable yet; retrying in the background (no streamed text until then)\n", live.RedactURL(conn.nats))
 	}
 	fmt.Fprint(stdout, dep.note())
 	fmt.Fprintf(stdout, "keel worker: polling task queue %q on %s (namespace %s)\n  config     %s\n  models     %s\n  scripts    %s\n  workspace  %s\n  live       %s\n  store      %s\n  encryption %s\nCtrl-C or SIGTERM stops it.\n",
-		workflows.TaskQueue, conn.address, conn.namespace, confFlag.note(), models.Offer(), scriptsNote(scriptsDir), ws, liveNote, storeNote, encryptionNote(cs.keys))
+		workflows.TaskQueue, tc.HostPort, tc.Namespace, confFlag.note(), models.Offer(), scriptsNote(scriptsDir), ws, liveNote, storeNote, encryptionNote(keys))
 	<-ctx.Done()
 	fmt.Fprintf(stdout, "keel worker: stopping; running activities get up to %v to finish…\n", *stopTimeout)
-	w.Stop()
+	st.Worker.Stop()
 	fmt.Fprintln(stdout, "keel worker: stopped.")
 	return exitOK
 }

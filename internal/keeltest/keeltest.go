@@ -18,6 +18,7 @@ import (
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
+	"github.com/keelrun/keel/internal/stack"
 	"github.com/keelrun/keel/internal/testlog"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/logging"
@@ -106,11 +107,11 @@ type WorkerOptions struct {
 	NoCancelWatch     bool
 }
 
-// StartWorker starts a keel worker on srv with its own Temporal client. It
-// is stopped when tb ends; stop it earlier with its Stop.
+// StartWorker starts a keel worker on srv with its own Temporal client,
+// built by package stack as keel dev builds its worker. It is stopped
+// when tb ends; stop it earlier with its Stop.
 func StartWorker(tb testing.TB, srv *devserver.Server, opts WorkerOptions) sdkworker.Worker {
 	tb.Helper()
-	c := Dial(tb, srv)
 	models := opts.Models
 	if models == nil && opts.Script != "" {
 		models = ScriptModels(tb, opts.Script)
@@ -124,33 +125,18 @@ func StartWorker(tb testing.TB, srv *devserver.Server, opts WorkerOptions) sdkwo
 	}
 	// The worker logs where the server does (the test's log), as quietly.
 	cfg := srv.Config()
-	w, err := worker.New(c, worker.Options{Models: models, Tools: tools, Live: opts.Live, StopTimeout: time.Second,
-		Logger: logging.AtLeast(cfg.Logger, cfg.LogLevel), Codec: Codec(tb, srv), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch})
+	st, err := stack.Build(context.Background(), stack.Config{
+		Server: srv,
+		Store:  stack.StoreConfig{Codec: Codec(tb, srv)},
+		Live:   opts.Live,
+		Worker: &worker.Options{Models: models, Tools: tools, StopTimeout: time.Second,
+			Logger: logging.AtLeast(cfg.Logger, cfg.LogLevel), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch},
+	})
 	if err != nil {
 		tb.Fatalf("worker: %v", err)
 	}
-	if err := w.Start(); err != nil {
-		tb.Fatalf("start worker: %v", err)
-	}
-	stopped := false
-	tb.Cleanup(func() {
-		if !stopped {
-			w.Stop()
-		}
-	})
-	return &stopOnce{Worker: w, stopped: &stopped}
-}
-
-type stopOnce struct {
-	sdkworker.Worker
-	stopped *bool
-}
-
-func (s *stopOnce) Stop() {
-	if !*s.stopped {
-		*s.stopped = true
-		s.Worker.Stop()
-	}
+	tb.Cleanup(func() { _ = st.Stop() })
+	return st.Worker
 }
 
 // Client returns a keel client of srv with its own Temporal connection.

@@ -14,19 +14,19 @@ import (
 	"github.com/keelrun/keel/bench"
 )
 
-// TestBenchEndToEnd runs a small `keel bench` with the NATS worker in a
-// child process (this test binary, acting as keel) and checks that the
+// TestBenchEndToEnd runs a small keel-bench with the NATS worker in a
+// child process (this test binary, acting as keel-bench worker) and checks that the
 // table has every row with figures and a verdict for every target: not
 // the figures themselves, which depend on the machine.
 func TestBenchEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two Temporal servers and a worker process")
 	}
-	t.Setenv(envRunAsKeel, "1")
+	t.Setenv(envRunAsKeelBench, "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	if code := dispatch(ctx, []string{"bench", "--runs", "1", "--steps", "3", "--worker-process"}, &out, &errOut); code != exitOK {
+	if code := dispatch(ctx, []string{"--runs", "1", "--steps", "3", "--worker-process"}, &out, &errOut); code != exitOK {
 		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 	got := out.String()
@@ -53,7 +53,7 @@ func TestBenchEndToEnd(t *testing.T) {
 			t.Errorf("no row matching %q in:\n%s", row, got)
 		}
 	}
-	if !strings.Contains(errOut.String(), "keel bench: untuned: deltas via NATS from a worker in another process") {
+	if !strings.Contains(errOut.String(), "keel-bench: untuned: deltas via NATS from a worker in another process") {
 		t.Errorf("progress does not say a worker process carried the deltas:\n%s", errOut.String())
 	}
 }

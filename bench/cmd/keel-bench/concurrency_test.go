@@ -13,28 +13,28 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestBenchConcurrencyEndToEnd runs `keel bench concurrency` on two
+// TestBenchConcurrencyEndToEnd runs `keel-bench concurrency` on two
 // sessions, one of them cancelled, with both workers in child processes
-// (this test binary, acting as keel), and checks that the table has its
+// (this test binary, acting as keel-bench), and checks that the table has its
 // rows and a verdict line for every target: not the figures, which depend
 // on the machine.
 func TestBenchConcurrencyEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Temporal server and two worker processes")
 	}
-	t.Setenv(envRunAsKeel, "1")
+	t.Setenv(envRunAsKeelBench, "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	profiles := filepath.Join(t.TempDir(), "cpu")
-	args := []string{"bench", "concurrency", "--sessions", "2", "--cancel-fraction", "0.5", "--label", "test",
+	args := []string{"concurrency", "--sessions", "2", "--cancel-fraction", "0.5", "--label", "test",
 		"--worker-flags", "--workflow-pollers 4 --heartbeat-interval 4s", "--shaped", "--cpu-profile", profiles}
 	if code := dispatch(ctx, args, &out, &errOut); code != exitOK {
 		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 	table := out.String()
 	for _, want := range []string{
-		"keel bench concurrency (test)", "each worker in a process of its own",
+		"keel-bench concurrency (test)", "each worker in a process of its own",
 		"1 completed, 1 cancelled, 0 failed", "RecordActivityTaskHeartbeat", "ExecuteMultiOperation", "1.00 (clients 1.00)",
 		"workflow tasks per step", "UpdateWorkflowExecution", "CPU s: worker process",
 		"command_ScheduleActivityTask", "billable actions, keel ÷ bare", "; keel ÷ shaped",
@@ -58,16 +58,16 @@ func TestBenchConcurrencyEndToEnd(t *testing.T) {
 	}
 }
 
-// Flags for the worker process that keel worker would refuse are refused
+// Flags for the worker process that keel-bench worker would refuse are refused
 // before any server starts.
 func TestBenchConcurrencyWorkerFlags(t *testing.T) {
 	for _, flags := range []string{"--no-such-flag", "--workflow-pollers", "--workflow-pollers many"} {
-		code, _, stderr := call(t, "bench", "concurrency", "--worker-flags", flags)
+		code, _, stderr := call(t, "concurrency", "--worker-flags", flags)
 		if code != exitUsage || !strings.Contains(stderr, "--worker-flags") {
 			t.Errorf("--worker-flags %q: exit %d, stderr %q", flags, code, stderr)
 		}
 	}
-	code, _, stderr := call(t, "bench", "concurrency", "--in-process", "--worker-flags", "--no-cancel-watch")
+	code, _, stderr := call(t, "concurrency", "--in-process", "--worker-flags", "--no-cancel-watch")
 	if code != exitUsage || !strings.Contains(stderr, "--in-process") {
 		t.Errorf("--worker-flags with --in-process: exit %d, stderr %q", code, stderr)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/keelrun/keel/bench"
 )
 
-const benchDesc = `Measures keel's overheads on this machine against bare Temporal round trips
+const latencyDesc = `Measures keel's overheads on this machine against bare Temporal round trips
 taken on the same embedded server in the same run, and prints one table with
 the targets of keel's design next to the figures, each marked PASS or MISS.
 It starts its own servers (in memory, on free ports, no Web UI): a Temporal
@@ -20,26 +20,18 @@ model turn plus a no-op tool), query and update round trips, the latency of
 streamed deltas from the provider chunk in the activity to a client on its
 own connections (via NATS, and via the in-process channel), and of durable
 events from their commit to that client. With --worker-process the worker
-whose deltas cross NATS is "keel worker" in a child process (this binary,
-re-executed), so they cross processes for real. Progress goes to stderr.
-"keel bench concurrency" measures many concurrent streaming sessions
-instead (keel bench concurrency --help).`
+whose deltas cross NATS is "keel-bench worker" in a child process (this
+binary, re-executed), so they cross processes for real. Progress goes to
+stderr. "keel-bench concurrency" measures many concurrent streaming
+sessions instead (keel-bench concurrency --help).`
 
-func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "concurrency":
-			return cmdBenchConcurrency(ctx, args[1:], stdout, stderr)
-		case "baseline-worker":
-			return cmdBenchBaselineWorker(ctx, args[1:], stdout, stderr)
-		}
-	}
-	fs := newFlagSet("bench", "keel bench [flags] | keel bench concurrency [flags]", benchDesc)
+func cmdLatency(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("", "keel-bench [flags] | keel-bench concurrency [flags]", latencyDesc)
 	runs := fs.Int("runs", 5, "`N` keel runs per measurement (each of --steps model steps; a latency run streams 60 deltas)")
 	steps := fs.Int("steps", 10, "`N` model steps per run of the step measurements (at least 2)")
 	asJSON := fs.Bool("json", false, "print the figures as one JSON object instead of the table")
-	workerProcess := fs.Bool("worker-process", false, "run the NATS latency worker as a \"keel worker\" child process, so deltas cross processes")
-	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
+	workerProcess := fs.Bool("worker-process", false, "run the NATS latency worker as a \"keel-bench worker\" child process, so deltas cross processes")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
 	switch {
@@ -50,21 +42,21 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fs.usageError(stderr, "--steps must be at least 2, got %d", *steps)
 	}
 	opts := bench.Options{Runs: *runs, Steps: *steps, Progress: func(server, phase string) {
-		fmt.Fprintf(stderr, "keel bench: %s: %s\n", server, phase)
+		fmt.Fprintf(stderr, "keel-bench: %s: %s\n", server, phase)
 	}}
 	if *workerProcess {
-		opts.WorkerProcess = startBenchWorker
+		opts.WorkerProcess = startLatencyWorker
 	}
 	rep, err := bench.Run(ctx, opts)
 	if err != nil {
-		return fail(stderr, "bench", err)
+		return fail(stderr, "", err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(benchJSON(rep)); err != nil {
-			return fail(stderr, "bench", err)
+			return fail(stderr, "", err)
 		}
 		return exitOK
 	}

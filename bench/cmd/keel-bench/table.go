@@ -50,7 +50,7 @@ func benchRows(r *bench.Report) []benchRow {
 
 // writeBenchTable prints the report as an aligned table.
 func writeBenchTable(w io.Writer, r *bench.Report) {
-	fmt.Fprintf(w, "keel bench: %d %s × %d steps; embedded Temporal in memory, tuned and untuned; %s\n",
+	fmt.Fprintf(w, "keel-bench: %d %s × %d steps; embedded Temporal in memory, tuned and untuned; %s\n",
 		r.Runs, plural(r.Runs, "run", "runs"), r.Steps, r.Machine())
 	fmt.Fprintln(w, "latencies are p50 / p99 in ms; ratios compare p50s measured on the same server in the same run")
 	fmt.Fprintln(w)
@@ -127,7 +127,7 @@ type jsonReport struct {
 	Targets       []jsonTarget `json:"targets"`
 }
 
-// benchJSON is the report as `keel bench --json` prints it.
+// benchJSON is the report as `keel-bench --json` prints it.
 func benchJSON(r *bench.Report) jsonReport {
 	server := func(f bench.ServerFigures) jsonServer {
 		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

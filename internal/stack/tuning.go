@@ -1,15 +1,17 @@
-package main
+package stack
 
 import (
+	"flag"
 	"fmt"
 	"time"
 
 	"github.com/keelrun/keel/worker"
 )
 
-// tuningFlags are the worker's capacity and heartbeat settings, shared by
-// `keel worker` and `keel dev`. Zero leaves worker.Options' default.
-type tuningFlags struct {
+// Tuning is a worker's capacity and heartbeat settings as flags, the
+// same in `keel worker`, `keel dev` and keel-bench's worker. Zero leaves
+// worker.Options' default.
+type Tuning struct {
 	heartbeat        time.Duration
 	noCancelWatch    bool
 	maxActivities    int
@@ -19,7 +21,8 @@ type tuningFlags struct {
 	stickyCache      int
 }
 
-func (t *tuningFlags) register(fs *flagSet) {
+// Register adds the flags to fs, with worker.Options' defaults.
+func (t *Tuning) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&t.heartbeat, "heartbeat-interval", worker.DefaultHeartbeatInterval,
 		"how often a running activity heartbeats (liveness only; cancellation takes the fast path)")
 	fs.BoolVar(&t.noCancelWatch, "no-cancel-watch", false,
@@ -36,8 +39,8 @@ func (t *tuningFlags) register(fs *flagSet) {
 		"`N` workflow executions kept in memory between their tasks")
 }
 
-// check refuses values worker.Options would silently replace.
-func (t *tuningFlags) check() error {
+// Check refuses values worker.Options would silently replace.
+func (t *Tuning) Check() error {
 	if t.heartbeat <= 0 {
 		return fmt.Errorf("--heartbeat-interval must be positive, got %v", t.heartbeat)
 	}
@@ -53,8 +56,8 @@ func (t *tuningFlags) check() error {
 	return nil
 }
 
-// apply sets the flags' values on opts.
-func (t *tuningFlags) apply(opts *worker.Options) {
+// Apply sets the flags' values on opts.
+func (t *Tuning) Apply(opts *worker.Options) {
 	opts.HeartbeatInterval = t.heartbeat
 	opts.NoCancelWatch = t.noCancelWatch
 	opts.MaxConcurrentActivities = t.maxActivities

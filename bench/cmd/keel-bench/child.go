@@ -20,37 +20,33 @@ import (
 // SIGINT before it is killed.
 const childStopTimeout = 15 * time.Second
 
-// benchWorker is a `keel worker` child process.
-type benchWorker struct {
+// child is a worker in a child process: this binary, re-executed.
+type child struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	stderr *syncbuf.Buffer
 }
 
-// startBenchWorker re-executes this binary as `keel worker --bench-tools`
-// against the bench's server and NATS, offering the scripts of dir, and
-// returns once it polls, with a function that stops it
+// startLatencyWorker re-executes this binary as `keel-bench worker
+// --noop-tool` against the bench's server and NATS, offering the scripts
+// of dir, and returns once it polls, with a function that stops it
 // (bench.Options.WorkerProcess).
-func startBenchWorker(ctx context.Context, address, namespace, natsURL, dir string) (stop func(), err error) {
-	w, err := startWorkerProcess(ctx, address, namespace, natsURL, dir)
+func startLatencyWorker(ctx context.Context, address, namespace, natsURL, dir string) (stop func(), err error) {
+	ws, err := os.MkdirTemp(dir, "workspace-")
+	if err != nil {
+		return nil, err
+	}
+	w, err := startChild(ctx, workerReady, "worker", "--address", address, "--namespace", namespace, "--nats", natsURL,
+		"--workspace", filepath.Clean(ws), "--scripts", dir, "--stop-timeout", "1s", "--noop-tool")
 	if err != nil {
 		return nil, err
 	}
 	return w.stop, nil
 }
 
-func startWorkerProcess(ctx context.Context, address, namespace, natsURL, dir string) (*benchWorker, error) {
-	ws, err := os.MkdirTemp(dir, "workspace-")
-	if err != nil {
-		return nil, err
-	}
-	return startChild(ctx, "keel worker: polling", "worker", "--address", address, "--namespace", namespace, "--nats", natsURL,
-		"--workspace", filepath.Clean(ws), "--scripts", dir, "--stop-timeout", "1s", "--bench-tools")
-}
-
 // startChild re-executes this binary with args and returns once a line of
 // its standard output starts with ready.
-func startChild(ctx context.Context, ready string, args ...string) (*benchWorker, error) {
+func startChild(ctx context.Context, ready string, args ...string) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find this binary to run a worker process: %w", err)
@@ -60,7 +56,7 @@ func startChild(ctx context.Context, ready string, args ...string) (*benchWorker
 	if err != nil {
 		return nil, err
 	}
-	w := &benchWorker{cmd: cmd, exited: make(chan struct{}), stderr: &syncbuf.Buffer{}}
+	w := &child{cmd: cmd, exited: make(chan struct{}), stderr: &syncbuf.Buffer{}}
 	cmd.Stderr = w.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start a worker process: %w", err)
@@ -92,7 +88,7 @@ func startChild(ctx context.Context, ready string, args ...string) (*benchWorker
 }
 
 // stop asks the child to stop as Ctrl-C would, and kills it if it does not.
-func (w *benchWorker) stop() {
+func (w *child) stop() {
 	if err := w.cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		_ = w.cmd.Process.Kill()
 	}
