@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/keelrun/keel"
+)
+
+// The AG-UI translation of every stream of transcript/testdata keeps
+// AG-UI's shape (messages opened before their content and closed once,
+// nothing open at the end, sequences never going back) and streams, into
+// each step's message of its live attempt, exactly the text the reducer
+// kept for that step: an abandoned attempt's text stays in its own,
+// closed message.
+func TestAGUITranslatesRecordedStreams(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("..", "transcript", "testdata", "*.jsonl"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no recorded streams: %v", err)
+	}
+	for _, path := range paths {
+		name := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+		t.Run(name, func(t *testing.T) {
+			envs := readEnvelopes(t, path)
+			a := newAGUIRun("thread", "agui-run", envs[0].RunID)
+			out := a.started(0)
+			var ended bool
+			var failure error
+			for _, env := range envs {
+				evs, end, err := a.translate(env)
+				if err != nil {
+					failure = err
+					break
+				}
+				out = append(out, evs...)
+				if ended = end; ended {
+					break
+				}
+			}
+			if name == "hostile" {
+				// Its durable event that does not decode ends the AG-UI
+				// run with an error (the stream writes RUN_ERROR).
+				if failure == nil {
+					t.Fatal("the undecodable durable event did not fail the translation")
+				}
+			} else if failure != nil || !ended {
+				t.Fatalf("translation failed (%v) or did not end (%v)", failure, ended)
+			}
+			text := map[string]string{}
+			open := ""
+			var seq int64
+			for i, ev := range out {
+				switch ev.Type {
+				case aguiTextMessageStart:
+					if open != "" || text[ev.MessageID] != "" {
+						t.Fatalf("event %d: %s opened while %q is open, or again", i, ev.MessageID, open)
+					}
+					open = ev.MessageID
+				case aguiTextMessageContent:
+					if ev.MessageID != open {
+						t.Fatalf("event %d: content of %s while %q is open", i, ev.MessageID, open)
+					}
+					text[open] += ev.Delta
+				case aguiTextMessageEnd:
+					if ev.MessageID != open {
+						t.Fatalf("event %d: end of %s while %q is open", i, ev.MessageID, open)
+					}
+					open = ""
+				}
+				if k, _ := ev.Metadata["keel"].(map[string]any); k != nil {
+					if n, ok := k["seq"].(int64); ok {
+						if n < seq {
+							t.Fatalf("event %d: seq %d after %d", i, n, seq)
+						}
+						seq = n
+					}
+				}
+			}
+			if ended && open != "" {
+				t.Fatalf("message %s open at the end", open)
+			}
+			run := a.tr.Run(envs[0].RunID)
+			for _, st := range run.Steps {
+				if got := text[a.messageID(st.Number, st.Attempt)]; got != st.Text {
+					t.Errorf("step %d attempt %d streamed %q, the reducer kept %q", st.Number, st.Attempt, got, st.Text)
+				}
+			}
+		})
+	}
+}
+
+func readEnvelopes(t *testing.T, path string) []keel.Envelope {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []keel.Envelope
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var env keel.Envelope
+		if err := json.Unmarshal(sc.Bytes(), &env); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, env)
+	}
+	return out
+}
