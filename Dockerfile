@@ -7,7 +7,9 @@ WORKDIR /src
 # keel is a Go workspace of several modules (go.work), so the whole tree
 # comes in before the build resolves them.
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -o /out/keel ./cmd/keel
+# The production build: -tags nodev leaves out keel dev's embedded Temporal
+# server, Web UI and NATS server (docs/ARCHITECTURE.md, "Binaries").
+RUN CGO_ENABLED=0 go build -tags nodev -trimpath -o /out/keel ./cmd/keel
 
 # Alpine rather than distroless: the health checks need wget, and the
 # shell tool, when enabled, needs programs to run. CA certificates come

@@ -17,12 +17,17 @@ BENCH_BIN ?= bin/keel-bench
 DATA    ?= .keel
 TIMEOUT ?= 40m
 
-.PHONY: all build run dev test lint vet fmt tidy tidy-check bench keel-bench bench-table clean replay-release fuzz
+.PHONY: all build build-production run dev test lint vet fmt tidy tidy-check bench keel-bench bench-table clean replay-release fuzz
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/keel
+
+# keel for a production worker or gateway (the Dockerfile's): -tags nodev
+# leaves out `keel dev`'s embedded Temporal server, Web UI and NATS server.
+build-production:
+	$(GO) build -tags nodev -trimpath -o bin/keel-production ./cmd/keel
 
 # The embedded Temporal server (SQLite under $(DATA)), its Web UI, NATS, a
 # worker, and a demo run streaming to the terminal. Ctrl-C stops it all.

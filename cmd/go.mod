@@ -5,7 +5,6 @@ go 1.26.10
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/keelrun/keel v0.0.0-00010101000000-000000000000
-	github.com/keelrun/keel/bench v0.0.0-00010101000000-000000000000
 	github.com/keelrun/keel/config v0.0.0-00010101000000-000000000000
 	github.com/keelrun/keel/devserver v0.0.0-00010101000000-000000000000
 	github.com/keelrun/keel/gateway v0.0.0-00010101000000-000000000000
