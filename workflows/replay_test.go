@@ -67,7 +67,7 @@ var recordedHistories = []recordedHistory{
 	// set-default version marker, the run, the continue-as-new with the
 	// new defaults.
 	{file: "inline_set_default.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
-		activities.ModelTurnName:                                        1,
+		activities.ModelTurnName: 1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 1, // send
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: all(noChildWorkflows, hasVersionMarker("set-default"))},
