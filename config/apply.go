@@ -85,14 +85,13 @@ func (c *Config) NewTools(root string) (*tool.Registry, error) {
 	return r, nil
 }
 
-// MCPServerConfigs returns the file's MCP servers as package tool/mcp
-// takes them.
+// MCPServerConfigs returns copies of the file's MCP servers, for a
+// worker's options.
 func (c *Config) MCPServerConfigs() []mcp.ServerConfig {
 	var out []mcp.ServerConfig
 	for _, s := range c.MCPServers {
-		out = append(out, mcp.ServerConfig{Name: s.Name, Command: s.Command, Args: slices.Clone(s.Args),
-			Env: maps.Clone(s.Env), URL: s.URL, Headers: maps.Clone(s.Headers), Timeout: s.Timeout,
-			Sampling: s.Sampling, MaxResponseBytes: s.MaxResponseBytes})
+		s.Args, s.Env, s.Headers = slices.Clone(s.Args), maps.Clone(s.Env), maps.Clone(s.Headers)
+		out = append(out, s)
 	}
 	return out
 }

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/tool/mcp"
 	"github.com/keelrun/keel/worker"
 )
 
@@ -60,7 +60,7 @@ type Config struct {
 	Limits Limits
 	// MCPServers are the MCP servers whose tools the worker offers, in
 	// file order.
-	MCPServers []MCPServer
+	MCPServers []mcp.ServerConfig
 
 	// at holds where each field was read, for errors found after parsing
 	// (Apply).
@@ -101,30 +101,6 @@ type Limits struct {
 	// steering_bytes, answer_bytes, config_bytes, queued_prompts,
 	// staged_steers). Optional; zero fields take api.Limits' defaults.
 	Inputs api.Limits
-}
-
-// MCPServer is one MCP server: a stdio server the worker starts
-// (Command, Args, Env) or a streamable-HTTP server (URL, Headers).
-type MCPServer struct {
-	// Name prefixes its tools: mcp__<Name>__<tool>.
-	Name    string
-	Command string
-	Args    []string
-	// Env holds variables added to the worker's environment for Command.
-	Env map[string]string
-	URL string
-	// Headers go with every HTTP request; values may name environment
-	// variables as ${NAME}, expanded by the worker.
-	Headers map[string]string
-	// Timeout is the start-to-close timeout of one call. Optional.
-	Timeout time.Duration
-	// MaxResponseBytes bounds one message the server sends. Optional;
-	// default mcp.DefaultMaxResponseBytes.
-	MaxResponseBytes int
-	// Sampling is true when the file says "sampling: allow": the server
-	// may ask the run's model during a call, spending the run's tokens.
-	// Optional; default ("refuse"): it is not offered sampling.
-	Sampling bool
 }
 
 // position is where a field's value sits in the file.

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/tool/mcp"
 	"github.com/keelrun/keel/worker"
 )
 
@@ -358,7 +359,7 @@ func (p *parser) limits(n *yaml.Node, field string) {
 
 func (p *parser) mcpServers(n *yaml.Node, field string) {
 	p.entries(n, field, func(k, v *yaml.Node, f string) {
-		s := MCPServer{Name: k.Value}
+		s := mcp.ServerConfig{Name: k.Value}
 		if !serverName.MatchString(k.Value) {
 			p.errorf(k, f, "a server name is letters, digits, '-' and '_'")
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/tool/mcp"
 )
 
 func TestLoadComplete(t *testing.T) {
@@ -35,7 +36,7 @@ func TestLoadComplete(t *testing.T) {
 		Approvals:    map[string]api.Approval{"write_file": "deny", "mcp__*": "ask", "*": "allow"},
 		Limits: Limits{MaxSteps: 12, MaxTokens: 2048, Concurrency: map[string]int{"openai": 4, "anthropic": 2},
 			Inputs: api.Limits{PromptBytes: 64 << 10, QueuedPrompts: 8, StagedSteers: 4}},
-		MCPServers: []MCPServer{
+		MCPServers: []mcp.ServerConfig{
 			{Name: "everything", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-everything"},
 				Env: map[string]string{"LOG_LEVEL": "debug"}, Timeout: 2 * time.Minute, Sampling: true},
 			{Name: "docs", URL: "https://mcp.example.com/mcp",
