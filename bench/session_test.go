@@ -23,13 +23,13 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/bench"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/tool"
-	"github.com/keelrun/keel/workflows"
 )
 
 // readFileScript reads path in every run and answers "read it": two model
@@ -101,7 +101,7 @@ func BenchmarkLongSession(b *testing.B) {
 	tc := keeltest.Dial(b, srv)
 	c, err := client.Dial(ctx, client.Options{Temporal: tc,
 		DataConverter: store.NewDataConverter(keeltest.Codec(b, srv)),
-		Config:        workflows.RunConfig{Model: bigModel, Tools: []string{"read_file"}}})
+		Config:        api.RunConfig{Model: bigModel, Tools: []string{"read_file"}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func BenchmarkLongSession(b *testing.B) {
 	// session. They also warm up the server, worker and client.
 	base := c.Session("long-baseline")
 	for i := 1; i <= longBaseRuns; i++ {
-		if _, _, err := longRun(ctx, base, fmt.Sprintf("baseline %d", i), client.WithConfig(workflows.RunConfig{Model: smallModel})); err != nil {
+		if _, _, err := longRun(ctx, base, fmt.Sprintf("baseline %d", i), client.WithConfig(api.RunConfig{Model: smallModel})); err != nil {
 			b.Fatalf("baseline run %d: %v", i, err)
 		}
 	}
@@ -392,7 +392,7 @@ type longReport struct {
 	rss10, heap10 uint64
 	rssN, heapN   uint64
 	memory        []memoryPoint
-	state         workflows.SessionStatus
+	state         api.SessionStatus
 	execs         []execHistory
 	runHists      []runHist
 	baseHists     []runHist

@@ -1,6 +1,10 @@
 package workflows
 
-import "go.temporal.io/sdk/workflow"
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/keelrun/keel/api"
+)
 
 // announce records a Committed marker whenever seq() moved, in the same
 // workflow task as the events, on a context that cancellation does not
@@ -18,7 +22,7 @@ func announce(ctx workflow.Context, seq func() int64, closing func() bool) {
 				return
 			}
 			announced = seq()
-			c := Committed{KeelSeq: announced}
+			c := api.Committed{KeelSeq: announced}
 			workflow.SideEffectWithOptions(ctx, workflow.SideEffectOptions{Summary: "committed events"},
 				func(workflow.Context) any { return c })
 		}

@@ -13,20 +13,20 @@ import (
 // the boundary that would apply the steer, an answer against a
 // cancellation) has exactly one outcome, recorded in history.
 func (r *run) registerCommands(ctx workflow.Context) error {
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSteer,
-		func(ctx workflow.Context, req SteerRequest) (SteerResult, error) { return r.steer(req), nil },
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateSteer,
+		func(ctx workflow.Context, req api.SteerRequest) (api.SteerResult, error) { return r.steer(req), nil },
 		workflow.UpdateHandlerOptions{Validator: r.validateSteer}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRetractSteering,
-		func(ctx workflow.Context, req RetractRequest) (RetractResult, error) {
-			return RetractResult{Result: r.steering.retract(req.SteeringID)}, nil
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateRetractSteering,
+		func(ctx workflow.Context, req api.RetractRequest) (api.RetractResult, error) {
+			return api.RetractResult{Result: r.steering.retract(req.SteeringID)}, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: validateRetract}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRespond,
-		func(ctx workflow.Context, req RespondRequest) error { r.host.respond(req); return nil },
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateRespond,
+		func(ctx workflow.Context, req api.RespondRequest) error { r.host.respond(req); return nil },
 		workflow.UpdateHandlerOptions{Validator: r.validateRespond}); err != nil {
 		return err
 	}
@@ -39,9 +39,9 @@ func (r *run) registerCommands(ctx workflow.Context) error {
 		name   string
 		handle func(workflow.Context, workflow.ReceiveChannel)
 	}{
-		{SignalCancel, func(ctx workflow.Context, ch workflow.ReceiveChannel) { ch.Receive(ctx, nil); r.requestCancel() }},
-		{UpdateSteer, commandSignal("steer", r.validateSteerSignal, func(req SteerRequest) { r.steer(req) })},
-		{UpdateRespond, commandSignal("respond", r.validateRespondSignal, r.host.respond)},
+		{api.SignalCancel, func(ctx workflow.Context, ch workflow.ReceiveChannel) { ch.Receive(ctx, nil); r.requestCancel() }},
+		{api.UpdateSteer, commandSignal("steer", r.validateSteerSignal, func(req api.SteerRequest) { r.steer(req) })},
+		{api.UpdateRespond, commandSignal("respond", r.validateRespondSignal, r.host.respond)},
 	}
 	for _, s := range signals {
 		ch := workflow.GetSignalChannel(ctx, s.name)
@@ -87,7 +87,7 @@ func (r *run) requestCancel() {
 }
 
 // validateSteer checks a steer update under the worker's limits.
-func (r *run) validateSteer(req SteerRequest) error {
+func (r *run) validateSteer(req api.SteerRequest) error {
 	lim := r.rules.limits()
 	if err := checkText("steering text", req.Text, lim.SteeringBytes); err != nil {
 		return err
@@ -100,8 +100,8 @@ func (r *run) validateSteer(req SteerRequest) error {
 
 // validateSteerSignal checks a steer signal: the same checks under the
 // default limits, the staged count behind signalLimitsChange.
-func (r *run) validateSteerSignal(ctx workflow.Context, req SteerRequest) error {
-	if err := checkText("steering text", req.Text, MaxPromptBytes); err != nil {
+func (r *run) validateSteerSignal(ctx workflow.Context, req api.SteerRequest) error {
+	if err := checkText("steering text", req.Text, api.MaxPromptBytes); err != nil {
 		return err
 	}
 	if err := r.accepting(); err != nil {
@@ -113,14 +113,14 @@ func (r *run) validateSteerSignal(ctx workflow.Context, req SteerRequest) error 
 	return nil
 }
 
-func (r *run) steer(req SteerRequest) SteerResult {
-	return SteerResult{SteeringID: r.steering.stage(req.Text)}
+func (r *run) steer(req api.SteerRequest) api.SteerResult {
+	return api.SteerResult{SteeringID: r.steering.stage(req.Text)}
 }
 
 // validateRespond checks a respond update under the worker's limits; the
 // size first, so that an answer too large is not matched against a
 // schema.
-func (r *run) validateRespond(req RespondRequest) error {
+func (r *run) validateRespond(req api.RespondRequest) error {
 	if err := checkAnswerSize(req, r.rules.limits().AnswerBytes); err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func (r *run) validateRespond(req RespondRequest) error {
 
 // validateRespondSignal checks a respond signal: the size under the
 // default limit, behind signalLimitsChange, then as an update.
-func (r *run) validateRespondSignal(ctx workflow.Context, req RespondRequest) error {
+func (r *run) validateRespondSignal(ctx workflow.Context, req api.RespondRequest) error {
 	if err := checkAnswerSize(req, api.MaxAnswerBytes); err != nil && signalLimited(ctx) {
 		return err
 	}
@@ -138,7 +138,7 @@ func (r *run) validateRespondSignal(ctx workflow.Context, req RespondRequest) er
 
 // validateRetract refuses, before it enters history, a retraction whose
 // steering ID is longer than any keel makes.
-func validateRetract(req RetractRequest) error {
+func validateRetract(req api.RetractRequest) error {
 	if len(req.SteeringID) > api.MaxSteeringIDBytes {
 		return tooLarge("steering_id", len(req.SteeringID), api.MaxSteeringIDBytes)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 )
 
 // keepRecent is how many of the latest messages compaction leaves as they
@@ -19,7 +20,7 @@ const keepRecent = 6
 // the model writes, when the context estimate passes the run's threshold
 // (docs/contract.md §9).
 type compactor struct {
-	cfg              RunConfig
+	cfg              api.RunConfig
 	sessionID, runID string
 	// root is the run's context; work is cancelled when the run is.
 	root, work workflow.Context

@@ -4,6 +4,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 )
 
 // A session's defaults (SessionInput.Config) are what a send's own run
@@ -24,7 +25,7 @@ const setDefaultChange = "set-default"
 // startConfig returns the configuration of the run p starts: the
 // session's defaults with p's own config over them, after p, if it sets
 // the defaults, has made its config theirs.
-func (s *session) startConfig(ctx workflow.Context, p *pendingRun) RunConfig {
+func (s *session) startConfig(ctx workflow.Context, p *pendingRun) api.RunConfig {
 	if p.req.SetDefault && p.req.Config != nil &&
 		workflow.GetVersion(ctx, setDefaultChange, workflow.DefaultVersion, 1) == 1 {
 		s.cfg = s.cfg.Merge(p.req.Config)
@@ -36,7 +37,7 @@ func (s *session) startConfig(ctx workflow.Context, p *pendingRun) RunConfig {
 // the session's, changed by the queued sends that set them, in queue
 // order. A send is validated against them, so that what a queued send
 // will make the default is checked for every prompt behind it.
-func (s *session) defaultsAhead() RunConfig {
+func (s *session) defaultsAhead() api.RunConfig {
 	cfg := s.cfg
 	for _, p := range s.queue {
 		if p.req.SetDefault {
@@ -48,7 +49,7 @@ func (s *session) defaultsAhead() RunConfig {
 
 // validateSetDefault refuses a send that asks to change the defaults
 // without saying to what.
-func validateSetDefault(req SendRequest) error {
+func validateSetDefault(req api.SendRequest) error {
 	if req.SetDefault && req.Config == nil {
 		return wireError(keel.Errorf(keel.CodeInvalidInput, "set_default needs a run config to make the session's default"))
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/worker"
 	"github.com/keelrun/keel/workflows"
@@ -66,13 +67,13 @@ func newExecution(t *testing.T, script string, rules *workflows.Rules) *executio
 // sendAll runs the execution from in with the sends given, the first at
 // once and each other a second after the one before, and returns what it
 // continued as new with.
-func (x *execution) sendAll(t *testing.T, in workflows.SessionInput, reqs ...workflows.SendRequest) workflows.SessionInput {
+func (x *execution) sendAll(t *testing.T, in api.SessionInput, reqs ...api.SendRequest) api.SessionInput {
 	t.Helper()
 	for i, req := range reqs {
-		var res workflows.SendResult
+		var res api.SendResult
 		x.RegisterDelayedCallback(func() { x.send(t, "send-"+req.Prompt, req, &res) }, time.Duration(i)*time.Second)
 	}
-	x.ExecuteWorkflow(workflows.SessionWorkflowName, in)
+	x.ExecuteWorkflow(api.SessionWorkflowName, in)
 	return continuedAs(t, x.runEnv)
 }
 
@@ -95,23 +96,23 @@ func modelsOf(turns []turnSeen) []string {
 // with.
 type sessionChain struct {
 	t     *testing.T
-	in    workflows.SessionInput
+	in    api.SessionInput
 	turns []turnSeen
 }
 
-func newChain(t *testing.T, defaults workflows.RunConfig) *sessionChain {
-	return &sessionChain{t: t, in: workflows.SessionInput{SessionID: "s1", Config: defaults, Inline: true}}
+func newChain(t *testing.T, defaults api.RunConfig) *sessionChain {
+	return &sessionChain{t: t, in: api.SessionInput{SessionID: "s1", Config: defaults, Inline: true}}
 }
 
 // next runs the next execution with the sends given and returns the
 // model turns its run made.
-func (c *sessionChain) next(reqs ...workflows.SendRequest) []turnSeen {
+func (c *sessionChain) next(reqs ...api.SendRequest) []turnSeen {
 	c.t.Helper()
 	return c.nextPlaying(okScript, reqs...)
 }
 
 // nextPlaying is next with a model playing script.
-func (c *sessionChain) nextPlaying(script string, reqs ...workflows.SendRequest) []turnSeen {
+func (c *sessionChain) nextPlaying(script string, reqs ...api.SendRequest) []turnSeen {
 	c.t.Helper()
 	x := newExecution(c.t, script, nil)
 	c.in = x.sendAll(c.t, c.in, reqs...)
@@ -124,15 +125,15 @@ func (c *sessionChain) nextPlaying(script string, reqs ...workflows.SendRequest)
 // plain send, which runs under the session's defaults again; the defaults
 // the session hands to its next execution never changed.
 func TestSendConfigAppliesToItsRunOnly(t *testing.T) {
-	defaults := workflows.RunConfig{Model: "scripted:base", Tools: []string{"echo"}}
+	defaults := api.RunConfig{Model: "scripted:base", Tools: []string{"echo"}}
 	c := newChain(t, defaults)
 
-	got := c.next(workflows.SendRequest{Prompt: "one", Config: &workflows.RunConfig{
+	got := c.next(api.SendRequest{Prompt: "one", Config: &api.RunConfig{
 		Model: "scripted:override", Tools: []string{"sleep"}, System: "be brief", MaxSteps: 3}})
 	require.Equal(t, []turnSeen{{run: "s1/run-1", model: "scripted:override", tools: []string{"sleep"}}}, got)
 	require.Equal(t, defaults, c.in.Config, "a send without set_default changed the session's defaults")
 
-	got = c.next(workflows.SendRequest{Prompt: "two"})
+	got = c.next(api.SendRequest{Prompt: "two"})
 	require.Equal(t, []turnSeen{{run: "s1/run-2", model: "scripted:base", tools: []string{"echo"}}}, got)
 	started := find[keel.RunStarted](t, c.in.Carry.Tail)
 	require.Len(t, started, 2)
@@ -143,20 +144,20 @@ func TestSendConfigAppliesToItsRunOnly(t *testing.T) {
 // session's default: its run and the plain sends after it use it, in
 // later executions too; the fields it leaves unset keep their defaults.
 func TestSetDefaultChangesTheSessionsDefaults(t *testing.T) {
-	c := newChain(t, workflows.RunConfig{Model: "scripted:base", Tools: []string{"echo"}, System: "kept"})
+	c := newChain(t, api.RunConfig{Model: "scripted:base", Tools: []string{"echo"}, System: "kept"})
 
-	got := c.next(workflows.SendRequest{Prompt: "one", SetDefault: true,
-		Config: &workflows.RunConfig{Model: "scripted:new"}})
+	got := c.next(api.SendRequest{Prompt: "one", SetDefault: true,
+		Config: &api.RunConfig{Model: "scripted:new"}})
 	require.Equal(t, []turnSeen{{run: "s1/run-1", model: "scripted:new", tools: []string{"echo"}}}, got)
-	require.Equal(t, workflows.RunConfig{Model: "scripted:new", Tools: []string{"echo"}, System: "kept"}, c.in.Config)
+	require.Equal(t, api.RunConfig{Model: "scripted:new", Tools: []string{"echo"}, System: "kept"}, c.in.Config)
 
-	got = c.next(workflows.SendRequest{Prompt: "two"})
+	got = c.next(api.SendRequest{Prompt: "two"})
 	require.Equal(t, []turnSeen{{run: "s1/run-2", model: "scripted:new", tools: []string{"echo"}}}, got)
 
 	// An override after it is again for its own run only.
-	got = c.next(workflows.SendRequest{Prompt: "three", Config: &workflows.RunConfig{Tools: []string{}}})
+	got = c.next(api.SendRequest{Prompt: "three", Config: &api.RunConfig{Tools: []string{}}})
 	require.Equal(t, []turnSeen{{run: "s1/run-3", model: "scripted:new"}}, got)
-	got = c.next(workflows.SendRequest{Prompt: "four"})
+	got = c.next(api.SendRequest{Prompt: "four"})
 	require.Equal(t, []turnSeen{{run: "s1/run-4", model: "scripted:new", tools: []string{"echo"}}}, got)
 }
 
@@ -164,15 +165,15 @@ func TestSetDefaultChangesTheSessionsDefaults(t *testing.T) {
 // defaults when its run starts: the prompt queued ahead of it runs under
 // the defaults it was sent under, the one behind it under the new ones.
 func TestQueuedSetDefaultTakesEffectInQueueOrder(t *testing.T) {
-	c := newChain(t, workflows.RunConfig{Model: "scripted:base"})
-	queue := func(prompt string, cfg *workflows.RunConfig, set bool) workflows.SendRequest {
-		return workflows.SendRequest{Prompt: prompt, IfActive: workflows.IfActiveQueue, Config: cfg, SetDefault: set}
+	c := newChain(t, api.RunConfig{Model: "scripted:base"})
+	queue := func(prompt string, cfg *api.RunConfig, set bool) api.SendRequest {
+		return api.SendRequest{Prompt: prompt, IfActive: api.IfActiveQueue, Config: cfg, SetDefault: set}
 	}
 	// The first run naps for a minute, so the others queue behind it.
 	c.nextPlaying(napThen(`{"text":["ok"]}`),
-		workflows.SendRequest{Prompt: "first", Config: &workflows.RunConfig{Tools: []string{"sleep"}}},
+		api.SendRequest{Prompt: "first", Config: &api.RunConfig{Tools: []string{"sleep"}}},
 		queue("ahead", nil, false),
-		queue("setter", &workflows.RunConfig{Model: "scripted:new"}, true),
+		queue("setter", &api.RunConfig{Model: "scripted:new"}, true),
 		queue("behind", nil, false))
 	require.Len(t, c.in.Carry.Queue, 3, "the queued sends are carried")
 	require.True(t, c.in.Carry.Queue[1].SetDefault, "set_default is carried with its queued send")
@@ -200,31 +201,31 @@ func TestSetDefaultRefusesModelsTheWorkerDoesNotOffer(t *testing.T) {
 	}
 	x := newExecution(t, napThen(`{"text":["ok"]}`), &rules)
 	var refusals []error
-	refuse := func(req workflows.SendRequest) {
-		x.UpdateWorkflow(workflows.UpdateSend, "bad-"+req.Prompt, &testsuite.TestUpdateCallback{
+	refuse := func(req api.SendRequest) {
+		x.UpdateWorkflow(api.UpdateSend, "bad-"+req.Prompt, &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { refusals = append(refusals, err) },
 			OnAccept:   func() { t.Errorf("send %q was accepted", req.Prompt) },
 			OnComplete: func(any, error) {},
 		}, req)
 	}
 	hostile := []string{"scripted:/etc/shadow", "scripted:../x", "openai:invented", "gpt"}
-	var first, setter, behind workflows.SendResult
+	var first, setter, behind api.SendResult
 	x.RegisterDelayedCallback(func() {
 		for _, spec := range hostile {
-			refuse(workflows.SendRequest{Prompt: spec, SetDefault: true, Config: &workflows.RunConfig{Model: spec}})
+			refuse(api.SendRequest{Prompt: spec, SetDefault: true, Config: &api.RunConfig{Model: spec}})
 		}
-		refuse(workflows.SendRequest{Prompt: "nothing to set", SetDefault: true})
-		x.send(t, "first", workflows.SendRequest{Prompt: "first",
-			Config: &workflows.RunConfig{Model: "scripted:ok", Tools: []string{"sleep"}}}, &first)
+		refuse(api.SendRequest{Prompt: "nothing to set", SetDefault: true})
+		x.send(t, "first", api.SendRequest{Prompt: "first",
+			Config: &api.RunConfig{Model: "scripted:ok", Tools: []string{"sleep"}}}, &first)
 	}, 0)
 	x.RegisterDelayedCallback(func() {
-		refuse(workflows.SendRequest{Prompt: "stale", IfActive: workflows.IfActiveQueue})
-		x.send(t, "setter", workflows.SendRequest{Prompt: "setter", IfActive: workflows.IfActiveQueue, SetDefault: true,
-			Config: &workflows.RunConfig{Model: "scripted:also"}}, &setter)
-		x.send(t, "behind", workflows.SendRequest{Prompt: "behind", IfActive: workflows.IfActiveQueue}, &behind)
+		refuse(api.SendRequest{Prompt: "stale", IfActive: api.IfActiveQueue})
+		x.send(t, "setter", api.SendRequest{Prompt: "setter", IfActive: api.IfActiveQueue, SetDefault: true,
+			Config: &api.RunConfig{Model: "scripted:also"}}, &setter)
+		x.send(t, "behind", api.SendRequest{Prompt: "behind", IfActive: api.IfActiveQueue}, &behind)
 	}, time.Second)
-	x.ExecuteWorkflow(workflows.SessionWorkflowName,
-		workflows.SessionInput{SessionID: "s1", Config: workflows.RunConfig{Model: "scripted:retired"}, Inline: true})
+	x.ExecuteWorkflow(api.SessionWorkflowName,
+		api.SessionInput{SessionID: "s1", Config: api.RunConfig{Model: "scripted:retired"}, Inline: true})
 	in := continuedAs(t, x.runEnv)
 
 	require.Len(t, refusals, len(hostile)+2)
@@ -257,15 +258,15 @@ func TestSetDefaultRefusesModelsTheWorkerDoesNotOffer(t *testing.T) {
 func TestSetDefaultIsVersioned(t *testing.T) {
 	x := newExecution(t, okScript, nil)
 	x.OnGetVersion("set-default", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	in := x.sendAll(t, workflows.SessionInput{SessionID: "s1", Config: workflows.RunConfig{Model: "scripted:base"}, Inline: true},
-		workflows.SendRequest{Prompt: "one", SetDefault: true, Config: &workflows.RunConfig{Model: "scripted:new"}})
+	in := x.sendAll(t, api.SessionInput{SessionID: "s1", Config: api.RunConfig{Model: "scripted:base"}, Inline: true},
+		api.SendRequest{Prompt: "one", SetDefault: true, Config: &api.RunConfig{Model: "scripted:new"}})
 	require.Equal(t, []turnSeen{{run: "s1/run-1", model: "scripted:new"}}, x.turns)
 	require.Equal(t, "scripted:base", in.Config.Model, "replaying old code's history changed the defaults")
 
 	// Today's code records the version, and the defaults change.
 	y := newExecution(t, okScript, nil)
-	in = y.sendAll(t, workflows.SessionInput{SessionID: "s1", Config: workflows.RunConfig{Model: "scripted:base"}, Inline: true},
-		workflows.SendRequest{Prompt: "one", SetDefault: true, Config: &workflows.RunConfig{Model: "scripted:new"}})
+	in = y.sendAll(t, api.SessionInput{SessionID: "s1", Config: api.RunConfig{Model: "scripted:base"}, Inline: true},
+		api.SendRequest{Prompt: "one", SetDefault: true, Config: &api.RunConfig{Model: "scripted:new"}})
 	require.Equal(t, "scripted:new", in.Config.Model)
 }
 
@@ -275,8 +276,8 @@ func TestSetDefaultIsVersioned(t *testing.T) {
 func TestSetDefaultInTheTwoWorkflowShape(t *testing.T) {
 	for _, set := range []bool{false, true} {
 		x := newExecution(t, okScript, nil)
-		in := x.sendAll(t, workflows.SessionInput{SessionID: "s1", Config: workflows.RunConfig{Model: "scripted:base"}},
-			workflows.SendRequest{Prompt: "one", SetDefault: set, Config: &workflows.RunConfig{Model: "scripted:new"}})
+		in := x.sendAll(t, api.SessionInput{SessionID: "s1", Config: api.RunConfig{Model: "scripted:base"}},
+			api.SendRequest{Prompt: "one", SetDefault: set, Config: &api.RunConfig{Model: "scripted:new"}})
 		require.Equal(t, []string{"scripted:new"}, modelsOf(x.turns), "set_default %v", set)
 		want := "scripted:base"
 		if set {

@@ -21,10 +21,10 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/provider"
 	"github.com/keelrun/keel/provider/scripted"
-	"github.com/keelrun/keel/workflows"
 )
 
 // faultCounter counts the physical requests a provider is asked for, so the
@@ -380,7 +380,7 @@ func TestFaultMatrix(t *testing.T) {
 }
 
 // checkFaultCase checks one case and returns the measured waits.
-func checkFaultCase(t *testing.T, tc faultCase, env *faultEnv, res workflows.RunResult) []time.Duration {
+func checkFaultCase(t *testing.T, tc faultCase, env *faultEnv, res api.RunResult) []time.Duration {
 	// The exact event sequence.
 	if diff := cmp.Diff(faultSeq(t, tc.events), types(res.Events)); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)
@@ -550,7 +550,7 @@ func TestCancelDuringRetryWait(t *testing.T) {
 				env.RegisterDelayedCallback(func() {
 					cancelAt = env.Now()
 					if how == "signal" {
-						env.SignalWorkflow(workflows.SignalCancel, nil)
+						env.SignalWorkflow(api.SignalCancel, nil)
 					} else {
 						env.CancelWorkflow()
 					}
@@ -600,7 +600,7 @@ func TestCancelDuringStream(t *testing.T) {
 		}
 		now := env.Now()
 		cancelAt.Store(&now)
-		env.SignalWorkflow(workflows.SignalCancel, nil)
+		env.SignalWorkflow(api.SignalCancel, nil)
 	}()
 	res := env.execRun(t, runInput("go"))
 
@@ -655,10 +655,10 @@ func TestFaultWorkerStopIsRetried(t *testing.T) {
 					}
 					return res, err
 				})
-			env.ExecuteWorkflow(workflows.RunWorkflowName, runInput("go"))
+			env.ExecuteWorkflow(api.RunWorkflowName, runInput("go"))
 			require.True(t, env.IsWorkflowCompleted())
 			require.NoError(t, env.GetWorkflowError(), "the Run workflow itself must not fail")
-			var res workflows.RunResult
+			var res api.RunResult
 			require.NoError(t, env.GetWorkflowResult(&res))
 			checkLog(t, 0, res.Events)
 			if diff := cmp.Diff(faultSeq(t, "started step usage reset retry usage call completed"), types(res.Events)); diff != "" {

@@ -9,11 +9,12 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 )
 
 // carry captures the session's state for the next execution.
-func (s *session) carry() *SessionCarry {
-	c := &SessionCarry{Revision: s.revision, Seq: s.seq, Runs: s.runs, Usage: s.usage, Last: s.last,
+func (s *session) carry() *api.SessionCarry {
+	c := &api.SessionCarry{Revision: s.revision, Seq: s.seq, Runs: s.runs, Usage: s.usage, Last: s.last,
 		State: s.state, Shutdown: s.shutdown, HandOvers: s.handOvers + 1, Transcript: s.transcript,
 		Segments: s.segments, Tail: s.events}
 	for _, p := range s.queue {
@@ -23,7 +24,7 @@ func (s *session) carry() *SessionCarry {
 }
 
 // restore takes over the state a previous execution handed over.
-func (s *session) restore(c *SessionCarry) {
+func (s *session) restore(c *api.SessionCarry) {
 	s.revision, s.seq, s.runs, s.usage, s.last = c.Revision, c.Seq, c.Runs, c.Usage, c.Last
 	s.state, s.shutdown, s.handOvers = c.State, c.Shutdown, c.HandOvers
 	s.transcript, s.segments, s.events = c.Transcript, c.Segments, c.Tail
@@ -105,7 +106,7 @@ func (s *session) flushEvents(ctx workflow.Context) {
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
 			MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrNoStore}},
 	})
-	var seg EventSegment
+	var seg api.EventSegment
 	if err := workflow.ExecuteLocalActivity(lctx, activities.StoreEventsName, s.events).Get(ctx, &seg); err != nil {
 		workflow.GetLogger(ctx).Warn("durable events stay in the session's memory", "err", err)
 		var appErr *temporal.ApplicationError
@@ -159,18 +160,18 @@ const envelopeOverhead = 160
 func (s *session) handOver(ctx workflow.Context) error {
 	// The next execution trusts what this one learned of the runtime.
 	_ = workflow.Await(ctx, func() bool { return s.checked })
-	for workflow.GetSignalChannel(ctx, SignalShutdown).ReceiveAsync(nil) {
+	for workflow.GetSignalChannel(ctx, api.SignalShutdown).ReceiveAsync(nil) {
 		s.shutdown, s.queue = true, nil
 	}
 	// Nothing runs now, so a cancel has nothing to stop; run_state signals
 	// come only from a running run.
-	for workflow.GetSignalChannel(ctx, SignalCancel).ReceiveAsync(nil) {
+	for workflow.GetSignalChannel(ctx, api.SignalCancel).ReceiveAsync(nil) {
 	}
 	workflow.GetLogger(ctx).Info("session continues as new", "runs", s.runs, "seq", s.seq,
 		"segments", len(s.segments), "queued", len(s.queue))
 	// The next execution starts on the deployment's current build (with
 	// worker versioning; nothing changes without it).
 	opts := workflow.ContinueAsNewErrorOptions{InitialVersioningBehavior: workflow.ContinueAsNewVersioningBehaviorAutoUpgrade}
-	return workflow.NewContinueAsNewErrorWithOptions(ctx, opts, SessionWorkflowName,
-		SessionInput{SessionID: s.id, Config: s.cfg, HandOver: s.limits, Carry: s.carry(), Inline: s.inline || s.moveInline})
+	return workflow.NewContinueAsNewErrorWithOptions(ctx, opts, api.SessionWorkflowName,
+		api.SessionInput{SessionID: s.id, Config: s.cfg, HandOver: s.limits, Carry: s.carry(), Inline: s.inline || s.moveInline})
 }

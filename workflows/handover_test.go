@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/workflows"
+	"github.com/keelrun/keel/api"
 )
 
 // memSegments is a content store for event segments that keeps them in a
@@ -51,7 +51,7 @@ func napThen(turns ...string) string {
 }
 
 // napConfig offers the sleep tool.
-var napConfig = workflows.RunConfig{Tools: []string{"sleep"}}
+var napConfig = api.RunConfig{Tools: []string{"sleep"}}
 
 // newSessionEnv returns a test environment for Session workflows whose
 // workers store segments in segs.
@@ -64,25 +64,25 @@ func newSessionEnv(t *testing.T, script string, segs *memSegments) *runEnv {
 }
 
 // send delivers a "send" update and records its answer.
-func (e *runEnv) send(t *testing.T, id string, req workflows.SendRequest, out *workflows.SendResult) {
-	e.UpdateWorkflow(workflows.UpdateSend, id, &testsuite.TestUpdateCallback{
+func (e *runEnv) send(t *testing.T, id string, req api.SendRequest, out *api.SendResult) {
+	e.UpdateWorkflow(api.UpdateSend, id, &testsuite.TestUpdateCallback{
 		OnReject: func(err error) { t.Errorf("send %s rejected: %v", id, err) },
 		OnAccept: func() {},
 		OnComplete: func(v any, err error) {
 			require.NoError(t, err, "send %s", id)
-			*out = v.(workflows.SendResult)
+			*out = v.(api.SendResult)
 		},
 	}, req)
 }
 
 // continuedAs returns the input the workflow continued as new with.
-func continuedAs(t *testing.T, e *runEnv) workflows.SessionInput {
+func continuedAs(t *testing.T, e *runEnv) api.SessionInput {
 	t.Helper()
 	require.True(t, e.IsWorkflowCompleted())
 	var can *workflow.ContinueAsNewError
 	require.True(t, errors.As(e.GetWorkflowError(), &can), "the session continued as new: %v", e.GetWorkflowError())
-	require.Equal(t, workflows.SessionWorkflowName, can.WorkflowType.Name)
-	var in workflows.SessionInput
+	require.Equal(t, api.SessionWorkflowName, can.WorkflowType.Name)
+	var in api.SessionInput
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &in))
 	return in
 }
@@ -91,16 +91,16 @@ func continuedAs(t *testing.T, e *runEnv) workflows.SessionInput {
 // first prompt ("hello") whose run plays script, a second one ("and then")
 // queued while it runs. It returns the input the session continued as new
 // with and the answers of both sends.
-func handOverOnce(t *testing.T, script string, segs *memSegments) (in workflows.SessionInput, first, queued workflows.SendResult) {
+func handOverOnce(t *testing.T, script string, segs *memSegments) (in api.SessionInput, first, queued api.SendResult) {
 	t.Helper()
 	e := newSessionEnv(t, script, segs)
-	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first) }, 0)
+	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &first) }, 0)
 	e.RegisterDelayedCallback(func() {
-		e.send(t, "queued", workflows.SendRequest{Prompt: "and then", IfActive: workflows.IfActiveQueue}, &queued)
+		e.send(t, "queued", api.SendRequest{Prompt: "and then", IfActive: api.IfActiveQueue}, &queued)
 	}, time.Second)
 	e.SetCurrentHistoryLength(100)
-	e.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{SessionID: "s1", Config: napConfig,
-		HandOver: workflows.HandOverLimits{Events: 1}})
+	e.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig,
+		HandOver: api.HandOverLimits{Events: 1}})
 	return continuedAs(t, e), first, queued
 }
 
@@ -111,12 +111,12 @@ func handOverOnce(t *testing.T, script string, segs *memSegments) (in workflows.
 func TestSessionHandOverCarriesState(t *testing.T) {
 	segs := &memSegments{}
 	in, first, queued := handOverOnce(t, napThen(`{"text":["one"],"usage":{"input_tokens":5,"output_tokens":2}}`), segs)
-	require.Equal(t, workflows.SendResult{RunID: "s1/run-1", Number: 1, Revision: 0, BaseSeq: 0}, first)
-	require.Equal(t, workflows.SendResult{RunID: "s1/run-2", Number: 2, Queued: true}, queued)
+	require.Equal(t, api.SendResult{RunID: "s1/run-1", Number: 1, Revision: 0, BaseSeq: 0}, first)
+	require.Equal(t, api.SendResult{RunID: "s1/run-2", Number: 2, Queued: true}, queued)
 
 	require.Equal(t, "s1", in.SessionID)
-	require.Equal(t, workflows.HandOverLimits{Events: 1, Bytes: workflows.DefaultHandOverBytes,
-		TailBytes: workflows.DefaultHandOverTailBytes}, in.HandOver, "the limits travel on")
+	require.Equal(t, api.HandOverLimits{Events: 1, Bytes: api.DefaultHandOverBytes,
+		TailBytes: api.DefaultHandOverTailBytes}, in.HandOver, "the limits travel on")
 	c := in.Carry
 	require.NotNil(t, c)
 	require.Equal(t, int64(1), c.Revision)
@@ -131,7 +131,7 @@ func TestSessionHandOverCarriesState(t *testing.T) {
 	require.Len(t, c.Transcript, 4, "prompt, call, result, answer")
 	require.Equal(t, keel.UserMessage("hello"), c.Transcript[0])
 	require.Equal(t, keel.Message{Role: keel.RoleAssistant, Content: "one"}, c.Transcript[3])
-	require.Equal(t, []workflows.SendRequest{{Prompt: "and then", IfActive: workflows.IfActiveQueue}}, c.Queue)
+	require.Equal(t, []api.SendRequest{{Prompt: "and then", IfActive: api.IfActiveQueue}}, c.Queue)
 	require.Empty(t, c.Tail, "the events moved to the store")
 	require.Len(t, c.Segments, 1)
 	seg := c.Segments[0]
@@ -154,24 +154,24 @@ func TestSessionResumesFromCarry(t *testing.T) {
 	// read when the test environment's clock passes the check below.
 	require.True(t, in.Inline, "the hand-over moved the session to the inline shape")
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), segs)
-	e.ExecuteWorkflow(workflows.SessionWorkflowName, in)
+	e.ExecuteWorkflow(api.SessionWorkflowName, in)
 	in = continuedAs(t, e)
 	e = newSessionEnv(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), segs)
-	var state workflows.SessionStatus
-	var stored, tail workflows.EventsPage
+	var state api.SessionStatus
+	var stored, tail api.EventsPage
 	e.RegisterDelayedCallback(func() {
-		v, err := e.QueryWorkflow(workflows.QueryState)
+		v, err := e.QueryWorkflow(api.QueryState)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&state))
-		v, err = e.QueryWorkflow(workflows.QueryEvents, workflows.EventsQuery{After: 0})
+		v, err = e.QueryWorkflow(api.QueryEvents, api.EventsQuery{After: 0})
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&stored))
-		v, err = e.QueryWorkflow(workflows.QueryEvents, workflows.EventsQuery{After: carried})
+		v, err = e.QueryWorkflow(api.QueryEvents, api.EventsQuery{After: carried})
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&tail))
 		e.CancelWorkflow()
 	}, time.Hour)
-	e.ExecuteWorkflow(workflows.SessionWorkflowName, in)
+	e.ExecuteWorkflow(api.SessionWorkflowName, in)
 
 	require.Equal(t, 2, state.Runs)
 	require.Equal(t, int64(2), state.Revision)
@@ -196,15 +196,15 @@ func TestSessionResumesFromCarry(t *testing.T) {
 // execution refuses prompts, and the queued prompt is dropped with it.
 func TestSessionHandOverCarriesShutdown(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
-	var first, queued workflows.SendResult
-	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first) }, 0)
+	var first, queued api.SendResult
+	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &first) }, 0)
 	e.RegisterDelayedCallback(func() {
-		e.send(t, "queued", workflows.SendRequest{Prompt: "later", IfActive: workflows.IfActiveQueue}, &queued)
-		e.SignalWorkflow(workflows.SignalShutdown, nil)
+		e.send(t, "queued", api.SendRequest{Prompt: "later", IfActive: api.IfActiveQueue}, &queued)
+		e.SignalWorkflow(api.SignalShutdown, nil)
 	}, time.Second)
 	e.SetCurrentHistoryLength(100)
-	e.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{SessionID: "s1", Config: napConfig,
-		HandOver: workflows.HandOverLimits{Events: 1}})
+	e.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig,
+		HandOver: api.HandOverLimits{Events: 1}})
 	c := continuedAs(t, e).Carry
 	require.True(t, c.Shutdown)
 	require.Empty(t, c.Queue)
@@ -218,11 +218,11 @@ func TestSessionHandOverCarriesShutdown(t *testing.T) {
 func TestSessionHandOverWithoutStoreCarriesEvents(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	e := newEnvOf(t, &suite, scriptedProvider(t, napThen(`{"text":["one"]}`)))
-	var first workflows.SendResult
-	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first) }, 0)
+	var first api.SendResult
+	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &first) }, 0)
 	e.SetCurrentHistoryLength(100)
-	e.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{SessionID: "s1", Config: napConfig,
-		HandOver: workflows.HandOverLimits{Events: 1}})
+	e.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig,
+		HandOver: api.HandOverLimits{Events: 1}})
 	c := continuedAs(t, e).Carry
 	require.Empty(t, c.Segments)
 	checkLog(t, 0, c.Tail)

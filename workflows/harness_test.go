@@ -12,12 +12,12 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/provider"
 	"github.com/keelrun/keel/provider/scripted"
 	"github.com/keelrun/keel/tool"
 	"github.com/keelrun/keel/worker"
-	"github.com/keelrun/keel/workflows"
 )
 
 // scriptModels resolves every spec to one script.
@@ -90,20 +90,20 @@ func newEnvOf(t *testing.T, suite *testsuite.WorkflowTestSuite, p provider.Provi
 }
 
 // runInput is a Run workflow input for tests.
-func runInput(prompt string, tools ...string) workflows.RunInput {
-	return workflows.RunInput{
+func runInput(prompt string, tools ...string) api.RunInput {
+	return api.RunInput{
 		SessionID: "s1", RunID: keel.RunID("s1", 1), Number: 1, Revision: 0, BaseSeq: 0,
-		Prompt: prompt, Config: workflows.RunConfig{Model: "scripted:test", Tools: tools},
+		Prompt: prompt, Config: api.RunConfig{Model: "scripted:test", Tools: tools},
 	}
 }
 
 // execRun runs a Run workflow to its end and returns its result.
-func (e *runEnv) execRun(t *testing.T, in workflows.RunInput) workflows.RunResult {
+func (e *runEnv) execRun(t *testing.T, in api.RunInput) api.RunResult {
 	t.Helper()
-	e.ExecuteWorkflow(workflows.RunWorkflowName, in)
+	e.ExecuteWorkflow(api.RunWorkflowName, in)
 	require.True(t, e.IsWorkflowCompleted())
 	require.NoError(t, e.GetWorkflowError())
-	var res workflows.RunResult
+	var res api.RunResult
 	require.NoError(t, e.GetWorkflowResult(&res))
 	checkLog(t, in.BaseSeq, res.Events)
 	return res

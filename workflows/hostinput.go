@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/tool"
 )
@@ -29,7 +30,7 @@ type hostInput struct {
 }
 
 type hostRequest struct {
-	HostRequest
+	api.HostRequest
 	answer   json.RawMessage
 	answered bool
 	// gone marks a request whose requester stopped waiting (cancelled).
@@ -47,7 +48,7 @@ func (h *hostInput) newBatch() { h.batch = map[string]bool{} }
 // validate checks an answer before it is accepted. accepting reports
 // whether the run still takes commands; a request whose requester is gone
 // is refused as such first.
-func (h *hostInput) validate(req RespondRequest, accepting func() error) error {
+func (h *hostInput) validate(req api.RespondRequest, accepting func() error) error {
 	r, ok := h.byID[req.RequestID]
 	switch {
 	case !ok:
@@ -77,7 +78,7 @@ func (h *hostInput) validate(req RespondRequest, accepting func() error) error {
 }
 
 // respond delivers a validated answer to its request.
-func (h *hostInput) respond(req RespondRequest) {
+func (h *hostInput) respond(req api.RespondRequest) {
 	r := h.byID[req.RequestID]
 	r.answer, r.answered = req.Answer, true
 	h.emit(keel.HostInputResolved{RequestID: r.RequestID, ToolCallID: r.ToolCallID})
@@ -94,7 +95,7 @@ func (h *hostInput) ask(ctx workflow.Context, callID string, q tool.Question) (j
 			Message: fmt.Sprintf("host-input request %q was already used in this tool batch", id)}
 	}
 	h.batch[id] = true
-	r := &hostRequest{HostRequest: HostRequest{RequestID: id, ToolCallID: callID, Prompt: q.Prompt, Schema: q.Schema}}
+	r := &hostRequest{HostRequest: api.HostRequest{RequestID: id, ToolCallID: callID, Prompt: q.Prompt, Schema: q.Schema}}
 	h.byID[id] = r
 	h.order = append(h.order, r)
 	h.emit(keel.HostInputRequested{RequestID: id, ToolCallID: callID, Prompt: q.Prompt, Schema: q.Schema})
@@ -120,8 +121,8 @@ func (h *hostInput) drop(r *hostRequest) {
 }
 
 // open returns the requests waiting for an answer, oldest first.
-func (h *hostInput) open() []HostRequest {
-	var open []HostRequest
+func (h *hostInput) open() []api.HostRequest {
+	var open []api.HostRequest
 	for _, r := range h.order {
 		if !r.answered && !r.gone {
 			open = append(open, r.HostRequest)

@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/tool"
-	"github.com/keelrun/keel/workflows"
 )
 
 // A request ID used twice in one tool batch is refused: here a tool that
@@ -28,11 +28,11 @@ func TestReusedRequestIDIsRejected(t *testing.T) {
 			return tool.Result{}, &tool.NeedInput{Question: tool.Question{ID: "q", Prompt: "Again?"}}
 		}))
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(workflows.UpdateRespond, "answer-1", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(api.UpdateRespond, "answer-1", &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { t.Errorf("answer rejected: %v", err) },
 			OnAccept:   func() {},
 			OnComplete: func(any, error) {},
-		}, workflows.RespondRequest{RequestID: "c1/q", Answer: json.RawMessage(`"yes"`)})
+		}, api.RespondRequest{RequestID: "c1/q", Answer: json.RawMessage(`"yes"`)})
 	}, time.Minute)
 	res := env.execRun(t, runInput("go", "stubborn"))
 
@@ -54,7 +54,7 @@ func TestRespondValidation(t *testing.T) {
 	  {"text":["thanks"]}]}`, tool.AskUser())
 	var rejections []string
 	respond := func(id, req string, answer string, accepted bool) {
-		env.UpdateWorkflow(workflows.UpdateRespond, id, &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(api.UpdateRespond, id, &testsuite.TestUpdateCallback{
 			OnReject: func(err error) {
 				if accepted {
 					t.Errorf("%s rejected: %v", id, err)
@@ -67,7 +67,7 @@ func TestRespondValidation(t *testing.T) {
 				}
 			},
 			OnComplete: func(any, error) {},
-		}, workflows.RespondRequest{RequestID: req, Answer: json.RawMessage(answer)})
+		}, api.RespondRequest{RequestID: req, Answer: json.RawMessage(answer)})
 	}
 	env.RegisterDelayedCallback(func() {
 		respond("bad-shape", "c1/ask_user", `"three"`, false)

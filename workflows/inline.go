@@ -69,23 +69,23 @@ func (s *session) runHere(ctx workflow.Context, p *pendingRun) {
 	if p.trace != nil {
 		rctx = workflow.WithValue(rctx, instrument.SpanContextKey, p.trace)
 	}
-	r := newRun(rctx, RunInput{SessionID: s.id, RunID: runID, Number: p.number, Revision: s.revision,
+	r := newRun(rctx, api.RunInput{SessionID: s.id, RunID: runID, Number: p.number, Revision: s.revision,
 		BaseSeq: s.seq, Prompt: p.req.Prompt, Transcript: s.transcript, Config: cfg})
 	r.rules = s.rules
 	r.onState = s.setState
 	r.tools.current = true
-	p.result = SendResult{RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq, Inline: true,
+	p.result = api.SendResult{RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq, Inline: true,
 		Execution: workflow.GetInfo(ctx).WorkflowExecution.RunID}
 	p.issued, p.started = true, true
 	s.active, s.current = p, r
 	s.state = keel.StateRunning
 	// One upsert names the run for the Web UI's list and keel's queries.
-	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrState.ValueSet(string(keel.StateRunning)),
-		AttrRunNumber.ValueSet(int64(p.number)), AttrModel.ValueSet(cfg.Model))
+	_ = workflow.UpsertTypedSearchAttributes(ctx, api.AttrState.ValueSet(string(keel.StateRunning)),
+		api.AttrRunNumber.ValueSet(int64(p.number)), api.AttrModel.ValueSet(cfg.Model))
 
 	r.loop()
 
-	res := RunResult{Outcome: *r.outcome, Events: r.journal.events}
+	res := api.RunResult{Outcome: *r.outcome, Events: r.journal.events}
 	res.Messages, res.Replaced = r.transcript.result()
 	s.current, s.active = nil, nil
 	s.commit(res)
@@ -142,9 +142,11 @@ func (s *session) registerInlineHandlers(ctx workflow.Context) error {
 		}
 		return s.current, s.current.accepting()
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSteer,
-		func(ctx workflow.Context, req SteerRequest) (SteerResult, error) { return s.current.steer(req), nil },
-		workflow.UpdateHandlerOptions{Validator: func(req SteerRequest) error {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateSteer,
+		func(ctx workflow.Context, req api.SteerRequest) (api.SteerResult, error) {
+			return s.current.steer(req), nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(req api.SteerRequest) error {
 			r, err := active(req.RunID)
 			if err != nil {
 				return err
@@ -153,11 +155,11 @@ func (s *session) registerInlineHandlers(ctx workflow.Context) error {
 		}}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRetractSteering,
-		func(ctx workflow.Context, req RetractRequest) (RetractResult, error) {
-			return RetractResult{Result: s.current.steering.retract(req.SteeringID)}, nil
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateRetractSteering,
+		func(ctx workflow.Context, req api.RetractRequest) (api.RetractResult, error) {
+			return api.RetractResult{Result: s.current.steering.retract(req.SteeringID)}, nil
 		},
-		workflow.UpdateHandlerOptions{Validator: func(req RetractRequest) error {
+		workflow.UpdateHandlerOptions{Validator: func(req api.RetractRequest) error {
 			if s.current == nil || (req.RunID != "" && req.RunID != s.current.in.RunID) {
 				// As a Run workflow that closed: the run takes no commands.
 				return wireError(keel.Errorf(keel.CodeNotAccepting, "run %q no longer accepts commands", clip(req.RunID, 80)))
@@ -166,9 +168,9 @@ func (s *session) registerInlineHandlers(ctx workflow.Context) error {
 		}}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRespond,
-		func(ctx workflow.Context, req RespondRequest) error { s.current.host.respond(req); return nil },
-		workflow.UpdateHandlerOptions{Validator: func(req RespondRequest) error {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateRespond,
+		func(ctx workflow.Context, req api.RespondRequest) error { s.current.host.respond(req); return nil },
+		workflow.UpdateHandlerOptions{Validator: func(req api.RespondRequest) error {
 			if _, err := active(req.RunID); err != nil && (s.current == nil || req.RunID != "") {
 				return err
 			}
@@ -176,7 +178,7 @@ func (s *session) registerInlineHandlers(ctx workflow.Context) error {
 		}}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateOutcome, s.outcome,
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateOutcome, s.outcome,
 		workflow.UpdateHandlerOptions{Validator: s.validateOutcome}); err != nil {
 		return err
 	}
@@ -191,11 +193,11 @@ func (s *session) registerInlineHandlers(ctx workflow.Context) error {
 	// Steering and answers as signals, for callers that cannot wait for
 	// an answer; refused ones are logged and dropped (commands.go). The
 	// cancel signal is the session's own (cancelActive).
-	steers := workflow.GetSignalChannel(ctx, UpdateSteer)
-	responds := workflow.GetSignalChannel(ctx, UpdateRespond)
+	steers := workflow.GetSignalChannel(ctx, api.UpdateSteer)
+	responds := workflow.GetSignalChannel(ctx, api.UpdateRespond)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
-			var req SteerRequest
+			var req api.SteerRequest
 			steers.Receive(gctx, &req)
 			if r, err := active(req.RunID); err != nil {
 				workflow.GetLogger(gctx).Warn("steer signal dropped", "err", err)
@@ -208,7 +210,7 @@ func (s *session) registerInlineHandlers(ctx workflow.Context) error {
 	})
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
-			var req RespondRequest
+			var req api.RespondRequest
 			responds.Receive(gctx, &req)
 			r := s.current
 			if r == nil || (req.RunID != "" && req.RunID != r.in.RunID) {
@@ -225,7 +227,7 @@ func (s *session) registerInlineHandlers(ctx workflow.Context) error {
 
 // validateOutcome refuses, before it enters history, an outcome update
 // for a run the session never accepted.
-func (s *session) validateOutcome(req OutcomeRequest) error {
+func (s *session) validateOutcome(req api.OutcomeRequest) error {
 	if req.Run < 1 || req.Run > s.runs+len(s.queue)+s.admitting {
 		return wireError(keel.Errorf(keel.CodeNotFound, "run %s not found", keel.RunID(s.id, req.Run)))
 	}
@@ -249,7 +251,7 @@ func (s *session) validateOutcome(req OutcomeRequest) error {
 // last outcome when it is the latest run, and is otherwise not found here
 // (its terminal event in the log says it). While waiting for a run that a
 // later execution will run, the answer is api.ErrTypeMoved: ask again.
-func (s *session) outcome(ctx workflow.Context, req OutcomeRequest) (keel.Outcome, error) {
+func (s *session) outcome(ctx workflow.Context, req api.OutcomeRequest) (keel.Outcome, error) {
 	done := func() bool { return s.last != nil && s.last.Number >= req.Run }
 	if !done() {
 		s.waiters++

@@ -15,12 +15,11 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
-	"github.com/keelrun/keel/workflows"
 )
 
 // inlineInput starts an inline session (one execution per run).
-func inlineInput() workflows.SessionInput {
-	return workflows.SessionInput{SessionID: "s1", Config: napConfig, Inline: true}
+func inlineInput() api.SessionInput {
+	return api.SessionInput{SessionID: "s1", Config: napConfig, Inline: true}
 }
 
 // query runs a query and decodes its answer.
@@ -63,21 +62,21 @@ func keelCode(err error) keel.Code {
 // execution needs; no Run workflow is started.
 func TestInlineRunContinuesAsNew(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"],"usage":{"input_tokens":5,"output_tokens":2}}`), &memSegments{})
-	e.OnWorkflow(workflows.RunWorkflowName, mock.Anything, mock.Anything).Return(nil, errors.New("an inline session started a Run workflow"))
-	var sent workflows.SendResult
-	var during workflows.SessionStatus
-	var live workflows.EventsPage
-	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &sent) }, 0)
+	e.OnWorkflow(api.RunWorkflowName, mock.Anything, mock.Anything).Return(nil, errors.New("an inline session started a Run workflow"))
+	var sent api.SendResult
+	var during api.SessionStatus
+	var live api.EventsPage
+	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &sent) }, 0)
 	e.RegisterDelayedCallback(func() {
-		during = query[workflows.SessionStatus](t, e, workflows.QueryState)
-		live = query[workflows.EventsPage](t, e, workflows.QueryEvents, workflows.EventsQuery{})
+		during = query[api.SessionStatus](t, e, api.QueryState)
+		live = query[api.EventsPage](t, e, api.QueryEvents, api.EventsQuery{})
 	}, 30*time.Second)
-	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
 
 	require.NotEmpty(t, sent.Execution)
 	sent.Execution = ""
-	require.Equal(t, workflows.SendResult{RunID: "s1/run-1", Number: 1, Revision: 0, BaseSeq: 0, Inline: true}, sent)
-	require.Equal(t, &workflows.RunRef{RunID: "s1/run-1", Number: 1, BaseSeq: 0, Inline: true}, during.ActiveRun)
+	require.Equal(t, api.SendResult{RunID: "s1/run-1", Number: 1, Revision: 0, BaseSeq: 0, Inline: true}, sent)
+	require.Equal(t, &api.RunRef{RunID: "s1/run-1", Number: 1, BaseSeq: 0, Inline: true}, during.ActiveRun)
 	require.Equal(t, keel.StateRunning, during.State)
 	require.NotNil(t, during.Run, "the state query shows the active run")
 	require.Equal(t, 1, during.Run.Step)
@@ -106,19 +105,19 @@ func TestInlineRunContinuesAsNew(t *testing.T) {
 func TestInlineQueuedPromptRunsInTheNextExecution(t *testing.T) {
 	script := napThen(`{"text":["one"]}`, `{"text":["two"]}`)
 	e := newSessionEnv(t, script, &memSegments{})
-	var first, queued workflows.SendResult
-	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first) }, 0)
+	var first, queued api.SendResult
+	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &first) }, 0)
 	e.RegisterDelayedCallback(func() {
-		e.send(t, "queued", workflows.SendRequest{Prompt: "and then", IfActive: workflows.IfActiveQueue}, &queued)
+		e.send(t, "queued", api.SendRequest{Prompt: "and then", IfActive: api.IfActiveQueue}, &queued)
 	}, time.Second)
-	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
-	require.Equal(t, workflows.SendResult{RunID: "s1/run-2", Number: 2, Queued: true, Inline: true}, queued)
+	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
+	require.Equal(t, api.SendResult{RunID: "s1/run-2", Number: 2, Queued: true, Inline: true}, queued)
 	in := continuedAs(t, e)
-	require.Equal(t, []workflows.SendRequest{{Prompt: "and then", IfActive: workflows.IfActiveQueue}}, in.Carry.Queue)
+	require.Equal(t, []api.SendRequest{{Prompt: "and then", IfActive: api.IfActiveQueue}}, in.Carry.Queue)
 	seq := in.Carry.Seq
 
 	next := newSessionEnv(t, script, &memSegments{})
-	next.ExecuteWorkflow(workflows.SessionWorkflowName, in)
+	next.ExecuteWorkflow(api.SessionWorkflowName, in)
 	c := continuedAs(t, next).Carry
 	require.Equal(t, 2, c.Runs)
 	require.Empty(t, c.Queue)
@@ -134,35 +133,35 @@ func TestInlineQueuedPromptRunsInTheNextExecution(t *testing.T) {
 // cancel signal cancels the run while the session lives on.
 func TestInlineCommandsReachTheRun(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), &memSegments{})
-	var sent workflows.SendResult
+	var sent api.SendResult
 	var idle, steer, stale, huge updateResult
 	e.RegisterDelayedCallback(func() {
-		e.update(workflows.UpdateSteer, "idle", &idle, workflows.SteerRequest{Text: "too early"})
-		e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &sent)
+		e.update(api.UpdateSteer, "idle", &idle, api.SteerRequest{Text: "too early"})
+		e.send(t, "first", api.SendRequest{Prompt: "hello"}, &sent)
 	}, 0)
 	e.RegisterDelayedCallback(func() {
-		e.update(workflows.UpdateSteer, "steer", &steer, workflows.SteerRequest{Text: "stop there", RunID: "s1/run-1"})
-		e.update(workflows.UpdateSteer, "stale", &stale, workflows.SteerRequest{Text: "for an old run", RunID: "s1/run-0"})
+		e.update(api.UpdateSteer, "steer", &steer, api.SteerRequest{Text: "stop there", RunID: "s1/run-1"})
+		e.update(api.UpdateSteer, "stale", &stale, api.SteerRequest{Text: "for an old run", RunID: "s1/run-0"})
 		// Attack: a run ID of a megabyte is refused without being echoed.
-		e.update(workflows.UpdateSteer, "huge", &huge, workflows.SteerRequest{Text: "x", RunID: strings.Repeat("r", 1<<20)})
+		e.update(api.UpdateSteer, "huge", &huge, api.SteerRequest{Text: "x", RunID: strings.Repeat("r", 1<<20)})
 	}, time.Second)
 	// A cancel naming another run changes nothing; the plain one cancels.
 	e.RegisterDelayedCallback(func() {
-		e.SignalWorkflow(workflows.SignalCancel, workflows.CancelRequest{RunID: "s1/run-0"})
+		e.SignalWorkflow(api.SignalCancel, api.CancelRequest{RunID: "s1/run-0"})
 	}, 2*time.Second)
 	e.RegisterDelayedCallback(func() {
-		st := query[workflows.SessionStatus](t, e, workflows.QueryState)
+		st := query[api.SessionStatus](t, e, api.QueryState)
 		require.Equal(t, keel.StateRunning, st.State, "a stale cancel reached the run")
-		require.Equal(t, []string{steer.value.(workflows.SteerResult).SteeringID}, st.Run.Staged)
-		e.SignalWorkflow(workflows.SignalCancel, nil)
+		require.Equal(t, []string{steer.value.(api.SteerResult).SteeringID}, st.Run.Staged)
+		e.SignalWorkflow(api.SignalCancel, nil)
 	}, 3*time.Second)
-	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
 
 	require.True(t, idle.done)
 	require.Equal(t, keel.CodeNotAccepting, keelCode(idle.rejected), "idle: %v", idle.rejected)
 	require.NoError(t, steer.rejected)
 	require.NoError(t, steer.err)
-	require.NotEmpty(t, steer.value.(workflows.SteerResult).SteeringID)
+	require.NotEmpty(t, steer.value.(api.SteerResult).SteeringID)
 	require.Equal(t, keel.CodeNotAccepting, keelCode(stale.rejected), "stale: %v", stale.rejected)
 	require.Equal(t, keel.CodeNotAccepting, keelCode(huge.rejected))
 	require.Less(t, len(huge.rejected.Error()), 300, "the refusal echoes a clipped run ID")
@@ -175,10 +174,10 @@ func TestInlineCommandsReachTheRun(t *testing.T) {
 // cancels the run cooperatively; the session continues as new.
 func TestInlineTemporalCancelCancelsTheRunOnly(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
-	var sent workflows.SendResult
-	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &sent) }, 0)
+	var sent api.SendResult
+	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &sent) }, 0)
 	e.RegisterDelayedCallback(e.CancelWorkflow, time.Second)
-	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
 	c := continuedAs(t, e).Carry
 	require.Equal(t, keel.StatusCancelled, c.Last.Status)
 	checkLog(t, 0, c.Tail)
@@ -189,17 +188,17 @@ func TestInlineTemporalCancelCancelsTheRunOnly(t *testing.T) {
 // run the session never accepted, it is refused before history.
 func TestInlineOutcome(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
-	var first, queued workflows.SendResult
+	var first, queued api.SendResult
 	var own, later, unknown, nowait updateResult
-	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first) }, 0)
+	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &first) }, 0)
 	e.RegisterDelayedCallback(func() {
-		e.send(t, "queued", workflows.SendRequest{Prompt: "and then", IfActive: workflows.IfActiveQueue}, &queued)
-		e.update(workflows.UpdateOutcome, "own", &own, workflows.OutcomeRequest{Run: 1})
-		e.update(workflows.UpdateOutcome, "later", &later, workflows.OutcomeRequest{Run: 2})
-		e.update(workflows.UpdateOutcome, "unknown", &unknown, workflows.OutcomeRequest{Run: 3})
-		e.update(workflows.UpdateOutcome, "nowait", &nowait, workflows.OutcomeRequest{Run: 1, NoWait: true})
+		e.send(t, "queued", api.SendRequest{Prompt: "and then", IfActive: api.IfActiveQueue}, &queued)
+		e.update(api.UpdateOutcome, "own", &own, api.OutcomeRequest{Run: 1})
+		e.update(api.UpdateOutcome, "later", &later, api.OutcomeRequest{Run: 2})
+		e.update(api.UpdateOutcome, "unknown", &unknown, api.OutcomeRequest{Run: 3})
+		e.update(api.UpdateOutcome, "nowait", &nowait, api.OutcomeRequest{Run: 1, NoWait: true})
 	}, time.Second)
-	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
 	continuedAs(t, e)
 
 	require.NoError(t, own.rejected)
@@ -222,13 +221,13 @@ func TestInlineOutcome(t *testing.T) {
 func TestInlineOutcomeCutsALongText(t *testing.T) {
 	long := strings.Repeat("é", api.MaxOutcomeText) // two bytes a character
 	e := newSessionEnv(t, napThen(`{"text":["`+long+`"]}`), &memSegments{})
-	var first workflows.SendResult
+	var first api.SendResult
 	var own updateResult
 	e.RegisterDelayedCallback(func() {
-		e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first)
-		e.update(workflows.UpdateOutcome, "own", &own, workflows.OutcomeRequest{Run: 1})
+		e.send(t, "first", api.SendRequest{Prompt: "hello"}, &first)
+		e.update(api.UpdateOutcome, "own", &own, api.OutcomeRequest{Run: 1})
 	}, 0)
-	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
 	c := continuedAs(t, e).Carry
 
 	require.NoError(t, own.err)
@@ -252,18 +251,18 @@ func TestInlineOutcomeCutsALongText(t *testing.T) {
 // one that does not wait, or waits for a run that has ended, still passes.
 func TestInlineOutcomeWaitersAreBounded(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
-	var first workflows.SendResult
+	var first api.SendResult
 	waiting := make([]updateResult, api.MaxOutcomeWaiters)
 	var over, steer updateResult
-	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &first) }, 0)
+	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &first) }, 0)
 	e.RegisterDelayedCallback(func() {
 		for i := range waiting {
-			e.update(workflows.UpdateOutcome, fmt.Sprint("wait-", i), &waiting[i], workflows.OutcomeRequest{Run: 1})
+			e.update(api.UpdateOutcome, fmt.Sprint("wait-", i), &waiting[i], api.OutcomeRequest{Run: 1})
 		}
-		e.update(workflows.UpdateOutcome, "over", &over, workflows.OutcomeRequest{Run: 1})
-		e.update(workflows.UpdateSteer, "steer", &steer, workflows.SteerRequest{Text: "still heard"})
+		e.update(api.UpdateOutcome, "over", &over, api.OutcomeRequest{Run: 1})
+		e.update(api.UpdateSteer, "steer", &steer, api.SteerRequest{Text: "still heard"})
 	}, time.Second)
-	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
 	continuedAs(t, e)
 
 	for i, w := range waiting {
@@ -280,17 +279,17 @@ func TestInlineOutcomeWaitersAreBounded(t *testing.T) {
 // execution moves on after the run as always.
 func TestInlineMoveSignal(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
-	var sent workflows.SendResult
-	e.RegisterDelayedCallback(func() { e.send(t, "first", workflows.SendRequest{Prompt: "hello"}, &sent) }, 0)
-	e.RegisterDelayedCallback(func() { e.SignalWorkflow(workflows.SignalMove, nil) }, time.Second)
-	e.ExecuteWorkflow(workflows.SessionWorkflowName, inlineInput())
+	var sent api.SendResult
+	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &sent) }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(api.SignalMove, nil) }, time.Second)
+	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
 	in := continuedAs(t, e)
 	require.Equal(t, 1, in.Carry.Runs, "the run finished first")
 	require.Equal(t, keel.StatusCompleted, in.Carry.Last.Status)
 
 	idle := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
-	idle.RegisterDelayedCallback(func() { idle.SignalWorkflow(workflows.SignalMove, nil) }, time.Minute)
-	idle.ExecuteWorkflow(workflows.SessionWorkflowName, in)
+	idle.RegisterDelayedCallback(func() { idle.SignalWorkflow(api.SignalMove, nil) }, time.Minute)
+	idle.ExecuteWorkflow(api.SessionWorkflowName, in)
 	moved := continuedAs(t, idle)
 	require.True(t, moved.Inline)
 	require.Equal(t, in.Carry.HandOvers+1, moved.Carry.HandOvers)
@@ -302,8 +301,8 @@ func TestInlineMoveSignal(t *testing.T) {
 // shape with what it holds.
 func TestTwoWorkflowSessionMovesInlineWhenIdle(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
-	e.RegisterDelayedCallback(func() { e.SignalWorkflow(workflows.SignalMove, nil) }, time.Minute)
-	e.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{SessionID: "s1", Config: napConfig})
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(api.SignalMove, nil) }, time.Minute)
+	e.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig})
 	moved := continuedAs(t, e)
 	require.True(t, moved.Inline)
 	require.Equal(t, 0, moved.Carry.Runs)

@@ -4,6 +4,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 )
 
 // emitFunc records a durable event. It is all most parts of a run know of
@@ -20,7 +21,7 @@ type journal struct {
 	events    []keel.Envelope
 }
 
-func newJournal(ctx workflow.Context, in RunInput) *journal {
+func newJournal(ctx workflow.Context, in api.RunInput) *journal {
 	return &journal{sessionID: in.SessionID, runID: in.RunID, clock: ctx, base: in.BaseSeq, seq: in.BaseSeq}
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/api"
-	"github.com/keelrun/keel/workflows"
 )
 
 // A run recorded before the signal limits existed took 33 steer signals
@@ -20,7 +19,7 @@ import (
 // answer, keep waiting for the host and schedule no model turn where the
 // history has one, a nondeterminism error.
 func TestReplaySignalLimitsHistory(t *testing.T) {
-	h := recordedHistory{file: "run_signal_limits.json", workflowType: workflows.RunWorkflowName, atLeast: map[string]int{
+	h := recordedHistory{file: "run_signal_limits.json", workflowType: api.RunWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():  api.MaxStagedSteers + 2,
 		activities.ModelTurnName:                                 2,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,

@@ -77,25 +77,25 @@ func TestSendLimits(t *testing.T) {
 	rules := workflows.Rules{Limits: api.Limits{PromptBytes: 64, ConfigBytes: 256, QueuedPrompts: 2}}
 	env := newRulesEnv(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`, `{"text":["three"]}`, `{"text":["four"]}`), rules)
 	u := newUpdates(t, env)
-	queue := func(prompt string) workflows.SendRequest {
-		return workflows.SendRequest{Prompt: prompt, IfActive: workflows.IfActiveQueue}
+	queue := func(prompt string) api.SendRequest {
+		return api.SendRequest{Prompt: prompt, IfActive: api.IfActiveQueue}
 	}
-	var queued workflows.SessionStatus
-	env.RegisterDelayedCallback(func() { u.send(workflows.UpdateSend, "first", workflows.SendRequest{Prompt: "hello"}) }, 0)
+	var queued api.SessionStatus
+	env.RegisterDelayedCallback(func() { u.send(api.UpdateSend, "first", api.SendRequest{Prompt: "hello"}) }, 0)
 	env.RegisterDelayedCallback(func() {
-		u.send(workflows.UpdateSend, "q1", queue("second"))
-		u.send(workflows.UpdateSend, "q2", queue("third"))
-		u.send(workflows.UpdateSend, "q3-full", queue("one too many"))
-		u.send(workflows.UpdateSend, "big-prompt", queue(strings.Repeat("p", 65)))
-		u.send(workflows.UpdateSend, "big-config", workflows.SendRequest{Prompt: "hi", IfActive: workflows.IfActiveQueue,
-			Config: &workflows.RunConfig{System: strings.Repeat("s", 300)}})
+		u.send(api.UpdateSend, "q1", queue("second"))
+		u.send(api.UpdateSend, "q2", queue("third"))
+		u.send(api.UpdateSend, "q3-full", queue("one too many"))
+		u.send(api.UpdateSend, "big-prompt", queue(strings.Repeat("p", 65)))
+		u.send(api.UpdateSend, "big-config", api.SendRequest{Prompt: "hi", IfActive: api.IfActiveQueue,
+			Config: &api.RunConfig{System: strings.Repeat("s", 300)}})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(workflows.QueryState)
+		v, err := env.QueryWorkflow(api.QueryState)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&queued))
 	}, 2*time.Second)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{SessionID: "s1", Config: napConfig})
+	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig})
 	carried := continuedAs(t, env)
 
 	require.Equal(t, 2, queued.Queued, "the refused prompts were not queued")
@@ -117,10 +117,10 @@ func TestSendLimits(t *testing.T) {
 
 	for id, n := range map[string]int{"first": 1, "q1": 2, "q2": 3} {
 		require.Contains(t, u.accepted, id)
-		require.Equal(t, n, u.accepted[id].(workflows.SendResult).Number, "%s's run number", id)
+		require.Equal(t, n, u.accepted[id].(api.SendResult).Number, "%s's run number", id)
 	}
 	require.Equal(t, 1, carried.Carry.Runs)
-	require.Equal(t, []workflows.SendRequest{queue("second"), queue("third")}, carried.Carry.Queue,
+	require.Equal(t, []api.SendRequest{queue("second"), queue("third")}, carried.Carry.Queue,
 		"only the accepted prompts go on")
 }
 
@@ -130,12 +130,12 @@ func TestSendLimitsDefaults(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[{"text":["never"]}]}`)
 	u := newUpdates(t, env)
 	env.RegisterDelayedCallback(func() {
-		u.send(workflows.UpdateSend, "big", workflows.SendRequest{Prompt: strings.Repeat("x", api.MaxPromptBytes+1)})
-		u.send(workflows.UpdateSend, "big-config", workflows.SendRequest{Prompt: "hi",
-			Config: &workflows.RunConfig{System: strings.Repeat("s", api.MaxConfigBytes)}})
+		u.send(api.UpdateSend, "big", api.SendRequest{Prompt: strings.Repeat("x", api.MaxPromptBytes+1)})
+		u.send(api.UpdateSend, "big-config", api.SendRequest{Prompt: "hi",
+			Config: &api.RunConfig{System: strings.Repeat("s", api.MaxConfigBytes)}})
 	}, 0)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{SessionID: "s1"})
+	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1"})
 	require.Empty(t, u.accepted)
 	require.Equal(t, keel.CodeTooLarge, u.rejected["big"].Code)
 	require.Equal(t, keel.CodeTooLarge, u.rejected["big-config"].Code)
@@ -160,14 +160,14 @@ func TestSteerLimits(t *testing.T) {
 	  {"text":["done"]}]}`, rules)
 	u := newUpdates(t, env)
 	env.RegisterDelayedCallback(func() {
-		u.send(workflows.UpdateSteer, "s1", workflows.SteerRequest{Text: "one"})
-		u.send(workflows.UpdateSteer, "s2", workflows.SteerRequest{Text: "two"})
-		u.send(workflows.UpdateSteer, "s3-full", workflows.SteerRequest{Text: "three"})
-		u.send(workflows.UpdateSteer, "s-big", workflows.SteerRequest{Text: strings.Repeat("b", 17)})
-		u.send(workflows.UpdateRetractSteering, "r-big", workflows.RetractRequest{SteeringID: strings.Repeat("i", api.MaxSteeringIDBytes+1)})
-		u.send(workflows.UpdateRetractSteering, "r-none", workflows.RetractRequest{SteeringID: "steer-99"})
+		u.send(api.UpdateSteer, "s1", api.SteerRequest{Text: "one"})
+		u.send(api.UpdateSteer, "s2", api.SteerRequest{Text: "two"})
+		u.send(api.UpdateSteer, "s3-full", api.SteerRequest{Text: "three"})
+		u.send(api.UpdateSteer, "s-big", api.SteerRequest{Text: strings.Repeat("b", 17)})
+		u.send(api.UpdateRetractSteering, "r-big", api.RetractRequest{SteeringID: strings.Repeat("i", api.MaxSteeringIDBytes+1)})
+		u.send(api.UpdateRetractSteering, "r-none", api.RetractRequest{SteeringID: "steer-99"})
 	}, time.Second)
-	env.RegisterDelayedCallback(func() { u.send(workflows.UpdateSteer, "s4", workflows.SteerRequest{Text: "four"}) }, 90*time.Second)
+	env.RegisterDelayedCallback(func() { u.send(api.UpdateSteer, "s4", api.SteerRequest{Text: "four"}) }, 90*time.Second)
 	res := env.execRun(t, runInput("go", "sleep"))
 
 	require.Equal(t, keel.CodeTooMany, u.rejected["s3-full"].Code)
@@ -175,7 +175,7 @@ func TestSteerLimits(t *testing.T) {
 	require.Equal(t, keel.CodeTooLarge, u.rejected["s-big"].Code)
 	require.Equal(t, keel.CodeTooLarge, u.rejected["r-big"].Code)
 	require.Len(t, u.rejected, 3)
-	require.Equal(t, workflows.RetractResult{Result: workflows.NotFound}, u.accepted["r-none"])
+	require.Equal(t, api.RetractResult{Result: api.NotFound}, u.accepted["r-none"])
 	var texts []string
 	for _, a := range find[keel.SteeringAccepted](t, res.Events) {
 		texts = append(texts, a.Text)
@@ -194,8 +194,8 @@ func TestRespondLimit(t *testing.T) {
 	  {"text":["thanks"]}]}`, rules, tool.AskUser())
 	u := newUpdates(t, env)
 	env.RegisterDelayedCallback(func() {
-		u.send(workflows.UpdateRespond, "big", workflows.RespondRequest{RequestID: "c1/ask_user", Answer: json.RawMessage(`"abcdefgh"`)})
-		u.send(workflows.UpdateRespond, "ok", workflows.RespondRequest{RequestID: "c1/ask_user", Answer: json.RawMessage(`"abc"`)})
+		u.send(api.UpdateRespond, "big", api.RespondRequest{RequestID: "c1/ask_user", Answer: json.RawMessage(`"abcdefgh"`)})
+		u.send(api.UpdateRespond, "ok", api.RespondRequest{RequestID: "c1/ask_user", Answer: json.RawMessage(`"abc"`)})
 	}, time.Minute)
 	res := env.execRun(t, runInput("go", "ask_user"))
 	require.Equal(t, keel.CodeTooLarge, u.rejected["big"].Code)
@@ -221,12 +221,12 @@ func TestSignalsApplyFixedLimits(t *testing.T) {
 	huge := json.RawMessage(`"` + strings.Repeat("a", api.MaxAnswerBytes) + `"`)
 	env.RegisterDelayedCallback(func() {
 		for range api.MaxStagedSteers + 1 {
-			env.SignalWorkflow(workflows.UpdateSteer, workflows.SteerRequest{Text: "steer"})
+			env.SignalWorkflow(api.UpdateSteer, api.SteerRequest{Text: "steer"})
 		}
-		env.SignalWorkflow(workflows.UpdateRespond, workflows.RespondRequest{RequestID: "c1/ask_user", Answer: huge})
+		env.SignalWorkflow(api.UpdateRespond, api.RespondRequest{RequestID: "c1/ask_user", Answer: huge})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		u.send(workflows.UpdateRespond, "ok", workflows.RespondRequest{RequestID: "c1/ask_user", Answer: json.RawMessage(`"Ann"`)})
+		u.send(api.UpdateRespond, "ok", api.RespondRequest{RequestID: "c1/ask_user", Answer: json.RawMessage(`"Ann"`)})
 	}, 2*time.Minute)
 	res := env.execRun(t, runInput("go", "ask_user"))
 	require.Len(t, find[keel.SteeringAccepted](t, res.Events), api.MaxStagedSteers)

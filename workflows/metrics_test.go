@@ -12,9 +12,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/tool"
-	"github.com/keelrun/keel/workflows"
 )
 
 // capturedMetrics records what a metrics handler was given, by name and
@@ -95,10 +95,10 @@ func TestRunRecordsMetrics(t *testing.T) {
 	                 {"id":"q","name":"ask_user","arguments":{"question":"Colour?"}}]},
 	  {"text":["done"]}]}`), tool.AskUser())
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(workflows.UpdateRespond, "answer", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(api.UpdateRespond, "answer", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { t.Errorf("answer rejected: %v", err) }, OnAccept: func() {},
 			OnComplete: func(any, error) {},
-		}, workflows.RespondRequest{RequestID: "q/ask_user", Answer: json.RawMessage(`"blue"`)})
+		}, api.RespondRequest{RequestID: "q/ask_user", Answer: json.RawMessage(`"blue"`)})
 	}, time.Hour)
 	res := env.execRun(t, runInput("go", "echo", "fail", "ask_user"))
 	require.Equal(t, "done", res.Outcome.Text)
@@ -125,7 +125,7 @@ func TestCancelledRunRecordsMetrics(t *testing.T) {
 	env := newEnvOf(t, &suite, scriptedProvider(t, `{"turns":[
 	  {"tool_calls":[{"id":"q","name":"ask_user","arguments":{"question":"Colour?"}}]},
 	  {"text":["never"]}]}`), tool.AskUser())
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalCancel, nil) }, 10*time.Minute)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(api.SignalCancel, nil) }, 10*time.Minute)
 	res := env.execRun(t, runInput("go", "ask_user"))
 	require.Equal(t, "cancelled", string(res.Outcome.Status))
 	require.Equal(t, int64(1), got.counts[instrument.RunsTotal+"{outcome=cancelled}"])

@@ -12,6 +12,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/provider"
 )
@@ -34,7 +35,7 @@ const (
 // stream reset so renderers discard its deltas, and the wait before the
 // next.
 type modelTurns struct {
-	cfg              RunConfig
+	cfg              api.RunConfig
 	sessionID, runID string
 	// root is the run's context; work is cancelled when the run is.
 	root, work workflow.Context

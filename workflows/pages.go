@@ -6,38 +6,39 @@ import (
 	"sort"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 )
 
 // pageEvents answers an events query over a dense log holding sequences
 // base+1 .. last. It implements the three cursor forms: no snapshot
 // captures the current high-watermark; a snapshot pins the page to it, so
 // paging neither skips nor repeats while the log grows.
-func pageEvents(log []keel.Envelope, base, last int64, q EventsQuery) (EventsPage, error) {
+func pageEvents(log []keel.Envelope, base, last int64, q api.EventsQuery) (api.EventsPage, error) {
 	snap, err := snapshotOf(q, last)
 	if err != nil {
-		return EventsPage{}, err
+		return api.EventsPage{}, err
 	}
 	limit := q.Limit
-	if limit <= 0 || limit > DefaultEventsLimit {
-		limit = DefaultEventsLimit
+	if limit <= 0 || limit > api.DefaultEventsLimit {
+		limit = api.DefaultEventsLimit
 	}
 	from := q.After
 	if from < base {
 		from = base
 	}
-	page := EventsPage{Snapshot: snap, Events: []keel.Envelope{}}
+	page := api.EventsPage{Snapshot: snap, Events: []keel.Envelope{}}
 	if from >= snap {
 		return page, nil
 	}
 	lo := int(from - base)
 	hi := int(snap - base)
 	if hi > len(log) || log[lo].Seq != from+1 {
-		return EventsPage{}, fmt.Errorf("event log is not dense at %d", from+1)
+		return api.EventsPage{}, fmt.Errorf("event log is not dense at %d", from+1)
 	}
 	bytes := 0
 	for i := lo; i < hi; i++ {
 		bytes += log[i].Size()
-		if i-lo == limit || (i > lo && bytes > MaxPageBytes) {
+		if i-lo == limit || (i > lo && bytes > api.MaxPageBytes) {
 			hi = i
 			page.More = true
 			break
@@ -49,7 +50,7 @@ func pageEvents(log []keel.Envelope, base, last int64, q EventsQuery) (EventsPag
 
 // snapshotOf checks a query's cursor and returns the high-watermark its
 // page is read at.
-func snapshotOf(q EventsQuery, last int64) (int64, error) {
+func snapshotOf(q api.EventsQuery, last int64) (int64, error) {
 	if q.After < 0 {
 		return 0, keel.Errorf(keel.CodeInvalidInput, "events after %d: the cursor cannot be negative", q.After)
 	}
@@ -66,7 +67,7 @@ func snapshotOf(q EventsQuery, last int64) (int64, error) {
 // pageEvents answers the session's events query: from memory for the
 // tail, or with the segment of the content store that holds the events
 // after the cursor.
-func (s *session) pageEvents(q EventsQuery) (EventsPage, error) {
+func (s *session) pageEvents(q api.EventsQuery) (api.EventsPage, error) {
 	if q.After >= s.tailBase || len(s.segments) == 0 {
 		tail := s.events
 		if s.current != nil {
@@ -77,21 +78,21 @@ func (s *session) pageEvents(q EventsQuery) (EventsPage, error) {
 	}
 	snap, err := snapshotOf(q, s.lastSeq())
 	if err != nil {
-		return EventsPage{}, err
+		return api.EventsPage{}, err
 	}
 	i := sort.Search(len(s.segments), func(i int) bool { return s.segments[i].Last > q.After })
 	if i == len(s.segments) {
-		return EventsPage{}, fmt.Errorf("no segment holds event %d", q.After+1)
+		return api.EventsPage{}, fmt.Errorf("no segment holds event %d", q.After+1)
 	}
 	seg := s.segments[i]
-	return EventsPage{Events: []keel.Envelope{}, Snapshot: snap, Segment: &seg, More: seg.Last < snap}, nil
+	return api.EventsPage{Events: []keel.Envelope{}, Snapshot: snap, Segment: &seg, More: seg.Last < snap}, nil
 }
 
 // pageHistory answers a history query.
-func pageHistory(msgs []keel.Message, rev int64, q HistoryQuery) HistoryPage {
+func pageHistory(msgs []keel.Message, rev int64, q api.HistoryQuery) api.HistoryPage {
 	limit := q.Limit
 	if limit <= 0 {
-		limit = DefaultHistoryLimit
+		limit = api.DefaultHistoryLimit
 	}
 	off := q.Offset
 	if off < 0 {
@@ -103,9 +104,9 @@ func pageHistory(msgs []keel.Message, rev int64, q HistoryQuery) HistoryPage {
 	end := off
 	for bytes := 0; end < len(msgs) && end-off < limit; end++ {
 		b, _ := json.Marshal(msgs[end])
-		if bytes += len(b); end > off && bytes > MaxPageBytes {
+		if bytes += len(b); end > off && bytes > api.MaxPageBytes {
 			break
 		}
 	}
-	return HistoryPage{Messages: msgs[off:end], Offset: off, Total: len(msgs), Revision: rev}
+	return api.HistoryPage{Messages: msgs[off:end], Offset: off, Total: len(msgs), Revision: rev}
 }

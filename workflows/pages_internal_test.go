@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 )
 
 // Pages are bounded by bytes as well as by count: a log of 600 events of
@@ -24,7 +25,7 @@ func TestEventPagesAreBoundedByBytes(t *testing.T) {
 		log = append(log, keel.Envelope{Seq: int64(i + 1), Type: keel.TypeToolFinished, SessionID: "s", RunID: "s/run-1", Data: data})
 	}
 	const payloadLimit = 2 << 20
-	q := EventsQuery{}
+	q := api.EventsQuery{}
 	var read []int64
 	for pages := 0; ; pages++ {
 		require.Less(t, pages, 600, "paging ends")
@@ -40,7 +41,7 @@ func TestEventPagesAreBoundedByBytes(t *testing.T) {
 		if !page.More {
 			break
 		}
-		q = EventsQuery{After: page.Events[len(page.Events)-1].Seq, Snapshot: page.Snapshot}
+		q = api.EventsQuery{After: page.Events[len(page.Events)-1].Seq, Snapshot: page.Snapshot}
 	}
 	require.Len(t, read, 600)
 	for i, seq := range read {
@@ -58,12 +59,12 @@ func TestHistoryPagesAreBoundedByBytes(t *testing.T) {
 	msgs = append(msgs, keel.Message{Role: keel.RoleTool, Content: strings.Repeat("z", 3<<20)})
 	off := 0
 	for off < len(msgs) {
-		page := pageHistory(msgs, 1, HistoryQuery{Offset: off})
+		page := pageHistory(msgs, 1, api.HistoryQuery{Offset: off})
 		require.NotEmpty(t, page.Messages)
 		b, err := json.Marshal(page)
 		require.NoError(t, err)
 		if len(page.Messages) > 1 {
-			require.LessOrEqual(t, len(b), MaxPageBytes+(64<<10)+1024)
+			require.LessOrEqual(t, len(b), api.MaxPageBytes+(64<<10)+1024)
 		}
 		off += len(page.Messages)
 	}

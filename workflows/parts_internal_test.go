@@ -16,6 +16,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/provider"
 	"github.com/keelrun/keel/tool"
 )
@@ -40,8 +41,8 @@ func TestSteeringStageRetractApply(t *testing.T) {
 	s := newSteering(rec.emit)
 	a, b, c := s.stage("first"), s.stage("second"), s.stage("third")
 	require.Equal(t, []string{"steer-1", "steer-2", "steer-3"}, []string{a, b, c})
-	require.Equal(t, Retracted, s.retract(b))
-	require.Equal(t, NotFound, s.retract(b), "a retracted steer is gone")
+	require.Equal(t, api.Retracted, s.retract(b))
+	require.Equal(t, api.NotFound, s.retract(b), "a retracted steer is gone")
 	require.Equal(t, []string{a, c}, s.stagedIDs())
 	require.True(t, s.pending())
 
@@ -51,8 +52,8 @@ func TestSteeringStageRetractApply(t *testing.T) {
 	require.Equal(t, a, msgs[0].SteeringID)
 	require.Equal(t, "third", msgs[1].Content)
 	require.False(t, s.pending())
-	require.Equal(t, AlreadyApplied, s.retract(a))
-	require.Equal(t, NotFound, s.retract("steer-9"))
+	require.Equal(t, api.AlreadyApplied, s.retract(a))
+	require.Equal(t, api.NotFound, s.retract("steer-9"))
 	require.Equal(t, []string{keel.TypeSteeringAccepted, keel.TypeSteeringAccepted, keel.TypeSteeringAccepted,
 		keel.TypeSteeringRetracted, keel.TypeSteeringApplied, keel.TypeSteeringApplied}, rec.types())
 }
@@ -64,8 +65,8 @@ func TestHostInputValidate(t *testing.T) {
 	var rec recorder
 	changes := 0
 	h := newHostInput("s/run-1", rec.emit, func() { changes++ })
-	h.byID["c1/q"] = &hostRequest{HostRequest: HostRequest{RequestID: "c1/q", ToolCallID: "c1"}, gone: true}
-	h.byID["c2/q"] = &hostRequest{HostRequest: HostRequest{RequestID: "c2/q", ToolCallID: "c2",
+	h.byID["c1/q"] = &hostRequest{HostRequest: api.HostRequest{RequestID: "c1/q", ToolCallID: "c1"}, gone: true}
+	h.byID["c2/q"] = &hostRequest{HostRequest: api.HostRequest{RequestID: "c2/q", ToolCallID: "c2",
 		Schema: json.RawMessage(`{"type":"object","required":["approved"]}`)}}
 	h.order = append(h.order, h.byID["c1/q"], h.byID["c2/q"])
 	open := func() error { return nil }
@@ -73,15 +74,15 @@ func TestHostInputValidate(t *testing.T) {
 
 	cases := []struct {
 		name      string
-		req       RespondRequest
+		req       api.RespondRequest
 		accepting func() error
 		want      keel.Code
 	}{
-		{"gone requester", RespondRequest{RequestID: "c1/q", Answer: []byte(`true`)}, closed, keel.CodeRequesterGone},
-		{"unknown request", RespondRequest{RequestID: "c9/q", Answer: []byte(`true`)}, open, keel.CodeUnknownRequest},
-		{"unknown request, run closed", RespondRequest{RequestID: "c9/q", Answer: []byte(`true`)}, closed, keel.CodeNotAccepting},
-		{"empty answer", RespondRequest{RequestID: "c2/q"}, open, keel.CodeInvalidAnswer},
-		{"answer against the schema", RespondRequest{RequestID: "c2/q", Answer: []byte(`{"reason":"x"}`)}, open, keel.CodeInvalidAnswer},
+		{"gone requester", api.RespondRequest{RequestID: "c1/q", Answer: []byte(`true`)}, closed, keel.CodeRequesterGone},
+		{"unknown request", api.RespondRequest{RequestID: "c9/q", Answer: []byte(`true`)}, open, keel.CodeUnknownRequest},
+		{"unknown request, run closed", api.RespondRequest{RequestID: "c9/q", Answer: []byte(`true`)}, closed, keel.CodeNotAccepting},
+		{"empty answer", api.RespondRequest{RequestID: "c2/q"}, open, keel.CodeInvalidAnswer},
+		{"answer against the schema", api.RespondRequest{RequestID: "c2/q", Answer: []byte(`{"reason":"x"}`)}, open, keel.CodeInvalidAnswer},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -91,7 +92,7 @@ func TestHostInputValidate(t *testing.T) {
 			require.Equal(t, string(c.want), appErr.Type())
 		})
 	}
-	good := RespondRequest{RequestID: "c2/q", Answer: []byte(`{"approved":true}`)}
+	good := api.RespondRequest{RequestID: "c2/q", Answer: []byte(`{"approved":true}`)}
 	require.NoError(t, h.validate(good, open))
 	h.respond(good)
 	require.Equal(t, 1, changes)
@@ -211,7 +212,7 @@ func TestToolBatchWithoutActivities(t *testing.T) {
 	wf := func(ctx workflow.Context) error {
 		work, _ := workflow.WithCancel(ctx)
 		tb := &tools{root: ctx, work: work, emit: rec.emit, host: asker, lastSeq: func() int64 { return 0 },
-			cfg: RunConfig{Approvals: map[string]Approval{"rm": ApprovalDeny, "deploy": ApprovalAsk}}}
+			cfg: api.RunConfig{Approvals: map[string]api.Approval{"rm": api.ApprovalDeny, "deploy": api.ApprovalAsk}}}
 		res := &activities.ModelTurnResult{
 			Response: provider.Response{ToolCalls: []keel.ToolCall{
 				{ID: "c1", Name: "nope"}, {ID: "c2", Name: "rm"}, {ID: "c3", Name: "deploy"}}},
@@ -254,7 +255,7 @@ func TestHostInputAsk(t *testing.T) {
 		q := tool.Question{ID: "q", Prompt: "name?"}
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			_ = workflow.Await(ctx, h.waiting)
-			h.respond(RespondRequest{RequestID: "c1/q", Answer: json.RawMessage(`"keel"`)})
+			h.respond(api.RespondRequest{RequestID: "c1/q", Answer: json.RawMessage(`"keel"`)})
 		})
 		var err error
 		if got, err = h.ask(ctx, "c1", q); err != nil {

@@ -22,7 +22,6 @@ import (
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/worker"
-	"github.com/keelrun/keel/workflows"
 )
 
 // Replay tests guard determinism: today's workflow code must make the same
@@ -49,7 +48,7 @@ var recordedHistories = []recordedHistory{
 	// queued, cancelled, then (a young execution) the queued run 3 and the
 	// wait for Temporal's minimal interval; an idle execution moved by the
 	// move signal.
-	{file: "inline_run_tools.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+	{file: "inline_run_tools.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		activities.ModelTurnName:                                        3,
 		activities.ToolName:                                             1,
 		enumspb.EVENT_TYPE_TIMER_STARTED.String():                       1,
@@ -57,7 +56,7 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 		enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES.String():   2,
 	}, check: noChildWorkflows},
-	{file: "inline_run_cancelled.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+	{file: "inline_run_cancelled.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // cancel
 		enumspb.EVENT_TYPE_TIMER_CANCELED.String():                      1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 4, // send, queued send, steer, outcome
@@ -66,33 +65,33 @@ var recordedHistories = []recordedHistory{
 	// A run sent with set_default (e2e TestRecordSetDefaultHistory): the
 	// set-default version marker, the run, the continue-as-new with the
 	// new defaults.
-	{file: "inline_set_default.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+	{file: "inline_set_default.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		activities.ModelTurnName: 1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 1, // send
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: all(noChildWorkflows, hasVersionMarker("set-default"))},
-	{file: "inline_idle_move.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+	{file: "inline_idle_move.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // move
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: noChildWorkflows},
 	// Sends that return at the run's start request (send-at-start): each
 	// update completes before its Run workflow is reported started.
-	{file: "session_send_at_start.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+	{file: "session_send_at_start.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String():      2,
 		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 2,
 		enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED.String():       2,
 	}, check: updatesCompleteBeforeChildStarts},
 	// A session that starts its runs at api.RunPriority (run-priority).
-	{file: "session_run_priority.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+	{file: "session_run_priority.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 2,
 		enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED.String():       2,
 	}, check: runsStartAtRunPriority},
-	{file: "session.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+	{file: "session.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED.String():       2,
 		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 2,
 		enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED.String():       2,
 	}},
-	{file: "run_tool_retry.json", workflowType: workflows.RunWorkflowName, atLeast: map[string]int{
+	{file: "run_tool_retry.json", workflowType: api.RunWorkflowName, atLeast: map[string]int{
 		activities.ModelTurnName:                                 3, // the 429, its retry, the last turn
 		enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED.String():         1,
 		enumspb.EVENT_TYPE_TIMER_STARTED.String():                1, // the wait before the retry
@@ -102,19 +101,19 @@ var recordedHistories = []recordedHistory{
 	// A session that hands over: the first execution (a run, a prompt
 	// queued during it, its events written to the content store, the
 	// continue-as-new) and the next (started from the carried state).
-	{file: "session_handover_1.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+	{file: "session_handover_1.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 1,
 		enumspb.EVENT_TYPE_MARKER_RECORDED.String():                          3, // committed, version, segment
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String():      1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String():      2,
 	}},
-	{file: "session_handover_2.json", workflowType: workflows.SessionWorkflowName, atLeast: map[string]int{
+	{file: "session_handover_2.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String():      1,
 	}},
 	// A run whose tool asked the run's model (tool-sampling): the version
 	// marker, the Tool activity, the two model turns.
-	{file: "run_tool_sampling.json", workflowType: workflows.RunWorkflowName, atLeast: map[string]int{
+	{file: "run_tool_sampling.json", workflowType: api.RunWorkflowName, atLeast: map[string]int{
 		activities.ModelTurnName:                                 2,
 		activities.ToolName:                                      1,
 		enumspb.EVENT_TYPE_MARKER_RECORDED.String():              1,
@@ -123,14 +122,14 @@ var recordedHistories = []recordedHistory{
 	// A run cancelled while its model streamed: the turn's cancellation
 	// recorded, then the turn's end, which hands back the partial text as
 	// a failure.
-	{file: "run_cancelled_stream.json", workflowType: workflows.RunWorkflowName, atLeast: map[string]int{
+	{file: "run_cancelled_stream.json", workflowType: api.RunWorkflowName, atLeast: map[string]int{
 		activities.ModelTurnName:                                   1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():    1, // cancel
 		enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED.String(): 1,
 		enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED.String():           1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String():   1,
 	}},
-	{file: "run_cancelled.json", workflowType: workflows.RunWorkflowName, atLeast: map[string]int{
+	{file: "run_cancelled.json", workflowType: api.RunWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_TIMER_STARTED.String():                1, // the sleep tool
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():  1, // cancel
 		enumspb.EVENT_TYPE_TIMER_CANCELED.String():               1,

@@ -54,14 +54,14 @@ func (r Rules) limits() api.Limits { return r.Limits.WithDefaults() }
 
 // Session returns the Session workflow function under these rules, for
 // registration as api.SessionWorkflowName.
-func (r Rules) Session() func(workflow.Context, SessionInput) error {
-	return func(ctx workflow.Context, in SessionInput) error { return sessionWorkflow(ctx, in, r) }
+func (r Rules) Session() func(workflow.Context, api.SessionInput) error {
+	return func(ctx workflow.Context, in api.SessionInput) error { return sessionWorkflow(ctx, in, r) }
 }
 
 // Run returns the Run workflow function under these rules, for
 // registration as api.RunWorkflowName.
-func (r Rules) Run() func(workflow.Context, RunInput) (*RunResult, error) {
-	return func(ctx workflow.Context, in RunInput) (*RunResult, error) { return runWorkflow(ctx, in, r) }
+func (r Rules) Run() func(workflow.Context, api.RunInput) (*api.RunResult, error) {
+	return func(ctx workflow.Context, in api.RunInput) (*api.RunResult, error) { return runWorkflow(ctx, in, r) }
 }
 
 // signalLimitsChange versions the limits that the steer and respond
@@ -92,7 +92,7 @@ func tooMany(format string, a ...any) error {
 }
 
 // checkConfig refuses a run configuration whose JSON is over limit bytes.
-func checkConfig(cfg RunConfig, limit int) error {
+func checkConfig(cfg api.RunConfig, limit int) error {
 	b, err := json.Marshal(cfg)
 	if err != nil {
 		return wireError(keel.Errorf(keel.CodeInvalidInput, "run config: %v", err))
@@ -104,9 +104,9 @@ func checkConfig(cfg RunConfig, limit int) error {
 }
 
 // checkQueue refuses a prompt that would queue behind limit others.
-func (s *session) checkQueue(req SendRequest, limit int) error {
+func (s *session) checkQueue(req api.SendRequest, limit int) error {
 	waiting := len(s.queue) + s.admitting
-	if req.IfActive != IfActiveQueue || waiting < limit {
+	if req.IfActive != api.IfActiveQueue || waiting < limit {
 		return nil
 	}
 	return tooMany("%d prompts are queued in session %s; the limit is %d", waiting, s.id, limit)
@@ -115,7 +115,7 @@ func (s *session) checkQueue(req SendRequest, limit int) error {
 // checkSendLimits applies the worker's limits to a send beyond its
 // prompt's size: the merged run configuration's size and the queue's
 // length.
-func (s *session) checkSendLimits(req SendRequest) error {
+func (s *session) checkSendLimits(req api.SendRequest) error {
 	lim := s.rules.limits()
 	if err := checkConfig(s.defaultsAhead().Merge(req.Config), lim.ConfigBytes); err != nil {
 		return err
@@ -132,7 +132,7 @@ func (r *run) checkStaged(limit int) error {
 }
 
 // checkAnswerSize refuses an answer over limit bytes.
-func checkAnswerSize(req RespondRequest, limit int) error {
+func checkAnswerSize(req api.RespondRequest, limit int) error {
 	if len(req.Answer) > limit {
 		return tooLarge(fmt.Sprintf("the answer to %q", clip(req.RequestID, 80)), len(req.Answer), limit)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/provider"
 	"github.com/keelrun/keel/worker"
@@ -58,13 +59,13 @@ func TestSendRefusesModelsTheWorkerDoesNotOffer(t *testing.T) {
 	hostile := []string{"scripted:/etc/shadow", "scripted:../x", "scripted:/dev/zero", "scripted:/tmp/fifo",
 		"openai:invented", "gpt", ""} // "" is the session's bad default below
 	var messages []string
-	var state workflows.SessionStatus
+	var state api.SessionStatus
 	send := func(model string, then func(err error)) {
-		req := workflows.SendRequest{Prompt: "x"}
+		req := api.SendRequest{Prompt: "x"}
 		if model != "" {
-			req.Config = &workflows.RunConfig{Model: model}
+			req.Config = &api.RunConfig{Model: model}
 		}
-		env.UpdateWorkflow(workflows.UpdateSend, "send-"+model, &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(api.UpdateSend, "send-"+model, &testsuite.TestUpdateCallback{
 			OnReject:   then,
 			OnAccept:   func() {},
 			OnComplete: func(any, error) {},
@@ -81,14 +82,14 @@ func TestSendRefusesModelsTheWorkerDoesNotOffer(t *testing.T) {
 		}
 	}, 0)
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(workflows.QueryState)
+		v, err := env.QueryWorkflow(api.QueryState)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&state))
 		send("scripted:ok", func(err error) { t.Errorf("an offered model was refused: %v", err) })
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Hour)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{SessionID: "s1",
-		Config: workflows.RunConfig{Model: "scripted:/etc/shadow"}})
+	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1",
+		Config: api.RunConfig{Model: "scripted:/etc/shadow"}})
 
 	require.Len(t, messages, len(hostile))
 	for _, m := range messages {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/instrument"
 )
 
@@ -27,8 +28,8 @@ import (
 // The run itself decides the loop, the state the session displays, and the
 // terminal commit.
 type run struct {
-	in    RunInput
-	cfg   RunConfig
+	in    api.RunInput
+	cfg   api.RunConfig
 	rules Rules
 	// root is the workflow's context; work is cancelled when the run is.
 	root, work workflow.Context
@@ -66,11 +67,11 @@ type run struct {
 // failure exhausts its retries, or the run is cancelled. Every path ends
 // with exactly one terminal event and returns a RunResult (cancellation and
 // failure are outcomes, not workflow errors).
-func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
+func RunWorkflow(ctx workflow.Context, in api.RunInput) (*api.RunResult, error) {
 	return runWorkflow(ctx, in, Rules{})
 }
 
-func runWorkflow(ctx workflow.Context, in RunInput, rules Rules) (*RunResult, error) {
+func runWorkflow(ctx workflow.Context, in api.RunInput, rules Rules) (*api.RunResult, error) {
 	r := newRun(ctx, in)
 	r.rules = rules
 	if err := r.registerHandlers(ctx); err != nil {
@@ -78,12 +79,12 @@ func runWorkflow(ctx workflow.Context, in RunInput, rules Rules) (*RunResult, er
 	}
 	announce(ctx, r.journal.lastSeq, nil)
 	r.loop()
-	res := &RunResult{Outcome: *r.outcome, Events: r.journal.events}
+	res := &api.RunResult{Outcome: *r.outcome, Events: r.journal.events}
 	res.Messages, res.Replaced = r.transcript.result()
 	return res, nil
 }
 
-func newRun(ctx workflow.Context, in RunInput) *run {
+func newRun(ctx workflow.Context, in api.RunInput) *run {
 	info := workflow.GetInfo(ctx)
 	r := &run{in: in, cfg: in.Config.WithDefaults(), root: ctx, state: keel.StateRunning,
 		parent: info.ParentWorkflowExecution, began: workflow.Now(ctx)}
@@ -104,10 +105,10 @@ func newRun(ctx workflow.Context, in RunInput) *run {
 }
 
 func (r *run) registerHandlers(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryState, r.status); err != nil {
+	if err := workflow.SetQueryHandler(ctx, api.QueryState, r.status); err != nil {
 		return err
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryEvents, func(q EventsQuery) (EventsPage, error) {
+	if err := workflow.SetQueryHandler(ctx, api.QueryEvents, func(q api.EventsQuery) (api.EventsPage, error) {
 		page, err := pageEvents(r.journal.events, r.journal.base, r.journal.seq, q)
 		page.Done = r.outcome != nil
 		return page, err
@@ -117,7 +118,7 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, activities.QueryTranscript, r.transcript.prefix); err != nil {
 		return err
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryHistory, func(q HistoryQuery) (HistoryPage, error) {
+	if err := workflow.SetQueryHandler(ctx, api.QueryHistory, func(q api.HistoryQuery) (api.HistoryPage, error) {
 		return pageHistory(r.transcript.messages, r.revision(), q), nil
 	}); err != nil {
 		return err
@@ -125,8 +126,8 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 	return r.registerCommands(ctx)
 }
 
-func (r *run) status() (RunStatus, error) {
-	return RunStatus{RunID: r.in.RunID, State: r.state, Step: r.step, LastSeq: r.journal.seq,
+func (r *run) status() (api.RunStatus, error) {
+	return api.RunStatus{RunID: r.in.RunID, State: r.state, Step: r.step, LastSeq: r.journal.seq,
 		Outcome: r.outcome, Usage: r.meter.total, Revision: r.revision(),
 		Requests: r.host.open(), Staged: r.steering.stagedIDs(), Jobs: r.tools.jobIDs()}, nil
 }
@@ -317,7 +318,7 @@ func (r *run) finish(status keel.RunStatus, rev int64, text string, err *keel.Er
 	if r.onState == nil {
 		// Search attributes are best effort: the worker registers them at
 		// start. A run inline in its session leaves them to the session.
-		_ = workflow.UpsertTypedSearchAttributes(r.root, AttrState.ValueSet(string(status)))
+		_ = workflow.UpsertTypedSearchAttributes(r.root, api.AttrState.ValueSet(string(status)))
 	}
 	// The SDK's workflow metrics handler records nothing while replaying,
 	// and metrics leave no trace in history.

@@ -7,21 +7,22 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 )
 
 // RuntimeWorkflow is keel's lifecycle: it waits, and on the first shutdown
 // update marks keel shut down and cancels every active run.
 func RuntimeWorkflow(ctx workflow.Context) error {
-	var st RuntimeStatus
-	if err := workflow.SetQueryHandler(ctx, QueryState, func() (RuntimeStatus, error) { return st, nil }); err != nil {
+	var st api.RuntimeStatus
+	if err := workflow.SetQueryHandler(ctx, api.QueryState, func() (api.RuntimeStatus, error) { return st, nil }); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandler(ctx, UpdateShutdown, func(ctx workflow.Context) (ShutdownResult, error) {
+	if err := workflow.SetUpdateHandler(ctx, api.UpdateShutdown, func(ctx workflow.Context) (api.ShutdownResult, error) {
 		if st.ShutDown {
-			return ShutdownResult{AlreadyShutDown: true, At: st.At}, nil
+			return api.ShutdownResult{AlreadyShutDown: true, At: st.At}, nil
 		}
 		// Marked before anything blocks, so a concurrent call reports zero.
-		st = RuntimeStatus{ShutDown: true, At: workflow.Now(ctx)}
+		st = api.RuntimeStatus{ShutDown: true, At: workflow.Now(ctx)}
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: 5 * time.Minute,
 			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
@@ -29,9 +30,9 @@ func RuntimeWorkflow(ctx workflow.Context) error {
 		})
 		var res activities.ShutdownResult
 		if err := workflow.ExecuteActivity(actx, activities.ShutdownName).Get(ctx, &res); err != nil {
-			return ShutdownResult{At: st.At}, err
+			return api.ShutdownResult{At: st.At}, err
 		}
-		return ShutdownResult{Cancelled: res.Cancelled, At: st.At}, nil
+		return api.ShutdownResult{Cancelled: res.Cancelled, At: st.At}, nil
 	}); err != nil {
 		return err
 	}

@@ -11,13 +11,14 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/instrument"
 )
 
 // session is the state of a Session workflow.
 type session struct {
 	id    string
-	cfg   RunConfig
+	cfg   api.RunConfig
 	root  workflow.Context
 	rules Rules
 
@@ -29,7 +30,7 @@ type session struct {
 	// the content store.
 	events   []keel.Envelope
 	tailBase int64
-	segments []EventSegment
+	segments []api.EventSegment
 	runs     int // runs started
 	usage    keel.Usage
 	state    keel.SessionState
@@ -37,7 +38,7 @@ type session struct {
 
 	// limits bound this execution; handOvers counts the executions before
 	// it. runsHere and tailBytesHere count what this execution added.
-	limits        HandOverLimits
+	limits        api.HandOverLimits
 	handOvers     int
 	runsHere      int
 	tailBytesHere int
@@ -73,13 +74,13 @@ type session struct {
 // pendingRun is an accepted prompt, queued or running.
 type pendingRun struct {
 	number  int
-	req     SendRequest
+	req     api.SendRequest
 	started bool
 	// waiting is set while a send waits for this run to start; issued once
 	// the session asked Temporal to start its Run workflow.
 	waiting bool
 	issued  bool
-	result  SendResult
+	result  api.SendResult
 	err     error
 	cancel  workflow.CancelFunc
 	// trace is the span of the send that asked for the run (the tracing
@@ -92,11 +93,11 @@ type pendingRun struct {
 // it accepts through the "send" update, one at a time, and commits each
 // run's messages, events and outcome when it ends. It applies no worker
 // rules (Rules.Session does).
-func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
+func SessionWorkflow(ctx workflow.Context, in api.SessionInput) error {
 	return sessionWorkflow(ctx, in, Rules{})
 }
 
-func sessionWorkflow(ctx workflow.Context, in SessionInput, rules Rules) error {
+func sessionWorkflow(ctx workflow.Context, in api.SessionInput, rules Rules) error {
 	if err := keel.ValidateSessionID(in.SessionID); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), string(keel.CodeInvalidInput), nil)
 	}
@@ -150,12 +151,12 @@ func sessionWorkflow(ctx workflow.Context, in SessionInput, rules Rules) error {
 }
 
 func (s *session) registerHandlers(ctx workflow.Context) error {
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSend, s.send,
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateSend, s.send,
 		workflow.UpdateHandlerOptions{Validator: s.validateSend}); err != nil {
 		return err
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryState, func() (SessionStatus, error) {
-		st := SessionStatus{SessionID: s.id, State: s.state, Revision: s.revision, LastSeq: s.seq,
+	if err := workflow.SetQueryHandler(ctx, api.QueryState, func() (api.SessionStatus, error) {
+		st := api.SessionStatus{SessionID: s.id, State: s.state, Revision: s.revision, LastSeq: s.seq,
 			Runs: s.runs, Queued: len(s.queue), Usage: s.usage, Last: s.last, Shutdown: s.shutdown,
 			HandOvers: s.handOvers, Inline: s.inline}
 		st.ActiveRun = s.activeRef()
@@ -167,22 +168,22 @@ func (s *session) registerHandlers(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryEvents, func(q EventsQuery) (EventsPage, error) {
+	if err := workflow.SetQueryHandler(ctx, api.QueryEvents, func(q api.EventsQuery) (api.EventsPage, error) {
 		page, err := s.pageEvents(q)
 		page.ActiveRun = s.activeRef()
 		return page, err
 	}); err != nil {
 		return err
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryHistory, func(q HistoryQuery) (HistoryPage, error) {
+	if err := workflow.SetQueryHandler(ctx, api.QueryHistory, func(q api.HistoryQuery) (api.HistoryPage, error) {
 		return pageHistory(s.transcript, s.revision, q), nil
 	}); err != nil {
 		return err
 	}
-	cancels := workflow.GetSignalChannel(ctx, SignalCancel)
+	cancels := workflow.GetSignalChannel(ctx, api.SignalCancel)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
-			var req CancelRequest
+			var req api.CancelRequest
 			cancels.Receive(gctx, &req)
 			if req.RunID != "" && s.current != nil && s.current.in.RunID != req.RunID {
 				continue // a late cancel of a run that ended
@@ -202,14 +203,14 @@ func (s *session) registerHandlers(ctx workflow.Context) error {
 			}
 		}
 	})
-	moves := workflow.GetSignalChannel(ctx, SignalMove)
+	moves := workflow.GetSignalChannel(ctx, api.SignalMove)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
 			moves.Receive(gctx, nil)
 			s.moveAsked = true
 		}
 	})
-	shutdowns := workflow.GetSignalChannel(ctx, SignalShutdown)
+	shutdowns := workflow.GetSignalChannel(ctx, api.SignalShutdown)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
 			shutdowns.Receive(gctx, nil)
@@ -259,11 +260,11 @@ func (s *session) cancelActive() {
 	}
 }
 
-func (s *session) activeRef() *RunRef {
+func (s *session) activeRef() *api.RunRef {
 	if s.active == nil || !s.active.started {
 		return nil
 	}
-	return &RunRef{RunID: s.active.result.RunID, Number: s.active.number, BaseSeq: s.active.result.BaseSeq,
+	return &api.RunRef{RunID: s.active.result.RunID, Number: s.active.number, BaseSeq: s.active.result.BaseSeq,
 		Inline: s.inline}
 }
 
@@ -283,14 +284,14 @@ func (s *session) lastSeq() int64 {
 }
 
 // validateSend rejects a prompt before it enters history.
-func (s *session) validateSend(req SendRequest) error {
+func (s *session) validateSend(req api.SendRequest) error {
 	if err := checkText("prompt", req.Prompt, s.rules.limits().PromptBytes); err != nil {
 		return err
 	}
 	switch req.IfActive {
-	case "", IfActiveReject, IfActiveQueue:
+	case "", api.IfActiveReject, api.IfActiveQueue:
 	default:
-		return wireError(keel.Errorf(keel.CodeInvalidInput, "if_active %q: use %q or %q", req.IfActive, IfActiveReject, IfActiveQueue))
+		return wireError(keel.Errorf(keel.CodeInvalidInput, "if_active %q: use %q or %q", req.IfActive, api.IfActiveReject, api.IfActiveQueue))
 	}
 	if err := validateSetDefault(req); err != nil {
 		return err
@@ -305,7 +306,7 @@ func (s *session) validateSend(req SendRequest) error {
 	if s.shutdown {
 		return wireError(keel.ErrRuntimeShutdown)
 	}
-	if (s.active != nil || len(s.queue) > 0) && req.IfActive != IfActiveQueue {
+	if (s.active != nil || len(s.queue) > 0) && req.IfActive != api.IfActiveQueue {
 		ref := "a run"
 		if s.active != nil {
 			ref = keel.RunID(s.id, s.active.number)
@@ -317,7 +318,7 @@ func (s *session) validateSend(req SendRequest) error {
 
 // send accepts a prompt. It returns once the run has started, or at once
 // with Queued set when it waits behind another run.
-func (s *session) send(ctx workflow.Context, req SendRequest) (SendResult, error) {
+func (s *session) send(ctx workflow.Context, req api.SendRequest) (api.SendResult, error) {
 	// Until it is queued, the prompt counts against the queue's limit
 	// (checkQueue): a validator cannot see the sends it let through that
 	// wait here.
@@ -325,15 +326,15 @@ func (s *session) send(ctx workflow.Context, req SendRequest) (SendResult, error
 	err := workflow.Await(ctx, func() bool { return s.checked })
 	s.admitting--
 	if err != nil {
-		return SendResult{}, err
+		return api.SendResult{}, err
 	}
 	if s.shutdown {
-		return SendResult{}, wireError(keel.ErrRuntimeShutdown)
+		return api.SendResult{}, wireError(keel.ErrRuntimeShutdown)
 	}
 	p := &pendingRun{number: s.runs + len(s.queue) + 1, req: req, trace: ctx.Value(instrument.SpanContextKey)}
 	s.queue = append(s.queue, p)
 	if s.active != nil || len(s.queue) > 1 {
-		return SendResult{RunID: keel.RunID(s.id, p.number), Number: p.number, Queued: true, Inline: s.inline}, nil
+		return api.SendResult{RunID: keel.RunID(s.id, p.number), Number: p.number, Queued: true, Inline: s.inline}, nil
 	}
 	p.waiting = true
 	defer func() { p.waiting = false }()
@@ -347,7 +348,7 @@ func (s *session) send(ctx workflow.Context, req SendRequest) (SendResult, error
 		_ = workflow.GetVersion(ctx, sendAtStartChange, workflow.DefaultVersion, 1)
 	}
 	if err := workflow.Await(ctx, func() bool { return p.started }); err != nil {
-		return SendResult{}, err
+		return api.SendResult{}, err
 	}
 	return p.result, p.err
 }
@@ -377,23 +378,23 @@ func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 		WaitForCancellation: true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			AttrSessionID.ValueSet(s.id), AttrState.ValueSet(string(keel.StatusActive)),
-			AttrRunNumber.ValueSet(int64(p.number)), AttrModel.ValueSet(cfg.Model)),
+			api.AttrSessionID.ValueSet(s.id), api.AttrState.ValueSet(string(keel.StatusActive)),
+			api.AttrRunNumber.ValueSet(int64(p.number)), api.AttrModel.ValueSet(cfg.Model)),
 		StaticSummary: fmt.Sprintf("run %d: %s", p.number, clip(p.req.Prompt, 80)),
 	}
 	// A run would inherit the session's priority; it takes a lower one, so
 	// the session's tasks go first (api.SessionPriority). Histories from
 	// before it started their runs without one and replay that way.
 	if workflow.GetVersion(ctx, runPriorityChange, workflow.DefaultVersion, 1) == 1 {
-		opts.Priority = temporal.Priority{PriorityKey: RunPriority}
+		opts.Priority = temporal.Priority{PriorityKey: api.RunPriority}
 	}
 	cctx = workflow.WithChildOptions(cctx, opts)
-	in := RunInput{SessionID: s.id, RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq,
+	in := api.RunInput{SessionID: s.id, RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq,
 		Prompt: p.req.Prompt, Transcript: s.transcript, Config: cfg}
 	s.active = p
 	s.setState(keel.StateRunning)
-	fut := workflow.ExecuteChildWorkflow(cctx, RunWorkflowName, in)
-	p.result = SendResult{RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq}
+	fut := workflow.ExecuteChildWorkflow(cctx, api.RunWorkflowName, in)
+	p.result = api.SendResult{RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq}
 	p.issued = true
 
 	var exec workflow.Execution
@@ -409,7 +410,7 @@ func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 	}
 	p.started = true
 
-	var res RunResult
+	var res api.RunResult
 	err := fut.Get(ctx, &res)
 	if err != nil {
 		res = s.recoverRun(ctx, runID, exec.RunID, err)
@@ -419,7 +420,7 @@ func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 }
 
 // commit installs a finished run: its messages, events, revision and usage.
-func (s *session) commit(res RunResult) {
+func (s *session) commit(res api.RunResult) {
 	for _, ev := range res.Events {
 		if ev.Seq != s.seq+1 {
 			// The run numbered from our sequence; a gap is a bug, and the
@@ -455,7 +456,7 @@ func (s *session) commit(res RunResult) {
 // (terminated by an operator, or failed in workflow code): the events it
 // had recorded, read back from its workflow, then run.failed. Its messages
 // are not committed; the transcript stays as it was before the run.
-func (s *session) recoverRun(ctx workflow.Context, runID, execRunID string, cause error) RunResult {
+func (s *session) recoverRun(ctx workflow.Context, runID, execRunID string, cause error) api.RunResult {
 	code, msg := keel.CodeInternal, "run workflow failed: "+cause.Error()
 	var terminated *temporal.TerminatedError
 	if errors.As(cause, &terminated) {
@@ -489,7 +490,7 @@ func (s *session) recoverRun(ctx workflow.Context, runID, execRunID string, caus
 	// The run never reached its own terminal commit, where it counts
 	// itself: count it here.
 	instrument.RunLost(workflow.GetMetricsHandler(ctx))
-	return RunResult{
+	return api.RunResult{
 		Outcome: keel.Outcome{RunID: runID, Number: s.runs, Status: keel.StatusFailed, Revision: rev,
 			Error: &keel.Error{Code: code, Message: msg}},
 		Events: evs,
@@ -501,7 +502,7 @@ func (s *session) setState(st keel.SessionState) {
 		return
 	}
 	s.state = st
-	_ = workflow.UpsertTypedSearchAttributes(s.root, AttrState.ValueSet(string(st)))
+	_ = workflow.UpsertTypedSearchAttributes(s.root, api.AttrState.ValueSet(string(st)))
 }
 
 // wireError turns a keel error into the ApplicationError clients decode:

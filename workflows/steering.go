@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 )
 
 // steering holds input the host sends while a run runs. It is staged when
@@ -38,13 +39,13 @@ func (s *steering) stage(text string) string {
 }
 
 // retract withdraws staged steering that has not been applied yet.
-func (s *steering) retract(id string) Retraction {
+func (s *steering) retract(id string) api.Retraction {
 	st, ok := s.byID[id]
 	switch {
 	case !ok:
-		return NotFound
+		return api.NotFound
 	case st.applied:
-		return AlreadyApplied
+		return api.AlreadyApplied
 	}
 	for i, x := range s.staged {
 		if x == st {
@@ -54,7 +55,7 @@ func (s *steering) retract(id string) Retraction {
 	}
 	delete(s.byID, id)
 	s.emit(keel.SteeringRetracted{SteeringID: id})
-	return Retracted
+	return api.Retracted
 }
 
 // apply takes every staged steer, in acceptance order, and returns the

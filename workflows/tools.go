@@ -11,6 +11,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/tool"
 )
@@ -39,7 +40,7 @@ type asker interface {
 // response, and the detached calls (jobs) that outlive their batch
 // (docs/contract.md §2.4–2.9, §8).
 type tools struct {
-	cfg              RunConfig
+	cfg              api.RunConfig
 	sessionID, runID string
 	// root is the run's context; work is cancelled when the run is.
 	root, work workflow.Context
@@ -126,10 +127,10 @@ func (t *tools) start(s *slot) {
 	case t.cancelled():
 		t.close(s, keel.ToolInterrupted, interruptedOutput, 0)
 		return
-	case t.cfg.ApprovalFor(s.call.Name) == ApprovalDeny:
+	case t.cfg.ApprovalFor(s.call.Name) == api.ApprovalDeny:
 		t.close(s, keel.ToolError, fmt.Sprintf("tool %q is denied by this run's policy", s.call.Name), 0)
 		return
-	case s.plan.Approval == ApprovalDeny:
+	case s.plan.Approval == api.ApprovalDeny:
 		t.close(s, keel.ToolError, fmt.Sprintf("tool %q is denied by this worker's policy", s.call.Name), 0)
 		return
 	}
@@ -137,7 +138,7 @@ func (t *tools) start(s *slot) {
 	s.cancel = cancel
 	// The worker's policy comes with the turn's result (CallPlan), so a
 	// replay decides as the run did; histories from before it carry none.
-	needsApproval := t.cfg.ApprovalFor(s.call.Name) == ApprovalAsk || s.plan.Approval == ApprovalAsk
+	needsApproval := t.cfg.ApprovalFor(s.call.Name) == api.ApprovalAsk || s.plan.Approval == api.ApprovalAsk
 	if !needsApproval {
 		t.started(s)
 	}

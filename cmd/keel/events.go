@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/live"
-	"github.com/keelrun/keel/workflows"
 )
 
 const eventsDesc = `Prints the durable events of SESSION after sequence --after, one line per
@@ -41,7 +41,7 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !*follow {
 		conn.withNATS = false // deltas are never replayed
 	}
-	kc, err := conn.dial(ctx, stderr, workflows.RunConfig{})
+	kc, err := conn.dial(ctx, stderr, api.RunConfig{})
 	if err != nil {
 		return fail(stderr, "events", err)
 	}

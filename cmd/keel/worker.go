@@ -9,10 +9,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/stack"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/worker"
-	"github.com/keelrun/keel/workflows"
 )
 
 const workerDesc = `Runs a keel worker: it polls the "keel" task queue of the Temporal server at
@@ -143,7 +143,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	fmt.Fprint(stdout, dep.note())
 	fmt.Fprintf(stdout, "keel worker: polling task queue %q on %s (namespace %s)\n  config     %s\n  models     %s\n  scripts    %s\n  workspace  %s\n  live       %s\n  store      %s\n  encryption %s\nCtrl-C or SIGTERM stops it.\n",
-		workflows.TaskQueue, tc.HostPort, tc.Namespace, confFlag.note(), models.Offer(), scriptsNote(scriptsDir), ws, liveNote, storeNote, encryptionNote(keys))
+		api.TaskQueue, tc.HostPort, tc.Namespace, confFlag.note(), models.Offer(), scriptsNote(scriptsDir), ws, liveNote, storeNote, encryptionNote(keys))
 	<-ctx.Done()
 	fmt.Fprintf(stdout, "keel worker: stopping; running activities get up to %v to finish…\n", *stopTimeout)
 	st.Worker.Stop()
