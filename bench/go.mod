@@ -13,7 +13,6 @@ require (
 	github.com/keelrun/keel/store v0.0.0-00010101000000-000000000000
 	github.com/keelrun/keel/tool v0.0.0-00010101000000-000000000000
 	github.com/keelrun/keel/worker v0.0.0-00010101000000-000000000000
-	github.com/keelrun/keel/workflows v0.0.0-00010101000000-000000000000
 	github.com/nats-io/nats.go v1.55.0
 	github.com/stretchr/testify v1.12.1
 	go.temporal.io/api v1.63.5
@@ -142,6 +141,7 @@ require (
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/keelrun/keel/gateway v0.0.0-00010101000000-000000000000 // indirect
 	github.com/keelrun/keel/telemetry v0.0.0-00010101000000-000000000000 // indirect
+	github.com/keelrun/keel/workflows v0.0.0-00010101000000-000000000000 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/labstack/echo/v4 v4.16.4 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect

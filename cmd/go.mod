@@ -14,7 +14,6 @@ require (
 	github.com/keelrun/keel/store v0.0.0-00010101000000-000000000000
 	github.com/keelrun/keel/telemetry v0.0.0-00010101000000-000000000000
 	github.com/keelrun/keel/worker v0.0.0-00010101000000-000000000000
-	github.com/keelrun/keel/workflows v0.0.0-00010101000000-000000000000
 	github.com/nats-io/jwt/v2 v2.8.2
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
@@ -146,6 +145,7 @@ require (
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/keelrun/keel/activities v0.0.0-00010101000000-000000000000 // indirect
 	github.com/keelrun/keel/tool v0.0.0-00010101000000-000000000000 // indirect
+	github.com/keelrun/keel/workflows v0.0.0-00010101000000-000000000000 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/labstack/echo/v4 v4.16.4 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
