@@ -175,6 +175,14 @@ func Dial(ctx context.Context, o Options, sdk client.Options) (client.Client, er
 	if err != nil {
 		return nil, err
 	}
+	return DialResolved(ctx, resolved, sdk)
+}
+
+// DialResolved is Dial for options already resolved (Options.Resolve),
+// so a program that resolves once, and shows or checks what it got,
+// dials exactly that: sdk's HostPort, Namespace, TLS, Credentials and
+// headers are replaced by resolved's.
+func DialResolved(ctx context.Context, resolved, sdk client.Options) (client.Client, error) {
 	sdk.HostPort, sdk.Namespace = resolved.HostPort, resolved.Namespace
 	sdk.Credentials, sdk.HeadersProvider = resolved.Credentials, resolved.HeadersProvider
 	sdk.ConnectionOptions.TLS = resolved.ConnectionOptions.TLS

@@ -28,6 +28,8 @@ type Conn struct {
 	// HostPort and Namespace are what Options resolved to.
 	HostPort  string
 	Namespace string
+	// resolved is all of it (TLS, credentials, headers): what Dial uses.
+	resolved sdkclient.Options
 }
 
 // Resolve merges o with the environment and the configuration profile,
@@ -37,7 +39,7 @@ func Resolve(o connect.Options) (Conn, error) {
 	if err != nil {
 		return Conn{}, err
 	}
-	return Conn{Options: o, HostPort: r.HostPort, Namespace: r.Namespace}, nil
+	return Conn{Options: o, HostPort: r.HostPort, Namespace: r.Namespace, resolved: r}, nil
 }
 
 // Dial connects to c with the rest of the client's options from sdk
@@ -49,5 +51,9 @@ func (c Conn) Dial(ctx context.Context, sdk sdkclient.Options, timeout time.Dura
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	return connect.Dial(ctx, c.Options, sdk)
+	if c.resolved.HostPort == "" {
+		// A Conn not made by Resolve.
+		return connect.Dial(ctx, c.Options, sdk)
+	}
+	return connect.DialResolved(ctx, c.resolved, sdk)
 }
