@@ -155,7 +155,10 @@ func TestHostInputReprompt(t *testing.T) {
 	r := newRenderer(&out, renderOptions{answering: true})
 	f := &fakeRespond{}
 	h := &hostInput{respond: f.respond, out: r, echo: true, sessionID: "s"}
+	var seq int64
 	show := func(env keel.Envelope) {
+		seq++ // durable events always carry their sequence; the renderer drops one without
+		env.Seq = seq
 		r.Render(env)
 		h.observe(env)
 	}
