@@ -37,6 +37,11 @@ type CodecOptions struct {
 	// hold only ciphertext (encrypt, then offload). PutPayload applies it
 	// too, so values stored directly are covered. Optional; default none.
 	Encryption converter.PayloadCodec
+	// WholeObjects stores each offloaded payload as one object, as keel
+	// did before values were chunked (see putValue), for measurements
+	// against that. Optional; default false: chunks and a tree, so values
+	// that share a prefix share its chunks.
+	WholeObjects bool
 }
 
 // Codec is a claim-check converter.PayloadCodec: Encode moves large
@@ -51,13 +56,14 @@ type Codec struct {
 	threshold int
 	timeout   time.Duration
 	encrypt   converter.PayloadCodec // nil: none
+	whole     bool
 }
 
 var _ converter.PayloadCodec = (*Codec)(nil)
 
 // NewCodec returns a Codec that offloads to s.
 func NewCodec(s *Store, opts CodecOptions) *Codec {
-	c := &Codec{store: s, threshold: opts.Threshold, timeout: opts.Timeout, encrypt: opts.Encryption}
+	c := &Codec{store: s, threshold: opts.Threshold, timeout: opts.Timeout, encrypt: opts.Encryption, whole: opts.WholeObjects}
 	if c.threshold <= 0 {
 		c.threshold = DefaultThreshold
 	}
@@ -116,7 +122,10 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 
 // PutPayload stores p whatever its size and returns its reference, for
 // values that should stay out of a history even when small, such as
-// event-log segments.
+// event-log segments. A payload larger than one chunk is stored as
+// content-defined chunks and a tree over them (see putValue), so payloads
+// that share a prefix share their chunks; the reference names the tree's
+// root and its size is still the marshaled payload's length.
 func (c *Codec) PutPayload(ctx context.Context, p *commonpb.Payload) (*commonpb.Payload, error) {
 	sealed, err := c.encrypted([]*commonpb.Payload{p})
 	if err != nil {
@@ -126,7 +135,11 @@ func (c *Codec) PutPayload(ctx context.Context, p *commonpb.Payload) (*commonpb.
 	if err != nil {
 		return nil, fmt.Errorf("store: claim-check a payload for %s: marshal: %w", c.store.url, err)
 	}
-	key, err := c.store.Put(ctx, data)
+	put := c.store.putValue
+	if c.whole {
+		put = c.store.Put
+	}
+	key, err := put(ctx, data)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +167,7 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 		if err != nil {
 			return nil, err
 		}
-		data, err := c.store.Get(ctx, key)
+		data, err := c.store.getValue(ctx, key)
 		if err != nil {
 			return nil, err
 		}

@@ -40,7 +40,14 @@ func TestCodecRoundTrip(t *testing.T) {
 				key, size, err := claimcheck.ParseReference(encoded[0])
 				require.NoError(t, err)
 				require.Equal(t, proto.Size(tc.payload), size)
-				require.Equal(t, claimcheck.KeyOf(mustMarshal(t, tc.payload)), key)
+				// A value of several chunks is named by its tree's root.
+				if data := mustMarshal(t, tc.payload); len(chunks(data)) == 1 {
+					require.Equal(t, claimcheck.KeyOf(data), key)
+				} else {
+					obj, err := c.store.Get(t.Context(), key)
+					require.NoError(t, err)
+					require.True(t, isNode(obj), "the reference names a tree node")
+				}
 			}
 			decoded, err := c.Decode(encoded)
 			require.NoError(t, err)

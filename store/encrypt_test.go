@@ -68,7 +68,8 @@ func TestCodecEncryptsThenOffloads(t *testing.T) {
 		b, _ := proto.Marshal(p)
 		require.False(t, bytes.Contains(b, []byte(marker)))
 	}
-	require.Equal(t, 2, requireNoMarker(t, dir, marker), "the large value and the segment are stored")
+	// The large value's chunks and node, and the segment.
+	require.Equal(t, len(chunks(mustMarshal(t, storedPayload(t, c, enc[1]))))+2, requireNoMarker(t, dir, marker), "the large value and the segment are stored")
 
 	dec, err := c.Decode(append(enc, seg))
 	require.NoError(t, err)
@@ -189,4 +190,16 @@ func TestRemoteCodecEncodesForKeylessWriters(t *testing.T) {
 	defer broken.Close()
 	_, err = claimcheck.NewRemoteCodec(broken.URL, claimcheck.RemoteOptions{EncodeRemotely: true}).Encode([]*commonpb.Payload{small})
 	require.ErrorIs(t, err, ErrEndpoint)
+}
+
+// storedPayload is the payload (here ciphertext) a reference names.
+func storedPayload(t *testing.T, c *Codec, ref *commonpb.Payload) *commonpb.Payload {
+	t.Helper()
+	key, _, err := claimcheck.ParseReference(ref)
+	require.NoError(t, err)
+	data, err := c.store.getValue(t.Context(), key)
+	require.NoError(t, err)
+	var p commonpb.Payload
+	require.NoError(t, proto.Unmarshal(data, &p))
+	return &p
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
@@ -22,6 +23,7 @@ const prefix = "keel/sha256/"
 type Store struct {
 	bucket *blob.Bucket
 	url    string // without secrets
+	fresh  freshKeys
 }
 
 // Open opens the store at rawURL:
@@ -76,17 +78,24 @@ func (s *Store) Check(ctx context.Context) error {
 }
 
 // Put stores data and returns its key. Storing bytes that are already
-// there writes nothing: values are immutable, and the same bytes always
-// have the same key.
+// there writes nothing (values are immutable, and the same bytes always
+// have the same key) unless the object is older than RefreshAge: then it
+// is written again, so that its modification time is recent and a
+// collection (Collector) that began before this write, and has not seen
+// the reference to it yet, leaves it alone (see DefaultGrace).
 func (s *Store) Put(ctx context.Context, data []byte) (claimcheck.Key, error) {
 	key := claimcheck.KeyOf(data)
-	path := prefix + key.Digest()
-	exists, err := s.bucket.Exists(ctx, path)
-	if err != nil {
-		return "", s.fail("put", key, err)
-	}
-	if exists {
+	if s.fresh.recent(key) {
 		return key, nil
+	}
+	path := prefix + key.Digest()
+	attrs, err := s.bucket.Attributes(ctx, path)
+	switch {
+	case err == nil && time.Since(attrs.ModTime) < RefreshAge:
+		s.fresh.add(key)
+		return key, nil
+	case err != nil && (gcerrors.Code(err) != gcerrors.NotFound || missingBucket(err)):
+		return "", s.fail("put", key, err)
 	}
 	// Two writers racing on one key write identical bytes, so whichever
 	// lands last changes nothing. WriteAll sends an MD5 the backend checks,
@@ -95,6 +104,7 @@ func (s *Store) Put(ctx context.Context, data []byte) (claimcheck.Key, error) {
 	if err := s.bucket.WriteAll(ctx, path, data, opts); err != nil {
 		return "", s.fail("put", key, err)
 	}
+	s.fresh.add(key)
 	return key, nil
 }
 
