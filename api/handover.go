@@ -65,6 +65,11 @@ type SessionCarry struct {
 	Tail     []keel.Envelope `json:"tail,omitempty"`
 	// Queue holds the prompts accepted with IfActiveQueue and not started.
 	Queue []SendRequest `json:"queue,omitempty"`
+	// Marks locate the committed runs in Transcript, in order (fork and
+	// rewind points). Runs committed before marks existed have none.
+	Marks []RunMark `json:"marks,omitempty"`
+	// Origin is where the session was forked from, nil for no fork.
+	Origin *ForkOrigin `json:"origin,omitempty"`
 }
 
 // EventSegment is a run of a session's durable events, First..Last, kept as

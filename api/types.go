@@ -158,6 +158,10 @@ type SessionInput struct {
 	// before it did. An execution keeps the shape it started with; a
 	// session that began inline stays inline.
 	Inline bool `json:"inline,omitempty"`
+	// Fork starts the session as a fork of another (docs/contract.md
+	// §19); nil for a new session and for every later execution, which
+	// takes what it needs from Carry.
+	Fork *ForkInput `json:"fork,omitempty"`
 }
 
 // IfActive says what Send does while a run is active.
@@ -387,6 +391,9 @@ type SessionStatus struct {
 	// (terminated by an operator or by a Temporal limit, or failed): State
 	// is then StateTerminated or StateFailed. Only clients fill it in.
 	Closed *ClosedSession `json:"closed,omitempty"`
+	// Parent is where the session was forked from; nil for a session
+	// that is no fork.
+	Parent *ForkOrigin `json:"parent,omitempty"`
 }
 
 // ClosedSession says why a Session workflow stopped running.

@@ -69,6 +69,11 @@ type session struct {
 	moveAsked bool
 	// waiters counts the outcome updates waiting in this execution.
 	waiters int
+
+	// marks locate the committed runs in the transcript, and origin is
+	// where the session was forked from (fork.go).
+	marks  []api.RunMark
+	origin *api.ForkOrigin
 }
 
 // pendingRun is an accepted prompt, queued or running.
@@ -105,8 +110,15 @@ func sessionWorkflow(ctx workflow.Context, in api.SessionInput, rules Rules) err
 		limits: in.HandOver.WithDefaults(), inline: in.Inline}
 	if in.Carry != nil {
 		s.restore(in.Carry)
+	} else if in.Fork != nil {
+		if err := s.startFork(ctx, in.Fork); err != nil {
+			return err
+		}
 	}
 	if err := s.registerHandlers(ctx); err != nil {
+		return err
+	}
+	if err := s.registerForkHandlers(ctx); err != nil {
 		return err
 	}
 	if !s.checked {
@@ -158,7 +170,7 @@ func (s *session) registerHandlers(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, api.QueryState, func() (api.SessionStatus, error) {
 		st := api.SessionStatus{SessionID: s.id, State: s.state, Revision: s.revision, LastSeq: s.seq,
 			Runs: s.runs, Queued: len(s.queue), Usage: s.usage, Last: s.last, Shutdown: s.shutdown,
-			HandOvers: s.handOvers, Inline: s.inline}
+			HandOvers: s.handOvers, Inline: s.inline, Parent: s.origin}
 		st.ActiveRun = s.activeRef()
 		if s.current != nil {
 			rs, _ := s.current.status()
@@ -421,6 +433,7 @@ func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 
 // commit installs a finished run: its messages, events, revision and usage.
 func (s *session) commit(res api.RunResult) {
+	mark := api.RunMark{Run: s.runs, Start: len(s.transcript), BaseRevision: s.revision, BaseSeq: s.seq}
 	for _, ev := range res.Events {
 		if ev.Seq != s.seq+1 {
 			// The run numbered from our sequence; a gap is a bug, and the
@@ -442,6 +455,7 @@ func (s *session) commit(res api.RunResult) {
 	s.revision = o.Revision
 	s.usage = s.usage.Add(o.UsageTotal)
 	s.last = &o
+	s.markRun(mark, res.Replaced)
 	switch o.Status {
 	case keel.StatusCompleted:
 		s.setState(keel.StateCompleted)
