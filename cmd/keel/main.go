@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/keelrun/keel/internal/interrupt"
 )
 
 // Exit statuses. A run's outcome maps to the first three; they are part of
@@ -52,30 +52,9 @@ var commands = []command{
 }
 
 func main() {
-	ctx, stop := interruptContext()
+	ctx, stop := interrupt.Context("keel", exitDetached)
 	defer stop()
 	os.Exit(dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr))
-}
-
-// interruptContext returns a context cancelled by the first SIGINT or
-// SIGTERM, so commands shut down cleanly; a second signal exits at once,
-// for when a clean shutdown hangs.
-func interruptContext() (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		select {
-		case <-sigs:
-		case <-ctx.Done():
-			return
-		}
-		cancel()
-		<-sigs
-		fmt.Fprintln(os.Stderr, "\nkeel: interrupted again, exiting now")
-		os.Exit(exitDetached)
-	}()
-	return ctx, func() { signal.Stop(sigs); cancel() }
 }
 
 // dispatch runs the subcommand named by args[0].

@@ -18,9 +18,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
+
+	"github.com/keelrun/keel/internal/interrupt"
 )
 
 // Exit statuses, as keel's.
@@ -47,29 +47,9 @@ var commands = []command{
 }
 
 func main() {
-	ctx, stop := interruptContext()
+	ctx, stop := interrupt.Context("keel-bench", exitStopped)
 	defer stop()
 	os.Exit(dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr))
-}
-
-// interruptContext returns a context cancelled by the first SIGINT or
-// SIGTERM; a second signal exits at once.
-func interruptContext() (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		select {
-		case <-sigs:
-		case <-ctx.Done():
-			return
-		}
-		cancel()
-		<-sigs
-		fmt.Fprintln(os.Stderr, "\nkeel-bench: interrupted again, exiting now")
-		os.Exit(exitStopped)
-	}()
-	return ctx, func() { signal.Stop(sigs); cancel() }
 }
 
 // dispatch runs the subcommand named by args[0], or the default one when
