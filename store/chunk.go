@@ -12,12 +12,14 @@ package store
 const (
 	// MinChunk: no cut before this many bytes, so tiny chunks (and their
 	// per-object cost) are rare.
-	MinChunk = 4 << 10
+	MinChunk = 2 << 10
 	// MaxChunk: a cut is forced here, so no chunk is larger.
 	MaxChunk = 64 << 10
-	// chunkMask gives a cut about every 8 KiB past MinChunk, so chunks
-	// average about 12 KiB.
-	chunkMask = 1<<13 - 1
+	// chunkMask gives a cut about every 4 KiB past MinChunk, so chunks
+	// average about 6 KiB: small enough that the chunk a value re-stores
+	// where it parts from a stored one costs little, large enough that a
+	// 64 MiB transcript is some 11,000 objects.
+	chunkMask = 1<<12 - 1
 )
 
 // gear maps each byte to a fixed pseudo-random 64-bit value (splitmix64
