@@ -55,18 +55,10 @@ func TestWorkerWithConfigFile(t *testing.T) {
 	clearTemporalEnv(t)
 	ctx, cancel := context.WithTimeout(withNoInput(context.Background()), 2*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "greeting.json"),
-		[]byte(`{"turns":[{"text":["Hello from ","the file."],"usage":{"input_tokens":3,"output_tokens":4}}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(dir, "keel.yaml")
-	conf := "models:\n  greeter:\n    provider: scripted\n    model: greeting.json\ndefault_model: greeter\nworkspace: ./ws\n"
-	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := keeltest.StartServer(t, devserver.Config{})
-	startKeelWorker(t, ctx, "--address", srv.Address(), "--config", file)
+	srv := startWorkerWithConfig(t, ctx, map[string]string{
+		"greeting.json": `{"turns":[{"text":["Hello from ","the file."],"usage":{"input_tokens":3,"output_tokens":4}}]}`,
+		"keel.yaml":     "models:\n  greeter:\n    provider: scripted\n    model: greeting.json\ndefault_model: greeter\nworkspace: ./ws\n",
+	})
 
 	for _, model := range []string{"default", "greeter"} {
 		code, out, errOut := keelCmd(ctx, "run", "--address", srv.Address(), "--nats", "", "--model", model, "--tools", "", "hi")
@@ -80,4 +72,20 @@ func TestWorkerWithConfigFile(t *testing.T) {
 	if code != exitFailed || !strings.Contains(out+errOut, "not offered by this worker; it offers default, greeter") {
 		t.Fatalf("--model nobody: status %d, want %d and the worker's models\nstdout:\n%s\nstderr:\n%s", code, exitFailed, out, errOut)
 	}
+}
+
+// startWorkerWithConfig writes files (a keel.yaml and what it names) to a
+// directory of the test's and starts a Temporal server and a `keel worker
+// --config` of that keel.yaml against it.
+func startWorkerWithConfig(t *testing.T, ctx context.Context, files map[string]string) *devserver.Server {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := keeltest.StartServer(t, devserver.Config{})
+	startKeelWorker(t, ctx, "--address", srv.Address(), "--config", filepath.Join(dir, "keel.yaml"))
+	return srv
 }

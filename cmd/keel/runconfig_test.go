@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/keelrun/keel/client"
-	"github.com/keelrun/keel/devserver"
-	"github.com/keelrun/keel/internal/keeltest"
 )
 
 // `keel run --model X` runs X for that run only: a later send that names
@@ -24,20 +20,13 @@ func TestRunModelIsForItsRunOnly(t *testing.T) {
 	clearTemporalEnv(t)
 	ctx, cancel := context.WithTimeout(withNoInput(context.Background()), 2*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	for name, text := range map[string]string{"usual.json": "The usual model.", "other.json": "The other model."} {
-		script := `{"repeat":true,"turns":[{"text":["` + text + `"]}]}`
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	file := filepath.Join(dir, "keel.yaml")
-	conf := "models:\n  usual:\n    provider: scripted\n    model: usual.json\n  other:\n    provider: scripted\n    model: other.json\ndefault_model: usual\nworkspace: ./ws\n"
-	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := keeltest.StartServer(t, devserver.Config{})
-	startKeelWorker(t, ctx, "--address", srv.Address(), "--config", file)
+	script := func(text string) string { return `{"repeat":true,"turns":[{"text":["` + text + `"]}]}` }
+	srv := startWorkerWithConfig(t, ctx, map[string]string{
+		"usual.json": script("The usual model."),
+		"other.json": script("The other model."),
+		"keel.yaml": "models:\n  usual:\n    provider: scripted\n    model: usual.json\n" +
+			"  other:\n    provider: scripted\n    model: other.json\ndefault_model: usual\nworkspace: ./ws\n",
+	})
 	c, err := client.Dial(ctx, client.Options{HostPort: srv.Address()})
 	if err != nil {
 		t.Fatal(err)
