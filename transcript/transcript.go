@@ -51,6 +51,7 @@ const (
 	KindSteering   Kind = "steering"   // steering.*: Change.Steering changed
 	KindCompaction Kind = "compaction" // compaction.*
 	KindEnd        Kind = "end"        // the terminal event: Change.Run.Result is set
+	KindSession    Kind = "session"    // session.forked, session.rewound: View.Forked or View.Rewinds changed
 	KindOther      Kind = "other"      // a type this version does not know
 )
 
@@ -66,6 +67,7 @@ var kinds = map[string]Kind{
 	keel.TypeSteeringAccepted: KindSteering, keel.TypeSteeringApplied: KindSteering, keel.TypeSteeringRetracted: KindSteering,
 	keel.TypeCompactionStarted: KindCompaction, keel.TypeCompactionCompleted: KindCompaction,
 	keel.TypeRunCompleted: KindEnd, keel.TypeRunCancelled: KindEnd, keel.TypeRunFailed: KindEnd,
+	keel.TypeSessionForked: KindSession, keel.TypeSessionRewound: KindSession,
 }
 
 // ephemeral reports whether a type travels only on the live channel
@@ -172,6 +174,15 @@ func (t *Transcript) Apply(env keel.Envelope) (ch Change) {
 		return ch
 	}
 	ch.Event = ev
+	switch e := ev.(type) {
+	case keel.SessionForked:
+		// The session's own facts name no run.
+		t.view.Forked = &e
+		return ch
+	case keel.SessionRewound:
+		t.view.Rewinds = append(t.view.Rewinds, e)
+		return ch
+	}
 	run := t.runs[env.RunID]
 	if run == nil {
 		if delta {

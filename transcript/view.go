@@ -24,6 +24,11 @@ type View struct {
 	LastSeq int64          `json:"last_seq"`
 	Ignored map[Reason]int `json:"ignored"`
 	Runs    []*Run         `json:"runs"`
+	// Forked is where the session was forked from (its session.forked
+	// event), and Rewinds its session.rewound events in order: facts of
+	// the session that belong to no run (docs/contract.md §19).
+	Forked  *keel.SessionForked   `json:"forked,omitempty"`
+	Rewinds []keel.SessionRewound `json:"rewinds,omitempty"`
 }
 
 // Status is a run's state in the view.
