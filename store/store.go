@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"gocloud.dev/blob"
@@ -115,9 +116,21 @@ func (s *Store) Get(ctx context.Context, key claimcheck.Key) ([]byte, error) {
 	if _, err := claimcheck.ParseKey(string(key)); err != nil {
 		return nil, err
 	}
-	data, err := s.bucket.ReadAll(ctx, prefix+key.Digest())
+	r, err := s.bucket.NewReader(ctx, prefix+key.Digest(), nil)
 	if err != nil {
 		return nil, s.fail("get", key, err)
+	}
+	defer r.Close()
+	if r.Size() > MaxValueBytes {
+		return nil, fmt.Errorf("%w: %s in %s is %d bytes", ErrTooLarge, key, s.url, r.Size())
+	}
+	// The bound holds even if the object grew after its size was read.
+	data, err := io.ReadAll(io.LimitReader(r, MaxValueBytes+1))
+	if err != nil {
+		return nil, s.fail("get", key, err)
+	}
+	if len(data) > MaxValueBytes {
+		return nil, fmt.Errorf("%w: %s in %s is over %d bytes", ErrTooLarge, key, s.url, MaxValueBytes)
 	}
 	sum := sha256.Sum256(data)
 	if got := hex.EncodeToString(sum[:]); got != key.Digest() {

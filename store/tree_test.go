@@ -145,4 +145,3 @@ func mustPut(t *testing.T, s *Store, data []byte) claimcheck.Key {
 	require.NoError(t, err)
 	return k
 }
-
