@@ -50,9 +50,12 @@ func (s *Session) Fork(ctx context.Context, p api.Point, into string) (*Session,
 		// checked below. A closed session is not replaced either.
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes:    temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(into)),
-		StaticSummary:            fmt.Sprintf("keel session %s, forked from %s at run %d", into, s.id, p.Run),
-		Priority:                 temporal.Priority{PriorityKey: api.SessionPriority},
+		// Without it the SDK answers the session found as if it had
+		// started it.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(into)),
+		StaticSummary:                            fmt.Sprintf("keel session %s, forked from %s at run %d", into, s.id, p.Run),
+		Priority:                                 temporal.Priority{PriorityKey: api.SessionPriority},
 	}, api.SessionWorkflowName, api.SessionInput{SessionID: into, Config: fp.Config, HandOver: s.c.handOver, Inline: true,
 		Fork: &api.ForkInput{Origin: fp.Origin, Transcript: fp.Transcript}})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
