@@ -1,10 +1,11 @@
 package e2e_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,11 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keelrun/keel/devserver"
-	"github.com/keelrun/keel/gateway"
 	"github.com/keelrun/keel/internal/keeltest"
-	"github.com/keelrun/keel/live"
-	"github.com/keelrun/keel/tool"
+	"github.com/keelrun/keel/internal/syncbuf"
 )
 
 // The HTTP clients for other languages (docs/clients.md), their route
@@ -46,39 +44,35 @@ var clientScripts = map[string]string{
 }
 
 // TestClientsAgainstGateway runs the TypeScript client's tests (node
-// --test) and the Python client's (python3 -m unittest) against a gateway
-// over an embedded Temporal server and a keel worker with scripted
-// models, with an API key: a run sent and streamed to run.completed,
-// resume from an event id, steer, retract and cancel of a sleeping run,
-// an ask_user answer, state, history, and typed errors. Each client's
-// live tests must run, not skip. Without node or python3 its half is
-// skipped, unless CI is set, where it fails.
+// --test) and the Python client's (python3 -m unittest) against `keel
+// dev`, the built binary in a process of its own, with scripted models
+// and an API key: a run sent and streamed to run.completed, resume from an
+// event id, steer, retract and cancel of a sleeping run, an ask_user
+// answer, state, history, and typed errors. Each client's live tests must
+// run, not skip. Without node or python3 its half is skipped, unless CI is
+// set, where it fails.
 func TestClientsAgainstGateway(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	srv := keeltest.StartServer(t, devserver.Config{})
-	mem := live.NewMemory()
-	t.Cleanup(func() { _ = mem.Close() })
-	book := &keeltest.ScriptBook{}
-	tools, err := tool.Builtins(t.TempDir())
-	if err != nil {
+	dir := t.TempDir()
+	scripts := filepath.Join(dir, "scripts")
+	if err := os.MkdirAll(scripts, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: book, Tools: tools, Live: mem})
-	gw, err := gateway.New(keeltest.Client(t, srv, mem), gateway.Options{APIKeys: []string{clientAPIKey}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(gw)
-	t.Cleanup(func() {
-		gw.Close()
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-	env := []string{"KEEL_GATEWAY_URL=" + hs.URL, "KEEL_API_KEY=" + clientAPIKey}
+	env := []string{"KEEL_API_KEY=" + clientAPIKey}
 	for name, script := range clientScripts {
-		env = append(env, "KEEL_MODEL_"+name+"="+book.Add(t, "clients-"+strings.ToLower(name), script))
+		file := "clients-" + strings.ToLower(name)
+		if err := os.WriteFile(filepath.Join(scripts, file+".json"), []byte(script), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, "KEEL_MODEL_"+name+"=scripted:"+file)
 	}
+	keys := filepath.Join(dir, "api-keys")
+	if err := os.WriteFile(keys, []byte(clientAPIKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := startKeelDev(t, ctx, "--data-dir", filepath.Join(dir, "data"), "--scripts", scripts, "--api-key-file", keys)
+	env = append(env, "KEEL_GATEWAY_URL="+strings.TrimSuffix(url, "/v1"))
 
 	t.Run("typescript", func(t *testing.T) {
 		node := lookTool(t, "node")
@@ -112,6 +106,45 @@ func lookTool(t *testing.T, name string) string {
 		t.Fatalf("CI is set but %s is not installed (.ci/install installs it from Debian)", name)
 	}
 	return path
+}
+
+// startKeelDev runs `keel dev` with args, on free ports, without the Web
+// UI, its per-user files in the test's directory, and returns the URL of
+// its HTTP API once it has printed its addresses. The process is
+// interrupted when the test ends.
+func startKeelDev(t *testing.T, ctx context.Context, args ...string) string {
+	t.Helper()
+	args = append([]string{"dev", "--no-ui", "--port", "0", "--nats-port", "0", "--http-port", "0", "--metrics-address", ""}, args...)
+	cmd := exec.CommandContext(ctx, keeltest.KeelBinary(t), args...)
+	cmd.Env = append(os.Environ(), "KEEL_CONFIG_DIR="+t.TempDir())
+	var stderr syncbuf.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	url := ""
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		if f := strings.Fields(lines.Text()); len(f) >= 3 && f[0] == "HTTP" && f[1] == "API" {
+			url = f[2]
+		}
+		if strings.HasPrefix(lines.Text(), "Try it") {
+			break
+		}
+	}
+	if url == "" {
+		t.Fatalf("keel dev did not come up (%v):\n%s", lines.Err(), stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return url
 }
 
 // runClientTests runs a client's test command in dir and returns its

@@ -32,10 +32,6 @@ import (
 	"github.com/keelrun/keel/live"
 )
 
-// envKeelBin names a keel binary to run as the workers (make test-postgres
-// passes bin/keel); without it the test builds one.
-const envKeelBin = "KEEL_BIN"
-
 // turnText is the scripted model's answer: 20 chunks 100 ms apart, so a
 // turn streams for about 2 s and a kill lands in the middle of it.
 var turnText = func() []string {
@@ -57,7 +53,7 @@ func TestTwoWorkersOnPostgres(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	bin := keelBinary(t)
+	bin := keeltest.KeelBinary(t)
 	dir := t.TempDir()
 	// The workers offer the script as scripted:cluster (--scripts).
 	scripts := filepath.Join(dir, "scripts")
@@ -355,20 +351,3 @@ func (p *workerProcess) alive() error {
 	}
 }
 
-// keelBinary returns $KEEL_BIN, or builds keel into the test's directory.
-func keelBinary(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv(envKeelBin); bin != "" {
-		abs, err := filepath.Abs(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return abs
-	}
-	bin := filepath.Join(t.TempDir(), "keel")
-	build := exec.Command("go", "build", "-o", bin, "github.com/keelrun/keel/cmd/keel")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build keel: %v\n%s", err, out)
-	}
-	return bin
-}
