@@ -38,6 +38,7 @@ var commands = []command{
 	{"worker", "run a keel worker against a Temporal server", cmdWorker},
 	{"serve", "serve keel's HTTP API (JSON and Server-Sent Events) against a Temporal server", cmdServe},
 	{"codec", "serve the content store's codec endpoint for a Web UI and the temporal CLI", cmdCodec},
+	{"store", "maintain the content store: keel store gc deletes what nothing references", cmdStore},
 	{"run", "send a prompt and render the run live until it ends", cmdRun},
 	{"send", "send a prompt and print the run's IDs without waiting", cmdSend},
 	{"events", "print a session's durable events, or follow them live", cmdEvents},

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	sdkclient "go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/keelrun/keel/store"
+)
+
+const storeDesc = `Maintains the content store. Subcommands:
+
+  gc    delete the objects that nothing in the namespace references`
+
+const storeGCDesc = `Deletes the content store's objects that nothing references. It lists
+every workflow execution of the namespace, open and closed (those Temporal
+still retains), reads each one's history, and keeps every object a payload
+there reaches: the values references name, the chunks and tree nodes they
+are stored as, and every key written inside those values (the event
+segments a session lists, the values a fork shares). It then deletes the
+other objects of --store that were last written more than --grace ago, so
+a value being written now, whose reference has not reached a history yet,
+survives. Stopping it (or kill -9) at any point is harmless: it deletes
+only what nothing references, and the next run finishes the job. With an
+encrypted namespace it needs --encryption-key-file, to look inside values.
+Run it against the namespace that writes to --store, and no other shares
+the store. See docs/ARCHITECTURE.md ("Garbage collection").`
+
+// cmdStore runs a `keel store` subcommand.
+func cmdStore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "gc" {
+		return cmdStoreGC(ctx, args[1:], stdout, stderr)
+	}
+	fs := newFlagSet("store", "keel store gc [flags]", storeDesc)
+	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
+		return code
+	}
+	return fs.usageError(stderr, "name a subcommand: gc")
+}
+
+func cmdStoreGC(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("store gc", "keel store gc --store URL [flags]", storeGCDesc)
+	var conn temporalFlags
+	conn.register(fs)
+	storeURL := fs.String("store", os.Getenv(envStore), "content store `URL` to collect: file:///DIR, s3://BUCKET?endpoint=…&region=… (default $"+envStore+")")
+	var keyFile string
+	registerKeyFile(fs, &keyFile)
+	grace := fs.Duration("grace", store.DefaultGrace, "keep unreferenced objects younger than this (at least "+store.MinGrace.String()+")")
+	dryRun := fs.Bool("dry-run", false, "count what would be deleted; delete nothing")
+	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
+		return code
+	}
+	if *storeURL == "" {
+		return fs.usageError(stderr, "--store (or $%s) is required: gc deletes from the content store", envStore)
+	}
+	if *grace < store.MinGrace {
+		return fs.usageError(stderr, "--grace %s is under %s: a value written now could lose objects before its reference reaches a history", *grace, store.MinGrace)
+	}
+	enc, _, err := loadEncryption(keyFile, true)
+	if err != nil {
+		return fail(stderr, "store gc", err)
+	}
+	s, err := store.Open(ctx, *storeURL)
+	if err != nil {
+		return fail(stderr, "store gc", fmt.Errorf("content store: %w", err))
+	}
+	defer s.Close()
+	if err := s.Check(ctx); err != nil {
+		return fail(stderr, "store gc", fmt.Errorf("content store: %w", err))
+	}
+	opts := store.CollectOptions{Grace: *grace, DryRun: *dryRun}
+	if enc != nil {
+		opts.Decrypt = enc
+	}
+	// The collection starts before any history is read: what is written
+	// from now on is within the grace period.
+	c, err := s.NewCollector(opts)
+	if err != nil {
+		return fail(stderr, "store gc", err)
+	}
+	co, err := conn.resolve()
+	if err != nil {
+		return fail(stderr, "store gc", err)
+	}
+	// No data converter: histories are read as stored, references and all.
+	tc, err := co.Dial(ctx, sdkclient.Options{Logger: (&connFlags{}).temporalLogger(stderr)}, dialTimeout)
+	if err != nil {
+		return fail(stderr, "store gc", withServerHint(fmt.Errorf("keel: %w", err)))
+	}
+	defer tc.Close()
+	runs, events, err := markNamespace(ctx, tc, co.Namespace, c, func(runs, events int) {
+		fmt.Fprintf(stderr, "keel store gc: read %d %s (%d events), %d objects reached\n",
+			runs, plural(runs, "execution", "executions"), events, c.Stats().Marked)
+	})
+	if err != nil {
+		return fail(stderr, "store gc", fmt.Errorf("reading the namespace's histories (nothing deleted): %w", err))
+	}
+	fmt.Fprintf(stderr, "keel store gc: read %d %s (%d events), %d objects reached; sweeping %s\n",
+		runs, plural(runs, "execution", "executions"), events, c.Stats().Marked, s.URL())
+	stats, err := c.Sweep(ctx, func(s store.CollectStats) {
+		fmt.Fprintf(stderr, "keel store gc: listed %d objects, deleted %d\n", s.Listed, s.Deleted)
+	})
+	verb := "deleted"
+	if *dryRun {
+		verb = "would delete"
+	}
+	fmt.Fprintf(stdout, "scanned %d objects (%s): kept %d referenced (%s), %d younger than %s (%s); %s %d (%s); %d referenced keys missing\n",
+		stats.Listed, bytesText(stats.ListedBytes), stats.Kept, bytesText(stats.KeptBytes), stats.Young, *grace,
+		bytesText(stats.YoungBytes), verb, stats.Deleted, bytesText(stats.DeletedBytes), stats.Missing)
+	if err != nil {
+		return fail(stderr, "store gc", err)
+	}
+	return exitOK
+}
+
+// gcProgressEvery is how many executions markNamespace reads between
+// progress reports.
+const gcProgressEvery = 100
+
+// markNamespace shows c every payload of every execution's history in
+// namespace (open and closed) and of its listing (memo). A history that
+// cannot be read fails it: sweeping without it could delete what it names.
+func markNamespace(ctx context.Context, tc sdkclient.Client, namespace string, c *store.Collector, progress func(runs, events int)) (runs, events int, err error) {
+	mark := func(m proto.Message) error {
+		var err error
+		payloads(m.ProtoReflect(), func(p *commonpb.Payload) bool {
+			err = c.Mark(ctx, p)
+			return err == nil
+		})
+		return err
+	}
+	var token []byte
+	for {
+		page, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: namespace, NextPageToken: token})
+		if err != nil {
+			return runs, events, fmt.Errorf("list executions: %w", err)
+		}
+		for _, ex := range page.GetExecutions() {
+			if err := mark(ex); err != nil {
+				return runs, events, err
+			}
+			id, run := ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId()
+			it := tc.GetWorkflowHistory(ctx, id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			for it.HasNext() {
+				ev, err := it.Next()
+				if err != nil {
+					return runs, events, fmt.Errorf("history of %s (run %s): %w", id, run, err)
+				}
+				events++
+				if err := mark(ev); err != nil {
+					return runs, events, fmt.Errorf("history of %s (run %s), event %d: %w", id, run, ev.GetEventId(), err)
+				}
+			}
+			if runs++; runs%gcProgressEvery == 0 {
+				progress(runs, events)
+			}
+		}
+		if token = page.GetNextPageToken(); len(token) == 0 {
+			return runs, events, nil
+		}
+	}
+}
+
+// payloads calls yield with every Payload inside m, at any depth, until
+// yield returns false.
+func payloads(m protoreflect.Message, yield func(*commonpb.Payload) bool) bool {
+	if p, ok := m.Interface().(*commonpb.Payload); ok {
+		return yield(p)
+	}
+	more := true
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			l := v.List()
+			for i := 0; i < l.Len() && more; i++ {
+				more = payloads(l.Get(i).Message(), yield)
+			}
+		case fd.IsMap() && fd.MapValue().Message() != nil:
+			v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+				more = payloads(mv.Message(), yield)
+				return more
+			})
+		case !fd.IsList() && !fd.IsMap() && fd.Message() != nil:
+			more = payloads(v.Message(), yield)
+		}
+		return more
+	})
+	return more
+}
+
+// bytesText is n in KiB, MiB or GiB.
+func bytesText(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
