@@ -38,11 +38,15 @@ func (s *Session) Fork(ctx context.Context, p api.Point, into string) (*Session,
 		return nil, api.ForkOrigin{}, keel.Errorf(keel.CodeInvalidInput, "a fork needs an ID of its own, not its source's (%s)", s.id)
 	}
 	var fp api.ForkPoint
-	if err := s.query(ctx, s.id, api.QueryForkPoint, &fp, api.ForkPointQuery{Point: p}); err != nil {
-		return nil, api.ForkOrigin{}, err
+	v, err := s.c.queryWorkflow(ctx, s.id, api.QueryForkPoint, api.ForkPointQuery{Point: p})
+	if err == nil {
+		err = v.Get(&fp)
+	}
+	if err != nil {
+		return nil, api.ForkOrigin{}, fromTemporal(queryFailure(err), "session "+s.id)
 	}
 	fork := s.c.Session(into)
-	_, err := s.c.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	_, err = s.c.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:        into,
 		TaskQueue: api.TaskQueue,
 		// The fork exists once or not at all: a second start of the
@@ -101,4 +105,15 @@ func (s *Session) Rewind(ctx context.Context, p api.Point) (api.RewindResult, er
 	// What the caller reads next (keel history, keel events) includes
 	// the rewind.
 	return res, s.waitCommitted(ctx, res.Seq)
+}
+
+// queryFailure returns the error a query handler failed with, as the
+// workflow returned it (a keel error's ApplicationError with its code),
+// when the server passed it on; err otherwise.
+func queryFailure(err error) error {
+	var failed *serviceerror.QueryFailed
+	if errors.As(err, &failed) && failed.Failure != nil {
+		return temporal.GetDefaultFailureConverter().FailureToError(failed.Failure)
+	}
+	return err
 }

@@ -29,6 +29,8 @@ func (g *Gateway) routeAPI() {
 	g.Handle(http.MethodPost, "/v1/sessions/{id}/respond", g.session(g.postRespond))
 	g.Handle(http.MethodPost, "/v1/sessions/{id}/cancel", g.session(g.postCancel))
 	g.Handle(http.MethodGet, "/v1/sessions/{id}/requests", g.session(g.getRequests))
+	g.Handle(http.MethodPost, "/v1/sessions/{id}/fork", g.session(g.postFork))
+	g.Handle(http.MethodPost, "/v1/sessions/{id}/rewind", g.session(g.postRewind))
 	// AG-UI names its session (threadId) in the body: postAGUI checks it
 	// against the key's prefix.
 	g.handle(Route{Method: http.MethodPost, Path: "/v1/ag-ui", sessions: true}, http.HandlerFunc(g.postAGUI))
