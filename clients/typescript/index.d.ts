@@ -65,6 +65,8 @@ export interface SessionStatus {
   shutdown?: boolean;
   hand_overs?: number;
   closed?: Record<string, unknown>;
+  /** Where the session was forked from (docs/contract.md §19). */
+  parent?: Record<string, unknown>;
 }
 
 export interface HistoryPage {
@@ -111,6 +113,8 @@ export type KeelEvent =
   | Durable<"steering.retracted", { steering_id: string }>
   | Durable<"host_input.requested", { request_id: string; tool_call_id: string; prompt: string; schema?: unknown }>
   | Durable<"host_input.resolved", { request_id: string; tool_call_id: string; interrupted?: boolean }>
+  | Durable<"session.forked", { source: string; run: number; step?: number; revision: number; seq: number; messages: number }>
+  | Durable<"session.rewound", { from_run: number; from_revision: number; to_run: number; to_step?: number; revision: number; messages: number }>
   | Delta<"text.delta", { step: number; attempt: number; text: string }>
   | Delta<"reasoning.delta", { step: number; attempt: number; text: string }>
   | Delta<"tool_call.delta", { step: number; attempt: number; index: number; id?: string; name?: string; arguments?: string }>
@@ -166,6 +170,40 @@ export interface HostRequest {
 export interface RequestsResponse {
   requests: HostRequest[];
   run_id?: string;
+}
+
+/** A point of a session: after run `run` (0: before the first), or after step `step` of it. */
+export interface ForkRequest {
+  run: number;
+  step?: number;
+  /** The new session's ID; generated when left out. */
+  into?: string;
+}
+
+export interface ForkResponse {
+  session_id: string;
+  parent: {
+    source: string;
+    run: number;
+    step?: number;
+    revision: number;
+    seq: number;
+  };
+}
+
+export interface RewindRequest {
+  run: number;
+  step?: number;
+}
+
+export interface RewindResponse {
+  from_run: number;
+  from_revision: number;
+  revision: number;
+  /** The session.rewound event's seq. */
+  seq: number;
+  /** The transcript's length after the rewind. */
+  messages: number;
 }
 
 export interface SessionsResponse {
@@ -227,6 +265,10 @@ export declare class KeelClient {
   respond(sessionId: string, requestId: string, answer: unknown, options?: RunOption): Promise<StatusResponse>;
   cancel(sessionId: string, options?: RunOption): Promise<StatusResponse>;
   requests(sessionId: string, options?: RunOption): Promise<RequestsResponse>;
+  /** Forks the session at a run or step into a new session (POST /v1/sessions/{id}/fork). */
+  fork(sessionId: string, point: ForkRequest): Promise<ForkResponse>;
+  /** Makes the session go on from an earlier run or step (POST /v1/sessions/{id}/rewind). */
+  rewind(sessionId: string, point: RewindRequest): Promise<RewindResponse>;
   /** One call; a success's raw Response, else a typed KeelError. */
   request(method: string, path: string, init?: {
     query?: Record<string, unknown>; body?: unknown; headers?: Record<string, string>; signal?: AbortSignal;

@@ -12,8 +12,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 from .errors import ConnectionFailed, KeelError, error_from
 from .sse import parse_sse
-from .types import (Event, EventsPage, HistoryPage, Lag, RequestsResponse, RetractResponse, RunResponse,
-                    SessionsResponse, SessionStatus, StatusResponse, SteerResponse)
+from .types import (Event, EventsPage, ForkResponse, HistoryPage, Lag, RequestsResponse, RetractResponse,
+                    RewindResponse, RunResponse, SessionsResponse, SessionStatus, StatusResponse, SteerResponse)
 
 #: The gateway's address under ``keel dev``.
 DEFAULT_BASE_URL = "http://127.0.0.1:7280"
@@ -104,6 +104,21 @@ class Client:
     def requests(self, session_id: str, *, run: Optional[int] = None) -> RequestsResponse:
         """The open host-input requests of the active run (GET /v1/sessions/{id}/requests)."""
         return self._json("GET", _session(session_id) + "/requests", query={"run": run})
+
+    def fork(self, session_id: str, run: int, *, step: Optional[int] = None,
+             into: Optional[str] = None) -> ForkResponse:
+        """Forks the session after run ``run`` (or after step ``step`` of it)
+        into a new session (POST /v1/sessions/{id}/fork); ``into`` names it,
+        else it is generated. The same ``into`` at the same point answers
+        the fork made before."""
+        body = {"run": run, "step": step, "into": into}
+        return self._json("POST", _session(session_id) + "/fork", body={k: v for k, v in body.items() if v is not None})
+
+    def rewind(self, session_id: str, run: int, *, step: Optional[int] = None) -> RewindResponse:
+        """Makes the session go on from after run ``run`` (or after step
+        ``step`` of it) (POST /v1/sessions/{id}/rewind)."""
+        body = {"run": run, "step": step}
+        return self._json("POST", _session(session_id) + "/rewind", body={k: v for k, v in body.items() if v is not None})
 
     # Transport.
 

@@ -64,6 +64,8 @@ class SessionStatus(TypedDict):
     shutdown: NotRequired[bool]
     hand_overs: NotRequired[int]
     closed: NotRequired[Dict[str, Any]]
+    #: Where the session was forked from (docs/contract.md §19).
+    parent: NotRequired[Dict[str, Any]]
 
 
 class HistoryPage(TypedDict, total=False):
@@ -124,6 +126,42 @@ class HostRequest(TypedDict, total=False):
 class RequestsResponse(TypedDict):
     requests: List[HostRequest]
     run_id: NotRequired[str]
+
+
+class ForkRequest(TypedDict):
+    """A point: after run ``run`` (0: before the first), or after step ``step`` of it."""
+    run: int
+    step: NotRequired[int]
+    #: The new session's ID; generated when left out.
+    into: NotRequired[str]
+
+
+class ForkOrigin(TypedDict):
+    source: str
+    run: int
+    step: NotRequired[int]
+    revision: int
+    seq: int
+
+
+class ForkResponse(TypedDict):
+    session_id: str
+    parent: ForkOrigin
+
+
+class RewindRequest(TypedDict):
+    run: int
+    step: NotRequired[int]
+
+
+class RewindResponse(TypedDict):
+    from_run: int
+    from_revision: int
+    revision: int
+    #: The session.rewound event's seq.
+    seq: int
+    #: The transcript's length after the rewind.
+    messages: int
 
 
 class SessionSummary(TypedDict):

@@ -64,6 +64,8 @@ class RoutesTest(unittest.TestCase):
         c.respond("s1", "r1", {"any": "json"}, run=2)
         c.cancel("s1", run=2)
         c.requests("s1", run=2)
+        c.fork("s1", 2, step=1, into="s2")
+        c.rewind("s1", 1, step=1)
 
     def test_calls_match_the_table(self) -> None:
         self.call_everything(Client(self.gw.url, api_key="k"))

@@ -99,6 +99,21 @@ export class KeelClient {
   }
 
   /**
+   * Forks the session at a point into a new session (POST
+   * /v1/sessions/{id}/fork): `{run, step?, into?}`; resolves to the new
+   * session's ID and its parent. The same `into` at the same point answers
+   * the fork made before.
+   */
+  fork(sessionId, point) {
+    return this.#json("POST", `${session(sessionId)}/fork`, { body: pointBody(point, ["run", "step", "into"]) });
+  }
+
+  /** Makes the session go on from an earlier run or step (POST /v1/sessions/{id}/rewind): `{run, step?}`. */
+  rewind(sessionId, point) {
+    return this.#json("POST", `${session(sessionId)}/rewind`, { body: pointBody(point, ["run", "step"]) });
+  }
+
+  /**
    * request sends one call and returns the raw Response of a success; an
    * error answer becomes a typed KeelError.
    * @param {string} method
@@ -252,6 +267,16 @@ function segment(s) {
 
 /** Whether an envelope is durable (it has a seq). */
 export function isDurable(event) { return typeof event?.seq === "number"; }
+
+// pointBody keeps the fields a point route takes that are set: the
+// gateway refuses unknown fields.
+function pointBody(point, fields) {
+  const body = {};
+  for (const f of fields) {
+    if (point?.[f] !== undefined) body[f] = point[f];
+  }
+  return body;
+}
 
 /** Whether an envelope ends a run (run.completed, run.cancelled, run.failed). */
 export function isTerminal(event) {

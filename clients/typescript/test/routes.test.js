@@ -51,6 +51,8 @@ async function callEverything(c) {
   await c.respond("s1", "r1", { any: "json" }, { run: 2 });
   await c.cancel("s1", { run: 2 });
   await c.requests("s1", { run: 2 });
+  await c.fork("s1", { run: 2, step: 1, into: "s2" });
+  await c.rewind("s1", { run: 1, step: 1 });
 }
 
 test("the client calls exactly the operations of routes.json, with their parameters and fields", async () => {
