@@ -260,7 +260,7 @@ func (s *stack) startInProcessKeelWorker(ctx context.Context, cfg WorkerConfig) 
 
 // RunBaselineWorker runs the bare baseline's worker (NewBaselineWorker) on
 // a connection of its own to the server at address until ctx ends; ready
-// is called once it polls. `keel bench concurrency` runs it in a child
+// is called once it polls. `keel-bench concurrency` runs it in a child
 // process.
 func RunBaselineWorker(ctx context.Context, address, namespace string, ready func()) error {
 	c, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: address, Namespace: namespace})

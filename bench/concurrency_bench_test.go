@@ -18,7 +18,7 @@ import (
 // it, with workers in this process; 10% of each side are cancelled
 // mid-stream. It prints the whole table (ratios, the server's calls,
 // heartbeats, history events and persistence requests per run) and
-// reports the headline figures as metrics. `keel bench concurrency` runs
+// reports the headline figures as metrics. `keel-bench concurrency` runs
 // the same with its workers in processes of their own.
 //
 //	go test -run '^$' -bench ConcurrentStreams -benchtime 20x ./bench/

@@ -12,7 +12,7 @@ import (
 
 // The measurements below time any live.Publisher and live.Subscription,
 // in process or across NATS connections. The channel's own benchmarks
-// (live_test.go) and `keel bench`'s event latencies use them.
+// (live_test.go) and keel-bench's event latencies use them.
 
 // Delta returns a text delta of the size a model streams (a few tokens),
 // stamped with the current time in At.

@@ -6,9 +6,9 @@ import (
 )
 
 // envRunAsKeel makes the test binary behave as the keel binary, for tests
-// of commands that re-execute themselves (keel bench --worker-process runs
-// os.Executable() as `keel worker`). Children inherit it from the test
-// that sets it; the test process itself has passed this point by then.
+// that run keel in a process of its own (the kill tests run this binary
+// as `keel dev`, to SIGKILL it). Children inherit it from the test that
+// sets it; the test process itself has passed this point by then.
 const envRunAsKeel = "KEEL_TEST_RUN_AS_KEEL"
 
 func TestMain(m *testing.M) {
