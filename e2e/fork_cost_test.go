@@ -1,0 +1,106 @@
+package e2e_test
+
+import (
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/devserver"
+	"github.com/keelrun/keel/internal/keeltest"
+)
+
+// TestForkAndRewindCost measures what a fork and a rewind add, in time and
+// in content-store bytes, at run 10 and at run 100 of one session
+// (docs/contract.md §19.5): each run's prompt and answer are about 1 KiB,
+// so at run 100 the transcript is about 200 KiB. A fork stores its
+// input's transcript by content, so the bytes it adds are what the store
+// does not already hold; a rewind stores nothing; neither copies an
+// event. The times are logged, not asserted (a shared machine); the bytes
+// are bounded.
+func TestForkAndRewindCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 100 runs on a Temporal server")
+	}
+	ctx := testContext(t, 5*time.Minute)
+	data := t.TempDir()
+	srv := keeltest.StartServer(t, devserver.Config{DataDir: data})
+	answer := make([]byte, 1000)
+	for i := range answer {
+		answer[i] = 'a' + byte(i%26)
+	}
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["` + string(answer) + `"]}]}`})
+	c := keeltest.Client(t, srv, nil)
+	sess := c.Session("fork-cost")
+	storeBytes := func() int64 {
+		var n int64
+		_ = filepath.WalkDir(filepath.Join(data, "store"), func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				if info, err := d.Info(); err == nil {
+					n += info.Size()
+				}
+			}
+			return nil
+		})
+		return n
+	}
+	type cost struct {
+		fork, rewind                     time.Duration
+		runBytes, forkBytes, rewindBytes int64
+	}
+	costs := map[int]cost{}
+	for n := 1; n <= 100; n++ {
+		runStart := storeBytes()
+		prompt := fmt.Sprintf("prompt %d %s", n, answer)
+		run, err := sess.Send(ctx, prompt, client.WithConfig(api.RunConfig{Tools: []string{}}))
+		require.NoError(t, err)
+		_, err = run.Outcome(ctx)
+		require.NoError(t, err)
+		if n != 10 && n != 100 {
+			continue
+		}
+		var k cost
+		before := storeBytes()
+		k.runBytes = before - runStart
+		t.Logf("run %d itself added %d store bytes", n, k.runBytes)
+		start := time.Now()
+		// The first call waits for the session's execution to take its
+		// first workflow task (Temporal holds it back up to a second after
+		// a quick run, docs/ARCHITECTURE.md); the second is the fork's own
+		// cost.
+		_, _, err = sess.Fork(ctx, api.Point{Run: n}, fmt.Sprintf("fork-cost-at-%d", n))
+		require.NoError(t, err)
+		first := storeBytes() - before
+		before = storeBytes()
+		start = time.Now()
+		_, _, err = sess.Fork(ctx, api.Point{Run: n}, fmt.Sprintf("fork-cost-again-at-%d", n))
+		k.fork = time.Since(start)
+		require.NoError(t, err)
+		k.forkBytes = storeBytes() - before
+		t.Logf("run %d: the first fork added %d store bytes", n, first)
+		before = storeBytes()
+		start = time.Now()
+		_, err = sess.Rewind(ctx, api.Point{Run: n})
+		k.rewind = time.Since(start)
+		require.NoError(t, err)
+		k.rewindBytes = storeBytes() - before
+		costs[n] = k
+		hist, err := sess.History(ctx, 0, 0)
+		require.NoError(t, err)
+		t.Logf("run %d (transcript %d messages): fork %v, +%d store bytes; rewind %v, +%d store bytes",
+			n, hist.Total, k.fork.Round(time.Millisecond), k.forkBytes, k.rewind.Round(time.Millisecond), k.rewindBytes)
+	}
+	for _, n := range []int{10, 100} {
+		// A rewind stores nothing. A fork stores its input's transcript
+		// by content: no more than the run before it stored (what it
+		// shares with the source's stored transcript depends on the
+		// content store's chunking, docs/ARCHITECTURE.md).
+		require.Zero(t, costs[n].rewindBytes, "a rewind at run %d stored bytes", n)
+		require.LessOrEqual(t, costs[n].forkBytes, costs[n].runBytes, "a fork at run %d", n)
+	}
+}
