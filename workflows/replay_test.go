@@ -70,6 +70,20 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 1, // send
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: all(noChildWorkflows, hasVersionMarker("set-default"))},
+	// A fork and a rewind (e2e TestRecordForkHistories): a session
+	// started as a fork (session.forked from its input), its run 1 and
+	// the continue-as-new; the source's execution after its run 1, with
+	// the rewind update back to run 0, then run 2.
+	{file: "inline_fork.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+		activities.ModelTurnName: 1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 1, // send
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
+	}, check: all(noChildWorkflows, startedAsFork)},
+	{file: "inline_rewind.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+		activities.ModelTurnName: 1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 2, // rewind, send
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
+	}, check: all(noChildWorkflows, hasUpdate(api.UpdateRewind))},
 	{file: "inline_idle_move.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // move
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
@@ -264,6 +278,32 @@ func noChildWorkflows(h *historypb.History) error {
 		return fmt.Errorf("%d child workflows started; an inline run executes in its session's execution", n)
 	}
 	return nil
+}
+
+// startedAsFork checks that the execution started from a fork's input
+// (api.SessionInput.Fork) and not from a carry.
+func startedAsFork(h *historypb.History) error {
+	p := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()
+	var in api.SessionInput
+	if len(p) != 1 || converter.GetDefaultDataConverter().FromPayload(p[0], &in) != nil {
+		return fmt.Errorf("the first event's input is no session input")
+	}
+	if in.Fork == nil || in.Carry != nil {
+		return fmt.Errorf("the execution did not start as a fork")
+	}
+	return nil
+}
+
+// hasUpdate checks that the history accepted an update named name.
+func hasUpdate(name string) func(*historypb.History) error {
+	return func(h *historypb.History) error {
+		for _, ev := range h.GetEvents() {
+			if ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetName() == name {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %q update accepted", name)
+	}
 }
 
 // all checks every one of checks.
