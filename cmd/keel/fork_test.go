@@ -89,6 +89,20 @@ func TestForkAndRewindCommands(t *testing.T) {
 		t.Fatalf("f1's log: %v, %v; want one session.forked", evs, err)
 	}
 
+	// keel run on the fork goes on from the point, as its run 1; keel state
+	// names its parent.
+	code, out, errOut = keelCmd(ctx, append([]string{"run", "--nats", "", "--session", "f1", "--model", "answer", "on the fork"}, addr...)...)
+	if code != exitOK || !strings.Contains(out, "run 1") {
+		t.Fatalf("keel run on the fork: status %d\n%s\n%s", code, out, errOut)
+	}
+	if got := history("f1"); len(got) != 4 || fmt.Sprint(got[:2]) != fmt.Sprint(src[:2]) || got[2].Content != "on the fork" {
+		t.Errorf("the fork after its run: %v", got)
+	}
+	code, out, errOut = keelCmd(ctx, append([]string{"state", "f1"}, addr...)...)
+	if code != exitOK || !strings.Contains(out, `"parent"`) || !strings.Contains(out, `"source": "src"`) {
+		t.Errorf("keel state f1: status %d\n%s\n%s", code, out, errOut)
+	}
+
 	// The same ID at another point, or a session that is no fork, is refused.
 	for _, args := range [][]string{
 		{"fork", "src", "--at-run", "2", "--into", "f1"},
