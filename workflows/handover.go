@@ -107,8 +107,11 @@ func (s *session) flushEvents(ctx workflow.Context) {
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
 			MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrNoStore}},
 	})
+	// A rewind may append its event while the segment is written: it
+	// stays in memory, after the segment.
+	held, last := s.events, s.seq
 	var seg api.EventSegment
-	if err := workflow.ExecuteLocalActivity(lctx, activities.StoreEventsName, s.events).Get(ctx, &seg); err != nil {
+	if err := workflow.ExecuteLocalActivity(lctx, activities.StoreEventsName, held).Get(ctx, &seg); err != nil {
 		workflow.GetLogger(ctx).Warn("durable events stay in the session's memory", "err", err)
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.Type() == activities.ErrNoStore {
@@ -116,13 +119,16 @@ func (s *session) flushEvents(ctx workflow.Context) {
 		}
 		return
 	}
-	if seg.First != s.tailBase+1 || seg.Last != s.seq {
+	if seg.First != s.tailBase+1 || seg.Last != last {
 		workflow.GetLogger(ctx).Error("stored segment does not match the log", "first", seg.First, "last", seg.Last)
 		return
 	}
 	s.segments = append(s.segments, seg)
-	s.events = nil
-	s.tailBase = s.seq
+	s.events = s.events[len(held):]
+	if len(s.events) == 0 {
+		s.events = nil
+	}
+	s.tailBase = last
 }
 
 // maxCarryBytes bounds what a session carries in its continue-as-new input
