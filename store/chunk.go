@@ -12,14 +12,19 @@ package store
 const (
 	// MinChunk: no cut before this many bytes, so tiny chunks (and their
 	// per-object cost) are rare.
-	MinChunk = 2 << 10
+	MinChunk = 512
 	// MaxChunk: a cut is forced here, so no chunk is larger.
 	MaxChunk = 64 << 10
-	// chunkMask gives a cut about every 4 KiB past MinChunk, so chunks
-	// average about 6 KiB: small enough that the chunk a value re-stores
-	// where it parts from a stored one costs little, large enough that a
-	// 64 MiB transcript is some 11,000 objects.
-	chunkMask = 1<<12 - 1
+	// chunkMask gives a cut about every 1 KiB past MinChunk, so chunks
+	// average about 1.5 KiB. Small, because a run's new content reaches
+	// the store in several payloads (the tool's result, the model turn's
+	// input, the transcript, the session's state), each framing it
+	// differently: each re-stores the chunk where its framing meets the
+	// content and the chunk where the content ends, which at 6 KiB
+	// chunks cost 0.6× the content and at 1.5 KiB 0.4×
+	// (docs/performance.md, "Content-store growth"). The price is objects:
+	// about 45 a run of 64 KiB.
+	chunkMask = 1<<10 - 1
 )
 
 // gear maps each byte to a fixed pseudo-random 64-bit value (splitmix64

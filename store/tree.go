@@ -34,13 +34,16 @@ import (
 var nodeMagic = []byte("keeltree\x01")
 
 const (
-	// nodeFanout is the average number of children of a node.
-	nodeFanout = 64
+	// nodeFanout is the average number of children of a node: the node
+	// at the end of each level is stored again by each new value, so
+	// nodes stay small (about 600 bytes).
+	nodeFanout = 16
 	// maxFanout bounds a node's children, hence its size (about 9 KiB).
 	maxFanout = 256
-	// maxLevels bounds a tree's height: 8 levels of 256 children over
-	// 64 KiB chunks is more than any value; a deeper "tree" is damage.
-	maxLevels = 8
+	// maxLevels bounds a tree's height: a value of MaxValueBytes in
+	// MinChunk chunks, two to a node (the fewest), needs 21 levels; at the
+	// average fanout, 5.
+	maxLevels = 24
 	// MaxValueBytes bounds the value a reference may name: a reader
 	// refuses (ErrTooLarge) a tree that says it holds more, before it
 	// reads the chunks.

@@ -31,7 +31,7 @@ func TestChunkBounds(t *testing.T) {
 		require.LessOrEqual(t, len(c), MaxChunk, "chunk %d", i)
 	}
 	avg := len(data) / len(cs)
-	require.True(t, avg > 4<<10 && avg < 8<<10, "average chunk %d bytes", avg)
+	require.True(t, avg > MinChunk && avg < MinChunk+2*(chunkMask+1), "average chunk %d bytes", avg)
 	// Constant data never meets the mask: MaxChunk cuts.
 	for _, c := range chunks(bytes.Repeat([]byte{'x'}, 3*MaxChunk)) {
 		require.Equal(t, MaxChunk, len(c))
