@@ -184,6 +184,26 @@ class GatewayTest(unittest.TestCase):
         self.assertIsInstance(listed["namespace"], str)
         self.assertIsInstance(listed["sessions"], list)
 
+    def test_fork_once_per_id_and_rewind(self) -> None:
+        sid = f"{PREFIX}-forksrc"
+        self.client.send(sid, "one", model=model("DEFAULT"), if_active="queue")
+        self.client.send(sid, "two", model=model("DEFAULT"), if_active="queue")
+        with self.client.events(sid, after=0) as stream:
+            until(stream, lambda e: e.type in ("run.completed", "run.failed", "run.cancelled")
+                  and e.data["revision"] == 2)
+        source = self.client.history(sid)
+        fork = self.client.fork(sid, 2, into=f"{PREFIX}-fork")
+        self.assertEqual(fork["session_id"], f"{PREFIX}-fork")
+        self.assertEqual((fork["parent"]["source"], fork["parent"]["run"], fork["parent"]["revision"]), (sid, 2, 2))
+        self.assertEqual(self.client.fork(sid, 2, into=f"{PREFIX}-fork"), fork, "the same fork again")
+        self.assertEqual(self.client.history(fork["session_id"])["messages"], source["messages"])
+        self.assertEqual(self.client.state(fork["session_id"])["parent"], fork["parent"])
+        rewound = self.client.rewind(sid, 0)
+        self.assertEqual((rewound["from_run"], rewound["revision"], rewound["messages"]), (2, 3, 0))
+        self.assertEqual(self.client.history(sid)["total"], 0)
+        with self.assertRaises(NotFound):
+            self.client.rewind(sid, 2)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -193,3 +193,23 @@ test("bad requests get typed errors", { skip }, async () => {
   assert.equal(typeof list.namespace, "string");
   assert.ok(Array.isArray(list.sessions));
 });
+
+test("a session is forked at a run, once per ID, and rewound", { skip }, async () => {
+  const id = `${prefix}-forksrc`;
+  await client.send(id, { prompt: "one", model: model("DEFAULT"), if_active: "queue" });
+  await client.send(id, { prompt: "two", model: model("DEFAULT"), if_active: "queue" });
+  const f = follow(id, { after: 0 });
+  await f.until((e) => ["run.completed", "run.failed", "run.cancelled"].includes(e.type) && e.data.revision === 2);
+  await f.close();
+  const source = await client.history(id);
+  const fork = await client.fork(id, { run: 2, into: `${prefix}-fork` });
+  assert.equal(fork.session_id, `${prefix}-fork`);
+  assert.deepEqual([fork.parent.source, fork.parent.run, fork.parent.revision], [id, 2, 2]);
+  assert.deepEqual(await client.fork(id, { run: 2, into: `${prefix}-fork` }), fork, "the same fork again");
+  assert.deepEqual((await client.history(fork.session_id)).messages, source.messages);
+  assert.deepEqual((await client.state(fork.session_id)).parent, fork.parent);
+  const rewound = await client.rewind(id, { run: 0 });
+  assert.deepEqual([rewound.from_run, rewound.revision, rewound.messages], [2, 3, 0]);
+  assert.equal((await client.history(id)).total, 0);
+  await assert.rejects(client.rewind(id, { run: 2 }), (err) => err.status === 404);
+});
