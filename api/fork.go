@@ -41,7 +41,7 @@ type ForkPoint struct {
 // they are the source's at the start of the run (the last committed state
 // before the point).
 type ForkOrigin struct {
-	Source   string `json:"source"`
+	Source string `json:"source"`
 	Point
 	Revision int64 `json:"revision"`
 	Seq      int64 `json:"seq"`
