@@ -350,4 +350,3 @@ func (p *workerProcess) alive() error {
 		return nil
 	}
 }
-
