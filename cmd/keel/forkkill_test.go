@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/store"
+)
+
+// TestKillDevDuringFork kills -9 the whole `keel dev` while a fork of a
+// session with 64 KiB tool results is on its way (the fork's input is
+// written to the content store, then the fork's workflow is started and
+// runs its first task), and right after a fork returned (its first task
+// maybe not yet run), then starts it again on the same data directory.
+// Each time the fork happened once or not at all: there is no session
+// under its ID, or one whose log is one session.forked at seq 1 and whose
+// history is the source's; the same fork asked again answers that
+// session (or makes it), and the source is untouched (docs/contract.md
+// §19.4).
+func TestKillDevDuringFork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts keel dev processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	data, workspace := filepath.Join(dir, "data"), filepath.Join(dir, "workspace")
+	if err := os.MkdirAll(workspace, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(workspace, "big.txt"), []byte(strings.Repeat("0123456789abcdef", 4096)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	model := writeScript(t, devKillScript)
+	st, err := store.Open(ctx, "file://"+filepath.Join(data, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	dc := store.NewDataConverter(store.NewCodec(st, store.CodecOptions{}))
+	dial := func(p *devProcess) *client.Client {
+		c, err := client.Dial(ctx, client.Options{HostPort: p.address, DataConverter: dc,
+			Config: api.RunConfig{Model: model, Tools: []string{"read_file"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	p := startDevProcess(t, data, workspace)
+	c := dial(p)
+	src := c.Session("fork-kill-src")
+	for i := 1; i <= 2; i++ {
+		run, err := src.Send(ctx, fmt.Sprintf("prompt %d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := run.Outcome(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := src.History(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// check asserts what a fork into id left after a kill: nothing, or
+	// all of it; then asks for the same fork again.
+	check := func(c *client.Client, id string) {
+		t.Helper()
+		fork := c.Session(id)
+		st, err := fork.State(ctx)
+		switch {
+		case errors.Is(err, keel.ErrNotFound):
+			t.Logf("%s: not forked before the kill", id)
+		case err != nil:
+			t.Fatalf("state of %s: %v", id, err)
+		default:
+			if st.Parent == nil || st.Parent.Source != src.ID() || st.Parent.Run != 2 {
+				t.Fatalf("%s after the kill: parent %+v", id, st.Parent)
+			}
+			t.Logf("%s: forked before the kill", id)
+		}
+		if _, _, err := src.Fork(ctx, api.Point{Run: 2}, id); err != nil {
+			t.Fatalf("the fork into %s again: %v", id, err)
+		}
+		log, err := fork.EventsAfter(ctx, 0)
+		if err != nil || len(log) != 1 || log[0].Type != keel.TypeSessionForked || log[0].Seq != 1 {
+			t.Fatalf("%s's log: %v (%v); want one session.forked", id, log, err)
+		}
+		hist, err := fork.History(ctx, 0, 0)
+		if err != nil || fmt.Sprint(hist.Messages) != fmt.Sprint(before.Messages) || hist.Revision != before.Revision {
+			t.Fatalf("%s's history (%v) is not the source's", id, err)
+		}
+	}
+
+	// Killed while the fork is on its way: wherever the kill lands.
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := src.Fork(ctx, api.Point{Run: 2}, "fork-kill-during")
+		done <- err
+	}()
+	p.kill()
+	t.Logf("killed keel dev during a fork; the fork call said: %v", <-done)
+	c.Close()
+	p = startDevProcess(t, data, workspace)
+	c = dial(p)
+	src = c.Session(src.ID())
+	check(c, "fork-kill-during")
+
+	// Killed right after a fork returned.
+	if _, _, err := src.Fork(ctx, api.Point{Run: 2}, "fork-kill-after"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	p.kill()
+	p = startDevProcess(t, data, workspace)
+	c = dial(p)
+	defer c.Close()
+	src = c.Session(src.ID())
+	check(c, "fork-kill-after")
+
+	after, err := src.History(ctx, 0, 0)
+	if err != nil || fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("the source changed: %v", err)
+	}
+	// A fork runs on after the restarts.
+	run, err := c.Session("fork-kill-after").Send(ctx, "on the fork")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run.Outcome(ctx); err != nil || out.Status != keel.StatusCompleted {
+		t.Fatalf("the fork's run: %+v, %v", out, err)
+	}
+	checkStoreIntact(t, ctx, st, filepath.Join(data, "store"))
+}
