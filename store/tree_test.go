@@ -145,3 +145,21 @@ func mustPut(t *testing.T, s *Store, data []byte) claimcheck.Key {
 	require.NoError(t, err)
 	return k
 }
+
+// A reader through the codec endpoint (claimcheck's remote codec, the
+// light client's) reads old single-object references and chunked ones.
+func TestTreeThroughEndpoint(t *testing.T) {
+	s := open(t, "mem://")
+	p := &commonpb.Payload{Data: text(t, 200<<10)}
+	old, err := NewCodec(s, CodecOptions{WholeObjects: true}).Encode([]*commonpb.Payload{p})
+	require.NoError(t, err)
+	c := NewCodec(s, CodecOptions{})
+	chunked, err := c.Encode([]*commonpb.Payload{p})
+	require.NoError(t, err)
+	require.NotEqual(t, string(old[0].GetData()), string(chunked[0].GetData()))
+	srv, _ := codecServer(t, c.Handler(HandlerOptions{}))
+	dec, err := claimcheck.NewRemoteCodec(srv.URL, claimcheck.RemoteOptions{}).Decode(append(old, chunked...))
+	require.NoError(t, err)
+	require.True(t, proto.Equal(p, dec[0]), "the old reference")
+	require.True(t, proto.Equal(p, dec[1]), "the chunked one")
+}
