@@ -10,7 +10,15 @@
 // replaced with a small reference payload (encoding "keel/claim-check",
 // data {"key":"sha256:...","size":N}), and references are resolved on the
 // way back. Histories stay small, and since the codec is deterministic,
-// replay sees the same references that were recorded.
+// replay sees the same references that were recorded. A payload larger
+// than one chunk is stored as content-defined chunks and a tree of nodes
+// over them, so payloads that share a prefix (a transcript run after run)
+// share their objects; the reference names the tree's root, and
+// references written before chunking (one object a value) still decode.
+//
+// A Collector deletes what nothing references: Mark every payload of the
+// namespace's histories, then Sweep deletes the unmarked objects older
+// than a grace period (keel store gc).
 //
 // Workers, which can reach the store, install the codec in their data
 // converter:
