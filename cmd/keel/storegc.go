@@ -16,9 +16,11 @@ import (
 	"github.com/keelrun/keel/store"
 )
 
-const storeDesc = `Maintains the content store. Subcommands:
-
-  gc    delete the objects that nothing in the namespace references`
+const storeDesc = `Maintains the content store, where workers keep the values too large for
+a Temporal history (transcripts, tool results, event segments). Its one
+subcommand, "keel store gc", deletes the objects that nothing in the
+namespace references any more; "keel store gc --help" says how, and why it
+is safe to run while sessions write.`
 
 const storeGCDesc = `Deletes the content store's objects that nothing references. It lists
 every workflow execution of the namespace, open and closed (those Temporal
