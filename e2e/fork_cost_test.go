@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
 	"time"
@@ -30,10 +31,18 @@ func TestForkAndRewindCost(t *testing.T) {
 	ctx := testContext(t, 5*time.Minute)
 	data := t.TempDir()
 	srv := keeltest.StartServer(t, devserver.Config{DataDir: data})
-	answer := make([]byte, 1000)
-	for i := range answer {
-		answer[i] = 'a' + byte(i%26)
+	// Text without a period: the content store cuts values where their
+	// content says (docs/ARCHITECTURE.md, "Chunks"), and text that repeats
+	// every few bytes offers no such place.
+	rng := rand.New(rand.NewPCG(1, 2))
+	letters := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = 'a' + byte(rng.IntN(26))
+		}
+		return string(b)
 	}
+	answer := []byte(letters(1000))
 	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["` + string(answer) + `"]}]}`})
 	c := keeltest.Client(t, srv, nil)
 	sess := c.Session("fork-cost")
@@ -56,7 +65,7 @@ func TestForkAndRewindCost(t *testing.T) {
 	costs := map[int]cost{}
 	for n := 1; n <= 100; n++ {
 		runStart := storeBytes()
-		prompt := fmt.Sprintf("prompt %d %s", n, answer)
+		prompt := fmt.Sprintf("prompt %d %s", n, letters(1000))
 		run, err := sess.Send(ctx, prompt, client.WithConfig(api.RunConfig{Tools: []string{}}))
 		require.NoError(t, err)
 		_, err = run.Outcome(ctx)
@@ -97,10 +106,10 @@ func TestForkAndRewindCost(t *testing.T) {
 	}
 	for _, n := range []int{10, 100} {
 		// A rewind stores nothing. A fork stores its input's transcript
-		// by content: no more than the run before it stored (what it
-		// shares with the source's stored transcript depends on the
-		// content store's chunking, docs/ARCHITECTURE.md).
+		// by content, in chunks the source's transcript already holds
+		// but for the few where the fork's framing meets it: a few KiB,
+		// at run 10 as at run 100 (docs/ARCHITECTURE.md, "Chunks").
 		require.Zero(t, costs[n].rewindBytes, "a rewind at run %d stored bytes", n)
-		require.LessOrEqual(t, costs[n].forkBytes, costs[n].runBytes, "a fork at run %d", n)
+		require.LessOrEqual(t, costs[n].forkBytes, int64(8<<10), "a fork at run %d stored more than 8 KiB", n)
 	}
 }
