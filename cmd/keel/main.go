@@ -46,6 +46,8 @@ var commands = []command{
 	{"history", "print a session's transcript", cmdHistory},
 	{"fork", "make a new session from a session's conversation at a run or step", cmdFork},
 	{"rewind", "make a session go on from an earlier run or step", cmdRewind},
+	{"rerun", "run a run again in a fork, with the same or another model and tools", cmdRerun},
+	{"compare", "show two runs side by side: text, tool calls, steps, usage, duration", cmdCompare},
 	{"steer", "send more input to a running run", cmdSteer},
 	{"retract", "withdraw steering that has not been applied yet", cmdRetract},
 	{"respond", "answer a tool's question to the host, or list open ones", cmdRespond},
