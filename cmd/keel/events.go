@@ -101,6 +101,12 @@ func eventSummary(env keel.Envelope) string {
 		return "(undecodable: " + truncate(sanitizeLine(err.Error()), cardLineRunes) + ")"
 	}
 	switch e := ev.(type) {
+	case keel.SessionForked:
+		return fmt.Sprintf("from %s at %s · revision %d · seq %d · %d %s", sanitizeLine(e.Source), pointText(e.Run, e.Step),
+			e.Revision, e.Seq, e.Messages, plural(e.Messages, "message", "messages"))
+	case keel.SessionRewound:
+		return fmt.Sprintf("from run %d (revision %d) to %s · revision %d · %d %s", e.FromRun, e.FromRevision,
+			pointText(e.ToRun, e.ToStep), e.Revision, e.Messages, plural(e.Messages, "message", "messages"))
 	case keel.RunStarted:
 		return fmt.Sprintf("%s · run %d · %s · revision %d · %s", sanitizeLine(env.RunID), e.Number,
 			sanitizeLine(e.Model), e.Revision, quote(e.Prompt))
@@ -187,4 +193,12 @@ func quote(s string) string {
 
 func usageText(u keel.Usage) string {
 	return fmt.Sprintf("%d in · %d out · %d %s", u.InputTokens, u.OutputTokens, u.Requests, plural(u.Requests, "request", "requests"))
+}
+
+// pointText names a point of a session: after run N, or after step K of it.
+func pointText(run, step int) string {
+	if step > 0 {
+		return fmt.Sprintf("step %d of run %d", step, run)
+	}
+	return fmt.Sprintf("run %d", run)
 }

@@ -379,3 +379,27 @@ func golden(t *testing.T, path, got string) {
 		t.Errorf("%s (-want +got):\n%s", path, diff)
 	}
 }
+
+// keel events names where a fork came from and where a rewind went.
+func TestEventSummaryOfForkAndRewind(t *testing.T) {
+	for _, tc := range []struct {
+		ev   keel.Event
+		want string
+	}{
+		{keel.SessionForked{Source: "s1", Run: 3, Revision: 7, Seq: 40, Messages: 6},
+			"from s1 at run 3 · revision 7 · seq 40 · 6 messages"},
+		{keel.SessionForked{Source: "s1\x1b[31m", Run: 2, Step: 1, Revision: 4, Seq: 9, Messages: 1},
+			"from s1[31m at step 1 of run 2 · revision 4 · seq 9 · 1 message"},
+		{keel.SessionRewound{FromRun: 5, FromRevision: 9, ToRun: 2, Revision: 10, Messages: 4},
+			"from run 5 (revision 9) to run 2 · revision 10 · 4 messages"},
+	} {
+		data, err := json.Marshal(tc.ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := keel.Envelope{Type: tc.ev.EventType(), SessionID: "s2", Seq: 1, Data: data}
+		if got := eventSummary(env); got != tc.want {
+			t.Errorf("eventSummary(%s) = %q, want %q", tc.ev.EventType(), got, tc.want)
+		}
+	}
+}
