@@ -185,6 +185,7 @@ func TestComposeWorkerEnvironment(t *testing.T) {
 		"KEEL_API_KEYS":                          "keel serve's (the HTTP API)",
 		"NO_COLOR":                               "terminal output of the reading commands",
 		"KEEL_POSTGRES_DSN":                      "tests only (internal/keeltest)",
+		"KEEL_BIN":                               "tests only (internal/keeltest): a built keel to run instead of building one",
 		"KEEL_CONFIG_DIR":                        "keel dev's per-user records; a worker is told where NATS is",
 		"KEEL_NATS_ACCEPT_PLAINTEXT":             "readers with keys during a migration; workers publish, they do not read deltas",
 		"KEEL_NATS_TOKEN_FILE":                   "compose passes the token itself (KEEL_NATS_TOKEN); mount a file instead where secrets are files",
