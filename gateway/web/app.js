@@ -168,6 +168,7 @@
     $("session").hidden = false;
     $("session-id").textContent = id;
     $("usage").textContent = "";
+    showParent(null);
     $("cancel").hidden = true; // until the session's state says a run is active
     for (const li of document.querySelectorAll("#sessions li")) {
       li.classList.toggle("current", li.dataset.session === id);
@@ -205,6 +206,7 @@
       if (id === page.session) {
         setBadge(st.state, !!st.active_run);
         showUsage(st.usage);
+        showParent(st.parent);
       }
       return st;
     } catch (err) {
@@ -244,6 +246,115 @@
     b.textContent = stateLabel(s);
     b.dataset.state = s;
     $("cancel").hidden = !active;
+  }
+
+  // Lineage, fork and rewind (docs/contract.md §19).
+
+  const isCount = (n) => Number.isSafeInteger(n) && n >= 0;
+
+  // pointLabel names a point of a session: after run N, or after step K
+  // of run N.
+  const pointLabel = (run, step) => (isCount(step) && step > 0 ? "step " + step + " of " : "") + "run " + run;
+
+  // sessionLink is a link that opens another session of this gateway.
+  function sessionLink(id) {
+    const a = el("a", {class: "session-link", href: "#session=" + encodeURIComponent(id)}, id);
+    a.addEventListener("click", (e) => {
+      e.preventDefault();
+      openSession(id);
+    });
+    return a;
+  }
+
+  // showParent shows where the open session was forked from (its
+  // SessionStatus's parent), or nothing for a session that is no fork.
+  function showParent(parent) {
+    const p = $("lineage");
+    const ok = parent && typeof parent === "object" && typeof parent.source === "string" && parent.source !== "" &&
+      isCount(parent.run);
+    p.hidden = !ok;
+    if (!ok) {
+      p.replaceChildren();
+      return;
+    }
+    p.replaceChildren("forked from ", sessionLink(parent.source), " after " + pointLabel(parent.run, parent.step));
+    p.dataset.source = parent.source;
+  }
+
+  // pointActions are the "fork from here" and "rewind to here" buttons of
+  // a run or a step of it: disabled until the run has ended, as a point
+  // inside an active run is not committed.
+  function pointActions(run, step) {
+    const fork = el("button", {type: "button", class: "fork-here", disabled: true, title: "A new session from this point"},
+      "Fork from here");
+    const rewind = el("button", {type: "button", class: "rewind-here danger", disabled: true,
+      title: "Go back to this point in this session"}, "Rewind to here");
+    fork.addEventListener("click", () => forkAt(run, step, fork));
+    rewind.addEventListener("click", () => rewindTo(run, step, rewind));
+    return el("span", {class: "point-actions", "data-point-run": run, "data-point-step": step || null}, fork, rewind);
+  }
+
+  function pointBody(run, step) {
+    const body = {run};
+    if (step > 0) body.step = step;
+    return body;
+  }
+
+  async function forkAt(run, step, button) {
+    const source = page.session;
+    if (!source || !isCount(run)) return;
+    showError(null);
+    button.disabled = true;
+    try {
+      const r = await call("POST", sessionPath(source) + "/fork", pointBody(run, step));
+      if (!r || typeof r.session_id !== "string" || !r.session_id) throw new Error("the gateway answered no session_id");
+      if (page.session !== source) return;
+      openSession(r.session_id);
+      loadSessions();
+    } catch (err) {
+      if (page.session === source) showError(err);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  async function rewindTo(run, step, button) {
+    const id = page.session;
+    if (!id || !isCount(run)) return;
+    const ok = window.confirm("Rewind " + id + " to after " + pointLabel(run, step) + "? " +
+      "The runs after it stay in the log, but leave the model's history: the next prompt goes on from this point.");
+    if (!ok) return;
+    showError(null);
+    button.disabled = true;
+    try {
+      await call("POST", sessionPath(id) + "/rewind", pointBody(run, step));
+      // The session.rewound event comes on the stream; reading the view
+      // again also brings the state and the badge up to date.
+      if (page.session === id) openSession(id);
+    } catch (err) {
+      if (page.session === id) showError(err);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  // enablePoints offers fork and rewind on an ended run and its steps.
+  function enablePoints(runID) {
+    const sel = '[data-run="' + CSS.escape(runID) + '"]:not([data-left]) .point-actions button';
+    for (const b of document.querySelectorAll(sel)) b.disabled = false;
+  }
+
+  // markLeft marks the runs (and steps) after a rewind's point: they stay
+  // in the log but are gone from the model's history.
+  function markLeft(toRun, toStep) {
+    for (const node of document.querySelectorAll("#log .ev[data-point-run]")) {
+      const run = Number(node.dataset.pointRun);
+      const step = Number(node.dataset.pointStep || 0);
+      if (run > toRun || (run === toRun && toStep > 0 && step > toStep)) {
+        node.dataset.left = "true";
+        for (const b of node.querySelectorAll(".point-actions button")) b.disabled = true;
+      }
+    }
   }
 
   let sessionUsage = null;
@@ -483,15 +594,38 @@
       page.runUsage = null;
       const link = el("a", {class: "temporal-run", "data-workflow": env.session_id, target: "_blank", rel: "noopener", hidden: true},
         "Temporal ↗");
-      append(row(env, "run-start", el("div", {class: "meta"}, "Run " + d.number + (d.model ? " · " + d.model : "") + " ", link),
-        el("div", {class: "bubble user"}, d.prompt)));
+      const start = row(env, "run-start", el("div", {class: "meta"}, "Run " + d.number + (d.model ? " · " + d.model : "") + " ", link,
+        isCount(d.number) ? pointActions(d.number, 0) : null),
+      el("div", {class: "bubble user"}, d.prompt));
+      if (isCount(d.number)) start.dataset.pointRun = d.number;
+      append(start);
       updateLinks();
       refreshStateSoon((st) => (st.active_run && st.active_run.run_id === env.run_id) || isEnded(env.run_id));
       break;
     }
-    case "step.started":
-      append(row(env, "dim step", "step " + d.step));
+    case "step.started": {
+      const n = ch.run && ch.run.number;
+      const step = row(env, "dim step", "step " + d.step, isCount(n) && n > 0 && d.step > 0 ? pointActions(n, d.step) : null);
+      if (isCount(n) && n > 0) {
+        step.dataset.pointRun = n;
+        step.dataset.pointStep = d.step;
+      }
+      append(step);
       break;
+    }
+    case "session.forked": {
+      const ok = typeof d.source === "string" && d.source !== "" && isCount(d.run);
+      append(row(env, "lineage-row", ok ? ["forked from ", sessionLink(d.source), " after " + pointLabel(d.run, d.step)] :
+        "forked (origin not understood)"));
+      break;
+    }
+    case "session.rewound": {
+      const ok = isCount(d.from_run) && isCount(d.to_run);
+      append(row(env, "lineage-row rewound", ok ? "rewound from after run " + d.from_run + " to after " +
+        pointLabel(d.to_run, d.to_step) + ": the runs after it left the model's history" : "rewound (point not understood)"));
+      if (ok) markLeft(d.to_run, isCount(d.to_step) ? d.to_step : 0);
+      break;
+    }
     case "tool.proposed": {
       dropLive(liveNodes(env.run_id).filter((n) => n.classList.contains("live-tool")));
       const card = row(env, "tool-card", el("div", {class: "tool-head"}, el("span", {class: "tool-name"}, d.name),
@@ -615,6 +749,7 @@
 
   function endRun(env, outcome) {
     markRun(env.run_id, outcome);
+    enablePoints(env.run_id);
     for (const n of liveNodes(env.run_id)) page.live.delete(n.dataset.key);
     refreshStateSoon((st) => !st.active_run || st.active_run.run_id !== env.run_id);
   }
