@@ -54,6 +54,25 @@ const encScript = `{"repeat":true,"turns":[
                  {"id":"b","name":"read_file","arguments":{"path":"big.txt"}}]},
   {"text":["the answer is ` + responseMarker + `"]}]}`
 
+// encFixture is what the encryption tests run on: a file content store
+// in a directory of the test's, and the built-in tools over a workspace
+// whose notes.txt (small, kept inline) and big.txt (64 KiB, offloaded)
+// carry the tool markers.
+func encFixture(t *testing.T, ctx context.Context) (storeDir string, st *store.Store, tools *tool.Registry) {
+	t.Helper()
+	storeDir = t.TempDir()
+	st, err := store.Open(ctx, "file://"+storeDir)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	workspace := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(workspace, "notes.txt"), []byte("notes: "+toolMarker), 0o600))
+	big := strings.Repeat(bigToolMarker+" ", 64<<10/len(bigToolMarker))
+	require.NoError(t, os.WriteFile(filepath.Join(workspace, "big.txt"), []byte(big), 0o600))
+	tools, err = tool.Builtins(workspace)
+	require.NoError(t, err)
+	return storeDir, st, tools
+}
+
 // writeKeyFile writes a key file of the given IDs, each with a fresh key
 // unless keys already holds one, and returns its path.
 func writeKeyFile(t *testing.T, keys map[string]string, ids ...string) string {
@@ -174,16 +193,7 @@ func payloadsOf(t *testing.T, ev *historypb.HistoryEvent) []*commonpb.Payload {
 func TestEncryptionAtRest(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	srv := keeltest.StartServer(t, devserver.Config{})
-	storeDir := t.TempDir()
-	st, err := store.Open(ctx, "file://"+storeDir)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	workspace := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(workspace, "notes.txt"), []byte("notes: "+toolMarker), 0o600))
-	big := strings.Repeat(bigToolMarker+" ", 64<<10/len(bigToolMarker))
-	require.NoError(t, os.WriteFile(filepath.Join(workspace, "big.txt"), []byte(big), 0o600))
-	tools, err := tool.Builtins(workspace)
-	require.NoError(t, err)
+	storeDir, st, tools := encFixture(t, ctx)
 
 	keys := map[string]string{}
 	first := startEncStack(t, ctx, srv, st, writeKeyFile(t, keys, "k1"), tools)

@@ -18,8 +18,6 @@ import (
 	"github.com/keelrun/keel/crypt"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
-	"github.com/keelrun/keel/store"
-	"github.com/keelrun/keel/tool"
 )
 
 // A fork of an encrypted session stays encrypted, with the key that is
@@ -31,16 +29,7 @@ import (
 func TestForkOfEncryptedSession(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	srv := keeltest.StartServer(t, devserver.Config{})
-	storeDir := t.TempDir()
-	st, err := store.Open(ctx, "file://"+storeDir)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	workspace := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(workspace, "notes.txt"), []byte("notes: "+toolMarker), 0o600))
-	big := strings.Repeat(bigToolMarker+" ", 64<<10/len(bigToolMarker))
-	require.NoError(t, os.WriteFile(filepath.Join(workspace, "big.txt"), []byte(big), 0o600))
-	tools, err := tool.Builtins(workspace)
-	require.NoError(t, err)
+	storeDir, st, tools := encFixture(t, ctx)
 
 	keys := map[string]string{}
 	first := startEncStack(t, ctx, srv, st, writeKeyFile(t, keys, "k1"), tools)
