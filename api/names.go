@@ -10,6 +10,9 @@ var (
 	AttrState     = temporal.NewSearchAttributeKeyKeyword("KeelState")
 	AttrRunNumber = temporal.NewSearchAttributeKeyInt64("KeelRunNumber")
 	AttrModel     = temporal.NewSearchAttributeKeyKeyword("KeelModel")
+	// AttrParent is set on a fork's session: the session it was forked
+	// from, so a session's forks can be listed (docs/contract.md §19).
+	AttrParent = temporal.NewSearchAttributeKeyKeyword("KeelParent")
 )
 
 // TaskQueue is the task queue keel's workers poll.

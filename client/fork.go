@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -57,7 +60,7 @@ func (s *Session) Fork(ctx context.Context, p api.Point, into string) (*Session,
 		// Without it the SDK answers the session found as if it had
 		// started it.
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes:                    temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(into)),
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(into), api.AttrParent.ValueSet(s.id)),
 		StaticSummary:                            fmt.Sprintf("keel session %s, forked from %s at run %d", into, s.id, p.Run),
 		Priority:                                 temporal.Priority{PriorityKey: api.SessionPriority},
 	}, api.SessionWorkflowName, api.SessionInput{SessionID: into, Config: fp.Config, HandOver: s.c.handOver, Inline: true,
@@ -116,4 +119,28 @@ func queryFailure(err error) error {
 		return temporal.GetDefaultFailureConverter().FailureToError(failed.Failure)
 	}
 	return err
+}
+
+// Forks returns the IDs of the sessions forked from this one, sorted, as
+// Temporal's visibility lists them (a fork made a moment ago may be
+// missing for as long as visibility lags). Forks made before this
+// release, which carry no parent search attribute, are not listed.
+func (s *Session) Forks(ctx context.Context) ([]string, error) {
+	query := fmt.Sprintf("WorkflowType = '%s' AND %s = '%s'", api.SessionWorkflowName, api.AttrParent.GetName(), s.id)
+	seen := map[string]bool{}
+	var token []byte
+	for {
+		resp, err := s.c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: s.c.namespace, Query: query, NextPageToken: token,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("keel: list the forks of session %s: %w", s.id, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			seen[e.GetExecution().GetWorkflowId()] = true
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return slices.Sorted(maps.Keys(seen)), nil
+		}
+	}
 }

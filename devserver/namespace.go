@@ -31,6 +31,7 @@ var SearchAttributes = []temporal.SearchAttributeKey{
 	api.AttrState,
 	api.AttrRunNumber,
 	api.AttrModel,
+	api.AttrParent,
 }
 
 // ensureNamespace creates the namespace, or brings an existing one to the

@@ -22,6 +22,7 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 		api.AttrState.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		api.AttrRunNumber.GetName(): enumspb.INDEXED_VALUE_TYPE_INT,
 		api.AttrModel.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		api.AttrParent.GetName():    enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	}
 }
 

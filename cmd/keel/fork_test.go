@@ -102,6 +102,23 @@ func TestForkAndRewindCommands(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, `"parent"`) || !strings.Contains(out, `"source": "src"`) {
 		t.Errorf("keel state f1: status %d\n%s\n%s", code, out, errOut)
 	}
+	// keel state of the source lists its forks, once visibility has them
+	// (it lags the start a little: asked again until then).
+	wantForks := fmt.Sprintf("\"forks\": [\n    %q,\n    %q\n  ]", min(gen, "f1"), max(gen, "f1"))
+	for {
+		code, out, errOut = keelCmd(ctx, append([]string{"state", "src"}, addr...)...)
+		if code != exitOK {
+			t.Fatalf("keel state src: status %d\n%s", code, errOut)
+		}
+		if strings.Contains(out, wantForks) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("keel state src never listed %s and f1 as its forks:\n%s", gen, out)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 
 	// The same ID at another point, or a session that is no fork, is refused.
 	for _, args := range [][]string{
