@@ -26,6 +26,7 @@ func TestReconcileNamespace(t *testing.T) {
 		"Keyword02": "KeelState",
 		"Int01":     "KeelRunNumber",
 		"Keyword03": "KeelModel",
+		"Keyword04": "KeelParent",
 	}
 	if diff := cmp.Diff(want, ns.Config.CustomSearchAttributeAliases); diff != "" {
 		t.Errorf("aliases (-want +got):\n%s", diff)
