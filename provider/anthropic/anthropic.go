@@ -32,8 +32,9 @@ const (
 
 // Errors from New.
 var (
-	ErrNoAPIKey   = errors.New("anthropic: no API key (set " + EnvAPIKey + ")")
-	ErrBadBaseURL = errors.New("anthropic: base URL must be an absolute http or https URL")
+	ErrNoAPIKey    = errors.New("anthropic: no API key (set " + EnvAPIKey + ")")
+	ErrBadBaseURL  = errors.New("anthropic: base URL must be an absolute http or https URL")
+	ErrBadCacheTTL = errors.New("anthropic: cache TTL must be " + CacheTTL5m + " or " + CacheTTL1h)
 )
 
 // Config configures a Provider.
@@ -48,6 +49,15 @@ type Config struct {
 	// MaxTokens caps a response when the request sets no cap.
 	// Optional; default: DefaultMaxTokens.
 	MaxTokens int
+	// DisableCache sends no cache_control breakpoints, so nothing of the
+	// prompt is cached. Optional; default: false, the stable prefix of
+	// every request (tools, system prompt, the conversation so far) is
+	// marked for caching.
+	DisableCache bool
+	// CacheTTL is how long a cached prefix lives: CacheTTL5m or CacheTTL1h
+	// (whose cache writes cost more). Optional; default: the API's own, 5
+	// minutes.
+	CacheTTL string
 	// HTTPClient makes the requests. Optional; default: a client without an
 	// overall timeout, since the request's context bounds it.
 	HTTPClient *http.Client
@@ -74,6 +84,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if err := provider.CheckEndpoint(cfg.BaseURL, cfg.APIKey, ErrBadBaseURL, ErrNoAPIKey); err != nil {
 		return nil, err
+	}
+	if cfg.CacheTTL != "" && cfg.CacheTTL != CacheTTL5m && cfg.CacheTTL != CacheTTL1h {
+		return nil, ErrBadCacheTTL
 	}
 	if cfg.MaxTokens <= 0 {
 		cfg.MaxTokens = DefaultMaxTokens

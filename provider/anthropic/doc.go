@@ -10,6 +10,12 @@
 // end_turn and stop_sequence to stop, tool_use to tool_calls, max_tokens to
 // length, refusal to content_filter.
 //
+// Prompt caching is on unless Config.DisableCache: each request marks its
+// stable prefix with cache_control breakpoints (at most four: the last
+// tool, the system prompt, the end of the previous request's prompt and
+// the end of this one), so the next request of a conversation reads
+// everything it shares with this one from the cache.
+//
 // Example:
 //
 //	p, err := anthropic.New(anthropic.FromEnv()) // ANTHROPIC_API_KEY

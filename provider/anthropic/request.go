@@ -38,6 +38,7 @@ func (p *Provider) params(req provider.Request) (sdk.MessageNewParams, error) {
 	if req.System != "" {
 		params.System = []sdk.TextBlockParam{{Text: req.System}}
 	}
+	p.markCache(&params, req)
 	return params, nil
 }
 
