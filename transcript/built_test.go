@@ -80,6 +80,26 @@ func TestBuildStreams(t *testing.T) {
 		keel.StepStarted{Step: 2})
 	b.delta(keel.TextDelta{Step: 2, Attempt: 1, Text: "after the end"})
 	b.write("hostile")
+	// A fork's log: session.forked names no run, nor do its rewinds
+	// (docs/contract.md §19); a repeat and an undecodable one change
+	// nothing, and runs go on around them.
+	b = &builder{t: t, session: "fk", at: at}
+	b.durable(keel.SessionForked{Source: "src", Run: 2, Step: 1, Revision: 2, Seq: 9, Messages: 3})
+	b.run = "fk/run-1"
+	b.durable(keel.RunStarted{Number: 1, Revision: 2, Prompt: "on the fork", Model: "scripted:fk"}, keel.StepStarted{Step: 1})
+	b.delta(keel.TextDelta{Step: 1, Attempt: 1, Text: "Forked."})
+	b.durable(keel.ModelCallCompleted{Step: 1, Attempt: 1}, keel.RunCompleted{Revision: 3, Text: "Forked.", Steps: 1})
+	b.run = ""
+	b.durable(keel.SessionRewound{FromRun: 1, FromRevision: 3, ToRun: 0, Revision: 4, Messages: 3})
+	b.raw(keel.Envelope{Seq: b.seq, Type: keel.TypeSessionRewound, Data: json.RawMessage(`{"from_run":1,"from_revision":3,"to_run":0,"revision":4,"messages":3}`)}) // a repeat
+	b.seq++
+	b.raw(keel.Envelope{Seq: b.seq, Type: keel.TypeSessionForked, Data: json.RawMessage(`{"source":"src","run":"two"}`)})
+	b.run = "fk/run-2"
+	b.durable(keel.RunStarted{Number: 2, Revision: 4, Prompt: "after the rewind", Model: "scripted:fk"}, keel.StepStarted{Step: 1},
+		keel.StepStarted{Step: 2}, keel.RunCompleted{Revision: 5, Text: "Two steps.", Steps: 2})
+	b.run = ""
+	b.durable(keel.SessionRewound{FromRun: 2, FromRevision: 5, ToRun: 2, ToStep: 1, Revision: 6, Messages: 5})
+	b.write("lineage")
 }
 
 type builder struct {

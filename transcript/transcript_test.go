@@ -157,6 +157,18 @@ var streamCases = map[string]func(t *testing.T, tr *transcript.Transcript){
 		want(t, "text", r.Step(1).Text, "Good text.")
 		want(t, "status after the events that follow the end", r.Status, transcript.Completed)
 	},
+	"lineage": func(t *testing.T, tr *transcript.Transcript) {
+		v := tr.View()
+		want(t, "runs", len(v.Runs), 2)
+		if v.Forked == nil {
+			t.Fatal("no forked")
+		}
+		want(t, "forked", *v.Forked, keel.SessionForked{Source: "src", Run: 2, Step: 1, Revision: 2, Seq: 9, Messages: 3})
+		want(t, "rewinds", v.Rewinds, []keel.SessionRewound{
+			{FromRun: 1, FromRevision: 3, ToRun: 0, Revision: 4, Messages: 3},
+			{FromRun: 2, FromRevision: 5, ToRun: 2, ToStep: 1, Revision: 6, Messages: 5}})
+		want(t, "ignored", v.Ignored, map[transcript.Reason]int{transcript.ReasonRepeat: 1, transcript.ReasonUndecodable: 1})
+	},
 }
 
 func onlyRun(t *testing.T, tr *transcript.Transcript) *transcript.Run {

@@ -26,6 +26,7 @@
     "steering.accepted": "steering", "steering.applied": "steering", "steering.retracted": "steering",
     "compaction.started": "compaction", "compaction.completed": "compaction",
     "run.completed": "end", "run.cancelled": "end", "run.failed": "end",
+    "session.forked": "session", "session.rewound": "session",
   };
   const EPHEMERAL = new Set(["text.delta", "reasoning.delta", "tool_call.delta", "tool.progress"]);
 
@@ -58,6 +59,8 @@
     "host_input.resolved": {request_id: "s", tool_call_id: "s", interrupted: "b"},
     "compaction.started": {estimated_context_tokens: "i"},
     "compaction.completed": {messages_before: "i", messages_after: "i"},
+    "session.forked": {source: "s", run: "i", step: "i", revision: "i", seq: "i", messages: "i"},
+    "session.rewound": {from_run: "i", from_revision: "i", to_run: "i", to_step: "i", revision: "i", messages: "i"},
   };
 
   const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
@@ -135,8 +138,12 @@
 
   const ended = (status) => status === "completed" || status === "cancelled" || status === "failed";
 
+  // create makes an empty transcript. forked (the session.forked event's
+  // data, null until one) and rewinds (each session.rewound's, in order)
+  // are the session's own facts, which belong to no run
+  // (docs/contract.md §19), as transcript.View's Forked and Rewinds.
   function create() {
-    return {last_seq: 0, ignored: {}, runs: [], _runs: new Map()};
+    return {last_seq: 0, ignored: {}, runs: [], forked: null, rewinds: [], _runs: new Map()};
   }
 
   function newRun(t, id) {
@@ -176,6 +183,14 @@
     const d = decode(type, env.data);
     if (d === null) return result("undecodable");
     ch.event = d;
+    switch (type) {
+    case "session.forked":
+      t.forked = d;
+      return result("");
+    case "session.rewound":
+      t.rewinds.push(d);
+      return result("");
+    }
     const runID = typeof env.run_id === "string" ? env.run_id : "";
     let r = t._runs.get(runID);
     if (!r) {
@@ -414,10 +429,21 @@
     return s;
   }
 
-  // view is the transcript as plain JSON, as transcript.View encodes it.
+  // omitZero drops the fields Go's omitempty leaves out when zero.
+  const omitZero = (o, ...keys) => {
+    const out = Object.assign({}, o);
+    for (const k of keys) if (out[k] === 0) delete out[k];
+    return out;
+  };
+
+  // view is the transcript as plain JSON, as transcript.View encodes it:
+  // forked and rewinds only when the session has them, a run point's step
+  // (0) left out.
   function view(t) {
-    return JSON.parse(JSON.stringify({last_seq: t.last_seq, ignored: t.ignored, runs: t.runs},
-      (k, v) => (k.startsWith("_") ? undefined : v)));
+    const v = {last_seq: t.last_seq, ignored: t.ignored, runs: t.runs};
+    if (t.forked) v.forked = omitZero(t.forked, "step");
+    if (t.rewinds.length) v.rewinds = t.rewinds.map((r) => omitZero(r, "to_step"));
+    return JSON.parse(JSON.stringify(v, (k, val) => (k.startsWith("_") ? undefined : val)));
   }
 
   // reduce applies every envelope; it returns what each did ("kind" or
