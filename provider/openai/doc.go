@@ -7,7 +7,11 @@
 // Text, tool calls (assembled from index-keyed fragments), usage (asked for
 // with stream_options.include_usage) and reasoning deltas (the
 // "reasoning_content" or "reasoning" field that DeepSeek, vLLM, Ollama and
-// llama.cpp add) are streamed as provider.Chunks.
+// llama.cpp add) are streamed as provider.Chunks. Cached prompt tokens
+// (prompt_tokens_details.cached_tokens, or DeepSeek's
+// prompt_cache_hit_tokens) are reported as cache reads. Requests to OpenAI's
+// own API carry a prompt_cache_key, the same for a whole conversation
+// (Config.PromptCacheKey sends it elsewhere too, or nowhere).
 //
 // Example:
 //

@@ -28,8 +28,10 @@ const (
 
 // Errors from New.
 var (
-	ErrNoAPIKey   = errors.New("openai: no API key (set " + EnvAPIKey + "; only local servers may go without)")
-	ErrBadBaseURL = errors.New("openai: base URL must be an absolute http or https URL")
+	ErrNoAPIKey        = errors.New("openai: no API key (set " + EnvAPIKey + "; only local servers may go without)")
+	ErrBadBaseURL      = errors.New("openai: base URL must be an absolute http or https URL")
+	ErrBadCacheKeyMode = errors.New("openai: prompt cache key mode must be empty (auto), " +
+		string(CacheKeyOn) + " or " + string(CacheKeyOff))
 )
 
 // Config configures a Provider.
@@ -51,6 +53,12 @@ type Config struct {
 	// "max_completion_tokens", for servers that only know the older field.
 	// Optional; default: false.
 	LegacyMaxTokens bool
+	// PromptCacheKey says when requests carry a prompt_cache_key, the same
+	// for every request of a conversation, which helps the server find the
+	// conversation's cached prefix: CacheKeyAuto (only to api.openai.com),
+	// CacheKeyOn (any server; for compatible servers that take the field)
+	// or CacheKeyOff. Optional; default: CacheKeyAuto.
+	PromptCacheKey CacheKeyMode
 	// HTTPClient makes the requests. Optional; default: a client without an
 	// overall timeout, since the request's context bounds it.
 	HTTPClient *http.Client
@@ -65,6 +73,8 @@ func FromEnv() Config {
 type Provider struct {
 	cfg  Config
 	chat oai.ChatCompletionService
+	// cacheKey says whether requests carry a prompt_cache_key.
+	cacheKey bool
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -78,6 +88,11 @@ func New(cfg Config) (*Provider, error) {
 	if err := provider.CheckEndpoint(cfg.BaseURL, cfg.APIKey, ErrBadBaseURL, ErrNoAPIKey); err != nil {
 		return nil, err
 	}
+	switch cfg.PromptCacheKey {
+	case CacheKeyAuto, CacheKeyOn, CacheKeyOff:
+	default:
+		return nil, ErrBadCacheKeyMode
+	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}
 	}
@@ -89,7 +104,7 @@ func New(cfg Config) (*Provider, error) {
 		option.WithAPIKey(cfg.APIKey),
 		option.WithMaxRetries(0),
 	)
-	return &Provider{cfg: cfg, chat: chat}, nil
+	return &Provider{cfg: cfg, chat: chat, cacheKey: sendsCacheKey(cfg.PromptCacheKey, cfg.BaseURL)}, nil
 }
 
 // Name returns "openai".

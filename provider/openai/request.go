@@ -40,6 +40,9 @@ func (p *Provider) params(req provider.Request) (oai.ChatCompletionNewParams, er
 			params.MaxCompletionTokens = param.NewOpt(int64(limit))
 		}
 	}
+	if p.cacheKey {
+		params.PromptCacheKey = param.NewOpt(cacheKey(req))
+	}
 	return params, nil
 }
 
