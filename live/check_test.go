@@ -46,6 +46,13 @@ func rawEvent(t testing.TB, env keel.Envelope, field, value string) string {
 	return string(out)
 }
 
+// lineage returns env as a forged lineage fact of type typ.
+func lineage(env keel.Envelope, typ, data string) keel.Envelope {
+	env.Type = typ
+	env.Data = json.RawMessage(data)
+	return env
+}
+
 // forgeries are the envelopes no subscriber of s1 may receive.
 func forgeries(t testing.TB) []forgery {
 	good := delta("s1", 1)
@@ -56,6 +63,12 @@ func forgeries(t testing.TB) []forgery {
 		{"sse-injection-type", rawEvent(t, good, "type", `"x\nid: 1\ndata: {\"forged\":1}"`), ReasonType},
 		{"unknown-type", rawEvent(t, good, "type", `"text.deltas"`), ReasonType},
 		{"durable-type", rawEvent(t, good, "type", `"run.completed"`), ReasonType},
+		// A forged lineage fact would make a viewer draw another parent
+		// or cut the history it shows (docs/contract.md §19): both are
+		// durable, so they never travel here, with or without a seq.
+		{"forged-fork", rawEvent(t, lineage(good, "session.forked", `{"source":"s0","run":1,"revision":1,"seq":3,"messages":2}`), "seq", ""), ReasonType},
+		{"forged-rewind", rawEvent(t, lineage(good, "session.rewound", `{"from_run":9,"to_run":1,"messages":2}`), "seq", ""), ReasonType},
+		{"forged-fork-seq", rawEvent(t, lineage(good, "session.forked", `{"source":"s0","run":1}`), "seq", `1`), ReasonType},
 		{"no-type", rawEvent(t, good, "type", ""), ReasonType},
 		{"durable-seq", rawEvent(t, good, "seq", `5`), ReasonDurable},
 		{"other-session", rawEvent(t, good, "session_id", `"s2"`), ReasonSession},

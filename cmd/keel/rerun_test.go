@@ -21,8 +21,13 @@ func TestRerunAndCompare(t *testing.T) {
 		"usual.json": `{"repeat":true,"turns":[{"tool_calls":[{"id":"ls","name":"list_files","arguments":{}}]},` +
 			`{"text":["Line one.\nThe usual model."]}]}`,
 		"other.json": `{"repeat":true,"turns":[{"text":["Line one.\nThe other model."]}]}`,
+		// A hostile model answers with terminal escapes: a screen clear,
+		// a clipboard write (OSC 52) and a carriage return that would
+		// overwrite the line before it.
+		"hostile.json": `{"repeat":true,"turns":[{"text":["Line one.\n\u001b[2J\u001b]52;c;aGk=\u0007owned\rfake"]}]}`,
 		"keel.yaml": "models:\n  usual:\n    provider: scripted\n    model: usual.json\n" +
-			"  other:\n    provider: scripted\n    model: other.json\ndefault_model: usual\nworkspace: .\n",
+			"  other:\n    provider: scripted\n    model: other.json\n" +
+			"  hostile:\n    provider: scripted\n    model: hostile.json\ndefault_model: usual\nworkspace: .\n",
 	})
 	keel := func(want int, args ...string) (string, string) {
 		t.Helper()
@@ -53,6 +58,15 @@ func TestRerunAndCompare(t *testing.T) {
 	}
 	if strings.Contains(out, "tool calls of B") {
 		t.Errorf("keel compare lists tool calls of B, which made none:\n%s", out)
+	}
+
+	keel(exitOK, "rerun", "--nats", "", "s1", "--run", "1", "--model", "hostile", "--into", "s1-hostile")
+	out, _ = keel(exitOK, "compare", "s1/run-1", "s1-hostile")
+	if strings.ContainsAny(out, "\x1b\x07\r") {
+		t.Errorf("keel compare passes a model's control characters to the terminal: %q", out)
+	}
+	if !strings.Contains(out, "owned") {
+		t.Errorf("keel compare drops the hostile run's text instead of showing it cleaned:\n%s", out)
 	}
 
 	_, errOut = keel(exitFailed, "rerun", "--nats", "", "s1", "--run", "5")
