@@ -31,6 +31,7 @@ func (g *Gateway) routeAPI() {
 	g.Handle(http.MethodGet, "/v1/sessions/{id}/requests", g.session(g.getRequests))
 	g.Handle(http.MethodPost, "/v1/sessions/{id}/fork", g.session(g.postFork))
 	g.Handle(http.MethodPost, "/v1/sessions/{id}/rewind", g.session(g.postRewind))
+	g.Handle(http.MethodGet, "/v1/sessions/{id}/forks", g.session(g.getForks))
 	// AG-UI names its session (threadId) in the body: postAGUI checks it
 	// against the key's prefix.
 	g.handle(Route{Method: http.MethodPost, Path: "/v1/ag-ui", sessions: true}, http.HandlerFunc(g.postAGUI))

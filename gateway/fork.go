@@ -1,7 +1,12 @@
 package gateway
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
+
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -99,4 +104,82 @@ func (g *Gateway) postRewind(w http.ResponseWriter, r *http.Request, s *client.S
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// The forks GET /v1/sessions/{id}/forks lists: limit= of them, by default
+// DefaultForksLimit and at most MaxForksLimit.
+const (
+	DefaultForksLimit = 100
+	MaxForksLimit     = 200
+)
+
+// ForkSummary is one fork of GET /v1/sessions/{id}/forks. Its point is
+// in its own parent (GET /v1/sessions/{fork}): visibility does not hold
+// it, and asking each fork would cost a query per fork.
+type ForkSummary struct {
+	SessionID string `json:"session_id"`
+}
+
+// ForksResponse is the answer of GET /v1/sessions/{id}/forks: the forks,
+// sorted by ID, and whether visibility holds more than the limit.
+type ForksResponse struct {
+	Forks     []ForkSummary `json:"forks"`
+	Truncated bool          `json:"truncated"`
+}
+
+// getForks lists the sessions forked from this one, as Temporal's
+// visibility has them (the KeelParent search attribute, docs/contract.md
+// §19.1): a fork made a moment ago may be missing while visibility lags,
+// and forks made before KeelParent existed are not listed. A key limited
+// to a prefix sees only the forks under its prefix, whoever made the
+// others: the query asks for those only, and each ID is checked again, so
+// neither the list nor truncated tells it of any other. Past the limit,
+// the forks listed are the first that visibility answers (running
+// sessions first, then by close time, newest first), sorted by ID.
+func (g *Gateway) getForks(w http.ResponseWriter, r *http.Request, s *client.Session) {
+	limit, err := intParam(r, "limit", DefaultForksLimit, 1)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	limit = min(limit, MaxForksLimit)
+	// The session's ID and the key's prefix hold letters, digits, '-' and
+	// '_' only (ValidateSessionID, APIKey check): neither can end a
+	// quoted string.
+	query := fmt.Sprintf("WorkflowType = '%s' AND %s = '%s'", api.SessionWorkflowName, api.AttrParent.GetName(), s.ID())
+	if k := requestKey(r); k != nil && k.prefix != "" {
+		query += fmt.Sprintf(" AND WorkflowId STARTS_WITH '%s'", k.prefix)
+	}
+	ctx, cancel := g.callCtx(r)
+	defer cancel()
+	out := ForksResponse{Forks: []ForkSummary{}}
+	seen := map[string]bool{}
+	var token []byte
+	for !out.Truncated {
+		resp, err := g.c.Temporal().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: g.c.Namespace(), PageSize: int32(limit) + 1, NextPageToken: token, Query: query,
+		})
+		if err != nil {
+			WriteError(w, err)
+			return
+		}
+		for _, ex := range resp.GetExecutions() {
+			// Each hand-over of a fork adds an execution of its ID.
+			id := ex.GetExecution().GetWorkflowId()
+			if seen[id] || !allowsSession(r, id) {
+				continue
+			}
+			seen[id] = true
+			if len(out.Forks) == int(limit) {
+				out.Truncated = true
+				break
+			}
+			out.Forks = append(out.Forks, ForkSummary{SessionID: id})
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	slices.SortFunc(out.Forks, func(a, b ForkSummary) int { return strings.Compare(a.SessionID, b.SessionID) })
+	writeJSON(w, http.StatusOK, out)
 }

@@ -3,8 +3,10 @@ package gateway_test
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -105,4 +107,90 @@ func TestForkAndRewindRoutes(t *testing.T) {
 	}
 	shared.gates.open("fork-active")
 	waitForEvent(t, testCtx(t), "forkt-busy", keel.TypeRunCompleted, 1)
+}
+
+// GET .../forks lists a session's forks; a key limited to a prefix sees
+// only those under it, though an unlimited key forked the source into
+// another prefix too, and neither the list nor truncated tells it of them.
+// The prefix holds '_', a wildcard of SQL's LIKE: a fork whose ID matches
+// it only as a wildcard ("fkxa-") stays hidden as well (docs/contract.md
+// §19.1).
+func TestForksRoute(t *testing.T) {
+	const full, team, reader = "forks-full-key-0123456789", "forks-team-key-0123456789", "forks-read-key-0123456789"
+	s := startGateway(t, gateway.Options{Keys: []gateway.APIKey{{Key: full},
+		{Key: team, Prefix: "fk_a-"}, {Key: reader, Prefix: "fk_a-", Scope: gateway.ScopeRead}}})
+	m := model(t, `{"repeat":true,"turns":[{"text":["answer"]}]}`)
+	s.send(t, "fk_a-src", map[string]any{"prompt": "prompt", "model": m, "tools": []string{}})
+	waitForEvent(t, testCtx(t), "fk_a-src", keel.TypeRunCompleted, 1)
+	s.send(t, "fk_b-src", map[string]any{"prompt": "prompt", "model": m, "tools": []string{}})
+	waitForEvent(t, testCtx(t), "fk_b-src", keel.TypeRunCompleted, 1)
+
+	as := func(key string) *stack { c := *s; c.key = key; return &c }
+	forks := func(s *stack, path string) gateway.ForksResponse {
+		t.Helper()
+		var out gateway.ForksResponse
+		if err := json.Unmarshal(s.call(t, http.MethodGet, path, nil).must(t, http.StatusOK).raw, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	ids := func(l gateway.ForksResponse) []string {
+		out := []string{}
+		for _, f := range l.Forks {
+			out = append(out, f.SessionID)
+		}
+		return out
+	}
+	// The team's own fork, and the unlimited key's into other prefixes.
+	as(team).call(t, http.MethodPost, "/v1/sessions/fk_a-src/fork", map[string]any{"run": 1, "into": "fk_a-mine"}).must(t, http.StatusCreated)
+	for _, into := range []string{"fk_b-theirs", "fkxa-wild", "fk_a-also"} {
+		s.call(t, http.MethodPost, "/v1/sessions/fk_a-src/fork", map[string]any{"run": 1, "into": into}).must(t, http.StatusCreated)
+	}
+	// A fork of the other team's session into the team's prefix: not a
+	// fork of fk_a-src.
+	s.call(t, http.MethodPost, "/v1/sessions/fk_b-src/fork", map[string]any{"run": 1, "into": "fk_a-other"}).must(t, http.StatusCreated)
+
+	// Visibility learns of the forks a little after their start: the
+	// unlimited key asks until it lists all four.
+	want := []string{"fk_a-also", "fk_a-mine", "fk_b-theirs", "fkxa-wild"}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(30 * time.Second)
+	for ; ; <-tick.C {
+		l := forks(s, "/v1/sessions/fk_a-src/forks")
+		if slices.Equal(ids(l), want) && !l.Truncated {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("forks of fk_a-src: %+v, want %v", l, want)
+		}
+	}
+	// Now that visibility has them all, the team's keys see their own.
+	for _, key := range []string{team, reader} {
+		if l := forks(as(key), "/v1/sessions/fk_a-src/forks"); !slices.Equal(ids(l), []string{"fk_a-also", "fk_a-mine"}) || l.Truncated {
+			t.Errorf("a key limited to fk_a- lists %+v", l)
+		}
+		// Exactly its two: not truncated, as the others are not counted.
+		if l := forks(as(key), "/v1/sessions/fk_a-src/forks?limit=2"); len(l.Forks) != 2 || l.Truncated {
+			t.Errorf("a key limited to fk_a-, limit 2: %+v", l)
+		}
+		if l := forks(as(key), "/v1/sessions/fk_a-src/forks?limit=1"); len(l.Forks) != 1 || !l.Truncated || !strings.HasPrefix(l.Forks[0].SessionID, "fk_a-") {
+			t.Errorf("a key limited to fk_a-, limit 1: %+v", l)
+		}
+		// Another team's session answers as if it did not exist.
+		if r := as(key).call(t, http.MethodGet, "/v1/sessions/fk_b-src/forks", nil).must(t, http.StatusNotFound); strings.Contains(string(r.raw), "fk_a-other") {
+			t.Errorf("forks of fk_b-src to a key limited to fk_a-: %s", r.raw)
+		}
+	}
+	// The bound: the first of them and truncated.
+	if l := forks(s, "/v1/sessions/fk_a-src/forks?limit=3"); len(l.Forks) != 3 || !l.Truncated {
+		t.Errorf("limit 3 of 4: %+v", l)
+	}
+	s.call(t, http.MethodGet, "/v1/sessions/fk_a-src/forks?limit=0", nil).must(t, http.StatusBadRequest)
+	// A session without forks, and one that does not exist: none.
+	for _, id := range []string{"fk_a-mine", "fk_a-nothing"} {
+		if l := forks(s, "/v1/sessions/"+id+"/forks"); len(l.Forks) != 0 || l.Truncated {
+			t.Errorf("forks of %s: %+v", id, l)
+		}
+	}
 }

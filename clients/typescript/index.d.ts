@@ -206,6 +206,15 @@ export interface RewindResponse {
   messages: number;
 }
 
+/** The forks of a session, sorted by ID; each one's point is its own `parent`. */
+export interface ForksResponse {
+  forks: Array<{
+    session_id: string;
+  }>;
+  /** More forks exist than the limit (under the key's prefix, for a key limited to one). */
+  truncated: boolean;
+}
+
 export interface SessionsResponse {
   sessions: Array<{
     id: string;
@@ -269,6 +278,8 @@ export declare class KeelClient {
   fork(sessionId: string, point: ForkRequest): Promise<ForkResponse>;
   /** Makes the session go on from an earlier run or step (POST /v1/sessions/{id}/rewind). */
   rewind(sessionId: string, point: RewindRequest): Promise<RewindResponse>;
+  /** The sessions forked from this one, as Temporal's visibility has them (GET /v1/sessions/{id}/forks). */
+  forks(sessionId: string, options?: { limit?: number }): Promise<ForksResponse>;
   /** One call; a success's raw Response, else a typed KeelError. */
   request(method: string, path: string, init?: {
     query?: Record<string, unknown>; body?: unknown; headers?: Record<string, string>; signal?: AbortSignal;

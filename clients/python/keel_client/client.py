@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 from .errors import ConnectionFailed, KeelError, error_from
 from .sse import parse_sse
-from .types import (Event, EventsPage, ForkResponse, HistoryPage, Lag, RequestsResponse, RetractResponse,
+from .types import (Event, EventsPage, ForkResponse, ForksResponse, HistoryPage, Lag, RequestsResponse, RetractResponse,
                     RewindResponse, RunResponse, SessionsResponse, SessionStatus, StatusResponse, SteerResponse)
 
 #: The gateway's address under ``keel dev``.
@@ -119,6 +119,14 @@ class Client:
         ``step`` of it) (POST /v1/sessions/{id}/rewind)."""
         body = {"run": run, "step": step}
         return self._json("POST", _session(session_id) + "/rewind", body={k: v for k, v in body.items() if v is not None})
+
+    def forks(self, session_id: str, *, limit: Optional[int] = None) -> ForksResponse:
+        """The sessions forked from this one (GET /v1/sessions/{id}/forks),
+        as Temporal's visibility has them (a fork made a moment ago may be
+        missing): at most ``limit`` (default 100, at most 200), sorted by
+        ID, with ``truncated`` when there are more. A key limited to a
+        prefix sees only the forks under it."""
+        return self._json("GET", _session(session_id) + "/forks", query={"limit": limit})
 
     # Transport.
 

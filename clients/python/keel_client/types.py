@@ -164,6 +164,17 @@ class RewindResponse(TypedDict):
     messages: int
 
 
+class ForkSummary(TypedDict):
+    session_id: str
+
+
+class ForksResponse(TypedDict):
+    """The forks of a session, sorted by ID; each one's point is its own ``parent``."""
+    forks: List[ForkSummary]
+    #: More forks exist than the limit (under the key's prefix, for a key limited to one).
+    truncated: bool
+
+
 class SessionSummary(TypedDict):
     id: str
     #: Temporal's status of the session's workflow (running between runs too).

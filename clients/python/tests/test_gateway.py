@@ -198,6 +198,22 @@ class GatewayTest(unittest.TestCase):
         self.assertEqual(self.client.fork(sid, 2, into=f"{PREFIX}-fork"), fork, "the same fork again")
         self.assertEqual(self.client.history(fork["session_id"])["messages"], source["messages"])
         self.assertEqual(self.client.state(fork["session_id"])["parent"], fork["parent"])
+        # The source lists its forks once Temporal's visibility has them
+        # (asked again until then), at most limit of them.
+        self.client.fork(sid, 1, into=f"{PREFIX}-fork1")
+        want = [f"{PREFIX}-fork", f"{PREFIX}-fork1"]
+        deadline = time.monotonic() + 30
+        while True:
+            listed = self.client.forks(sid)
+            if len(listed["forks"]) == 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        self.assertEqual(listed, {"forks": [{"session_id": i} for i in want], "truncated": False})
+        one = self.client.forks(sid, limit=1)
+        self.assertEqual(len(one["forks"]), 1)
+        self.assertIn(one["forks"][0]["session_id"], want)
+        self.assertTrue(one["truncated"])
+        self.assertEqual(self.client.forks(fork["session_id"]), {"forks": [], "truncated": False}, "a fork without forks")
         rewound = self.client.rewind(sid, 0)
         self.assertEqual((rewound["from_run"], rewound["revision"], rewound["messages"]), (2, 3, 0))
         self.assertEqual(self.client.history(sid)["total"], 0)

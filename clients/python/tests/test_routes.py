@@ -66,6 +66,7 @@ class RoutesTest(unittest.TestCase):
         c.requests("s1", run=2)
         c.fork("s1", 2, step=1, into="s2")
         c.rewind("s1", 1, step=1)
+        c.forks("s1", limit=3)
 
     def test_calls_match_the_table(self) -> None:
         self.call_everything(Client(self.gw.url, api_key="k"))

@@ -114,6 +114,17 @@ export class KeelClient {
   }
 
   /**
+   * The sessions forked from this one (GET /v1/sessions/{id}/forks), as
+   * Temporal's visibility has them (a fork made a moment ago may be
+   * missing): at most `limit` (default 100, at most 200), sorted by ID,
+   * with `truncated` when there are more. A key limited to a prefix sees
+   * only the forks under it.
+   */
+  forks(sessionId, options = {}) {
+    return this.#json("GET", `${session(sessionId)}/forks`, { query: { limit: options.limit } });
+  }
+
+  /**
    * request sends one call and returns the raw Response of a success; an
    * error answer becomes a typed KeelError.
    * @param {string} method

@@ -208,6 +208,23 @@ test("a session is forked at a run, once per ID, and rewound", { skip }, async (
   assert.deepEqual(await client.fork(id, { run: 2, into: `${prefix}-fork` }), fork, "the same fork again");
   assert.deepEqual((await client.history(fork.session_id)).messages, source.messages);
   assert.deepEqual((await client.state(fork.session_id)).parent, fork.parent);
+  // The source lists its forks once Temporal's visibility has them
+  // (asked again until then), at most limit of them.
+  await client.fork(id, { run: 1, into: `${prefix}-fork1` });
+  const want = [`${prefix}-fork`, `${prefix}-fork1`];
+  const deadline = Date.now() + 30_000;
+  let listed;
+  for (;;) {
+    listed = await client.forks(id);
+    if (listed.forks.length === 2 || Date.now() > deadline) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  assert.deepEqual(listed, { forks: want.map((session_id) => ({ session_id })), truncated: false });
+  const one = await client.forks(id, { limit: 1 });
+  assert.equal(one.forks.length, 1);
+  assert.ok(want.includes(one.forks[0].session_id));
+  assert.equal(one.truncated, true);
+  assert.deepEqual(await client.forks(fork.session_id), { forks: [], truncated: false }, "a fork without forks");
   const rewound = await client.rewind(id, { run: 0 });
   assert.deepEqual([rewound.from_run, rewound.revision, rewound.messages], [2, 3, 0]);
   assert.equal((await client.history(id)).total, 0);

@@ -53,6 +53,7 @@ async function callEverything(c) {
   await c.requests("s1", { run: 2 });
   await c.fork("s1", { run: 2, step: 1, into: "s2" });
   await c.rewind("s1", { run: 1, step: 1 });
+  await c.forks("s1", { limit: 3 });
 }
 
 test("the client calls exactly the operations of routes.json, with their parameters and fields", async () => {
