@@ -81,6 +81,9 @@ func TestWebPageForkAndRewind(t *testing.T) {
 			l.querySelector("a.session-link").textContent === "`+src+`" &&
 			!!document.querySelector('[data-type="session.forked"]') && id;
 	})()`)
+	if !eval[bool](b, `document.getElementById("forks").hidden && document.getElementById("forks").childElementCount === 0`) {
+		t.Fatal("forks shown for a session that has none")
+	}
 	var st api.SessionStatus
 	if err := json.Unmarshal(s.call(t, http.MethodGet, "/v1/sessions/"+fork, nil).must(t, http.StatusOK).raw, &st); err != nil {
 		t.Fatal(err)
@@ -112,6 +115,17 @@ func TestWebPageForkAndRewind(t *testing.T) {
 	})()`)
 	if !strings.Contains(line, "from after run 2") || !strings.Contains(line, "to after run 1") {
 		t.Fatalf("rewound line %q", line)
+	}
+	// The source lists its fork, as a link to it, once Temporal's
+	// visibility has it (the page asks again with the session's state,
+	// which the rewind refreshed).
+	links := poll[[]string](b, "the fork listed", `(() => {
+		const f = document.getElementById("forks");
+		const as = [...f.querySelectorAll("a.session-link")];
+		return !f.hidden && as.length > 0 && as.map((a) => a.textContent + " " + a.getAttribute("href"));
+	})()`)
+	if want := []string{fork + " #session=" + fork}; !cmp.Equal(links, want) {
+		t.Fatalf("forks listed %q, want %q", links, want)
 	}
 	asked := eval[[]string](b, `window.confirmed`)
 	if len(asked) != 2 || !strings.Contains(asked[1], "after run 1") || !strings.Contains(asked[1], "leave the model's history") {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,6 +25,12 @@ func TestPageReducerReplaysRecordedStreams(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join("..", "transcript", "testdata", "*.jsonl"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no recorded streams: %v", err)
+	}
+	// Among them a fork's log, whose session.forked and session.rewound
+	// belong to no run: both reducers keep them as the session's
+	// (docs/contract.md §19).
+	if !slices.Contains(paths, filepath.Join("..", "transcript", "testdata", "lineage.jsonl")) {
+		t.Fatalf("no lineage stream among %v", paths)
 	}
 	b := newBrowser(t)
 	s := startGateway(t, gateway.Options{})

@@ -169,6 +169,7 @@
     $("session-id").textContent = id;
     $("usage").textContent = "";
     showParent(null);
+    showForks(null);
     $("cancel").hidden = true; // until the session's state says a run is active
     for (const li of document.querySelectorAll("#sessions li")) {
       li.classList.toggle("current", li.dataset.session === id);
@@ -207,6 +208,7 @@
         setBadge(st.state, !!st.active_run);
         showUsage(st.usage);
         showParent(st.parent);
+        refreshForks(id);
       }
       return st;
     } catch (err) {
@@ -279,6 +281,39 @@
     }
     p.replaceChildren("forked from ", sessionLink(parent.source), " after " + pointLabel(parent.run, parent.step));
     p.dataset.source = parent.source;
+  }
+
+  // refreshForks lists the forks of session id (GET .../forks) and shows
+  // them while it is open. A fork made a moment ago can be missing until
+  // Temporal's visibility has it: the list is asked again with the
+  // session's state. An error leaves the list as it was.
+  async function refreshForks(id) {
+    let list;
+    try {
+      list = await call("GET", sessionPath(id) + "/forks");
+    } catch {
+      return;
+    }
+    if (id === page.session) showForks(list);
+  }
+
+  // showForks shows the open session's forks as links that open them (a
+  // ForksResponse), or nothing when it has none.
+  function showForks(list) {
+    const p = $("forks");
+    const ids = list && Array.isArray(list.forks) ?
+      list.forks.map((f) => f && f.session_id).filter((id) => typeof id === "string" && id !== "") : [];
+    p.hidden = ids.length === 0;
+    if (!ids.length) {
+      p.replaceChildren();
+      delete p.dataset.forks;
+      return;
+    }
+    const parts = [ids.length === 1 ? "fork: " : "forks: "];
+    ids.forEach((id, i) => parts.push(i ? ", " : "", sessionLink(id)));
+    if (list.truncated === true) parts.push(", and more");
+    p.replaceChildren(...parts);
+    p.dataset.forks = String(ids.length);
   }
 
   // pointActions are the "fork from here" and "rewind to here" buttons of
