@@ -79,6 +79,75 @@ func (p *devProcess) kill() {
 	}
 }
 
+// devKillRig is what the tests that kill -9 a `keel dev` share: its data
+// directory and workspace (holding the 64 KiB big.txt that devKillScript
+// reads), the content store under the data directory, opened by the test
+// too, and a model that plays devKillScript.
+type devKillRig struct {
+	t         *testing.T
+	ctx       context.Context
+	data      string // keel dev's --data-dir
+	workspace string // keel dev's --workspace, with big.txt
+	storeDir  string // the content store, under data
+	storeURL  string
+	st        *store.Store // closed when the test ends
+	codec     *store.Codec
+	model     string // plays devKillScript
+	// handOver is the hand-over limits of the clients dial makes; zero
+	// leaves the defaults.
+	handOver api.HandOverLimits
+}
+
+// newDevKillRig skips the test in -short mode; else it makes the
+// directories, big.txt, the script and the store, with a context (ctx)
+// that ends after timeout or with the test. Nothing runs yet (start).
+func newDevKillRig(t *testing.T, timeout time.Duration) *devKillRig {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts keel dev processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	r := &devKillRig{t: t, ctx: ctx, data: filepath.Join(dir, "data"), workspace: filepath.Join(dir, "workspace")}
+	if err := os.MkdirAll(r.workspace, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.workspace, "big.txt"), []byte(strings.Repeat("0123456789abcdef", 4096)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.model = writeScript(t, devKillScript)
+	r.storeDir = filepath.Join(r.data, "store")
+	r.storeURL = "file://" + r.storeDir
+	st, err := store.Open(ctx, r.storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	r.st = st
+	r.codec = store.NewCodec(st, store.CodecOptions{})
+	return r
+}
+
+// start runs `keel dev` on the rig's data directory and workspace.
+func (r *devKillRig) start() *devProcess {
+	r.t.Helper()
+	return startDevProcess(r.t, r.data, r.workspace)
+}
+
+// dial connects a client to p that reads and writes values through the
+// rig's store and runs the rig's model with read_file.
+func (r *devKillRig) dial(p *devProcess) *client.Client {
+	r.t.Helper()
+	c, err := client.Dial(r.ctx, client.Options{HostPort: p.address, DataConverter: store.NewDataConverter(r.codec),
+		Config:   api.RunConfig{Model: r.model, Tools: []string{"read_file"}},
+		HandOver: r.handOver})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return c
+}
+
 // TestKillDevAcrossHandOvers kills -9 the whole `keel dev` at points where
 // a session hands over (right after a run committed, which is when it
 // writes its events to the store and continues as new) and where the
@@ -87,35 +156,9 @@ func (p *devProcess) kill() {
 // once, every run has exactly one terminal event, the log stays dense from
 // seq 1 across all executions, and every object in the store is intact.
 func TestKillDevAcrossHandOvers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts keel dev processes")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-	data, workspace := filepath.Join(dir, "data"), filepath.Join(dir, "workspace")
-	if err := os.MkdirAll(workspace, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(workspace, "big.txt"), []byte(strings.Repeat("0123456789abcdef", 4096)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	model := writeScript(t, devKillScript)
-	st, err := store.Open(ctx, "file://"+filepath.Join(data, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	dc := store.NewDataConverter(store.NewCodec(st, store.CodecOptions{}))
-	dial := func(p *devProcess) *client.Client {
-		c, err := client.Dial(ctx, client.Options{HostPort: p.address, DataConverter: dc,
-			Config:   api.RunConfig{Model: model, Tools: []string{"read_file"}},
-			HandOver: api.HandOverLimits{Events: 20}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	rig := newDevKillRig(t, 6*time.Minute)
+	ctx := rig.ctx
+	rig.handOver = api.HandOverLimits{Events: 20}
 
 	var prompts []string
 	send := func(c *client.Client, opts ...client.SendOption) *client.Run {
@@ -178,17 +221,17 @@ func TestKillDevAcrossHandOvers(t *testing.T) {
 			waitFor(send(c), keel.TypeToolFinished)
 		}},
 	}
-	p := startDevProcess(t, data, workspace)
+	p := rig.start()
 	for _, k := range kills {
-		c := dial(p)
+		c := rig.dial(p)
 		settle(c)
 		k.at(c)
 		c.Close()
 		p.kill()
 		t.Logf("killed keel dev: %s (%d prompts sent)", k.name, len(prompts))
-		p = startDevProcess(t, data, workspace)
+		p = rig.start()
 	}
-	c := dial(p)
+	c := rig.dial(p)
 	defer c.Close()
 	// Every run goes on to its end on the new process; one more run after.
 	settle(c)
@@ -209,7 +252,7 @@ func TestKillDevAcrossHandOvers(t *testing.T) {
 	if int64(len(log)) != state.LastSeq {
 		t.Fatalf("log has %d events, state says %d", len(log), state.LastSeq)
 	}
-	checkStoreIntact(t, ctx, st, filepath.Join(data, "store"))
+	checkStoreIntact(t, ctx, rig.st, rig.storeDir)
 }
 
 // checkDenseLog checks a session's log: dense from 1, each run one

@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
-	"github.com/keelrun/keel/store"
 )
 
 // TestKillDevDuringFork kills -9 the whole `keel dev` while a fork of a
@@ -27,36 +23,10 @@ import (
 // session (or makes it), and the source is untouched (docs/contract.md
 // §19.4).
 func TestKillDevDuringFork(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts keel dev processes")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-	data, workspace := filepath.Join(dir, "data"), filepath.Join(dir, "workspace")
-	if err := os.MkdirAll(workspace, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(workspace, "big.txt"), []byte(strings.Repeat("0123456789abcdef", 4096)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	model := writeScript(t, devKillScript)
-	st, err := store.Open(ctx, "file://"+filepath.Join(data, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	dc := store.NewDataConverter(store.NewCodec(st, store.CodecOptions{}))
-	dial := func(p *devProcess) *client.Client {
-		c, err := client.Dial(ctx, client.Options{HostPort: p.address, DataConverter: dc,
-			Config: api.RunConfig{Model: model, Tools: []string{"read_file"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	p := startDevProcess(t, data, workspace)
-	c := dial(p)
+	rig := newDevKillRig(t, 5*time.Minute)
+	ctx := rig.ctx
+	p := rig.start()
+	c := rig.dial(p)
 	src := c.Session("fork-kill-src")
 	for i := 1; i <= 2; i++ {
 		run, err := src.Send(ctx, fmt.Sprintf("prompt %d", i))
@@ -115,8 +85,8 @@ func TestKillDevDuringFork(t *testing.T) {
 	p.kill()
 	t.Logf("killed keel dev during a fork; the fork call said: %v", <-done)
 	c.Close()
-	p = startDevProcess(t, data, workspace)
-	c = dial(p)
+	p = rig.start()
+	c = rig.dial(p)
 	src = c.Session(src.ID())
 	check(c, "fork-kill-during")
 
@@ -126,8 +96,8 @@ func TestKillDevDuringFork(t *testing.T) {
 	}
 	c.Close()
 	p.kill()
-	p = startDevProcess(t, data, workspace)
-	c = dial(p)
+	p = rig.start()
+	c = rig.dial(p)
 	src = c.Session(src.ID())
 	check(c, "fork-kill-after")
 
@@ -142,8 +112,8 @@ func TestKillDevDuringFork(t *testing.T) {
 	c.Close()
 	p.kill()
 	t.Logf("killed keel dev during a rewind; the rewind call said: %v", <-done)
-	p = startDevProcess(t, data, workspace)
-	c = dial(p)
+	p = rig.start()
+	c = rig.dial(p)
 	defer c.Close()
 	src = c.Session(src.ID())
 	log, err := src.EventsAfter(ctx, 0)
@@ -176,5 +146,5 @@ func TestKillDevDuringFork(t *testing.T) {
 	if out, err := run.Outcome(ctx); err != nil || out.Status != keel.StatusCompleted {
 		t.Fatalf("the fork's run: %+v, %v", out, err)
 	}
-	checkStoreIntact(t, ctx, st, filepath.Join(data, "store"))
+	checkStoreIntact(t, ctx, rig.st, rig.storeDir)
 }

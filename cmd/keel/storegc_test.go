@@ -32,33 +32,11 @@ import (
 // readable; the next one deletes every orphan and nothing a session, a
 // fork or a rewound-away run still names.
 func TestStoreGC(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a keel dev process")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-	data, workspace := filepath.Join(dir, "data"), filepath.Join(dir, "workspace")
-	if err := os.MkdirAll(workspace, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(workspace, "big.txt"), []byte(strings.Repeat("0123456789abcdef", 4096)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	storeDir := filepath.Join(data, "store")
-	storeURL := "file://" + storeDir
-	st, err := store.Open(ctx, storeURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	codec := store.NewCodec(st, store.CodecOptions{})
-	p := startDevProcess(t, data, workspace)
-	c, err := client.Dial(ctx, client.Options{HostPort: p.address, DataConverter: store.NewDataConverter(codec),
-		Config: api.RunConfig{Model: writeScript(t, devKillScript), Tools: []string{"read_file"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rig := newDevKillRig(t, 4*time.Minute)
+	ctx := rig.ctx
+	st, codec, storeDir := rig.st, rig.codec, rig.storeDir
+	p := rig.start()
+	c := rig.dial(p)
 	defer c.Close()
 	run := func(s *client.Session, prompt string) {
 		t.Helper()
@@ -142,7 +120,7 @@ func TestStoreGC(t *testing.T) {
 	}
 	readAll()
 	refs := checkReferences(t, ctx, p.address, codec)
-	gcArgs := []string{"--address", p.address, "--store", storeURL}
+	gcArgs := []string{"--address", p.address, "--store", rig.storeURL}
 
 	// Reading writes too (query answers over 4 KiB go to the store), so
 	// count now.
@@ -208,12 +186,8 @@ func TestStoreGC(t *testing.T) {
 	// A worker that starts again replays every session from its history,
 	// reading what the references name.
 	p.kill()
-	p = startDevProcess(t, data, workspace)
-	c2, err := client.Dial(ctx, client.Options{HostPort: p.address, DataConverter: store.NewDataConverter(codec),
-		Config: api.RunConfig{Model: writeScript(t, devKillScript), Tools: []string{"read_file"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p = rig.start()
+	c2 := rig.dial(p)
 	defer c2.Close()
 	a, b = c2.Session("gc-a"), c2.Session("gc-b")
 	readAll()
