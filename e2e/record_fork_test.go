@@ -25,14 +25,8 @@ import (
 // after its run 1: the rewind update back to run 0, then run 2 and the
 // continue-as-new), and the store objects they reference.
 func TestRecordForkHistories(t *testing.T) {
-	if os.Getenv(recordEnv) != "1" {
-		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
-	}
-	ctx := testContext(t, 2*time.Minute)
-	data := t.TempDir()
-	srv := keeltest.StartServer(t, devserver.Config{DataDir: data})
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["Brief."]}]}`})
-	c := keeltest.Client(t, srv, nil)
+	r := recordStack(t, 2*time.Minute, devserver.Config{DataDir: t.TempDir()}, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["Brief."]}]}`})
+	ctx, c, data := r.ctx, r.c, r.data
 	noTools := client.WithConfig(api.RunConfig{Tools: []string{}})
 	src := c.Session("replay-fork-source")
 

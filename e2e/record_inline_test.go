@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
-	"github.com/keelrun/keel/tool"
 )
 
 // TestRecordInlineHistories records the executions of an inline session
@@ -30,23 +28,13 @@ import (
 // steering, an outcome update waiting, the cancel), inline_run_queued.json (run 3: the carried
 // prompt) and inline_idle_move.json (an idle execution asked to move).
 func TestRecordInlineHistories(t *testing.T) {
-	if os.Getenv(recordEnv) != "1" {
-		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
-	}
-	ctx := testContext(t, 3*time.Minute)
-	data := t.TempDir()
-	srv := keeltest.StartServer(t, devserver.Config{DataDir: data})
-	workspace := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(workspace, "notes.txt"), []byte("notes\n"), 0o600))
-	tools, err := tool.Builtins(workspace)
-	require.NoError(t, err)
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Tools: tools, Script: `{"turns":[
+	r := recordStack(t, 3*time.Minute, devserver.Config{DataDir: t.TempDir()}, keeltest.WorkerOptions{Tools: notesTools(t), Script: `{"turns":[
 	  {"failures":[{"kind":"rate_limited","status":429,"retry_after":"1s"}],
 	   "text":["Let me look."],"tool_calls":[{"id":"ls","name":"list_files","arguments":{}}]},
 	  {"text":["The workspace holds ","notes.txt."]},
 	  {"text":["Sleeping for an hour."],"tool_calls":[{"id":"nap","name":"sleep","arguments":{"seconds":3600}}]},
 	  {"text":["Queued, and done."]}]}`})
-	c := keeltest.Client(t, srv, nil)
+	ctx, c := r.ctx, r.c
 	sess := c.Session("replay-inline")
 
 	run1, err := sess.Send(ctx, "What is in the workspace?", client.WithConfig(api.RunConfig{Tools: []string{"list_files"}}))
@@ -112,23 +100,5 @@ func TestRecordInlineHistories(t *testing.T) {
 	// The values the histories reference (the carried state of each
 	// continue-as-new), beside the others' (content-addressed: existing
 	// objects are the same bytes).
-	src := filepath.Join(data, "store")
-	require.NoError(t, filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		dst := filepath.Join(dir, "store", rel)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(dst, b, 0o644)
-	}))
+	copyStore(t, filepath.Join(r.data, "store"), filepath.Join(dir, "store"))
 }

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,17 +32,12 @@ import (
 // limits instead (a version marker, the 33rd steer and the answer
 // dropped, then a proper answer).
 func TestRecordSignalLimitsHistory(t *testing.T) {
-	if os.Getenv(recordEnv) != "1" {
-		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
-	}
-	ctx := testContext(t, 3*time.Minute)
-	srv := keeltest.StartServer(t, devserver.Config{})
 	tools, err := tool.NewRegistry(tool.AskUser())
 	require.NoError(t, err)
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Tools: tools, Script: `{"turns":[
+	r := recordStack(t, 3*time.Minute, devserver.Config{}, keeltest.WorkerOptions{Tools: tools, Script: `{"turns":[
 	  {"tool_calls":[{"id":"c1","name":"ask_user","arguments":{"question":"Name?"}}]},
 	  {"text":["Thanks."]}]}`})
-	c := keeltest.Client(t, srv, nil)
+	ctx, c := r.ctx, r.c
 	run, err := c.Session("replay-signal-limits").Send(ctx, "ask me",
 		client.WithConfig(api.RunConfig{Tools: []string{"ask_user"}}))
 	require.NoError(t, err)
@@ -56,7 +50,7 @@ func TestRecordSignalLimitsHistory(t *testing.T) {
 		return false
 	})
 
-	plain, err := srv.Dial(ctx, sdkclient.Options{})
+	plain, err := r.srv.Dial(ctx, sdkclient.Options{})
 	require.NoError(t, err)
 	defer plain.Close()
 	for range api.MaxStagedSteers + 1 {

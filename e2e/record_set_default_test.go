@@ -24,14 +24,8 @@ import (
 // It writes workflows/testdata/inline_set_default.json and the store
 // objects it references.
 func TestRecordSetDefaultHistory(t *testing.T) {
-	if os.Getenv(recordEnv) != "1" {
-		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
-	}
-	ctx := testContext(t, 2*time.Minute)
-	data := t.TempDir()
-	srv := keeltest.StartServer(t, devserver.Config{DataDir: data})
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["Brief."]}]}`})
-	c := keeltest.Client(t, srv, nil)
+	r := recordStack(t, 2*time.Minute, devserver.Config{DataDir: t.TempDir()}, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["Brief."]}]}`})
+	ctx, c, data := r.ctx, r.c, r.data
 	sess := c.Session("replay-set-default")
 
 	run1, err := sess.Send(ctx, "Set the tone.", client.SetDefault(),

@@ -45,18 +45,50 @@ const recordScript = `{"turns":[
   {"text":["Sleeping for an hour."],"tool_calls":[{"id":"nap","name":"sleep","arguments":{"seconds":3600}}]}
 ]}`
 
-func TestRecordHistories(t *testing.T) {
+// skipUnlessRecording skips a recorder unless recordEnv is 1.
+func skipUnlessRecording(t *testing.T) {
+	t.Helper()
 	if os.Getenv(recordEnv) != "1" {
 		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
 	}
-	ctx := testContext(t, 3*time.Minute)
-	srv := keeltest.StartServer(t, devserver.Config{})
+}
+
+// recording is what a recorder records from (recordStack).
+type recording struct {
+	ctx context.Context
+	srv *devserver.Server
+	c   *client.Client
+	// data is the server's data directory (cfg.DataDir), its content
+	// store in data/store; "" for a server in memory.
+	data string
+}
+
+// recordStack is the start the recorders share: it skips the test unless
+// recordEnv is 1, then starts an embedded server on cfg, a keel worker on
+// it with opts and a client of it, with a context that ends after timeout.
+func recordStack(t *testing.T, timeout time.Duration, cfg devserver.Config, opts keeltest.WorkerOptions) recording {
+	t.Helper()
+	skipUnlessRecording(t)
+	r := recording{ctx: testContext(t, timeout), data: cfg.DataDir}
+	r.srv = keeltest.StartServer(t, cfg)
+	keeltest.StartWorker(t, r.srv, opts)
+	r.c = keeltest.Client(t, r.srv, nil)
+	return r
+}
+
+// notesTools is the built-in tools on a workspace that holds notes.txt.
+func notesTools(t *testing.T) *tool.Registry {
+	t.Helper()
 	workspace := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(workspace, "notes.txt"), []byte("notes\n"), 0o600))
 	tools, err := tool.Builtins(workspace)
 	require.NoError(t, err)
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: recordScript, Tools: tools})
-	c := keeltest.Client(t, srv, nil)
+	return tools
+}
+
+func TestRecordHistories(t *testing.T) {
+	r := recordStack(t, 3*time.Minute, devserver.Config{}, keeltest.WorkerOptions{Script: recordScript, Tools: notesTools(t)})
+	ctx, c := r.ctx, r.c
 	sess := c.Session("replay")
 
 	run1, err := sess.Send(ctx, "What is in the workspace?",
@@ -99,13 +131,9 @@ func TestRecordSendAtStartHistory(t *testing.T) {
 // a session that runs two prompts, one after the other, on a scripted
 // model that answers "Done.".
 func recordTwoRunSession(t *testing.T, sessionID, file string) {
-	if os.Getenv(recordEnv) != "1" {
-		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
-	}
-	ctx := testContext(t, 3*time.Minute)
-	srv := keeltest.StartServer(t, devserver.Config{})
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["Done."]}]}`})
-	c := keeltest.Client(t, srv, nil)
+	t.Helper()
+	r := recordStack(t, 3*time.Minute, devserver.Config{}, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["Done."]}]}`})
+	ctx, c := r.ctx, r.c
 	sess := c.Session(sessionID)
 	for _, prompt := range []string{"first", "second"} {
 		run, err := sess.Send(ctx, prompt)
@@ -136,11 +164,6 @@ func TestRecordRunPriorityHistory(t *testing.T) {
 //
 // It writes run_tool_sampling.json.
 func TestRecordToolSamplingHistory(t *testing.T) {
-	if os.Getenv(recordEnv) != "1" {
-		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
-	}
-	ctx := testContext(t, 3*time.Minute)
-	srv := keeltest.StartServer(t, devserver.Config{})
 	type question struct {
 		Prompt string `json:"prompt"`
 	}
@@ -156,11 +179,11 @@ func TestRecordToolSamplingHistory(t *testing.T) {
 	require.NoError(t, err)
 	// The sampling request has no assistant message, so the scripted model
 	// answers it with turn 1's text, as it answers the run's first turn.
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Tools: tools, Script: `{"turns":[
+	r := recordStack(t, 3*time.Minute, devserver.Config{}, keeltest.WorkerOptions{Tools: tools, Script: `{"turns":[
 	  {"text":["Asking."],"tool_calls":[{"id":"a1","name":"ask_model","arguments":{"prompt":"say hi"}}],
 	   "usage":{"input_tokens":12,"output_tokens":4}},
 	  {"text":["Done."],"usage":{"input_tokens":30,"output_tokens":2}}]}`})
-	c := keeltest.Client(t, srv, nil)
+	ctx, c := r.ctx, r.c
 	run, err := c.Session("replay-tool-sampling").Send(ctx, "ask it", client.WithConfig(api.RunConfig{Tools: []string{"ask_model"}}))
 	require.NoError(t, err)
 	out, err := run.Outcome(ctx)
@@ -178,9 +201,7 @@ func TestRecordToolSamplingHistory(t *testing.T) {
 //
 // It writes run_cancelled_stream.json.
 func TestRecordCancelledStreamHistory(t *testing.T) {
-	if os.Getenv(recordEnv) != "1" {
-		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
-	}
+	skipUnlessRecording(t)
 	ctx := testContext(t, time.Minute)
 	p := scriptedFaults(t, hangingStream)
 	c, _ := faultsStack(t, p)
@@ -228,21 +249,13 @@ func writeHistoryOf(t *testing.T, ctx context.Context, tc sdkclient.Client, work
 // session_handover_2.json (the next: the carried prompt's run, then its
 // own hand-over).
 func TestRecordHandOverHistories(t *testing.T) {
-	if os.Getenv(recordEnv) != "1" {
-		t.Skip("set " + recordEnv + "=1 to re-record workflows/testdata")
-	}
-	ctx := testContext(t, 3*time.Minute)
-	data := t.TempDir()
-	srv := keeltest.StartServer(t, devserver.Config{DataDir: data})
-	workspace := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(workspace, "notes.txt"), []byte("notes\n"), 0o600))
-	tools, err := tool.Builtins(workspace)
-	require.NoError(t, err)
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[
+	r := recordStack(t, 3*time.Minute, devserver.Config{DataDir: t.TempDir()}, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[
 	  {"tool_calls":[{"id":"ls","name":"list_files","arguments":{}}]},
-	  {"text":["The workspace holds notes.txt."]}]}`, Tools: tools})
-	c, err := client.Dial(ctx, client.Options{Temporal: keeltest.Dial(t, srv),
-		DataConverter: store.NewDataConverter(keeltest.Codec(t, srv)),
+	  {"text":["The workspace holds notes.txt."]}]}`, Tools: notesTools(t)})
+	ctx := r.ctx
+	// A client of its own: one that hands over after every run.
+	c, err := client.Dial(ctx, client.Options{Temporal: keeltest.Dial(t, r.srv),
+		DataConverter: store.NewDataConverter(keeltest.Codec(t, r.srv)),
 		Config:        api.RunConfig{Tools: []string{"list_files"}},
 		HandOver:      api.HandOverLimits{Events: 1}})
 	require.NoError(t, err)
@@ -275,7 +288,7 @@ func TestRecordHandOverHistories(t *testing.T) {
 	// The values the histories reference, for the replayer's codec.
 	objects := filepath.Join(dir, "store")
 	require.NoError(t, os.RemoveAll(objects))
-	require.NoError(t, os.CopyFS(objects, os.DirFS(filepath.Join(data, "store"))))
+	require.NoError(t, os.CopyFS(objects, os.DirFS(filepath.Join(r.data, "store"))))
 }
 
 // continuedAsNew returns the run ID the execution runID continued as.
