@@ -40,6 +40,10 @@ const (
 	// steering staged in a run). Retryable: the same call may succeed
 	// once the queue drains. The gateway answers 429 with Retry-After.
 	CodeTooMany Code = "keel.TooMany"
+	// CodeBudgetExceeded: the next request would spend more than a budget
+	// leaves (docs/contract.md §20). The run ended before the request,
+	// with what it had done committed.
+	CodeBudgetExceeded Code = "keel.BudgetExceeded"
 )
 
 // Error is keel's typed error. Compare with the sentinels below using
@@ -101,6 +105,7 @@ var (
 	ErrTerminated        = &Error{Code: CodeTerminated, Message: "run workflow was terminated"}
 	ErrTooLarge          = &Error{Code: CodeTooLarge, Message: "value over its size limit"}
 	ErrTooMany           = &Error{Code: CodeTooMany, Message: "count limit reached", Retryable: true}
+	ErrBudgetExceeded    = &Error{Code: CodeBudgetExceeded, Message: "budget exceeded"}
 )
 
 // ProviderErrorKind classifies a provider failure.

@@ -65,6 +65,13 @@ type Usage struct {
 	ReasoningTokens int64 `json:"reasoning_tokens,omitempty"`
 	// Requests is the number of physical provider requests counted.
 	Requests int `json:"requests"`
+	// Cost is what the requests cost by the worker's price table, one
+	// entry per currency (docs/contract.md §20). Empty when none had a
+	// price: keel never makes one up.
+	Cost Costs `json:"cost,omitempty"`
+	// Unpriced counts the requests whose model had no price: their tokens
+	// are counted, their cost is not, so Cost is then a lower bound.
+	Unpriced int `json:"unpriced,omitempty"`
 }
 
 // Add returns the sum of u and o.
@@ -76,11 +83,19 @@ func (u Usage) Add(o Usage) Usage {
 		CacheWriteTokens: u.CacheWriteTokens + o.CacheWriteTokens,
 		ReasoningTokens:  u.ReasoningTokens + o.ReasoningTokens,
 		Requests:         u.Requests + o.Requests,
+		Cost:             u.Cost.Add(o.Cost),
+		Unpriced:         u.Unpriced + o.Unpriced,
 	}
 }
 
+// Tokens returns the tokens u counts, prompt and answer.
+func (u Usage) Tokens() int64 { return u.InputTokens + u.OutputTokens }
+
 // IsZero reports whether u counts nothing.
-func (u Usage) IsZero() bool { return u == Usage{} }
+func (u Usage) IsZero() bool {
+	return u.InputTokens == 0 && u.OutputTokens == 0 && u.CacheReadTokens == 0 && u.CacheWriteTokens == 0 &&
+		u.ReasoningTokens == 0 && u.Requests == 0 && len(u.Cost) == 0 && u.Unpriced == 0
+}
 
 // SessionState is what a session is doing. It is an observation, not a lock:
 // use run outcomes and revisions for decisions.

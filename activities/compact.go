@@ -26,6 +26,9 @@ func (a *Activities) Compact(ctx context.Context, in CompactInput) (*CompactResu
 	}
 	ctx, hb := a.begin(ctx)
 	defer hb.Stop()
+	// A compaction's request is billed like a turn's (docs/contract.md
+	// §20); the next turn's budget check counts it.
+	price, priced := a.Policy.priceOf(in.Model, p.Name(), model)
 
 	req := provider.Request{
 		Model: model, System: compactSystem, Compaction: true, Step: 0, Attempt: 1,
@@ -38,7 +41,7 @@ func (a *Activities) Compact(ctx context.Context, in CompactInput) (*CompactResu
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, turnError(&TurnFailure{Provider: provider.AsProviderError(p.Name(), err), Usage: asm.Usage()})
+			return nil, turnError(&TurnFailure{Provider: provider.AsProviderError(p.Name(), err), Usage: a.Policy.bill(asm.Usage(), price, priced)})
 		}
 		asm.Add(chunk)
 	}
@@ -46,9 +49,9 @@ func (a *Activities) Compact(ctx context.Context, in CompactInput) (*CompactResu
 	if err != nil {
 		var mal *provider.MalformedError
 		if errors.As(err, &mal) {
-			return nil, turnError(&TurnFailure{Malformed: mal.Reason, Usage: asm.Usage()})
+			return nil, turnError(&TurnFailure{Malformed: mal.Reason, Usage: a.Policy.bill(asm.Usage(), price, priced)})
 		}
 		return nil, err
 	}
-	return &CompactResult{Summary: resp.Text, Usage: resp.Usage}, nil
+	return &CompactResult{Summary: resp.Text, Usage: a.Policy.bill(resp.Usage, price, priced)}, nil
 }

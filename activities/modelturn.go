@@ -35,6 +35,20 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 		}
 	}
 
+	price, priced := a.Policy.priceOf(in.Model, p.Name(), model)
+	maxOut := a.Policy.capTokens(in.MaxTokens)
+	limits := a.Policy.limits(in.Budget)
+	if len(limits) > 0 {
+		out := int64(maxOut)
+		if out <= 0 {
+			out = EstimatedAnswerTokens
+		}
+		prompt := int64(keel.EstimateTokens(in.System, messages) + keel.EstimateToolTokens(specs))
+		if r := admit(limits, in.Budget, price, priced, in.Model, prompt, out); r != nil {
+			return nil, budgetError(r)
+		}
+	}
+
 	ctx, hb := a.begin(ctx)
 	defer hb.Stop()
 	release, err := a.slots.acquire(ctx, &a.Policy, p.Name())
@@ -45,7 +59,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 
 	req := provider.Request{
 		Model: model, System: in.System, Messages: messages, Tools: specs,
-		MaxTokens: a.Policy.capTokens(in.MaxTokens), Step: in.Step, Attempt: in.Attempt,
+		MaxTokens: maxOut, Step: in.Step, Attempt: in.Attempt,
 	}
 	var asm provider.Assembler
 	var firstToken time.Duration
@@ -68,26 +82,27 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 		if ctx.Err() != nil {
 			// Cancelled (or timed out) while streaming: hand back what was
 			// said so far so the workflow can keep it as aborted output.
-			return nil, temporal.NewCanceledError(TurnFailure{Usage: asm.Usage(), Partial: asm.Text()})
+			return nil, temporal.NewCanceledError(TurnFailure{Usage: a.Policy.bill(asm.Usage(), price, priced), Partial: asm.Text()})
 		}
 		var mal *provider.MalformedError
 		if errors.As(streamErr, &mal) {
 			// An unparseable chunk is a malformed response, retried within
 			// the turn's budget like any other.
-			return nil, turnError(&TurnFailure{Malformed: mal.Reason, Usage: asm.Usage(), Partial: asm.Text()})
+			return nil, turnError(&TurnFailure{Malformed: mal.Reason, Usage: a.Policy.bill(asm.Usage(), price, priced), Partial: asm.Text()})
 		}
 		return nil, turnError(&TurnFailure{
-			Provider: provider.AsProviderError(p.Name(), streamErr), Usage: asm.Usage(), Partial: asm.Text(),
+			Provider: provider.AsProviderError(p.Name(), streamErr), Usage: a.Policy.bill(asm.Usage(), price, priced), Partial: asm.Text(),
 		})
 	}
 	resp, err := asm.Response()
 	if err != nil {
 		var mal *provider.MalformedError
 		if errors.As(err, &mal) {
-			return nil, turnError(&TurnFailure{Malformed: mal.Reason, Usage: asm.Usage(), Partial: asm.Text()})
+			return nil, turnError(&TurnFailure{Malformed: mal.Reason, Usage: a.Policy.bill(asm.Usage(), price, priced), Partial: asm.Text()})
 		}
 		return nil, err
 	}
+	resp.Usage = a.Policy.bill(resp.Usage, price, priced)
 	res := &ModelTurnResult{
 		Response: resp,
 		Metrics: keel.ModelCallMetrics{
@@ -102,6 +117,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 	}
 	res.ToolTokens = keel.EstimateToolTokens(specs)
 	res.MaxSteps = a.Policy.MaxSteps
+	res.Limits = limits
 	for _, c := range resp.ToolCalls {
 		plan, ok := plans[c.Name]
 		if !ok {

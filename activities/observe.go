@@ -59,6 +59,7 @@ func (o *turnObserver) end(ctx context.Context, res *ModelTurnResult, err error)
 	if res != nil && err == nil {
 		t.FirstToken = res.Metrics.TimeToFirstToken.Std()
 		t.InputTokens, t.OutputTokens = res.Response.Usage.InputTokens, res.Response.Usage.OutputTokens
+		t.Cost = res.Response.Usage.Cost
 		finish = string(res.Response.Finish)
 	} else {
 		var f TurnFailure
@@ -79,6 +80,10 @@ func (o *turnObserver) end(ctx context.Context, res *ModelTurnResult, err error)
 			t.Outcome = "error"
 		}
 		t.InputTokens, t.OutputTokens = f.Usage.InputTokens, f.Usage.OutputTokens
+		t.Cost = f.Usage.Cost
+		if f.Budget != nil {
+			t.Outcome = "budget_exceeded"
+		}
 	}
 	instrument.ModelTurnDone(activity.GetMetricsHandler(ctx), t)
 	instrument.EndModelTurn(o.span, t.InputTokens, t.OutputTokens, finish, err)

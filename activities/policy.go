@@ -5,6 +5,7 @@ import (
 	"path"
 	"sync"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 )
 
@@ -26,6 +27,13 @@ type Policy struct {
 	// a free slot, heartbeating. Optional; a missing provider is not
 	// limited.
 	Concurrency map[string]int
+	// Prices are what a request costs, per model spec (a keel.yaml
+	// model's name or "provider:model"): docs/contract.md §20. A model
+	// without one is counted in tokens only.
+	Prices map[string]keel.Price
+	// RunBudget and SessionBudget are the operator's ceilings: every run
+	// is held to them, whatever its own budget says. Optional.
+	RunBudget, SessionBudget *api.Budget
 }
 
 // ApprovalFor returns the worker's approval policy for the tool name, or

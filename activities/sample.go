@@ -25,20 +25,21 @@ func (a *Activities) sample(ctx context.Context, spec string, req tool.SampleReq
 		return tool.SampleResult{}, keel.Usage{}, err
 	}
 	defer release()
+	price, priced := a.Policy.priceOf(spec, p.Name(), model)
 	preq := provider.Request{Model: model, System: req.System, Messages: req.Messages,
 		MaxTokens: a.Policy.capTokens(req.MaxTokens), Step: 0, Attempt: 1}
 	var asm provider.Assembler
 	for chunk, err := range p.Stream(ctx, preq) {
 		if err != nil {
-			return tool.SampleResult{}, asm.Usage(), provider.AsProviderError(p.Name(), err)
+			return tool.SampleResult{}, a.Policy.bill(asm.Usage(), price, priced), provider.AsProviderError(p.Name(), err)
 		}
 		asm.Add(chunk)
 	}
 	resp, err := asm.Response()
 	if err != nil {
-		return tool.SampleResult{}, asm.Usage(), err
+		return tool.SampleResult{}, a.Policy.bill(asm.Usage(), price, priced), err
 	}
-	return tool.SampleResult{Text: resp.Text, Model: model, Finish: string(resp.Finish)}, resp.Usage, nil
+	return tool.SampleResult{Text: resp.Text, Model: model, Finish: string(resp.Finish)}, a.Policy.bill(resp.Usage, price, priced), nil
 }
 
 // samplingLog collects the usage of a call's sampling requests.

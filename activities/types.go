@@ -51,6 +51,9 @@ type ModelTurnInput struct {
 	// AfterSeq is the last durable sequence before this turn; deltas carry
 	// it so readers can order them among durable events.
 	AfterSeq int64 `json:"after_seq"`
+	// Budget is what the request must fit in (docs/contract.md §20).
+	// Nil: only the worker's ceilings apply.
+	Budget *BudgetCheck `json:"budget,omitempty"`
 }
 
 // ModelTurnResult is a successful model turn.
@@ -66,6 +69,9 @@ type ModelTurnResult struct {
 	// (Policy.MaxSteps); 0: none. The run applies the smaller of it and its
 	// own. Recorded with the result, so replay sees the cap the run saw.
 	MaxSteps int `json:"max_steps,omitempty"`
+	// Limits are the budget limits the request was held to, for the run's
+	// warnings; recorded with the result like MaxSteps.
+	Limits []BudgetLimit `json:"limits,omitempty"`
 }
 
 // CallPlan says how a tool call will run.
@@ -87,6 +93,9 @@ type TurnFailure struct {
 	Usage keel.Usage `json:"usage"`
 	// Partial is the text streamed before the attempt ended.
 	Partial string `json:"partial,omitempty"`
+	// Budget is set when a budget refused the request before it was
+	// sent: nothing was spent.
+	Budget *BudgetRefusal `json:"budget,omitempty"`
 }
 
 // ToolInput is one tool call.

@@ -35,6 +35,13 @@ type RunConfig struct {
 	// the host first, through host input) or "deny" (refuse it). The key "*"
 	// sets the default. Optional; default "allow".
 	Approvals map[string]Approval `json:"approvals,omitempty"`
+	// Budget bounds what this run may spend; SessionBudget what the
+	// session's runs may spend together, counted from the session's
+	// start (a fork counts from its own). The worker's ceilings apply on
+	// top, and a budget above one is refused (docs/contract.md §20).
+	// Optional.
+	Budget        *Budget `json:"budget,omitempty"`
+	SessionBudget *Budget `json:"session_budget,omitempty"`
 }
 
 // Approval is a tool's approval policy.
@@ -119,6 +126,12 @@ func (c RunConfig) Merge(o *RunConfig) RunConfig {
 	if o.CompactAt != 0 {
 		c.CompactAt = o.CompactAt
 	}
+	if o.Budget != nil {
+		c.Budget = o.Budget
+	}
+	if o.SessionBudget != nil {
+		c.SessionBudget = o.SessionBudget
+	}
 	return c
 }
 
@@ -134,7 +147,10 @@ func (c RunConfig) Validate() error {
 	if c.MaxSteps < 0 {
 		return keel.Errorf(keel.CodeInvalidInput, "max_steps cannot be negative")
 	}
-	return nil
+	if err := c.Budget.Validate("budget"); err != nil {
+		return err
+	}
+	return c.SessionBudget.Validate("session_budget")
 }
 
 // SessionInput starts a Session workflow.
@@ -277,6 +293,10 @@ type RunInput struct {
 	Prompt     string         `json:"prompt"`
 	Transcript []keel.Message `json:"transcript,omitempty"`
 	Config     RunConfig      `json:"config"`
+	// SessionSpent is what the session's runs before this one spent, for
+	// its session budget (docs/contract.md §20). Nil from a session
+	// started before budgets: the run counts from zero.
+	SessionSpent *keel.Usage `json:"session_spent,omitempty"`
 }
 
 // RunResult is what a Run workflow returns to its session.

@@ -53,7 +53,13 @@ func (c *Config) Apply(opts *worker.Options) error {
 		MaxSteps:    c.Limits.MaxSteps,
 		MaxTokens:   c.Limits.MaxTokens,
 		Concurrency: maps.Clone(c.Limits.Concurrency),
+		RunBudget:   c.RunBudget, SessionBudget: c.SessionBudget,
 	}
+	prices, err := c.PriceTable()
+	if err != nil {
+		return err
+	}
+	opts.Policy.Prices = prices
 	opts.Limits = c.Limits.Inputs
 	opts.MCPServers = c.MCPServerConfigs()
 	return nil

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/tool/mcp"
 	"github.com/keelrun/keel/worker"
@@ -61,6 +62,14 @@ type Config struct {
 	// MCPServers are the MCP servers whose tools the worker offers, in
 	// file order.
 	MCPServers []mcp.ServerConfig
+	// Prices are the file's prices per model spec or model name, over
+	// keel's default table (DefaultPrices) unless NoDefaultPrices
+	// (`default_prices: false`): docs/contract.md §20.
+	Prices          map[string]keel.Price
+	NoDefaultPrices bool
+	// RunBudget and SessionBudget are the operator's ceilings (`budgets:
+	// {run: ..., session: ...}`). Nil: none.
+	RunBudget, SessionBudget *api.Budget
 
 	// at holds where each field was read, for errors found after parsing
 	// (Apply).

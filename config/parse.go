@@ -71,6 +71,15 @@ func (p *parser) parse(data []byte) {
 		"approvals":     p.approvals,
 		"limits":        p.limits,
 		"mcp_servers":   p.mcpServers,
+		"prices":        p.prices,
+		"budgets":       p.budgets,
+		"default_prices": func(n *yaml.Node, f string) {
+			var on bool
+			if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&on) != nil {
+				p.errorf(n, f, "want true or false, got %s", kind(n))
+			}
+			p.cfg.NoDefaultPrices = !on
+		},
 	})
 	p.checkDefault()
 }

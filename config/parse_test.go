@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/tool/mcp"
 )
@@ -73,7 +74,7 @@ func TestParseRefuses(t *testing.T) {
 		secret string
 	}{
 		{name: "unknown top-level field", yaml: "workspace: ws\nmodle: x\n",
-			want: "bad.yaml:2:1: modle: unknown field (known: allow_models, approvals, default_model, limits, mcp_servers, models, scripts, tools, workspace)"},
+			want: "bad.yaml:2:1: modle: unknown field (known: allow_models, approvals, budgets, default_model, default_prices, limits, mcp_servers, models, prices, scripts, tools, workspace)"},
 		{name: "literal key", yaml: "models:\n  gpt:\n    provider: openai\n    model: m\n    api_key: sk-live-0123456789\n",
 			want: "bad.yaml:5:5: models.gpt.api_key: keys and secrets never go", secret: "sk-live-0123456789"},
 		{name: "key pasted as variable name", yaml: "models:\n  gpt:\n    provider: openai\n    model: m\n    api_key_env: sk-live-0123456789\n",
@@ -98,6 +99,24 @@ func TestParseRefuses(t *testing.T) {
 			want: "bad.yaml:2:3: models.s: a scripted model takes no base_url, api_key_env or max_tokens"},
 		{name: "default names nothing", yaml: "models:\n  g:\n    provider: openai\n    model: m\ndefault_model: gpt\n",
 			want: `bad.yaml:5:16: default_model: names no model under models: "gpt"`},
+		{name: "price without currency", yaml: "prices:\n  \"openai:gpt-x\": {input: 1, output: 2}\n",
+			want: "bad.yaml:2:19: prices.openai:gpt-x: needs currency"},
+		{name: "price without output", yaml: "prices:\n  m: {input: 1, currency: USD}\n",
+			want: "bad.yaml:2:6: prices.m: needs output"},
+		{name: "negative price", yaml: "prices:\n  m: {input: -1, output: 2, currency: USD}\n",
+			want: "bad.yaml:2:6: prices.m: input must be a price per million tokens"},
+		{name: "price as text", yaml: "prices:\n  m: {input: cheap, output: 2, currency: USD}\n",
+			want: "bad.yaml:2:14: prices.m.input: want a number, got a string"},
+		{name: "lowercase currency", yaml: "prices:\n  m: {input: 1, output: 2, currency: usd}\n",
+			want: "bad.yaml:2:6: prices.m: currency must be a three-letter code"},
+		{name: "budget without limit", yaml: "budgets:\n  run: {currency: USD}\n",
+			want: "bad.yaml:2:8: budgets.run: "},
+		{name: "budget without currency", yaml: "budgets:\n  session: {max: 5}\n",
+			want: "bad.yaml:2:12: budgets.session: currency: currency must be"},
+		{name: "unknown budget scope", yaml: "budgets:\n  day: {max: 5, currency: USD}\n",
+			want: "bad.yaml:2:3: budgets.day: unknown field (known: run, session)"},
+		{name: "default_prices not a bool", yaml: "default_prices: no-thanks\n",
+			want: "bad.yaml:1:17: default_prices: want true or false"},
 		{name: "allow_models empty", yaml: "allow_models: []\n",
 			want: "bad.yaml:1:15: allow_models: is empty; leave it out"},
 		{name: "allow_models not a list", yaml: "allow_models: openai:*\n",
@@ -187,5 +206,60 @@ func TestParseReportsEveryProblem(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"modle", "limits.max_steps", "tools[0]"}, got); diff != "" {
 		t.Errorf("fields (-want +got):\n%s", diff)
+	}
+}
+
+// prices: and budgets: parse into the worker's table and ceilings, over
+// keel's dated default table unless the file turns it off.
+func TestPricesAndBudgets(t *testing.T) {
+	cfg, err := Parse("keel.yaml", []byte(`prices:
+  "anthropic:claude-sonnet-4-5": {input: 2.50, output: 12, cached_input: 0.25, cache_write: 3, currency: USD}
+  "scripted:demo": {input: 1.00, output: 2.00, currency: EUR}
+budgets:
+  run: {max: 5.00, currency: USD, warn_at: 0.5}
+  session: {max_tokens: 100000}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := cfg.PriceTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := table["anthropic:claude-sonnet-4-5"]; got != (keel.Price{Currency: "USD", Input: 2.5, Output: 12, CachedInput: 0.25, CacheWrite: 3, Prices: PricesFromFile}) {
+		t.Errorf("the file's price does not replace the default: %+v", got)
+	}
+	if got := table["scripted:demo"]; got.Currency != "EUR" || got.Input != 1 {
+		t.Errorf("scripted:demo: %+v", got)
+	}
+	if got := table["openai:gpt-4o"]; got.Prices != DefaultPricesName() || got.Input <= 0 || !strings.Contains(got.Prices, "estimate") {
+		t.Errorf("the default table's entry is missing or unnamed: %+v", got)
+	}
+	if cfg.RunBudget.Max != 5 || cfg.RunBudget.Currency != "USD" || cfg.RunBudget.Warn() != 0.5 || cfg.SessionBudget.MaxTokens != 100000 {
+		t.Errorf("budgets: %+v %+v", cfg.RunBudget, cfg.SessionBudget)
+	}
+
+	off, err := Parse("keel.yaml", []byte("default_prices: false\nprices:\n  m: {input: 1, output: 1, currency: USD}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if table, err := off.PriceTable(); err != nil || len(table) != 1 {
+		t.Errorf("default_prices: false keeps %d prices (%v), want the file's one", len(table), err)
+	}
+}
+
+// Every entry of keel's default table is valid, dated and in USD.
+func TestDefaultPriceTable(t *testing.T) {
+	table, err := DefaultPrices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(table) < 10 {
+		t.Fatalf("%d default prices", len(table))
+	}
+	for spec, p := range table {
+		if !strings.Contains(spec, ":") || p.Currency != "USD" || p.Output < p.Input || p.Prices == "" {
+			t.Errorf("%s: %+v", spec, p)
+		}
 	}
 }

@@ -122,6 +122,11 @@ type RunRequest struct {
 	System    string                  `json:"system,omitempty"`
 	MaxSteps  int                     `json:"max_steps,omitempty"`
 	Approvals map[string]api.Approval `json:"approvals,omitempty"`
+	// Budget and SessionBudget bound what this run, and the session's
+	// runs together, may spend (docs/contract.md §20); the worker's
+	// ceilings apply on top, and a budget above one is refused (400).
+	Budget        *api.Budget `json:"budget,omitempty"`
+	SessionBudget *api.Budget `json:"session_budget,omitempty"`
 	// IfActive says what to do while a run is active: "reject" (default:
 	// 409 run_active), "queue" (run it next) or "steer" (give it to the
 	// active run as steering).
@@ -168,18 +173,20 @@ func (req RunRequest) Validate() ([]client.SendOption, error) {
 	default:
 		return nil, keel.Errorf(keel.CodeInvalidInput, "if_active %s: use reject, queue or steer", quoteShort(req.IfActive))
 	}
-	cfg := api.RunConfig{Model: req.Model, Tools: req.Tools, System: req.System, MaxSteps: req.MaxSteps, Approvals: req.Approvals}
+	cfg := api.RunConfig{Model: req.Model, Tools: req.Tools, System: req.System, MaxSteps: req.MaxSteps, Approvals: req.Approvals,
+		Budget: req.Budget, SessionBudget: req.SessionBudget}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	hasConfig := req.Model != "" || req.Tools != nil || req.System != "" || req.MaxSteps != 0 || req.Approvals != nil
+	hasConfig := req.Model != "" || req.Tools != nil || req.System != "" || req.MaxSteps != 0 || req.Approvals != nil ||
+		req.Budget != nil || req.SessionBudget != nil
 	if hasConfig {
 		opts = append(opts, client.WithConfig(cfg))
 	}
 	if req.SetDefault {
 		switch {
 		case !hasConfig:
-			return nil, keel.Errorf(keel.CodeInvalidInput, "set_default needs model, tools, system, max_steps or approvals to make the session's default")
+			return nil, keel.Errorf(keel.CodeInvalidInput, "set_default needs model, tools, system, max_steps, approvals or a budget to make the session's default")
 		case req.IfActive == "steer":
 			return nil, keel.Errorf(keel.CodeInvalidInput, "set_default cannot go with if_active steer: steering has no run config")
 		}

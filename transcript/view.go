@@ -225,15 +225,22 @@ type Usage struct {
 	CacheWriteTokens int64 `json:"cache_write_tokens"`
 	ReasoningTokens  int64 `json:"reasoning_tokens"`
 	Requests         int   `json:"requests"`
+	// Cost and Unpriced appear only when a request had a price or lacked
+	// one (docs/contract.md §20): usage recorded before prices has
+	// neither.
+	Cost     keel.Costs `json:"cost,omitempty"`
+	Unpriced int        `json:"unpriced,omitempty"`
 }
 
 func usageOf(u keel.Usage) Usage {
 	return Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
-		CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens, Requests: u.Requests}
+		CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens, Requests: u.Requests,
+		Cost: u.Cost, Unpriced: u.Unpriced}
 }
 
 // Keel returns u as a keel.Usage.
 func (u Usage) Keel() keel.Usage {
 	return keel.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
-		CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens, Requests: u.Requests}
+		CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens, Requests: u.Requests,
+		Cost: u.Cost, Unpriced: u.Unpriced}
 }

@@ -70,7 +70,7 @@ func (s *session) runHere(ctx workflow.Context, p *pendingRun) {
 		rctx = workflow.WithValue(rctx, instrument.SpanContextKey, p.trace)
 	}
 	r := newRun(rctx, api.RunInput{SessionID: s.id, RunID: runID, Number: p.number, Revision: s.revision,
-		BaseSeq: s.seq, Prompt: p.req.Prompt, Transcript: s.transcript, Config: cfg})
+		BaseSeq: s.seq, Prompt: p.req.Prompt, Transcript: s.transcript, Config: cfg, SessionSpent: s.spent()})
 	r.rules = s.rules
 	r.onState = s.setState
 	r.tools.current = true

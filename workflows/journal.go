@@ -4,6 +4,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/api"
 )
 
@@ -41,11 +42,19 @@ func (j *journal) emit(ev keel.Event) {
 func (j *journal) lastSeq() int64 { return j.seq }
 
 // meter counts what a run spent: usage of the responses it kept, and of
-// every physical request, kept or abandoned (docs/contract.md §4).
+// every physical request, kept or abandoned (docs/contract.md §4), with
+// its cost; and it warns as the run nears a budget (§20).
 type meter struct {
 	emit  emitFunc
 	kept  keel.Usage
 	total keel.Usage
+	// session is what the session's earlier runs spent (nil: unknown, a
+	// run of a session from before budgets).
+	session *keel.Usage
+	// limits are the budget limits the worker held the last turn to, as
+	// recorded with its result; warned holds those already warned of.
+	limits []activities.BudgetLimit
+	warned map[activities.BudgetLimit]bool
 }
 
 // request counts one physical request of step (attempt 0 for requests
@@ -54,6 +63,41 @@ func (m *meter) request(step, attempt int, u keel.Usage) {
 	u.Requests = 1
 	m.total = m.total.Add(u)
 	m.emit(keel.UsageUpdated{Step: step, Attempt: attempt, Usage: u, Total: m.total})
+	m.warn(step)
+}
+
+// sessionTotal is what the session has spent, this run included.
+func (m *meter) sessionTotal() keel.Usage {
+	if m.session == nil {
+		return m.total
+	}
+	return m.session.Add(m.total)
+}
+
+// budget is the budget check the next model request carries.
+func (m *meter) budget(cfg api.RunConfig) *activities.BudgetCheck {
+	return &activities.BudgetCheck{Run: cfg.Budget, Session: cfg.SessionBudget,
+		RunSpent: m.total, SessionSpent: m.sessionTotal()}
+}
+
+// warn records a budget.warning for each limit whose warning fraction the
+// spending has reached, once per run and limit.
+func (m *meter) warn(step int) {
+	for _, l := range m.limits {
+		spent := m.total
+		if l.Scope == keel.BudgetSession {
+			spent = m.sessionTotal()
+		}
+		n := l.Spent(spent)
+		if m.warned[l] || float64(n) < l.WarnAt*float64(l.Limit) {
+			continue
+		}
+		if m.warned == nil {
+			m.warned = map[activities.BudgetLimit]bool{}
+		}
+		m.warned[l] = true
+		m.emit(keel.BudgetWarning{Step: step, Scope: l.Scope, Set: l.Set, Currency: l.Currency, Limit: l.Limit, Spent: n})
+	}
 }
 
 // keep adds a response's usage to what the run kept.

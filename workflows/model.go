@@ -52,10 +52,16 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 	for attempt := 1; ; attempt++ {
 		res, fail, err := m.attempt(step, attempt)
 		if err == nil {
+			m.meter.limits = res.Limits
 			m.meter.request(step, attempt, res.Response.Usage)
 			m.emit(keel.ModelCallCompleted{Step: step, Attempt: attempt, Metrics: res.Metrics})
 			m.meter.keep(res.Response.Usage)
 			return res, "", nil
+		}
+		if fail.Budget != nil {
+			// Refused before it was sent: nothing to count, and the run
+			// ends here with what it has (docs/contract.md §20).
+			return nil, "", &keel.Error{Code: keel.CodeBudgetExceeded, Message: fail.Budget.Message}
 		}
 		m.meter.request(step, attempt, fail.Usage)
 		if m.work.Err() != nil {
@@ -87,6 +93,7 @@ func (m *modelTurns) attempt(step, attempt int) (*activities.ModelTurnResult, *a
 		Transcript: m.transcript.ref(),
 		Tail:       m.transcript.ship(),
 		AfterSeq:   m.lastSeq(),
+		Budget:     m.meter.budget(m.cfg),
 	}
 	actx := workflow.WithActivityOptions(m.work, workflow.ActivityOptions{
 		StartToCloseTimeout: m.cfg.ModelTimeout.Std(),
@@ -199,6 +206,12 @@ func decodeTurnFailure(err error) *activities.TurnFailure {
 	if errors.As(err, &appErr) {
 		code := keel.Code(appErr.Type())
 		switch {
+		case code == keel.CodeBudgetExceeded:
+			if appErr.HasDetails() && appErr.Details(f) == nil && f.Budget != nil {
+				return f
+			}
+			f.Budget = &activities.BudgetRefusal{Message: appErr.Message()}
+			return f
 		case code == keel.CodeProvider || code == keel.CodeMalformedResponse:
 			if appErr.HasDetails() && appErr.Details(f) == nil && (f.Provider != nil || f.Malformed != "") {
 				return f

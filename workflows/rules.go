@@ -30,6 +30,23 @@ type Rules struct {
 	// prompts and staged steering (docs/contract.md §18). Optional: zero
 	// fields take the defaults of api.Limits.
 	Limits api.Limits
+	// RunBudget and SessionBudget are the operator's ceilings (keel.yaml
+	// budgets): a send whose budget asks for more is refused
+	// (docs/contract.md §20). The worker's activities hold every request
+	// to them as well, whatever the send asked. Optional.
+	RunBudget, SessionBudget *api.Budget
+}
+
+// admitsBudgets refuses a run configuration whose budgets would raise the
+// operator's ceilings.
+func (r Rules) admitsBudgets(cfg api.RunConfig) *keel.Error {
+	if err := cfg.Budget.Within(r.RunBudget, "budget"); err != nil {
+		return err.(*keel.Error)
+	}
+	if err := cfg.SessionBudget.Within(r.SessionBudget, "session_budget"); err != nil {
+		return err.(*keel.Error)
+	}
+	return nil
 }
 
 // admitsModel applies AdmitModel.

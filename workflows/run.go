@@ -91,7 +91,7 @@ func newRun(ctx workflow.Context, in api.RunInput) *run {
 	r.work, r.cancelWork = workflow.WithCancel(ctx)
 	r.journal = newJournal(ctx, in)
 	emit := r.journal.emit
-	r.meter = &meter{emit: emit}
+	r.meter = &meter{emit: emit, session: in.SessionSpent}
 	r.transcript = newTranscript(info.WorkflowExecution, in.Transcript)
 	r.steering = newSteering(emit)
 	r.host = newHostInput(in.RunID, emit, r.refreshState)

@@ -315,6 +315,9 @@ func (s *session) validateSend(req api.SendRequest) error {
 	if !s.rules.admitsModel(cfg.WithDefaults().Model) {
 		return wireError(s.rules.modelRefused())
 	}
+	if err := s.rules.admitsBudgets(cfg); err != nil {
+		return wireError(err)
+	}
 	if s.shutdown {
 		return wireError(keel.ErrRuntimeShutdown)
 	}
@@ -402,7 +405,7 @@ func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 	}
 	cctx = workflow.WithChildOptions(cctx, opts)
 	in := api.RunInput{SessionID: s.id, RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq,
-		Prompt: p.req.Prompt, Transcript: s.transcript, Config: cfg}
+		Prompt: p.req.Prompt, Transcript: s.transcript, Config: cfg, SessionSpent: s.spent()}
 	s.active = p
 	s.setState(keel.StateRunning)
 	fut := workflow.ExecuteChildWorkflow(cctx, api.RunWorkflowName, in)
@@ -429,6 +432,13 @@ func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 	}
 	s.commit(res)
 	s.active = nil
+}
+
+// spent returns what the session's runs have spent so far, for the next
+// run's session budget.
+func (s *session) spent() *keel.Usage {
+	u := s.usage
+	return &u
 }
 
 // commit installs a finished run: its messages, events, revision and usage.

@@ -13,6 +13,18 @@ export interface Error {
 /** A tool's approval policy. */
 export type Approval = "allow" | "ask" | "deny";
 
+/**
+ * A budget (docs/contract.md §20): money (max with currency), tokens
+ * (max_tokens, prompt and answer), or both.
+ */
+export interface Budget {
+  max?: number;
+  currency?: string;
+  max_tokens?: number;
+  /** Fraction that brings a budget.warning event; default 0.8. */
+  warn_at?: number;
+}
+
 /** POST /v1/sessions/{id}/runs. */
 export interface RunRequest {
   prompt: string;
@@ -21,6 +33,10 @@ export interface RunRequest {
   system?: string;
   max_steps?: number;
   approvals?: Record<string, Approval>;
+  /** Most this run may spend; the worker's ceiling applies on top. */
+  budget?: Budget;
+  /** Most the session's runs may spend together. */
+  session_budget?: Budget;
   if_active?: "reject" | "queue" | "steer";
   /**
    * Make model, tools, system, max_steps and approvals the session's

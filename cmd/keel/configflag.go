@@ -47,6 +47,13 @@ func (c *configFlag) workspace(fs *flagSet, flagValue string) string {
 // opts.Workspace (which workspace chose).
 func (c *configFlag) apply(opts *worker.Options) error {
 	if c.cfg == nil {
+		// Without a file, keel's default price table still prices the
+		// models it names (docs/contract.md §20).
+		prices, err := config.DefaultPrices()
+		if err != nil {
+			return err
+		}
+		opts.Policy.Prices = prices
 		return nil
 	}
 	cfg := *c.cfg

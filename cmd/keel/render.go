@@ -263,8 +263,8 @@ func (r *renderer) usageLine(fallback keel.Usage) {
 	if u.IsZero() {
 		return
 	}
-	r.line(styleDim, "  usage: %d tokens in · %d out · %d %s", u.InputTokens, u.OutputTokens,
-		u.Requests, plural(u.Requests, "request", "requests"))
+	r.line(styleDim, "  usage: %d tokens in · %d out · %d %s%s", u.InputTokens, u.OutputTokens,
+		u.Requests, plural(u.Requests, "request", "requests"), costNote(u))
 }
 
 func (r *renderer) toolFinished(e keel.ToolFinished) {

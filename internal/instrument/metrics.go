@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+
+	"github.com/keelrun/keel"
 )
 
 // Metric names, in Prometheus form: the unit ends the name, counters end
@@ -40,6 +42,11 @@ const (
 	// reported, failed attempts included; labels provider, model.
 	ModelInputTokens  = "keel_model_input_tokens_total"
 	ModelOutputTokens = "keel_model_output_tokens_total"
+	// CostTotal counts what provider requests cost by the worker's price
+	// table, failed attempts included, in nanos (billionths) of the
+	// currency: divide by 1e9 for units. Labels provider, model,
+	// currency. Requests without a price are not counted here.
+	CostTotal = "keel_cost_total"
 	// ToolCallsTotal counts finished tool calls by tool and status (ok,
 	// error, unavailable, interrupted). Recorded by the Run workflow, which
 	// runs some tools itself (ask_user, sleep).
@@ -65,7 +72,7 @@ const (
 // tests.
 var Names = []string{
 	RunsTotal, RunDuration, ModelRetriesTotal, HostInputWait,
-	ModelTurnDuration, ModelTimeToFirstToken, ModelInputTokens, ModelOutputTokens,
+	ModelTurnDuration, ModelTimeToFirstToken, ModelInputTokens, ModelOutputTokens, CostTotal,
 	ToolCallsTotal, ToolCallDuration,
 	LiveDeliveryLag, LiveMissedEventsTotal, LivePublishFailuresTotal, LiveRejectedMessagesTotal,
 }
@@ -106,6 +113,8 @@ type ModelTurn struct {
 	Took                      time.Duration
 	FirstToken                time.Duration // zero: no token came
 	InputTokens, OutputTokens int64
+	// Cost is the request's cost, one entry per currency.
+	Cost keel.Costs
 }
 
 // ModelTurnDone records a provider request.
@@ -120,6 +129,11 @@ func ModelTurnDone(h client.MetricsHandler, t ModelTurn) {
 	}
 	if t.OutputTokens > 0 {
 		h.Counter(ModelOutputTokens).Inc(t.OutputTokens)
+	}
+	for _, c := range t.Cost {
+		if c.Nanos > 0 {
+			h.WithTags(map[string]string{"currency": c.Currency}).Counter(CostTotal).Inc(c.Nanos)
+		}
 	}
 }
 

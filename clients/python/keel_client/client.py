@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 from .errors import ConnectionFailed, KeelError, error_from
 from .sse import parse_sse
-from .types import (Event, EventsPage, ForkResponse, ForksResponse, HistoryPage, Lag, RequestsResponse, RetractResponse,
+from .types import (Budget, Event, EventsPage, ForkResponse, ForksResponse, HistoryPage, Lag, RequestsResponse, RetractResponse,
                     RewindResponse, RunResponse, SessionsResponse, SessionStatus, StatusResponse, SteerResponse)
 
 #: The gateway's address under ``keel dev``.
@@ -52,12 +52,14 @@ class Client:
     def send(self, session_id: str, prompt: str, *, model: Optional[str] = None, tools: Optional[List[str]] = None,
              system: Optional[str] = None, max_steps: Optional[int] = None,
              approvals: Optional[Dict[str, str]] = None, if_active: Optional[str] = None,
-             set_default: bool = False) -> RunResponse:
+             set_default: bool = False, budget: Optional[Budget] = None,
+             session_budget: Optional[Budget] = None) -> RunResponse:
         """Sends a prompt; the first creates the session (POST /v1/sessions/{id}/runs).
         Options left None take the session's defaults; those given apply to
         this run only, unless set_default makes them the session's defaults."""
         body = {"prompt": prompt, "model": model, "tools": tools, "system": system, "max_steps": max_steps,
-                "approvals": approvals, "if_active": if_active, "set_default": set_default or None}
+                "approvals": approvals, "if_active": if_active, "set_default": set_default or None,
+                "budget": budget, "session_budget": session_budget}
         return self._json("POST", _session(session_id) + "/runs", body={k: v for k, v in body.items() if v is not None})
 
     def state(self, session_id: str) -> SessionStatus:

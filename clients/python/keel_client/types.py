@@ -22,6 +22,16 @@ class Error(TypedDict):
     retryable: NotRequired[bool]
 
 
+class Budget(TypedDict):
+    """A budget (docs/contract.md §20): money (max with currency), tokens
+    (max_tokens, prompt and answer), or both."""
+    max: NotRequired[float]
+    currency: NotRequired[str]
+    max_tokens: NotRequired[int]
+    #: Fraction that brings a budget.warning event; default 0.8.
+    warn_at: NotRequired[float]
+
+
 class RunRequest(TypedDict):
     prompt: str
     model: NotRequired[str]
@@ -29,6 +39,8 @@ class RunRequest(TypedDict):
     system: NotRequired[str]
     max_steps: NotRequired[int]
     approvals: NotRequired[Dict[str, Approval]]
+    budget: NotRequired[Budget]
+    session_budget: NotRequired[Budget]
     if_active: NotRequired[Literal["reject", "queue", "steer"]]
     #: Make model, tools, system, max_steps and approvals the session's
     #: defaults too, from this run on; without it they apply to this run only.
