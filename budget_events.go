@@ -1,9 +1,30 @@
 package keel
 
-// TypeBudgetWarning is the wire name of BudgetWarning.
-const TypeBudgetWarning = "budget.warning"
+// Wire names of the events of docs/contract.md §20.
+const (
+	TypeBudgetWarning = "budget.warning"
+	// TypeModelWaiting is ephemeral: it travels on the live channel only.
+	TypeModelWaiting = "model.waiting"
+)
 
-func init() { register[BudgetWarning](TypeBudgetWarning) }
+func init() {
+	register[BudgetWarning](TypeBudgetWarning)
+	register[ModelWaiting](TypeModelWaiting)
+}
+
+// ModelWaiting says a model request waits for its turn under the worker's
+// rate limit (docs/contract.md §20.5) before it is sent: about Wait from
+// the event's time. It is ephemeral; a cancel reaches the run while it
+// waits.
+type ModelWaiting struct {
+	Step    int `json:"step"`
+	Attempt int `json:"attempt"`
+	// Limit names the limit (a provider, or a model spec).
+	Limit string   `json:"limit"`
+	Wait  Duration `json:"wait"`
+}
+
+func (ModelWaiting) EventType() string { return TypeModelWaiting }
 
 // The scopes of a budget.
 const (

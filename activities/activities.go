@@ -90,6 +90,7 @@ type Activities struct {
 
 	cache *transcriptCache
 	slots slots
+	rates rateLimiter
 }
 
 // publish sends an ephemeral event; failures are logged, never fatal: the

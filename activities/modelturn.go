@@ -51,6 +51,25 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 
 	ctx, hb := a.begin(ctx)
 	defer hb.Stop()
+	var tk *ticket
+	if key, rl, ok := a.Policy.rateKey(in.Model, p.Name(), model); ok {
+		est := int64(keel.EstimateTokens(in.System, messages)+keel.EstimateToolTokens(specs)) + int64(max(maxOut, 0))
+		if maxOut <= 0 {
+			est += EstimatedAnswerTokens
+		}
+		tk, err = a.rates.wait(ctx, key, rl, est, func(d time.Duration) {
+			a.publish(ctx, in.SessionID, in.RunID, in.AfterSeq, keel.ModelWaiting{Step: in.Step, Attempt: in.Attempt,
+				Limit: key, Wait: keel.Duration(d)})
+		})
+		if err != nil {
+			return nil, temporal.NewCanceledError(TurnFailure{})
+		}
+	}
+	defer func() {
+		if turn != nil {
+			tk.settle(turn.Response.Usage.Tokens())
+		}
+	}()
 	release, err := a.slots.acquire(ctx, &a.Policy, p.Name())
 	if err != nil {
 		return nil, temporal.NewCanceledError(TurnFailure{})

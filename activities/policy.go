@@ -34,6 +34,12 @@ type Policy struct {
 	// RunBudget and SessionBudget are the operator's ceilings: every run
 	// is held to them, whatever its own budget says. Optional.
 	RunBudget, SessionBudget *api.Budget
+	// RateLimits pace model requests on this worker per provider name,
+	// "provider:model" or model spec (the most specific wins): requests
+	// and tokens per minute, shared by every run the worker serves. A
+	// request waits for its turn, heartbeating, before it takes a
+	// Concurrency slot. Optional.
+	RateLimits map[string]RateLimit
 }
 
 // ApprovalFor returns the worker's approval policy for the tool name, or

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/tool/mcp"
 	"github.com/keelrun/keel/worker"
@@ -106,6 +107,9 @@ type Limits struct {
 	// provider ("openai", "anthropic", "scripted"). Optional; a missing
 	// provider is not limited.
 	Concurrency map[string]int
+	// Rate paces model requests per provider, "provider:model" or model
+	// name: requests and tokens per minute on this worker. Optional.
+	Rate map[string]activities.RateLimit
 	// Inputs bound what callers send the worker's sessions (prompt_bytes,
 	// steering_bytes, answer_bytes, config_bytes, queued_prompts,
 	// staged_steers). Optional; zero fields take api.Limits' defaults.

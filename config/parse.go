@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/tool/mcp"
 	"github.com/keelrun/keel/worker"
@@ -353,6 +354,17 @@ func (p *parser) limits(n *yaml.Node, field string) {
 		"config_bytes":   func(n *yaml.Node, f string) { l.Inputs.ConfigBytes = p.positive(n, f) },
 		"queued_prompts": func(n *yaml.Node, f string) { l.Inputs.QueuedPrompts = p.positive(n, f) },
 		"staged_steers":  func(n *yaml.Node, f string) { l.Inputs.StagedSteers = p.positive(n, f) },
+		"rate": func(n *yaml.Node, f string) {
+			l.Rate = map[string]activities.RateLimit{}
+			p.entries(n, f, func(k, v *yaml.Node, f string) {
+				var rl activities.RateLimit
+				p.fields(v, f, map[string]func(*yaml.Node, string){
+					"requests_per_minute": func(n *yaml.Node, f string) { rl.RequestsPerMinute = p.positive(n, f) },
+					"tokens_per_minute":   func(n *yaml.Node, f string) { rl.TokensPerMinute = p.positive(n, f) },
+				})
+				l.Rate[k.Value] = rl
+			})
+		},
 		"concurrency": func(n *yaml.Node, f string) {
 			l.Concurrency = map[string]int{}
 			p.entries(n, f, func(k, v *yaml.Node, f string) {

@@ -85,6 +85,7 @@ var ephemeralTypes = map[string]bool{
 	keel.TypeReasoningDelta: true,
 	keel.TypeToolCallDelta:  true,
 	keel.TypeToolProgress:   true,
+	keel.TypeModelWaiting:   true,
 }
 
 // EphemeralType reports whether t is one of the event types the live
