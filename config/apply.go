@@ -54,7 +54,7 @@ func (c *Config) Apply(opts *worker.Options) error {
 		MaxTokens:   c.Limits.MaxTokens,
 		Concurrency: maps.Clone(c.Limits.Concurrency),
 		RunBudget:   c.RunBudget, SessionBudget: c.SessionBudget,
-		RateLimits:  maps.Clone(c.Limits.Rate),
+		RateLimits: maps.Clone(c.Limits.Rate),
 	}
 	prices, err := c.PriceTable()
 	if err != nil {
