@@ -11,6 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/gateway"
 )
 
@@ -29,12 +30,31 @@ func TestPageReducerReplaysRecordedStreams(t *testing.T) {
 	// Among them a fork's log, whose session.forked and session.rewound
 	// belong to no run: both reducers keep them as the session's
 	// (docs/contract.md §19).
-	if !slices.Contains(paths, filepath.Join("..", "transcript", "testdata", "lineage.jsonl")) {
-		t.Fatalf("no lineage stream among %v", paths)
+	// And money: costs, unpriced requests and budget warnings, kept by
+	// both the same way, a wrong shape undecodable in both
+	// (docs/contract.md §20).
+	for _, name := range []string{"lineage", "money"} {
+		if !slices.Contains(paths, filepath.Join("..", "transcript", "testdata", name+".jsonl")) {
+			t.Fatalf("no %s stream among %v", name, paths)
+		}
 	}
 	b := newBrowser(t)
 	s := startGateway(t, gateway.Options{})
 	b.do("load the page", chromedp.Navigate(s.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#open-form")))
+	// The page formats nanos as keel.FormatNanos does, exactly: integer
+	// arithmetic, where a division in floats would be off.
+	t.Run("formatNanos", func(t *testing.T) {
+		for _, n := range []int64{0, 5, 12_300_000, 3_300_000_000, 4_000_000_000, -1_500_000_000, 123_456_789,
+			9_007_199_254_740_991, 8_999_999_999_999_999, 1_000_000_000_000_000} {
+			arg, _ := json.Marshal(n)
+			if got, want := eval[string](b, `keelTranscript.formatNanos(`+string(arg)+`)`), keel.FormatNanos(n); got != want {
+				t.Errorf("formatNanos(%d) = %q, want %q", n, got, want)
+			}
+		}
+		if got := eval[string](b, `keelTranscript.formatNanos(1.5) + "|" + keelTranscript.formatNanos("12")`); got != "|" {
+			t.Errorf("formatNanos of what is not an integer: %q", got)
+		}
+	})
 	for _, path := range paths {
 		name := strings.TrimSuffix(filepath.Base(path), ".jsonl")
 		t.Run(name, func(t *testing.T) {

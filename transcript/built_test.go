@@ -100,6 +100,52 @@ func TestBuildStreams(t *testing.T) {
 	b.run = ""
 	b.durable(keel.SessionRewound{FromRun: 2, FromRevision: 5, ToRun: 2, ToStep: 1, Revision: 6, Messages: 5})
 	b.write("lineage")
+
+	// Money (docs/contract.md §20): usage carries its cost, per currency in
+	// nanos and naming its table, and its unpriced requests; a run ends
+	// with its totals; budget.warning is a fact of its run, once per limit;
+	// a budget stops the next run with run.failed keel.BudgetExceeded. A
+	// cost or a warning of the wrong shape is undecodable.
+	const table = "keel default list prices of 2026-03-01 (estimate)"
+	b = &builder{t: t, session: "mo", run: "mo/run-1", at: at}
+	usd := func(n int64) keel.Costs { return keel.Costs{{Currency: "USD", Nanos: n, Prices: table}} }
+	b.durable(keel.RunStarted{Number: 1, Revision: 0, Prompt: "price this", Model: "scripted:mo"}, keel.StepStarted{Step: 1, EstimatedContextTokens: 1200})
+	b.delta(keel.TextDelta{Step: 1, Attempt: 1, Text: "Priced."})
+	b.durable(keel.UsageUpdated{Step: 1, Attempt: 1,
+		Usage: keel.Usage{InputTokens: 1200, OutputTokens: 50, CacheReadTokens: 200, Requests: 1, Cost: usd(12_300_000)},
+		Total: keel.Usage{InputTokens: 1200, OutputTokens: 50, CacheReadTokens: 200, Requests: 1, Cost: usd(12_300_000)}})
+	// A second request, to a model with no price on this worker: counted
+	// in tokens, and as unpriced.
+	b.durable(keel.UsageUpdated{Step: 1, Attempt: 1,
+		Usage: keel.Usage{InputTokens: 300, OutputTokens: 5, Requests: 1, Unpriced: 1},
+		Total: keel.Usage{InputTokens: 1500, OutputTokens: 55, CacheReadTokens: 200, Requests: 2, Cost: usd(12_300_000), Unpriced: 1}},
+		keel.ModelCallCompleted{Step: 1, Attempt: 1},
+		keel.BudgetWarning{Step: 1, Scope: keel.BudgetSession, Set: "worker", Limit: 1800, Spent: 1555})
+	b.raw(keel.Envelope{Seq: b.seq + 1, Type: keel.TypeUsageUpdated, Data: json.RawMessage(
+		`{"step":1,"attempt":1,"usage":{"requests":1},"total":{"requests":3,"cost":{"currency":"USD","nanos":1}}}`)}) // cost not a list
+	b.raw(keel.Envelope{Seq: b.seq + 2, Type: keel.TypeUsageUpdated, Data: json.RawMessage(
+		`{"step":1,"attempt":1,"usage":{"requests":1},"total":{"requests":3,"cost":[{"currency":"USD","nanos":"12"}]}}`)}) // nanos not an integer
+	b.seq += 2
+	b.durable(keel.RunCompleted{Revision: 1, Text: "Priced.", Steps: 1,
+		Usage: keel.Usage{InputTokens: 1500, OutputTokens: 55, CacheReadTokens: 200, Requests: 2, Cost: usd(12_300_000), Unpriced: 1}})
+	b.run = "mo/run-2"
+	b.durable(keel.RunStarted{Number: 2, Revision: 1, Prompt: "spend more", Model: "scripted:mo"}, keel.StepStarted{Step: 1, EstimatedContextTokens: 1600})
+	b.durable(keel.UsageUpdated{Step: 1, Attempt: 1,
+		Usage: keel.Usage{InputTokens: 1600, OutputTokens: 40, Requests: 1,
+			Cost: keel.Costs{{Currency: "EUR", Nanos: 5, Prices: "keel.yaml"}, {Currency: "USD", Nanos: 3_300_000_000, Prices: table}}},
+		Total: keel.Usage{InputTokens: 1600, OutputTokens: 40, Requests: 1,
+			Cost: keel.Costs{{Currency: "EUR", Nanos: 5, Prices: "keel.yaml"}, {Currency: "USD", Nanos: 3_300_000_000, Prices: table}}}},
+		keel.ModelCallCompleted{Step: 1, Attempt: 1},
+		keel.BudgetWarning{Step: 1, Scope: keel.BudgetRun, Set: "caller", Currency: "USD", Limit: 4_000_000_000, Spent: 3_300_000_000},
+		keel.BudgetWarning{Step: 1, Scope: keel.BudgetSession, Set: "worker", Limit: 1800, Spent: 1640})
+	b.durable(keel.BudgetWarning{Step: 1, Scope: keel.BudgetRun, Set: "caller", Currency: "USD", Limit: 4_000_000_000, Spent: 3_400_000_000}) // the same limit again
+	b.raw(keel.Envelope{Seq: b.seq + 1, Type: keel.TypeBudgetWarning, Data: json.RawMessage(
+		`{"step":1,"scope":"run","set":"caller","currency":"EUR","limit":"4.00","spent":1}`)}) // limit not an integer
+	b.seq++
+	b.durable(keel.StepStarted{Step: 2, EstimatedContextTokens: 1700},
+		keel.RunFailed{Code: keel.CodeBudgetExceeded, Revision: 2,
+			Message: "the next request could spend 0.91 USD and the run budget (set by the caller) has 0.70 USD left of 4.00 USD"})
+	b.write("money")
 }
 
 type builder struct {

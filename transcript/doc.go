@@ -21,7 +21,13 @@
 //     interrupts it; the run waits for host input while any is open (§6).
 //   - Steering is staged until applied or retracted (§5).
 //   - Usage is the running total of usage.updated, abandoned requests
-//     included (§4.5); run.completed adds the kept usage.
+//     included (§4.5); run.completed adds the kept usage. Its cost (per
+//     currency, in nanos, naming the price table) and its count of
+//     unpriced requests appear only when it has them (§20.2).
+//   - budget.warning is a fact of its run, kept in order, one per limit
+//     (scope, who set it, currency): a second for the same limit is a
+//     duplicate (§20.3). A run a budget stopped ends with run.failed,
+//     code keel.BudgetExceeded.
 //   - The terminal event ends the run: nothing of it counts after (§2.11).
 //
 // Input is never trusted: the reducer takes any sequence of envelopes

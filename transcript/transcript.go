@@ -52,6 +52,7 @@ const (
 	KindCompaction Kind = "compaction" // compaction.*
 	KindEnd        Kind = "end"        // the terminal event: Change.Run.Result is set
 	KindSession    Kind = "session"    // session.forked, session.rewound: View.Forked or View.Rewinds changed
+	KindBudget     Kind = "budget"     // budget.warning: Change.Run.Warnings grew
 	KindOther      Kind = "other"      // a type this version does not know
 )
 
@@ -68,6 +69,7 @@ var kinds = map[string]Kind{
 	keel.TypeCompactionStarted: KindCompaction, keel.TypeCompactionCompleted: KindCompaction,
 	keel.TypeRunCompleted: KindEnd, keel.TypeRunCancelled: KindEnd, keel.TypeRunFailed: KindEnd,
 	keel.TypeSessionForked: KindSession, keel.TypeSessionRewound: KindSession,
+	keel.TypeBudgetWarning: KindBudget,
 }
 
 // ephemeral reports whether a type travels only on the live channel
@@ -292,6 +294,15 @@ func (r *Run) apply(ev keel.Event, ch *Change) Reason {
 	case keel.UsageUpdated:
 		r.Usage = usageOf(e.Total)
 		ch.Step = r.steps[e.Step]
+	case keel.BudgetWarning:
+		ch.Step = r.steps[e.Step]
+		e.Scope, e.Set, e.Currency = cut(e.Scope, MaxField), cut(e.Set, MaxField), cut(e.Currency, MaxField)
+		for _, w := range r.Warnings {
+			if w.Scope == e.Scope && w.Set == e.Set && w.Currency == e.Currency {
+				return ReasonDuplicate // one warning per run and limit
+			}
+		}
+		r.Warnings = append(r.Warnings, e)
 	case keel.ToolProposed:
 		return r.proposed(e, ch)
 	case keel.ToolStarted:

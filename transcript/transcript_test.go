@@ -169,6 +169,26 @@ var streamCases = map[string]func(t *testing.T, tr *transcript.Transcript){
 			{FromRun: 2, FromRevision: 5, ToRun: 2, ToStep: 1, Revision: 6, Messages: 5}})
 		want(t, "ignored", v.Ignored, map[transcript.Reason]int{transcript.ReasonRepeat: 1, transcript.ReasonUndecodable: 1})
 	},
+	"money": func(t *testing.T, tr *transcript.Transcript) {
+		const table = "keel default list prices of 2026-03-01 (estimate)"
+		r1, r2 := tr.Run("mo/run-1"), tr.Run("mo/run-2")
+		if r1 == nil || r2 == nil {
+			t.Fatalf("runs %v", tr.Runs())
+		}
+		want(t, "run 1 cost", r1.Usage.Cost, keel.Costs{{Currency: "USD", Nanos: 12_300_000, Prices: table}})
+		want(t, "run 1 unpriced", r1.Usage.Unpriced, 1)
+		want(t, "run 1 requests, the undecodable usage not counted", r1.Usage.Requests, 2)
+		want(t, "run 1 kept cost", r1.Result.Usage.Cost, r1.Usage.Cost)
+		want(t, "run 1 warnings", r1.Warnings, []keel.BudgetWarning{{Step: 1, Scope: keel.BudgetSession, Set: "worker", Limit: 1800, Spent: 1555}})
+		want(t, "run 2 currencies", len(r2.Usage.Cost), 2)
+		want(t, "run 2 unpriced", r2.Usage.Unpriced, 0)
+		want(t, "run 2 warnings, the repeat of a limit not kept", r2.Warnings, []keel.BudgetWarning{
+			{Step: 1, Scope: keel.BudgetRun, Set: "caller", Currency: "USD", Limit: 4_000_000_000, Spent: 3_300_000_000},
+			{Step: 1, Scope: keel.BudgetSession, Set: "worker", Limit: 1800, Spent: 1640}})
+		want(t, "run 2 status", r2.Status, transcript.Failed)
+		want(t, "run 2 code", r2.Result.Code, keel.CodeBudgetExceeded)
+		want(t, "ignored", tr.View().Ignored, map[transcript.Reason]int{transcript.ReasonUndecodable: 3, transcript.ReasonDuplicate: 1})
+	},
 }
 
 func onlyRun(t *testing.T, tr *transcript.Transcript) *transcript.Run {

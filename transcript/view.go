@@ -72,6 +72,11 @@ type Run struct {
 	Compactions int `json:"compactions"`
 	// Result is set by the terminal event.
 	Result *Result `json:"result"`
+	// Warnings are the run's budget.warning events in order: a budget of
+	// the run or of the session that reached its warning fraction
+	// (docs/contract.md §20). A run that a budget stopped ends with
+	// run.failed, code keel.BudgetExceeded.
+	Warnings []keel.BudgetWarning `json:"warnings,omitempty"`
 
 	started   bool
 	steps     map[int]*Step

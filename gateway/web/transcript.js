@@ -27,13 +27,17 @@
     "compaction.started": "compaction", "compaction.completed": "compaction",
     "run.completed": "end", "run.cancelled": "end", "run.failed": "end",
     "session.forked": "session", "session.rewound": "session",
+    "budget.warning": "budget",
   };
   const EPHEMERAL = new Set(["text.delta", "reasoning.delta", "tool_call.delta", "tool.progress"]);
 
   // The data of each type as Go decodes it: i integer, s string, b bool,
-  // u usage, d duration, o object, r any JSON. A field of another JSON
-  // type makes the event undecodable; null and absent fields are zero.
-  const USAGE = {input_tokens: "i", output_tokens: "i", cache_read_tokens: "i", cache_write_tokens: "i", reasoning_tokens: "i", requests: "i"};
+  // u usage, c costs (a list of COST, keel.Costs), d duration, o object,
+  // r any JSON. A field of another JSON type makes the event
+  // undecodable; null and absent fields are zero.
+  const USAGE = {input_tokens: "i", output_tokens: "i", cache_read_tokens: "i", cache_write_tokens: "i", reasoning_tokens: "i", requests: "i",
+    cost: "c", unpriced: "i"};
+  const COST = {currency: "s", nanos: "i", prices: "s"};
   const SHAPES = {
     "run.started": {number: "i", revision: "i", prompt: "s", model: "s"},
     "step.started": {step: "i", estimated_context_tokens: "i"},
@@ -61,6 +65,7 @@
     "compaction.completed": {messages_before: "i", messages_after: "i"},
     "session.forked": {source: "s", run: "i", step: "i", revision: "i", seq: "i", messages: "i"},
     "session.rewound": {from_run: "i", from_revision: "i", to_run: "i", to_step: "i", revision: "i", messages: "i"},
+    "budget.warning": {step: "i", scope: "s", set: "s", currency: "s", limit: "i", spent: "i"},
   };
 
   const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
@@ -74,6 +79,7 @@
     case "d": return typeof v === "string" || typeof v === "number";
     case "o": return isObject(v);
     case "u": return isObject(v) && Object.entries(USAGE).every(([k, s]) => fits(s, v[k]));
+    case "c": return Array.isArray(v) && v.every((c) => c === null || (isObject(c) && Object.entries(COST).every(([k, s]) => fits(s, c[k]))));
     default: return true;
     }
   }
@@ -85,7 +91,7 @@
     if (!shape) return isObject(data) ? data : {};
     if (data === null || data === undefined) data = {};
     if (!isObject(data)) return null;
-    const zero = {i: 0, s: "", b: false, d: "", o: null, u: null, r: null};
+    const zero = {i: 0, s: "", b: false, d: "", o: null, u: null, c: null, r: null};
     const out = {};
     for (const [k, s] of Object.entries(shape)) {
       if (!fits(s, data[k])) return null;
@@ -130,9 +136,23 @@
     return utf8Length(JSON.stringify(v)) > MAX_FIELD ? null : v;
   }
 
+  // usageOf is a decoded usage as transcript.Usage encodes it: cost (each
+  // currency's nanos, and the table that priced it when named) only when
+  // it has one, unpriced only when not zero (docs/contract.md §20.2).
   const usageOf = (u) => {
     const out = {};
-    for (const k of Object.keys(USAGE)) out[k] = (u && u[k]) || 0;
+    for (const [k, s] of Object.entries(USAGE)) {
+      if (s === "i" && k !== "unpriced") out[k] = (u && u[k]) || 0;
+    }
+    const cost = u && Array.isArray(u.cost) ? u.cost : [];
+    if (cost.length) out.cost = cost.map(costOf);
+    if (u && u.unpriced) out.unpriced = u.unpriced;
+    return out;
+  };
+
+  const costOf = (c) => {
+    const out = {currency: (c && c.currency) || "", nanos: (c && c.nanos) || 0};
+    if (c && c.prices) out.prices = c.prices;
     return out;
   };
 
@@ -148,7 +168,7 @@
 
   function newRun(t, id) {
     const r = {id, number: 0, prompt: "", model: "", status: "running", steps: [], tools: [], questions: [], steering: [],
-      usage: usageOf(null), compactions: 0, result: null,
+      usage: usageOf(null), compactions: 0, result: null, warnings: [],
       _started: false, _steps: new Map(), _tools: new Map(), _questions: new Map(), _steering: new Map()};
     t._runs.set(id, r);
     t.runs.push(r);
@@ -278,6 +298,14 @@
       r.usage = usageOf(d.total);
       ch.step = r._steps.get(d.step) || null;
       return "";
+    case "budget.warning": {
+      ch.step = r._steps.get(d.step) || null;
+      const w = Object.assign({}, d, {scope: cut(d.scope, MAX_FIELD), set: cut(d.set, MAX_FIELD), currency: cut(d.currency, MAX_FIELD)});
+      // One warning per run and limit.
+      if (r.warnings.some((x) => x.scope === w.scope && x.set === w.set && x.currency === w.currency)) return "duplicate";
+      r.warnings.push(w);
+      return "";
+    }
     case "tool.proposed": {
       if (r._tools.has(d.tool_call_id)) {
         ch.tool = r._tools.get(d.tool_call_id);
@@ -436,14 +464,46 @@
     return out;
   };
 
+  // omitEmpty drops the string fields Go's omitempty leaves out when "".
+  const omitEmpty = (o, ...keys) => {
+    const out = Object.assign({}, o);
+    for (const k of keys) if (out[k] === "") delete out[k];
+    return out;
+  };
+
+  // runView is a run as transcript.Run encodes it: warnings only when it
+  // has some, a token budget's (empty) currency left out.
+  function runView(r) {
+    const out = Object.assign({}, r);
+    if (r.warnings.length) out.warnings = r.warnings.map((w) => omitEmpty(w, "currency"));
+    else delete out.warnings;
+    return out;
+  }
+
   // view is the transcript as plain JSON, as transcript.View encodes it:
   // forked and rewinds only when the session has them, a run point's step
   // (0) left out.
   function view(t) {
-    const v = {last_seq: t.last_seq, ignored: t.ignored, runs: t.runs};
+    const v = {last_seq: t.last_seq, ignored: t.ignored, runs: t.runs.map(runView)};
     if (t.forked) v.forked = omitZero(t.forked, "step");
     if (t.rewinds.length) v.rewinds = t.rewinds.map((r) => omitZero(r, "to_step"));
     return JSON.parse(JSON.stringify(v, (k, val) => (k.startsWith("_") ? undefined : val)));
+  }
+
+  // formatNanos formats an amount in nanos (billionths of a currency's
+  // unit, an integer) as a decimal of the unit, as keel.FormatNanos does:
+  // at least two decimals, at most nine, no trailing zeros past the
+  // second. Integer arithmetic only, so no float error creeps in
+  // (docs/contract.md §20.1); "" for what is not a safe integer.
+  function formatNanos(n) {
+    if (!Number.isSafeInteger(n)) return "";
+    const sign = n < 0 ? "-" : "";
+    const a = Math.abs(n);
+    const rem = a % 1e9;
+    const whole = (a - rem) / 1e9;
+    let frac = String(rem).padStart(9, "0").replace(/0+$/, "");
+    while (frac.length < 2) frac += "0";
+    return sign + whole + "." + frac;
   }
 
   // reduce applies every envelope; it returns what each did ("kind" or
@@ -457,5 +517,5 @@
     return {changes, view: view(t)};
   }
 
-  root.keelTranscript = Object.freeze({create, apply, view, reduce, current});
+  root.keelTranscript = Object.freeze({create, apply, view, reduce, current, formatNanos});
 })(globalThis);
