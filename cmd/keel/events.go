@@ -140,6 +140,8 @@ func eventSummary(env keel.Envelope) string {
 		return sanitizeLine(e.SteeringID)
 	case keel.UsageUpdated:
 		return fmt.Sprintf("step %d attempt %d · %s · total %s", e.Step, e.Attempt, usageText(e.Usage), usageText(e.Total))
+	case keel.BudgetWarning:
+		return fmt.Sprintf("step %d · %s", e.Step, budgetWarningText(e))
 	case keel.ModelCallCompleted:
 		m := e.Metrics
 		return fmt.Sprintf("step %d attempt %d · %s %s · %s (first token %s) · %d in · %d out · %s",
@@ -192,7 +194,7 @@ func quote(s string) string {
 }
 
 func usageText(u keel.Usage) string {
-	return fmt.Sprintf("%d in · %d out · %d %s", u.InputTokens, u.OutputTokens, u.Requests, plural(u.Requests, "request", "requests"))
+	return fmt.Sprintf("%d in · %d out · %d %s%s", u.InputTokens, u.OutputTokens, u.Requests, plural(u.Requests, "request", "requests"), costNote(u))
 }
 
 // pointText names a point of a session: after run N, or after step K of it.

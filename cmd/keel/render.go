@@ -121,6 +121,8 @@ func (r *renderer) Render(env keel.Envelope) {
 		// The card shows the complete call (tool.proposed) and its end.
 	case keel.UsageUpdated:
 		r.usage = ch.Run.Usage.Keel()
+	case keel.BudgetWarning:
+		r.line(styleYellow, "! budget warning: %s", budgetWarningText(e))
 	case keel.RunStarted:
 		r.line(styleBold, "● run %d · %s · session %s", e.Number, sanitizeLine(e.Model), sanitizeLine(env.SessionID))
 		if e.Prompt != "" {
@@ -243,6 +245,18 @@ func (r *renderer) Outcome(o keel.Outcome) {
 	}
 	r.usageLine(o.Usage)
 	r.terminal = true
+}
+
+// budgetWarningText says which budget a budget.warning is about and how
+// much of it was spent (docs/contract.md §20.3): "run budget (caller)
+// 3.30 of 4.00 USD", or "session budget (worker) 1555 of 1800 tokens"
+// for a token budget.
+func budgetWarningText(e keel.BudgetWarning) string {
+	s := sanitizeLine(e.Scope) + " budget (" + sanitizeLine(e.Set) + ") "
+	if e.Currency == "" {
+		return s + fmt.Sprintf("%d of %d tokens", e.Spent, e.Limit)
+	}
+	return s + keel.FormatNanos(e.Spent) + " of " + keel.FormatNanos(e.Limit) + " " + sanitizeLine(e.Currency)
 }
 
 func (r *renderer) failed(code keel.Code, msg string, retryable bool) {

@@ -189,6 +189,32 @@ var renderCases = []struct {
 		},
 	},
 	{
+		// Money (docs/contract.md §20): a priced request, an unpriced one
+		// ("≥" on the total), a warning of a money budget and of a token
+		// budget (one naming its currency with escapes, shown cleaned), a
+		// second warning of the same limit (not shown), and the run the
+		// budget stopped.
+		name: "budget",
+		build: func(b *events) {
+			const table = "keel default list prices of 2026-03-01 (estimate)"
+			priced := keel.Usage{InputTokens: 1200, OutputTokens: 50, Requests: 1,
+				Cost: keel.Costs{{Currency: "USD", Nanos: 3_300_000_000, Prices: table}}}
+			total := priced.Add(keel.Usage{InputTokens: 300, OutputTokens: 5, Requests: 1, Unpriced: 1})
+			warn := keel.BudgetWarning{Step: 1, Scope: keel.BudgetRun, Set: "caller", Currency: "USD", Limit: 4_000_000_000, Spent: 3_300_000_000}
+			b.durable(keel.RunStarted{Number: 1, Prompt: "spend", Model: "scripted:demo"},
+				keel.StepStarted{Step: 1, EstimatedContextTokens: 1200},
+				keel.UsageUpdated{Step: 1, Attempt: 1, Usage: priced, Total: priced},
+				keel.UsageUpdated{Step: 1, Attempt: 1, Usage: usage(300, 5, 1), Total: total},
+				warn,
+				keel.BudgetWarning{Step: 1, Scope: keel.BudgetSession, Set: "worker", Limit: 1800, Spent: 1555},
+				keel.BudgetWarning{Step: 1, Scope: keel.BudgetSession, Set: "caller\x1b[31m", Currency: "EUR\x1b]0;x\x07", Limit: 1, Spent: 1},
+				warn,
+				keel.StepStarted{Step: 2, EstimatedContextTokens: 1300},
+				keel.RunFailed{Code: keel.CodeBudgetExceeded, Revision: 1,
+					Message: "the next request could spend 0.91 USD and the run budget (set by the caller) has 0.70 USD left of 4.00 USD"})
+		},
+	},
+	{
 		// Events the old renderer showed and the transcript drops: a
 		// repeated durable event, a late delta of an earlier step, a
 		// delta after its response was complete, progress of a call that
@@ -277,6 +303,23 @@ func TestRenderColor(t *testing.T) {
 	want := styleDim + "· step 1 (~0 context tokens)" + styleReset + "\n" +
 		"plain [31mmodel red[0m\n" +
 		styleRed + "✗ failed: keel.ProviderError: boom (not retryable)" + styleReset + "\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("colored output (-want +got):\n%s", diff)
+	}
+}
+
+// A budget warning stands out in yellow while the run goes on.
+func TestRenderBudgetWarningColor(t *testing.T) {
+	b := &events{t: t}
+	b.durable(keel.BudgetWarning{Step: 1, Scope: keel.BudgetRun, Set: "caller", Currency: "USD", Limit: 4_000_000_000, Spent: 3_300_000_000},
+		keel.BudgetWarning{Step: 1, Scope: keel.BudgetSession, Set: "worker", Limit: 1800, Spent: 1555})
+	var out bytes.Buffer
+	r := newRenderer(&out, renderOptions{color: true})
+	for _, env := range b.out {
+		r.Render(env)
+	}
+	want := styleYellow + "! budget warning: run budget (caller) 3.30 of 4.00 USD" + styleReset + "\n" +
+		styleYellow + "! budget warning: session budget (worker) 1555 of 1800 tokens" + styleReset + "\n"
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("colored output (-want +got):\n%s", diff)
 	}
