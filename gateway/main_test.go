@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/gateway"
@@ -95,7 +96,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer pub.Close()
-	w, err := worker.New(tc, worker.Options{Models: &shared.book, Tools: testTools(), Live: pub, StopTimeout: time.Second})
+	w, err := worker.New(tc, worker.Options{Models: &shared.book, Tools: testTools(), Live: pub, StopTimeout: time.Second,
+		Policy: activities.Policy{Prices: map[string]keel.Price{pricedModel: testPrice}}})
 	if err == nil {
 		err = w.Start()
 	}
@@ -106,6 +108,18 @@ func run(m *testing.M) int {
 	defer w.Stop()
 	return m.Run()
 }
+
+// pricedModel is the one model the shared worker has a price for
+// (testPrice): its requests carry a cost, every other model's are counted
+// as unpriced (docs/contract.md §20.1). A test adds its script under the
+// name "priced" (shared.book.Add(t, "priced", script)).
+const pricedModel = "scripted:priced"
+
+// testPrice makes 1,000 prompt tokens cost a cent and an answer token a
+// millionth of a dollar, so a small budget in dollars passes the
+// estimate of a request (its max_tokens of answer) and a large prompt
+// spends most of it.
+var testPrice = keel.Price{Currency: "USD", Input: 10, Output: 1, Prices: "gateway test prices"}
 
 // gates are channels tests close to let a blocked tool call finish.
 type gates struct {

@@ -473,6 +473,76 @@ func TestWebPageShowsKeelState(t *testing.T) {
 	b.screenshot("idle")
 }
 
+// The page shows what a session's runs cost (docs/contract.md §20): the
+// usage line per run and per session carries the cost of the priced
+// model's requests, naming its price table in the tooltip, and "≥" once
+// a request had no price; each budget.warning is a row of the log, money
+// and tokens, and the run a budget stopped ends failed with
+// keel.BudgetExceeded.
+func TestWebPageShowsMoney(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives a headless Chromium")
+	}
+	b := newBrowser(t)
+	s := startGateway(t, gateway.Options{})
+	b.do("load the page", chromedp.Navigate(s.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#open-form")))
+	shared.gates.open("web-money")
+	// One request of 4,200 prompt and 50 answer tokens: 0.042 + 0.00005 =
+	// 0.04205 USD, past 80% of the 0.05 budget and of its 5,000 tokens;
+	// the next request's estimate (its prompt and 4,096 tokens of answer)
+	// would pass the tokens left, so it is never sent.
+	priced := shared.book.Add(t, "priced", `{"turns":[
+		{"tool_calls":[{"id":"g1","name":"gate","arguments":{"key":"web-money"}}],"usage":{"input_tokens":4200,"output_tokens":50}},
+		{"text":["never sent"],"usage":{"input_tokens":1,"output_tokens":1}}]}`)
+	if priced != pricedModel {
+		t.Fatalf("script %s, the worker prices %s", priced, pricedModel)
+	}
+	s.send(t, "web-money", map[string]any{"prompt": "spend", "model": priced, "tools": []string{"gate"},
+		"budget": map[string]any{"max": 0.05, "currency": "USD", "max_tokens": 5000}})
+	b.open("web-money")
+	b.do("run stopped by its budget", chromedp.WaitVisible(chromedp.CSS(`[data-type="run.failed"]`)))
+	if got := eval[string](b, `document.querySelector('[data-type="run.failed"]').textContent`); !strings.Contains(got, "keel.BudgetExceeded") {
+		t.Fatalf("run.failed shows %q", got)
+	}
+	warnings := eval[[]string](b, `[...document.querySelectorAll('[data-type="budget.warning"]')].map((e) => e.textContent).sort()`)
+	if want := []string{
+		"budget warning: run budget (caller) 0.04205 of 0.05 USD",
+		"budget warning: run budget (caller) 4250 of 5000 tokens",
+	}; !slices.Equal(warnings, want) {
+		t.Fatalf("budget warnings %q, want %q", warnings, want)
+	}
+	if got := eval[string](b, `document.querySelector('[data-type="usage.updated"]').textContent`); !strings.HasSuffix(got, "4200 in / 50 out, 1 request · 0.04205 USD") {
+		t.Fatalf("usage row %q", got)
+	}
+	const usageLine = `document.getElementById("usage").textContent`
+	line := poll[string](b, "the session's usage with its cost", `(() => {
+		const u = `+usageLine+`;
+		return u.split(" · this run ")[0].includes("USD") && u;
+	})()`)
+	if want := "session 4200 in / 50 out, 1 request · 0.04205 USD · this run 4200 in / 50 out, 1 request · 0.04205 USD"; line != want {
+		t.Fatalf("usage line %q, want %q", line, want)
+	}
+	if title := eval[string](b, `document.getElementById("usage").title`); title != "priced by gateway test prices" {
+		t.Fatalf("usage tooltip %q", title)
+	}
+	b.screenshot("budget")
+
+	// A model without a price: its run shows tokens only, and the session's
+	// cost is now a lower bound.
+	// (The scripted model answers the session's second model turn with
+	// its second.)
+	b.send("free", model(t, `{"turns":[{"text":["unused"]},{"text":["free"],"usage":{"input_tokens":10,"output_tokens":2}}]}`), "")
+	b.do("unpriced run completed", chromedp.WaitVisible(chromedp.CSS(`[data-type="run.completed"]`)))
+	line = poll[string](b, "the session's usage after the unpriced run", `(() => {
+		const u = `+usageLine+`;
+		return u.split(" · this run ")[0].includes("≥") && u;
+	})()`)
+	if want := "session 4210 in / 52 out, 2 requests · ≥ 0.04205 USD · this run 10 in / 2 out, 1 request"; line != want {
+		t.Fatalf("usage line %q, want %q", line, want)
+	}
+	b.screenshot("unpriced")
+}
+
 // The page reconnects by itself when its gateway goes away in the middle
 // of a run and another comes up at the same address: the run's events
 // recorded meanwhile appear, none missing or repeated.

@@ -400,11 +400,42 @@
     if (sessionUsage) parts.push("session " + tokens(sessionUsage));
     if (page.runUsage) parts.push("this run " + tokens(page.runUsage));
     $("usage").textContent = parts.join(" · ");
+    $("usage").title = pricesOf(sessionUsage, page.runUsage);
   }
 
+  // tokens is a usage line: "1200 in / 50 out, 3 requests · 0.0123 USD",
+  // the cost "≥" when some requests had no price (docs/contract.md §20).
   function tokens(u) {
     return (u.input_tokens || 0) + " in / " + (u.output_tokens || 0) + " out, " +
-      (u.requests || 0) + (u.requests === 1 ? " request" : " requests");
+      (u.requests || 0) + (u.requests === 1 ? " request" : " requests") + cost(u);
+  }
+
+  // cost is " · 0.0123 USD" (one part per currency, never converted), or
+  // "" when no request had a price.
+  function cost(u) {
+    const list = Array.isArray(u.cost) ? u.cost.filter((c) => c && typeof c.currency === "string") : [];
+    if (!list.length) return "";
+    return " · " + (u.unpriced > 0 ? "≥ " : "") +
+      list.map((c) => keelTranscript.formatNanos(c.nanos) + " " + c.currency).join(" + ");
+  }
+
+  // pricesOf names the price tables the usages' costs came from: an
+  // estimate from list prices, never a bill.
+  function pricesOf(...usages) {
+    const names = new Set();
+    for (const u of usages) {
+      for (const c of (u && Array.isArray(u.cost) ? u.cost : [])) if (c && typeof c.prices === "string" && c.prices) names.add(c.prices);
+    }
+    return names.size ? "priced by " + [...names].join(", ") : "";
+  }
+
+  // budgetText says which budget a budget.warning is about and how much of
+  // it was spent: "run budget (caller) 3.30 of 4.00 USD", or "1555 of 1800
+  // tokens" for a token budget.
+  function budgetText(d) {
+    const of = d.currency ? keelTranscript.formatNanos(d.spent) + " of " + keelTranscript.formatNanos(d.limit) + " " + d.currency :
+      d.spent + " of " + d.limit + " tokens";
+    return d.scope + " budget (" + d.set + ") " + of;
   }
 
   // The cache of rendered durable events, per tab.
@@ -730,7 +761,11 @@
     case "usage.updated":
       page.runUsage = ch.run.usage;
       showUsage();
-      append(row(env, "dim usage-row", "usage, step " + d.step + " attempt " + d.attempt + ": " + tokens(d.usage)));
+      append(Object.assign(row(env, "dim usage-row", "usage, step " + d.step + " attempt " + d.attempt + ": " + tokens(d.usage || {})),
+        {title: pricesOf(d.usage)}));
+      break;
+    case "budget.warning":
+      append(row(env, "budget-warning", "budget warning: " + budgetText(d)));
       break;
     case "model_call.completed": {
       const m = d.metrics || {};
