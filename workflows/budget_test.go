@@ -38,7 +38,7 @@ func TestCostOnEveryUsageFact(t *testing.T) {
 	ups := find[keel.UsageUpdated](t, res.Events)
 	require.Len(t, ups, 3, "one usage.updated per physical request, the failed one included")
 	want := []int64{
-		510_000_000,                           // 500 + 10 tokens
+		510_000_000,                            // 500 + 10 tokens
 		600_000_000 + 40_000_000 + 100_000_000, // 600 plain + 400 cached at a tenth + 100 out
 		1_250_000_000,
 	}
