@@ -37,14 +37,17 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 
 	price, priced := a.Policy.priceOf(in.Model, p.Name(), model)
 	maxOut := a.Policy.capTokens(in.MaxTokens)
+	// The request's size as the budget and the rate limit see it: its
+	// context estimate and the most it may answer.
+	toolTokens := keel.EstimateToolTokens(specs)
+	prompt := int64(keel.EstimateTokens(in.System, messages) + toolTokens)
+	answer := int64(maxOut)
+	if answer <= 0 {
+		answer = EstimatedAnswerTokens
+	}
 	limits := a.Policy.limits(in.Budget)
 	if len(limits) > 0 {
-		out := int64(maxOut)
-		if out <= 0 {
-			out = EstimatedAnswerTokens
-		}
-		prompt := int64(keel.EstimateTokens(in.System, messages) + keel.EstimateToolTokens(specs))
-		if r := admit(limits, in.Budget, price, priced, in.Model, prompt, out); r != nil {
+		if r := admit(limits, in.Budget, price, priced, in.Model, prompt, answer); r != nil {
 			return nil, budgetError(r)
 		}
 	}
@@ -53,11 +56,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 	defer hb.Stop()
 	var tk *ticket
 	if key, rl, ok := a.Policy.rateKey(in.Model, p.Name(), model); ok {
-		est := int64(keel.EstimateTokens(in.System, messages)+keel.EstimateToolTokens(specs)) + int64(max(maxOut, 0))
-		if maxOut <= 0 {
-			est += EstimatedAnswerTokens
-		}
-		tk, err = a.rates.wait(ctx, key, rl, est, func(d time.Duration) {
+		tk, err = a.rates.wait(ctx, key, rl, prompt+answer, func(d time.Duration) {
 			a.publish(ctx, in.SessionID, in.RunID, in.AfterSeq, keel.ModelWaiting{Step: in.Step, Attempt: in.Attempt,
 				Limit: key, Wait: keel.Duration(d)})
 		})
@@ -134,7 +133,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 			FinishReason:           string(resp.Finish),
 		},
 	}
-	res.ToolTokens = keel.EstimateToolTokens(specs)
+	res.ToolTokens = toolTokens
 	res.MaxSteps = a.Policy.MaxSteps
 	res.Limits = limits
 	for _, c := range resp.ToolCalls {
