@@ -223,8 +223,8 @@ func TestClientRoutesCheckCatchesMismatch(t *testing.T) {
 		name, want string
 		change     func(d map[string]any)
 	}{
-		{"a request field the clients lack", "RunRequest.budget", func(d map[string]any) {
-			dig(schema(d, "RunRequest"), "properties").(map[string]any)["budget"] = map[string]any{"type": "number"}
+		{"a request field the clients lack", "RunRequest.priority", func(d map[string]any) {
+			dig(schema(d, "RunRequest"), "properties").(map[string]any)["priority"] = map[string]any{"type": "number"}
 		}},
 		{"a response field gone", "SessionsResponse.web_ui", func(d map[string]any) {
 			delete(dig(schema(d, "SessionsResponse"), "properties").(map[string]any), "web_ui")
