@@ -74,7 +74,7 @@ func (c Costs) Add(o Costs) Costs {
 			out = slices.Insert(out, i, x)
 			continue
 		}
-		out[i].Nanos += x.Nanos
+		out[i].Nanos = addSaturating(out[i].Nanos, x.Nanos)
 		if out[i].Prices != x.Prices {
 			out[i].Prices = "mixed"
 		}
@@ -146,24 +146,44 @@ func (p Price) Cost(u Usage) Cost {
 	if write == 0 {
 		write = p.Input
 	}
+	u = u.Bounded()
 	plain := max(u.InputTokens-u.CacheReadTokens-u.CacheWriteTokens, 0)
-	n := perMillion(plain, p.Input) + perMillion(u.CacheReadTokens, cached) +
-		perMillion(u.CacheWriteTokens, write) + perMillion(u.OutputTokens, p.Output)
+	n := addSaturating(addSaturating(perMillion(plain, p.Input), perMillion(u.CacheReadTokens, cached)),
+		addSaturating(perMillion(u.CacheWriteTokens, write), perMillion(u.OutputTokens, p.Output)))
 	return Cost{Currency: p.Currency, Nanos: n, Prices: p.Prices}
 }
 
 // Estimate returns the most a request can cost at p: its prompt, of about
 // promptTokens, all at full price, and maxOutput tokens of answer.
 func (p Price) Estimate(promptTokens, maxOutput int64) int64 {
-	return perMillion(promptTokens, max(p.Input, p.CacheWrite)) + perMillion(maxOutput, p.Output)
+	return addSaturating(perMillion(promptTokens, max(p.Input, p.CacheWrite)), perMillion(maxOutput, p.Output))
 }
 
 // perMillion returns the cost in nanos of tokens at price per million,
-// rounded to the nearest nano.
+// rounded to the nearest nano, at most math.MaxInt64 (a float past it
+// would convert to anything).
 func perMillion(tokens int64, price float64) int64 {
-	if tokens <= 0 || price <= 0 {
+	if tokens <= 0 || !(price > 0) {
 		return 0
 	}
 	// price per million in units is price*1000 nanos per token.
-	return int64(math.Round(float64(tokens) * price * (NanosPerUnit / 1_000_000)))
+	n := math.Round(float64(tokens) * price * (NanosPerUnit / 1_000_000))
+	if n >= math.MaxInt64 || math.IsNaN(n) {
+		return math.MaxInt64
+	}
+	return int64(n)
+}
+
+// addSaturating returns a+b, saturating at math.MaxInt64 and math.MinInt64
+// instead of wrapping: a sum of costs that no longer fits stays the
+// largest amount, never turns negative (docs/contract.md §20.1).
+func addSaturating(a, b int64) int64 {
+	s := a + b
+	switch {
+	case a > 0 && b > 0 && s < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && s >= 0:
+		return math.MinInt64
+	}
+	return s
 }

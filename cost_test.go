@@ -86,3 +86,57 @@ func TestPriceValidate(t *testing.T) {
 		}
 	}
 }
+
+// A provider's usage is a model's input (docs/contract.md §20.1): counts
+// that are negative or too large for any model are bounded before they
+// are priced, and no sum of costs or tokens wraps: it stays the largest
+// amount, never turns negative.
+func TestAbsurdUsageNeitherOverflowsNorGoesNegative(t *testing.T) {
+	top := keel.Price{Currency: "USD", Input: 1e6, Output: 1e6, CachedInput: 1e6, CacheWrite: 1e6}
+	if err := top.Validate(); err != nil {
+		t.Fatalf("the dearest price keel takes: %v", err)
+	}
+	huge := keel.Usage{InputTokens: math.MaxInt64, OutputTokens: math.MaxInt64, CacheReadTokens: math.MaxInt64,
+		CacheWriteTokens: math.MaxInt64, ReasoningTokens: math.MaxInt64}
+	b := huge.Bounded()
+	if b.InputTokens != keel.MaxRequestTokens || b.OutputTokens != keel.MaxRequestTokens ||
+		b.CacheReadTokens != keel.MaxRequestTokens || b.CacheWriteTokens != keel.MaxRequestTokens || b.ReasoningTokens != keel.MaxRequestTokens {
+		t.Fatalf("Bounded(huge) = %+v", b)
+	}
+	// Every kind at the bound and the dearest price: cache reads, writes
+	// and answer (the plain prompt is what is left of the input: none).
+	want := 3 * int64(keel.MaxRequestTokens) * 1e9
+	if got := top.Cost(huge).Nanos; got != want {
+		t.Errorf("Cost(huge) = %d, want %d", got, want)
+	}
+	neg := keel.Usage{InputTokens: -5e18, OutputTokens: -1, CacheReadTokens: math.MinInt64, CacheWriteTokens: -3}
+	if got := neg.Bounded(); !got.IsZero() {
+		t.Errorf("Bounded(negative) = %+v, want zeros", got)
+	}
+	if got := top.Cost(neg).Nanos; got != 0 {
+		t.Errorf("Cost(negative) = %d, want 0", got)
+	}
+	if got := top.Estimate(math.MaxInt64, math.MaxInt64); got != math.MaxInt64 {
+		t.Errorf("Estimate(max, max) = %d, want it saturated at MaxInt64", got)
+	}
+
+	// Sums saturate in both directions instead of wrapping.
+	c := keel.Costs{{Currency: "USD", Nanos: math.MaxInt64 - 1}}
+	for range 3 {
+		c = c.Add(keel.Costs{{Currency: "USD", Nanos: want}})
+	}
+	if c.In("USD") != math.MaxInt64 {
+		t.Errorf("Costs.Add past MaxInt64 = %d", c.In("USD"))
+	}
+	low := keel.Costs{{Currency: "USD", Nanos: math.MinInt64 + 1}}.Add(keel.Costs{{Currency: "USD", Nanos: -5}})
+	if low.In("USD") != math.MinInt64 {
+		t.Errorf("Costs.Add past MinInt64 = %d", low.In("USD"))
+	}
+	u := huge
+	for range 3 {
+		u = u.Add(huge)
+	}
+	if u.InputTokens != math.MaxInt64 || u.Tokens() != math.MaxInt64 {
+		t.Errorf("Usage.Add past MaxInt64: %d input, %d tokens", u.InputTokens, u.Tokens())
+	}
+}

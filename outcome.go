@@ -74,22 +74,40 @@ type Usage struct {
 	Unpriced int `json:"unpriced,omitempty"`
 }
 
-// Add returns the sum of u and o.
+// Add returns the sum of u and o; token counts and costs saturate rather
+// than wrap.
 func (u Usage) Add(o Usage) Usage {
 	return Usage{
-		InputTokens:      u.InputTokens + o.InputTokens,
-		OutputTokens:     u.OutputTokens + o.OutputTokens,
-		CacheReadTokens:  u.CacheReadTokens + o.CacheReadTokens,
-		CacheWriteTokens: u.CacheWriteTokens + o.CacheWriteTokens,
-		ReasoningTokens:  u.ReasoningTokens + o.ReasoningTokens,
+		InputTokens:      addSaturating(u.InputTokens, o.InputTokens),
+		OutputTokens:     addSaturating(u.OutputTokens, o.OutputTokens),
+		CacheReadTokens:  addSaturating(u.CacheReadTokens, o.CacheReadTokens),
+		CacheWriteTokens: addSaturating(u.CacheWriteTokens, o.CacheWriteTokens),
+		ReasoningTokens:  addSaturating(u.ReasoningTokens, o.ReasoningTokens),
 		Requests:         u.Requests + o.Requests,
 		Cost:             u.Cost.Add(o.Cost),
 		Unpriced:         u.Unpriced + o.Unpriced,
 	}
 }
 
-// Tokens returns the tokens u counts, prompt and answer.
-func (u Usage) Tokens() int64 { return u.InputTokens + u.OutputTokens }
+// Tokens returns the tokens u counts, prompt and answer (saturating).
+func (u Usage) Tokens() int64 { return addSaturating(u.InputTokens, u.OutputTokens) }
+
+// MaxRequestTokens is the most tokens of one kind (prompt, cache reads,
+// cache writes, answer, reasoning) keel counts for one provider request:
+// 2^31, hundreds of times any model's context. A provider's usage report
+// is a model's input like any other (docs/contract.md §20.1): a count
+// above it is counted as it, and a negative count as 0, so no report can
+// overflow a sum, make a cost negative or give a budget back.
+const MaxRequestTokens = 1 << 31
+
+// Bounded returns u with each token count within 0 and MaxRequestTokens.
+func (u Usage) Bounded() Usage {
+	clamp := func(n int64) int64 { return min(max(n, 0), MaxRequestTokens) }
+	u.InputTokens, u.OutputTokens = clamp(u.InputTokens), clamp(u.OutputTokens)
+	u.CacheReadTokens, u.CacheWriteTokens = clamp(u.CacheReadTokens), clamp(u.CacheWriteTokens)
+	u.ReasoningTokens = clamp(u.ReasoningTokens)
+	return u
+}
 
 // IsZero reports whether u counts nothing.
 func (u Usage) IsZero() bool {

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"fmt"
+	"math"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -83,6 +84,7 @@ func admit(limits []BudgetLimit, check *BudgetCheck, price keel.Price, priced bo
 	if check == nil {
 		check = &BudgetCheck{}
 	}
+	prompt, maxOut = max(prompt, 0), max(maxOut, 0)
 	for _, l := range limits {
 		spent := check.RunSpent
 		if l.Scope == keel.BudgetSession {
@@ -92,14 +94,17 @@ func admit(limits []BudgetLimit, check *BudgetCheck, price keel.Price, priced bo
 		var est int64
 		switch {
 		case l.Currency == "":
-			est = prompt + maxOut
+			est = prompt + min(maxOut, math.MaxInt64-prompt)
 		case !priced || price.Currency != l.Currency:
 			return &BudgetRefusal{Limit: l, Spent: have, Estimate: -1, Message: fmt.Sprintf(
 				"model %s has no price in %s, so the %s budget (set by the %s) cannot be kept", model, l.Currency, l.Scope, l.Set)}
 		default:
 			est = price.Estimate(prompt, maxOut)
 		}
-		if have+est > l.Limit {
+		// have and est are at most math.MaxInt64 each: compare without
+		// adding them, so a saturated sum cannot wrap into a pass.
+		have = max(have, 0)
+		if have > l.Limit || est > l.Limit-have {
 			return &BudgetRefusal{Limit: l, Spent: have, Estimate: est, Message: fmt.Sprintf(
 				"the next request could spend %s and the %s budget (set by the %s) has %s left of %s",
 				l.format(est), l.Scope, l.Set, l.format(max(l.Limit-have, 0)), l.format(l.Limit))}
@@ -139,8 +144,11 @@ func (p *Policy) priceOf(spec, providerName, model string) (keel.Price, bool) {
 // bill adds a request's cost to its usage: priced at pr, or, when the
 // worker has a price table without the model, counted as unpriced (a
 // worker with no table at all counts tokens only). A cost the provider's
-// usage claimed is never kept: only the worker's table prices.
+// usage claimed is never kept: only the worker's table prices. The
+// provider's token counts are bounded first (keel.Usage.Bounded): a
+// negative or overflow-sized report counts as 0 or keel.MaxRequestTokens.
 func (p *Policy) bill(u keel.Usage, pr keel.Price, priced bool) keel.Usage {
+	u = u.Bounded()
 	u.Cost, u.Unpriced = nil, 0
 	if !priced {
 		if len(p.Prices) > 0 {

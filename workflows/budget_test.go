@@ -181,3 +181,40 @@ func TestBudgetAboveTheCeilingIsRefused(t *testing.T) {
 	require.Contains(t, u.accepted, "lower")
 	require.Len(t, u.rejected, 4)
 }
+
+// A provider's usage report is hostile input (docs/contract.md §20.1):
+// negative counts are counted as none, so they give no budget back, and
+// overflow-sized ones as keel.MaxRequestTokens, so no cost wraps negative;
+// the budget then stops the run at the next request.
+func TestAbsurdUsageCannotBreakABudget(t *testing.T) {
+	script := `{"turns":[` +
+		echoTurn("c1", `{"input_tokens":-1000000000,"output_tokens":-1000000000,"cache_read_tokens":-7}`) + `,` +
+		echoTurn("c2", `{"input_tokens":9223372036854775807,"output_tokens":9223372036854775807,"cache_write_tokens":9223372036854775807}`) + `,` +
+		`{"text":["never"]}]}`
+	env := newRunEnv(t, script)
+	env.acts.Policy.Prices = map[string]keel.Price{"scripted:test": testPrice}
+	in := runInput("hi", "echo")
+	in.Config.MaxTokens = 100
+	in.Config.Budget = &api.Budget{Max: 5, Currency: "USD", MaxTokens: 10_000}
+	res := env.execRun(t, in)
+
+	ups := find[keel.UsageUpdated](t, res.Events)
+	require.Len(t, ups, 2, "the third request was never sent")
+	require.Equal(t, keel.Usage{Requests: 1, Cost: keel.Costs{{Currency: "USD", Prices: "test table"}}}, ups[0].Usage,
+		"negative counts are counted as none, at no cost")
+	const most = keel.MaxRequestTokens
+	require.Equal(t, int64(most), ups[1].Usage.InputTokens)
+	require.Equal(t, int64(most), ups[1].Usage.OutputTokens)
+	require.Equal(t, int64(most), ups[1].Usage.CacheWriteTokens)
+	// At the test price a token costs a thousandth of a unit (1e6 nanos):
+	// the whole prompt was a cache write (at the input price), and the
+	// answer.
+	want := 2 * int64(most) * 1_000_000
+	require.Equal(t, want, ups[1].Usage.Cost.In("USD"))
+	require.Equal(t, want, ups[1].Total.Cost.In("USD"), "the total is the sum, not less")
+	require.Equal(t, 2*int64(most), ups[1].Total.Tokens())
+
+	require.Equal(t, keel.CodeBudgetExceeded, res.Outcome.Error.Code)
+	require.Equal(t, want, res.Outcome.UsageTotal.Cost.In("USD"))
+	require.Len(t, find[keel.RunFailed](t, res.Events), 1)
+}
