@@ -4,6 +4,7 @@ go 1.26.10
 
 require (
 	github.com/keelrun/keel v0.0.0-00010101000000-000000000000
+	github.com/keelrun/keel/activities v0.0.0-00010101000000-000000000000
 	github.com/keelrun/keel/devserver v0.0.0-00010101000000-000000000000
 	github.com/keelrun/keel/internal/keeltest v0.0.0-00010101000000-000000000000
 	github.com/keelrun/keel/store v0.0.0-00010101000000-000000000000
@@ -143,7 +144,6 @@ require (
 	github.com/jmoiron/sqlx v1.4.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
-	github.com/keelrun/keel/activities v0.0.0-00010101000000-000000000000 // indirect
 	github.com/keelrun/keel/gateway v0.0.0-00010101000000-000000000000 // indirect
 	github.com/keelrun/keel/internal/stack v0.0.0-00010101000000-000000000000 // indirect
 	github.com/keelrun/keel/provider v0.0.0-00010101000000-000000000000 // indirect

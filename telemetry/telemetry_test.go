@@ -18,6 +18,7 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
@@ -67,9 +68,11 @@ func TestRunMetricsAndTraces(t *testing.T) {
 	defer ch.Close()
 	var book keeltest.ScriptBook
 	observed := book.Add(t, "observed", observedScript)
-	stuck := book.Add(t, "stuck", `{"turns":[{"tool_calls":[{"id":"z","name":"sleep","arguments":{"seconds":3600}}]}]}`)
+	stuck := book.Add(t, "stuck", `{"turns":[{"tool_calls":[{"id":"z","name":"sleep","arguments":{"seconds":3600}}],"usage":{"input_tokens":10}}]}`)
+	// Two models priced in two currencies (docs/contract.md §20.4).
+	prices := map[string]keel.Price{observed: {Currency: "USD", Input: 2, Output: 10}, stuck: {Currency: "EUR", Input: 3, Output: 3}}
 	w, err := worker.New(tc, tel.WorkerOptions(worker.Options{Models: &book,
-		Tools: tools, Live: ch, StopTimeout: time.Second}))
+		Tools: tools, Live: ch, StopTimeout: time.Second, Policy: activities.Policy{Prices: prices}}))
 	require.NoError(t, err)
 	require.NoError(t, w.Start())
 	defer w.Stop()
@@ -134,6 +137,13 @@ func TestRunMetricsAndTraces(t *testing.T) {
 		// The malformed attempt's usage counts too: it was billed.
 		require.Equal(t, 350.0, m.sum("keel_model_input_tokens_total", "provider", "scripted", "model", "observed"))
 		require.Equal(t, 45.0, m.sum("keel_model_output_tokens_total", "provider", "scripted", "model", "observed"))
+		// What they cost by the worker's table, in nanos, per model and
+		// currency, the malformed attempt included: 350 prompt tokens at
+		// 2 and 45 answer tokens at 10 USD per million; 10 prompt tokens
+		// at 3 EUR per million.
+		require.Equal(t, 350*2000.0+45*10000.0, m.sum("keel_cost_total", "provider", "scripted", "model", "observed", "currency", "USD"))
+		require.Zero(t, m.sum("keel_cost_total", "model", "observed", "currency", "EUR"))
+		require.Equal(t, 10*3000.0, m.sum("keel_cost_total", "provider", "scripted", "model", "stuck", "currency", "EUR"))
 		require.Equal(t, 1.0, m.sum("keel_tool_calls_total", "tool", "read_file", "status", "ok"))
 		require.Equal(t, 1.0, m.sum("keel_tool_calls_total", "tool", "ask_user", "status", "ok"))
 		require.Equal(t, 1.0, m.count("keel_tool_call_duration_seconds", "tool", "read_file"))

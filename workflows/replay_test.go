@@ -18,6 +18,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/store"
@@ -84,6 +85,16 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 2, // rewind, send
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: all(noChildWorkflows, hasUpdate(api.UpdateRewind))},
+	// A run a money budget stops (e2e TestRecordMoneyHistory,
+	// docs/contract.md §20): a billed malformed attempt, two priced turns,
+	// the turn the budget refused before it was sent, the continue-as-new
+	// carrying the cost.
+	{file: "inline_money.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+		activities.ModelTurnName:                                        4,
+		activities.ToolName:                                             2,
+		enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED.String():                2,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
+	}, check: all(noChildWorkflows, pricedAndStoppedByBudget)},
 	{file: "inline_idle_move.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // move
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
@@ -276,6 +287,28 @@ func countEvents(h *historypb.History) map[string]int {
 func noChildWorkflows(h *historypb.History) error {
 	if n := countEvents(h)[enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String()]; n > 0 {
 		return fmt.Errorf("%d child workflows started; an inline run executes in its session's execution", n)
+	}
+	return nil
+}
+
+// pricedAndStoppedByBudget checks that model turns' results carry their
+// cost by the worker's table and that a turn failed keel.BudgetExceeded.
+func pricedAndStoppedByBudget(h *historypb.History) error {
+	priced, refused := 0, 0
+	for _, ev := range h.GetEvents() {
+		if p := ev.GetActivityTaskCompletedEventAttributes().GetResult().GetPayloads(); len(p) == 1 {
+			var res activities.ModelTurnResult
+			if converter.GetDefaultDataConverter().FromPayload(p[0], &res) == nil &&
+				len(res.Response.Usage.Cost) == 1 && res.Response.Usage.Cost[0].Prices == "keel.yaml" {
+				priced++
+			}
+		}
+		if ev.GetActivityTaskFailedEventAttributes().GetFailure().GetApplicationFailureInfo().GetType() == string(keel.CodeBudgetExceeded) {
+			refused++
+		}
+	}
+	if priced < 2 || refused != 1 {
+		return fmt.Errorf("%d priced model turns (want 2 or more), %d refused by a budget (want 1)", priced, refused)
 	}
 	return nil
 }

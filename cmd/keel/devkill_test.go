@@ -35,15 +35,15 @@ type devProcess struct {
 }
 
 // startDevProcess runs this test binary as `keel dev` on dataDir with free
-// ports and waits until it printed its addresses.
-func startDevProcess(t *testing.T, dataDir, workspace string) *devProcess {
+// ports, and the extra flags, and waits until it printed its addresses.
+func startDevProcess(t *testing.T, dataDir, workspace string, extra ...string) *devProcess {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "dev", "--data-dir", dataDir, "--workspace", workspace, "--scripts", testScripts(), "--no-ui",
-		"--port", "0", "--nats-port", "0", "--http-port", "0")
+	cmd := exec.Command(exe, append([]string{"dev", "--data-dir", dataDir, "--workspace", workspace, "--scripts", testScripts(), "--no-ui",
+		"--port", "0", "--nats-port", "0", "--http-port", "0"}, extra...)...)
 	cmd.Env = append(os.Environ(), envRunAsKeel+"=1")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -96,6 +96,8 @@ type devKillRig struct {
 	// handOver is the hand-over limits of the clients dial makes; zero
 	// leaves the defaults.
 	handOver api.HandOverLimits
+	// flags are more flags for keel dev (--config).
+	flags []string
 }
 
 // newDevKillRig skips the test in -short mode; else it makes the
@@ -132,7 +134,7 @@ func newDevKillRig(t *testing.T, timeout time.Duration) *devKillRig {
 // start runs `keel dev` on the rig's data directory and workspace.
 func (r *devKillRig) start() *devProcess {
 	r.t.Helper()
-	return startDevProcess(r.t, r.data, r.workspace)
+	return startDevProcess(r.t, r.data, r.workspace, r.flags...)
 }
 
 // dial connects a client to p that reads and writes values through the

@@ -105,6 +105,8 @@ type WorkerOptions struct {
 	// HeartbeatInterval and NoCancelWatch are worker.Options'.
 	HeartbeatInterval time.Duration
 	NoCancelWatch     bool
+	// Policy is worker.Options' (prices, budgets, caps); zero: none.
+	Policy activities.Policy
 }
 
 // StartWorker starts a keel worker on srv with its own Temporal client,
@@ -130,7 +132,8 @@ func StartWorker(tb testing.TB, srv *devserver.Server, opts WorkerOptions) sdkwo
 		Store:  stack.StoreConfig{Codec: Codec(tb, srv)},
 		Live:   opts.Live,
 		Worker: &worker.Options{Models: models, Tools: tools, StopTimeout: time.Second,
-			Logger: logging.AtLeast(cfg.Logger, cfg.LogLevel), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch},
+			Logger: logging.AtLeast(cfg.Logger, cfg.LogLevel), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch,
+			Policy: opts.Policy},
 	})
 	if err != nil {
 		tb.Fatalf("worker: %v", err)
