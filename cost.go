@@ -176,7 +176,7 @@ func perMillion(tokens int64, price float64) int64 {
 
 // addSaturating returns a+b, saturating at math.MaxInt64 and math.MinInt64
 // instead of wrapping: a sum of costs that no longer fits stays the
-// largest amount, never turns negative (docs/contract.md §20.1).
+// largest amount, never turns negative (docs/contract.md §20.6).
 func addSaturating(a, b int64) int64 {
 	s := a + b
 	switch {

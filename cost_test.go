@@ -87,7 +87,7 @@ func TestPriceValidate(t *testing.T) {
 	}
 }
 
-// A provider's usage is a model's input (docs/contract.md §20.1): counts
+// A provider's usage is a model's input (docs/contract.md §20.6): counts
 // that are negative or too large for any model are bounded before they
 // are priced, and no sum of costs or tokens wraps: it stays the largest
 // amount, never turns negative.

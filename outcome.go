@@ -95,7 +95,7 @@ func (u Usage) Tokens() int64 { return addSaturating(u.InputTokens, u.OutputToke
 // MaxRequestTokens is the most tokens of one kind (prompt, cache reads,
 // cache writes, answer, reasoning) keel counts for one provider request:
 // 2^31, hundreds of times any model's context. A provider's usage report
-// is a model's input like any other (docs/contract.md §20.1): a count
+// is a model's input like any other (docs/contract.md §20.6): a count
 // above it is counted as it, and a negative count as 0, so no report can
 // overflow a sum, make a cost negative or give a budget back.
 const MaxRequestTokens = 1 << 31

@@ -8,7 +8,7 @@ import (
 	"github.com/keelrun/keel/api"
 )
 
-// A scope whose recorded spending saturated (docs/contract.md §20.1: sums
+// A scope whose recorded spending saturated (docs/contract.md §20.6: sums
 // never wrap) admits nothing more: the check compares without adding, so
 // what was spent plus the estimate cannot wrap into a pass.
 func TestAdmitNeverWrapsIntoAPass(t *testing.T) {

@@ -182,7 +182,7 @@ func TestBudgetAboveTheCeilingIsRefused(t *testing.T) {
 	require.Len(t, u.rejected, 4)
 }
 
-// A provider's usage report is hostile input (docs/contract.md §20.1):
+// A provider's usage report is hostile input (docs/contract.md §20.6):
 // negative counts are counted as none, so they give no budget back, and
 // overflow-sized ones as keel.MaxRequestTokens, so no cost wraps negative;
 // the budget then stops the run at the next request.

@@ -29,7 +29,7 @@ func (m scriptModels) Resolve(spec string) (provider.Provider, string, error) {
 
 // testTools are tools with observable behaviour for workflow tests, plus
 // extra ones a test brings.
-func testTools(t *testing.T, extra ...tool.Tool) *tool.Registry {
+func testTools(t testing.TB, extra ...tool.Tool) *tool.Registry {
 	type echoArgs struct {
 		Text string `json:"text"`
 	}
@@ -79,7 +79,7 @@ func parseScript(t *testing.T, script string) *scripted.Script {
 
 // newEnvOf returns an environment of suite whose every model is p, with
 // the test tools and an in-process live channel.
-func newEnvOf(t *testing.T, suite *testsuite.WorkflowTestSuite, p provider.Provider, extra ...tool.Tool) *runEnv {
+func newEnvOf(t testing.TB, suite *testsuite.WorkflowTestSuite, p provider.Provider, extra ...tool.Tool) *runEnv {
 	t.Helper()
 	env := suite.NewTestWorkflowEnvironment()
 	mem := live.NewMemory()
