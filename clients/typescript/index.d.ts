@@ -58,10 +58,26 @@ export interface RunResponse {
 export type SessionState =
   | "idle" | "running" | "waiting_for_host_input" | "cancelling" | "completed" | "failed" | "terminated";
 
+/** An amount of money in one currency (docs/contract.md §20): exact nanos (billionths of the unit), never converted. */
+export interface Cost {
+  currency: string;
+  nanos: number;
+  /** The price table it was computed from: an estimate from list prices, never a bill; "mixed" for a sum over two. */
+  prices?: string;
+}
+
+/** Tokens, provider requests and their cost (docs/contract.md §4, §20). */
 export interface Usage {
   input_tokens?: number;
   output_tokens?: number;
-  [key: string]: unknown;
+  cache_read_tokens?: number;
+  cache_write_tokens?: number;
+  reasoning_tokens?: number;
+  requests?: number;
+  /** One entry per currency; absent when no request had a price. */
+  cost?: Cost[];
+  /** Requests whose model had no price: cost is then a lower bound. */
+  unpriced?: number;
 }
 
 export interface SessionStatus {
@@ -120,6 +136,7 @@ export type KeelEvent =
   | Durable<"run.cancelled", { revision: number }>
   | Durable<"run.failed", { code: string; message: string; retryable: boolean; revision: number }>
   | Durable<"usage.updated", { step: number; attempt: number; usage: Usage; total: Usage }>
+  | Durable<"budget.warning", { step: number; scope: "run" | "session"; set: "caller" | "worker"; currency?: string; limit: number; spent: number }>
   | Durable<"tool.proposed", { tool_call_id: string; name: string; arguments: unknown; step: number }>
   | Durable<"tool.started", { tool_call_id: string; name: string }>
   | Durable<"tool.finished", { tool_call_id: string; name: string; status: ToolStatus; output: string; duration?: string }>

@@ -32,6 +32,41 @@ class Budget(TypedDict):
     warn_at: NotRequired[float]
 
 
+class Cost(TypedDict):
+    """An amount of money in one currency (docs/contract.md §20): exact
+    nanos (billionths of the unit), never converted."""
+    currency: str
+    nanos: int
+    #: The price table it was computed from: an estimate from list prices,
+    #: never a bill; "mixed" for a sum over two.
+    prices: NotRequired[str]
+
+
+class Usage(TypedDict, total=False):
+    """Tokens, provider requests and their cost (docs/contract.md §4, §20)."""
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    reasoning_tokens: int
+    requests: int
+    #: One entry per currency; absent when no request had a price.
+    cost: List[Cost]
+    #: Requests whose model had no price: cost is then a lower bound.
+    unpriced: int
+
+
+class BudgetWarning(TypedDict):
+    """The data of a budget.warning event (docs/contract.md §20): money
+    in nanos of currency, or tokens (no currency)."""
+    step: int
+    scope: Literal["run", "session"]
+    set: Literal["caller", "worker"]
+    currency: NotRequired[str]
+    limit: int
+    spent: int
+
+
 class RunRequest(TypedDict):
     prompt: str
     model: NotRequired[str]
@@ -71,6 +106,7 @@ class SessionStatus(TypedDict):
     runs: NotRequired[int]
     active_run: NotRequired[ActiveRun]
     queued: NotRequired[int]
+    #: A Usage, typed loosely as the OpenAPI document has it.
     usage: NotRequired[Dict[str, Any]]
     last_outcome: NotRequired[Dict[str, Any]]
     shutdown: NotRequired[bool]
