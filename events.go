@@ -98,11 +98,17 @@ type RunCompleted struct {
 	Text     string `json:"text"`
 	Steps    int    `json:"steps"`
 	Usage    Usage  `json:"usage"`
+	// UsageTotal is what the run spent, abandoned attempts included, as
+	// its outcome's usage_total (docs/contract.md §20.2). Nil in runs
+	// recorded before it.
+	UsageTotal *Usage `json:"usage_total,omitempty"`
 }
 
 // RunCancelled ends a cancelled run.
 type RunCancelled struct {
 	Revision int64 `json:"revision"`
+	// UsageTotal is what the run spent (RunCompleted.UsageTotal).
+	UsageTotal *Usage `json:"usage_total,omitempty"`
 }
 
 // RunFailed ends a failed run. Message is sanitized.
@@ -111,6 +117,8 @@ type RunFailed struct {
 	Message   string `json:"message"`
 	Retryable bool   `json:"retryable"`
 	Revision  int64  `json:"revision"`
+	// UsageTotal is what the run spent (RunCompleted.UsageTotal).
+	UsageTotal *Usage `json:"usage_total,omitempty"`
 }
 
 func (RunStarted) EventType() string   { return TypeRunStarted }

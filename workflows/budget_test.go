@@ -51,6 +51,7 @@ func TestCostOnEveryUsageFact(t *testing.T) {
 	}
 	done := find[keel.RunCompleted](t, res.Events)[0]
 	require.Equal(t, want[1]+want[2], done.Usage.Cost.In("USD"), "run.completed carries the kept responses' cost")
+	require.Equal(t, &res.Outcome.UsageTotal, done.UsageTotal, "and what the run spent, the failed attempt included")
 	require.Equal(t, total, res.Outcome.UsageTotal.Cost.In("USD"))
 	require.Equal(t, want[1]+want[2], res.Outcome.Usage.Cost.In("USD"))
 }
@@ -100,6 +101,7 @@ func TestBudgetWarnsThenStopsAtTheRightRequest(t *testing.T) {
 	failed := find[keel.RunFailed](t, res.Events)
 	require.Len(t, failed, 1)
 	require.Equal(t, keel.CodeBudgetExceeded, failed[0].Code)
+	require.Equal(t, int64(3_300_000_000), failed[0].UsageTotal.Cost.In("USD"), "run.failed carries what the run spent")
 	// Steps 1-3 and their tool results are committed: the run's
 	// messages are the prompt, three assistant turns and three results.
 	require.Len(t, res.Messages, 7)

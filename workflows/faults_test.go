@@ -487,7 +487,8 @@ func checkFaultCase(t *testing.T, tc faultCase, env *faultEnv, res api.RunResult
 		require.Equal(t, tc.code, ke.Code)
 		require.Equal(t, tc.retryable, ke.Retryable)
 		failed := find[keel.RunFailed](t, res.Events)
-		require.Equal(t, keel.RunFailed{Code: tc.code, Message: ke.Message, Retryable: tc.retryable, Revision: 1}, failed[0])
+		require.Equal(t, keel.RunFailed{Code: tc.code, Message: ke.Message, Retryable: tc.retryable, Revision: 1,
+			UsageTotal: &out.UsageTotal}, failed[0], "the terminal event carries what the run spent")
 		var pe *keel.ProviderError
 		if tc.kind == "" {
 			require.False(t, errors.As(err, &pe), "no provider error behind %v", err)
@@ -569,6 +570,8 @@ func TestCancelDuringRetryWait(t *testing.T) {
 
 			require.Equal(t, int32(1), env.calls.n.Load(), "no request after the cancel")
 			require.Equal(t, 1, res.Outcome.UsageTotal.Requests)
+			require.Equal(t, &res.Outcome.UsageTotal, find[keel.RunCancelled](t, res.Events)[0].UsageTotal,
+				"run.cancelled carries what the run spent (docs/contract.md §20.2)")
 			require.Equal(t, keel.StatusCancelled, res.Outcome.Status)
 			require.ErrorIs(t, res.Outcome.Err(), keel.ErrCancelled)
 			require.Equal(t, int64(1), res.Outcome.Revision)

@@ -87,14 +87,14 @@ var recordedHistories = []recordedHistory{
 	}, check: all(noChildWorkflows, hasUpdate(api.UpdateRewind))},
 	// A run a money budget stops (e2e TestRecordMoneyHistory,
 	// docs/contract.md §20): a billed malformed attempt, two priced turns,
-	// the turn the budget refused before it was sent, the continue-as-new
-	// carrying the cost.
+	// the turn the budget refused before it was sent, run.failed with its
+	// usage_total (terminal-usage), the continue-as-new carrying the cost.
 	{file: "inline_money.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		activities.ModelTurnName:                                        4,
 		activities.ToolName:                                             2,
 		enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED.String():                2,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
-	}, check: all(noChildWorkflows, pricedAndStoppedByBudget)},
+	}, check: all(noChildWorkflows, pricedAndStoppedByBudget, hasVersionMarker("terminal-usage"))},
 	{file: "inline_idle_move.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // move
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,

@@ -269,7 +269,7 @@ func (r *run) waitForMore() bool {
 
 func (r *run) finishCompleted(text string) {
 	rev := r.in.Revision + 1
-	r.journal.emit(keel.RunCompleted{Revision: rev, Text: text, Steps: r.step, Usage: r.meter.kept})
+	r.journal.emit(keel.RunCompleted{Revision: rev, Text: text, Steps: r.step, Usage: r.meter.kept, UsageTotal: r.terminalUsage()})
 	r.finish(keel.StatusCompleted, rev, text, nil)
 }
 
@@ -280,15 +280,32 @@ func (r *run) finishCompleted(text string) {
 func (r *run) finishCancelled(partial string) {
 	r.settle(partial)
 	rev := r.in.Revision + 1
-	r.journal.emit(keel.RunCancelled{Revision: rev})
+	r.journal.emit(keel.RunCancelled{Revision: rev, UsageTotal: r.terminalUsage()})
 	r.finish(keel.StatusCancelled, rev, "", nil)
 }
 
 func (r *run) finishFailed(err *keel.Error, partial string) {
 	r.settle(partial)
 	rev := r.in.Revision + 1
-	r.journal.emit(keel.RunFailed{Code: err.Code, Message: err.Message, Retryable: err.Retryable, Revision: rev})
+	r.journal.emit(keel.RunFailed{Code: err.Code, Message: err.Message, Retryable: err.Retryable, Revision: rev,
+		UsageTotal: r.terminalUsage()})
 	r.finish(keel.StatusFailed, rev, "", err)
+}
+
+// terminalUsageChange puts the run's total usage on its terminal event
+// (docs/contract.md §20.2).
+const terminalUsageChange = "terminal-usage"
+
+// terminalUsage is the usage_total of the run's terminal event: what the
+// run spent, abandoned attempts included. A run recorded before it replays
+// without one, so its log stays as it was (GetVersion answers
+// DefaultVersion for a history without the marker).
+func (r *run) terminalUsage() *keel.Usage {
+	if workflow.GetVersion(r.root, terminalUsageChange, workflow.DefaultVersion, 1) != 1 {
+		return nil
+	}
+	u := r.meter.total
+	return &u
 }
 
 // settle closes everything still open before a terminal commit: detached

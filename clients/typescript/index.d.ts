@@ -132,9 +132,9 @@ export type ToolStatus = "ok" | "error" | "unavailable" | "interrupted";
 export type KeelEvent =
   | Durable<"run.started", { number: number; revision: number; prompt: string; model: string }>
   | Durable<"step.started", { step: number; estimated_context_tokens: number }>
-  | Durable<"run.completed", { revision: number; text: string; steps: number; usage: Usage }>
-  | Durable<"run.cancelled", { revision: number }>
-  | Durable<"run.failed", { code: string; message: string; retryable: boolean; revision: number }>
+  | Durable<"run.completed", { revision: number; text: string; steps: number; usage: Usage; usage_total?: Usage }>
+  | Durable<"run.cancelled", { revision: number; usage_total?: Usage }>
+  | Durable<"run.failed", { code: string; message: string; retryable: boolean; revision: number; usage_total?: Usage }>
   | Durable<"usage.updated", { step: number; attempt: number; usage: Usage; total: Usage }>
   | Durable<"budget.warning", { step: number; scope: "run" | "session"; set: "caller" | "worker"; currency?: string; limit: number; spent: number }>
   | Durable<"tool.proposed", { tool_call_id: string; name: string; arguments: unknown; step: number }>
