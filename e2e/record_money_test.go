@@ -31,9 +31,8 @@ const moneyScript = `{"turns":[
 // session's execution whose run a money budget stops (docs/contract.md
 // §20): every model turn's result carries its cost by the worker's price
 // table, a budget.warning, the turn the budget refused (a ModelTurn failed
-// with keel.BudgetExceeded before it was sent), run.failed with its
-// usage_total (the terminal-usage version), and the continue-as-new
-// carrying the session's cost.
+// with keel.BudgetExceeded before it was sent), and the continue-as-new
+// carrying the session's cost and run.failed with its usage_total.
 //
 //	KEEL_RECORD=1 go test -run TestRecordMoneyHistory ./e2e
 //

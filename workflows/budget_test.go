@@ -220,3 +220,46 @@ func TestAbsurdUsageCannotBreakABudget(t *testing.T) {
 	require.Equal(t, want, res.Outcome.UsageTotal.Cost.In("USD"))
 	require.Len(t, find[keel.RunFailed](t, res.Events), 1)
 }
+
+// docs/contract.md §20.2: a run that recorded money ends with usage_total
+// on its terminal event, even one a budget refused before it spent
+// anything; a run that recorded none (no price table, no budget: as every
+// run recorded before money) ends as it always did, so such histories
+// replay with their logs unchanged.
+func TestTerminalEventCarriesUsageTotalWithMoney(t *testing.T) {
+	script := `{"turns":[{"text":["hi"],"usage":{"input_tokens":10,"output_tokens":2}}]}`
+	for name, c := range map[string]struct {
+		prices map[string]keel.Price
+		budget *api.Budget
+		want   bool
+	}{
+		"no money":            {want: false},
+		"priced":              {prices: map[string]keel.Price{"scripted:test": testPrice}, want: true},
+		"unpriced on a table": {prices: map[string]keel.Price{"openai:other": testPrice}, want: true},
+		"a token budget":      {budget: &api.Budget{MaxTokens: 100_000}, want: true},
+		"refused at once":     {budget: &api.Budget{MaxTokens: 10}, want: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := newRunEnv(t, script)
+			env.acts.Policy.Prices = c.prices
+			in := runInput("hi")
+			in.Config.Budget = c.budget
+			res := env.execRun(t, in)
+			var total *keel.Usage
+			switch e := decode(t, res.Events)[len(res.Events)-1].(type) {
+			case keel.RunCompleted:
+				total = e.UsageTotal
+			case keel.RunFailed:
+				require.Equal(t, keel.CodeBudgetExceeded, e.Code)
+				total = e.UsageTotal
+			default:
+				t.Fatalf("ended with %T", e)
+			}
+			if !c.want {
+				require.Nil(t, total)
+				return
+			}
+			require.Equal(t, &res.Outcome.UsageTotal, total)
+		})
+	}
+}

@@ -53,7 +53,11 @@ func newFaultEnv(t *testing.T, script string) *faultEnv {
 	// the assertions say what matters, so -v prints the matrix, not noise.
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	calls := &faultCounter{Provider: scripted.New(parseScript(t, script))}
-	return &faultEnv{runEnv: newEnvOf(t, &suite, calls), calls: calls}
+	env := &faultEnv{runEnv: newEnvOf(t, &suite, calls), calls: calls}
+	// Every path is priced, so every terminal event carries what the run
+	// spent (docs/contract.md §20.2).
+	env.acts.Policy.Prices = map[string]keel.Price{"scripted:test": testPrice}
+	return env
 }
 
 // faultEvents spells event sequences in the matrix with short words.
@@ -395,12 +399,14 @@ func checkFaultCase(t *testing.T, tc faultCase, env *faultEnv, res api.RunResult
 
 	// Usage: each physical request as reported (abandoned ones included),
 	// a running total that is the sum so far, and an outcome total that is
-	// the sum over all of them. Outcome.Usage holds the success only.
+	// the sum over all of them, each priced (docs/contract.md §20).
+	// Outcome.Usage holds the success only.
 	var sum keel.Usage
 	for i, u := range usage {
 		want := tc.usage[i]
 		want.Requests = 1
-		require.Equal(t, want, u.Usage, "usage of request %d", i+1)
+		want.Cost = keel.Costs{testPrice.Cost(want)}
+		require.Equal(t, want, u.Usage, "usage of request %d, priced", i+1)
 		require.Equal(t, i+1, u.Attempt)
 		sum = sum.Add(u.Usage)
 		require.Equal(t, sum, u.Total, "running total after request %d", i+1)
@@ -409,6 +415,7 @@ func checkFaultCase(t *testing.T, tc faultCase, env *faultEnv, res api.RunResult
 	if tc.status == keel.StatusCompleted {
 		ok := faultOK
 		ok.Requests = 1
+		ok.Cost = keel.Costs{testPrice.Cost(ok)}
 		require.Equal(t, ok, res.Outcome.Usage)
 		done := find[keel.RunCompleted](t, res.Events)
 		require.Equal(t, ok, done[0].Usage)

@@ -55,12 +55,16 @@ type meter struct {
 	// recorded with its result; warned holds those already warned of.
 	limits []activities.BudgetLimit
 	warned map[activities.BudgetLimit]bool
+	// money says the run recorded money (§20): a request priced or
+	// counted as unpriced, or a turn held to a budget.
+	money bool
 }
 
 // request counts one physical request of step (attempt 0 for requests
 // outside the model-turn budget, such as compaction) and reports it.
 func (m *meter) request(step, attempt int, u keel.Usage) {
 	u.Requests = 1
+	m.money = m.money || len(u.Cost) > 0 || u.Unpriced > 0
 	m.total = m.total.Add(u)
 	m.emit(keel.UsageUpdated{Step: step, Attempt: attempt, Usage: u, Total: m.total})
 	m.warn(step)

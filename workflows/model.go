@@ -53,6 +53,7 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 		res, fail, err := m.attempt(step, attempt)
 		if err == nil {
 			m.meter.limits = res.Limits
+			m.meter.money = m.meter.money || len(res.Limits) > 0
 			m.meter.request(step, attempt, res.Response.Usage)
 			m.emit(keel.ModelCallCompleted{Step: step, Attempt: attempt, Metrics: res.Metrics})
 			m.meter.keep(res.Response.Usage)
@@ -61,6 +62,7 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 		if fail.Budget != nil {
 			// Refused before it was sent: nothing to count, and the run
 			// ends here with what it has (docs/contract.md §20).
+			m.meter.money = true
 			return nil, "", &keel.Error{Code: keel.CodeBudgetExceeded, Message: fail.Budget.Message}
 		}
 		m.meter.request(step, attempt, fail.Usage)

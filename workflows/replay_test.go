@@ -87,14 +87,14 @@ var recordedHistories = []recordedHistory{
 	}, check: all(noChildWorkflows, hasUpdate(api.UpdateRewind))},
 	// A run a money budget stops (e2e TestRecordMoneyHistory,
 	// docs/contract.md §20): a billed malformed attempt, two priced turns,
-	// the turn the budget refused before it was sent, run.failed with its
-	// usage_total (terminal-usage), the continue-as-new carrying the cost.
+	// the turn the budget refused before it was sent, the continue-as-new
+	// carrying the cost and run.failed with its usage_total.
 	{file: "inline_money.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		activities.ModelTurnName:                                        4,
 		activities.ToolName:                                             2,
 		enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED.String():                2,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
-	}, check: all(noChildWorkflows, pricedAndStoppedByBudget, hasVersionMarker("terminal-usage"))},
+	}, check: all(noChildWorkflows, pricedAndStoppedByBudget, carriedTerminalHasUsageTotal)},
 	{file: "inline_idle_move.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // move
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
@@ -311,6 +311,43 @@ func pricedAndStoppedByBudget(h *historypb.History) error {
 		return fmt.Errorf("%d priced model turns (want 2 or more), %d refused by a budget (want 1)", priced, refused)
 	}
 	return nil
+}
+
+// carriedTerminalHasUsageTotal checks that the run's terminal event, in
+// the events the execution hands on, carries what the run spent.
+func carriedTerminalHasUsageTotal(h *historypb.History) error {
+	for _, ev := range h.GetEvents() {
+		p := ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetInput().GetPayloads()
+		if len(p) != 1 {
+			continue
+		}
+		// The input is in the content store: read it through the codec, on
+		// the objects recorded beside the histories.
+		st, err := store.Open(context.Background(), filepath.Join("testdata", "store"))
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		var in api.SessionInput
+		dc := store.NewDataConverter(store.NewCodec(st, store.CodecOptions{}))
+		if err := dc.FromPayload(p[0], &in); err != nil || in.Carry == nil {
+			return fmt.Errorf("the continue-as-new input is no session input: %v", err)
+		}
+		for _, env := range in.Carry.Tail {
+			if !env.Terminal() {
+				continue
+			}
+			e, err := env.Event()
+			if err != nil {
+				return err
+			}
+			if f, ok := e.(keel.RunFailed); !ok || f.UsageTotal == nil || len(f.UsageTotal.Cost) != 1 {
+				return fmt.Errorf("the terminal event %+v carries no priced usage_total", e)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("no terminal event in the carried events")
 }
 
 // startedAsFork checks that the execution started from a fork's input

@@ -292,16 +292,14 @@ func (r *run) finishFailed(err *keel.Error, partial string) {
 	r.finish(keel.StatusFailed, rev, "", err)
 }
 
-// terminalUsageChange puts the run's total usage on its terminal event
-// (docs/contract.md §20.2).
-const terminalUsageChange = "terminal-usage"
-
 // terminalUsage is the usage_total of the run's terminal event: what the
-// run spent, abandoned attempts included. A run recorded before it replays
-// without one, so its log stays as it was (GetVersion answers
-// DefaultVersion for a history without the marker).
+// run spent, abandoned attempts included (docs/contract.md §20.2). A run
+// carries it when it recorded money: a priced or unpriced request, or a
+// turn held to a budget. Runs recorded before money have none of these in
+// their history, so they replay with their logs as they were, without a
+// version marker (which would cost every run a search-attribute upsert).
 func (r *run) terminalUsage() *keel.Usage {
-	if workflow.GetVersion(r.root, terminalUsageChange, workflow.DefaultVersion, 1) != 1 {
+	if !r.meter.money {
 		return nil
 	}
 	u := r.meter.total
