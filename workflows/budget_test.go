@@ -263,3 +263,44 @@ func TestTerminalEventCarriesUsageTotalWithMoney(t *testing.T) {
 		})
 	}
 }
+
+// A caller who skips keel's clients and sends a hostile budget straight
+// to the session's send update is refused by the session's validator,
+// before history, with keel.InvalidInput naming the field and never
+// echoing the value; nothing runs (docs/contract.md §20.3).
+func TestHostileBudgetsRefusedBeforeHistory(t *testing.T) {
+	env := newRulesEnv(t, `{"repeat":true,"turns":[{"text":["ok"]}]}`, workflows.Rules{})
+	u := newUpdates(t, env)
+	hostile := map[string]*api.Budget{
+		"huge":          {Max: 1e300, Currency: "USD"},
+		"past int64":    {Max: 9.3e9, Currency: "USD"},
+		"negative":      {Max: -0.01, Currency: "USD"},
+		"markup":        {Max: 1, Currency: "<b>"},
+		"long currency": {Max: 1, Currency: strings.Repeat("U", 1<<12)},
+		"no currency":   {Max: 1},
+		"tokens below":  {MaxTokens: -1},
+		"warn past one": {MaxTokens: 5, WarnAt: 1},
+		"warn below":    {MaxTokens: 5, WarnAt: -0.5},
+	}
+	env.RegisterDelayedCallback(func() {
+		for name, b := range hostile {
+			u.send(api.UpdateSend, "run "+name, api.SendRequest{Prompt: "hi", Config: &api.RunConfig{Budget: b}})
+			u.send(api.UpdateSend, "session "+name, api.SendRequest{Prompt: "hi", Config: &api.RunConfig{SessionBudget: b}})
+		}
+	}, 0)
+	env.RegisterDelayedCallback(func() {}, time.Second)
+	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig, Inline: true})
+
+	require.Empty(t, u.accepted)
+	require.Len(t, u.rejected, 2*len(hostile))
+	for id, e := range u.rejected {
+		field := "budget"
+		if strings.HasPrefix(id, "session ") {
+			field = "session_budget"
+		}
+		require.Equal(t, keel.CodeInvalidInput, e.Code, id)
+		require.True(t, strings.HasPrefix(e.Message, field+"."), "%s: %q names the field", id, e.Message)
+		require.NotContains(t, e.Message, "<b>", id)
+		require.Less(t, len(e.Message), 200, id)
+	}
+}
