@@ -499,10 +499,19 @@ func (s *session) recoverRun(ctx workflow.Context, runID, execRunID string, caus
 		workflow.GetLogger(ctx).Warn("could not recover run events", "run", runID, "err", err)
 	}
 	var evs []keel.Envelope
+	// What the run spent is the running total of its last usage fact: the
+	// session counts it as it counts a run that ended on its own, so its
+	// session budget holds (docs/contract.md §20.3).
+	var spent keel.Usage
 	next := s.seq + 1
 	for _, ev := range rec.Events {
 		if ev.Seq != next || ev.Terminal() {
 			break
+		}
+		if ev.Type == keel.TypeUsageUpdated {
+			if e, err := ev.Event(); err == nil {
+				spent = e.(keel.UsageUpdated).Total
+			}
 		}
 		evs = append(evs, ev)
 		next++
@@ -516,7 +525,7 @@ func (s *session) recoverRun(ctx workflow.Context, runID, execRunID string, caus
 	instrument.RunLost(workflow.GetMetricsHandler(ctx))
 	return api.RunResult{
 		Outcome: keel.Outcome{RunID: runID, Number: s.runs, Status: keel.StatusFailed, Revision: rev,
-			Error: &keel.Error{Code: code, Message: msg}},
+			UsageTotal: spent, Error: &keel.Error{Code: code, Message: msg}},
 		Events: evs,
 	}
 }

@@ -241,7 +241,8 @@ func TestTerminatedRunGetsOneTerminalEvent(t *testing.T) {
 	c, ctx := newClient(t), testCtx(t)
 	sess := c.Session("terminated")
 	model := shared.book.Add(t, t.Name(), `{"turns":[
-	  {"tool_calls":[{"id":"s","name":"sleep","arguments":{"seconds":3600}}]},{"text":["never"]},{"text":["next run"]}]}`)
+	  {"tool_calls":[{"id":"s","name":"sleep","arguments":{"seconds":3600}}],"usage":{"input_tokens":7,"output_tokens":3}},
+	  {"text":["never"]},{"text":["next run"]}]}`)
 	run := sendTwoWorkflow(t, ctx, sess, "go", api.RunConfig{Model: model, Tools: []string{"sleep"}})
 	waitFor(t, ctx, run, keel.TypeToolStarted)
 	_, err := c.Temporal().DescribeWorkflowExecution(ctx, run.ID, "")
@@ -262,14 +263,19 @@ func TestTerminatedRunGetsOneTerminalEvent(t *testing.T) {
 	}
 	require.Equal(t, 1, terminals)
 	require.Contains(t, types, keel.TypeToolStarted, "the run's own events were recovered")
+	// What it spent before it was stopped counts, in its outcome and in the
+	// session's usage (docs/contract.md §20.3: the session budget holds).
+	require.Equal(t, int64(10), out.UsageTotal.Tokens())
+	require.Equal(t, 1, out.UsageTotal.Requests)
 
 	st, err := sess.State(ctx)
 	require.NoError(t, err)
 	require.Equal(t, keel.StateFailed, st.State)
 	require.Equal(t, int64(1), st.Revision)
+	require.Equal(t, out.UsageTotal.Tokens(), st.Usage.Tokens())
 	run2, err := sess.Send(ctx, "next", client.WithConfig(api.RunConfig{Model: model}))
 	require.NoError(t, err)
-	_, err = run2.Outcome(ctx)
+	out2, err := run2.Outcome(ctx)
 	require.NoError(t, err)
 	_, err = c.Temporal().DescribeWorkflowExecution(ctx, run2.ID, "")
 	require.ErrorAs(t, err, new(*serviceerror.NotFound), "run 2 ran inline")
@@ -277,6 +283,7 @@ func TestTerminatedRunGetsOneTerminalEvent(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, st.Inline)
 	require.Equal(t, 2, st.Runs)
+	require.Equal(t, out.UsageTotal.Tokens()+out2.UsageTotal.Tokens(), st.Usage.Tokens(), "both runs' spending")
 }
 
 // sendTwoWorkflow starts a session the way clients did before inline
