@@ -21,25 +21,28 @@ import (
 // TestRecordSignalLimitsHistory records a run that takes, as signals sent
 // without keel's codec (as `temporal workflow signal` sends them), more
 // steering than api.MaxStagedSteers while it waits for the host, then an
-// answer larger than api.MaxAnswerBytes, for workflows/limits_replay_test.go:
+// answer larger than api.MaxAnswerBytes, for workflows/replay_test.go:
 //
 //	KEEL_RECORD=1 go test -run TestRecordSignalLimitsHistory ./e2e
 //
-// It writes run_signal_limits.json. The committed file was recorded by the
-// code before the signal limits existed, which staged every steer and
-// delivered the answer: the history that replaying must keep deciding the
-// same way (signal-limits version). Recorded on today's code it shows the
-// limits instead (a version marker, the 33rd steer and the answer
-// dropped, then a proper answer).
+// A run executes in its session's workflow, so the signals go to the
+// session (workflow ID = session ID). It writes inline_signal_limits.json,
+// the execution that ran the run: the signal-limits version marker, the
+// 33rd steer and the answer dropped, then a proper answer, with the store
+// objects it references. It never writes run_signal_limits.json: that
+// history of a Run workflow was recorded by the code before the signal
+// limits, which staged every steer and delivered the answer, and is what
+// replaying must keep deciding the same way (TestReplaySignalLimitsHistory);
+// today's code starts no Run workflow to record it again.
 func TestRecordSignalLimitsHistory(t *testing.T) {
 	tools, err := tool.NewRegistry(tool.AskUser())
 	require.NoError(t, err)
-	r := recordStack(t, 3*time.Minute, devserver.Config{}, keeltest.WorkerOptions{Tools: tools, Script: `{"turns":[
+	r := recordStack(t, 3*time.Minute, devserver.Config{DataDir: t.TempDir()}, keeltest.WorkerOptions{Tools: tools, Script: `{"turns":[
 	  {"tool_calls":[{"id":"c1","name":"ask_user","arguments":{"question":"Name?"}}]},
 	  {"text":["Thanks."]}]}`})
 	ctx, c := r.ctx, r.c
-	run, err := c.Session("replay-signal-limits").Send(ctx, "ask me",
-		client.WithConfig(api.RunConfig{Tools: []string{"ask_user"}}))
+	sess := c.Session("replay-signal-limits")
+	run, err := sess.Send(ctx, "ask me", client.WithConfig(api.RunConfig{Tools: []string{"ask_user"}}))
 	require.NoError(t, err)
 	followRun(ctx, run).waitFor(t, ctx, "host_input.requested", func(seen []keel.Envelope) bool {
 		for _, ev := range seen {
@@ -54,19 +57,22 @@ func TestRecordSignalLimitsHistory(t *testing.T) {
 	require.NoError(t, err)
 	defer plain.Close()
 	for range api.MaxStagedSteers + 1 {
-		require.NoError(t, plain.SignalWorkflow(ctx, run.ID, "", api.UpdateSteer, api.SteerRequest{Text: "steer"}))
+		require.NoError(t, plain.SignalWorkflow(ctx, sess.ID(), "", api.UpdateSteer, api.SteerRequest{Text: "steer"}))
 	}
 	huge := json.RawMessage(`"` + strings.Repeat("a", api.MaxAnswerBytes) + `"`)
-	require.NoError(t, plain.SignalWorkflow(ctx, run.ID, "", api.UpdateRespond,
+	require.NoError(t, plain.SignalWorkflow(ctx, sess.ID(), "", api.UpdateRespond,
 		api.RespondRequest{RequestID: "c1/ask_user", Answer: huge}))
-	// Today's code dropped the answer: the request is still open (a query
+	// The limits dropped the answer: the request is still open (a query
 	// sees the signals applied), so answer it properly.
 	st, err := run.State(ctx)
 	require.NoError(t, err)
-	if len(st.Requests) > 0 {
-		require.NoError(t, run.Respond(ctx, "c1/ask_user", "Ann"))
-	}
+	require.Len(t, st.Staged, api.MaxStagedSteers, "the 33rd steer is dropped")
+	require.Len(t, st.Requests, 1, "the answer over the limit is dropped")
+	require.NoError(t, run.Respond(ctx, "c1/ask_user", "Ann"))
 	_, err = run.Outcome(ctx)
 	require.NoError(t, err)
-	writeHistory(t, ctx, c.Temporal(), run.ID, filepath.Join("..", "workflows", "testdata", "run_signal_limits.json"))
+	dir := filepath.Join("..", "workflows", "testdata")
+	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), runExecution(t, ctx, c.Temporal(), sess.ID(), 1), filepath.Join(dir, "inline_signal_limits.json"))
+	copyStore(t, filepath.Join(r.data, "store"), filepath.Join(dir, "store"))
+	listStore(t, filepath.Join(r.data, "store"))
 }

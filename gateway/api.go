@@ -225,6 +225,7 @@ func (g *Gateway) getState(w http.ResponseWriter, r *http.Request, s *client.Ses
 		WriteError(w, err)
 		return
 	}
+	st.Parent = visibleOrigin(r, st.Parent)
 	writeJSON(w, http.StatusOK, st)
 }
 
@@ -287,9 +288,9 @@ func (g *Gateway) getEvents(w http.ResponseWriter, r *http.Request, s *client.Se
 		WriteError(w, err)
 		return
 	}
-	page := EventsPage{Events: evs, More: more, NextAfter: after}
-	if page.Events == nil {
-		page.Events = []keel.Envelope{}
+	page := EventsPage{Events: make([]keel.Envelope, 0, len(evs)), More: more, NextAfter: after}
+	for _, env := range evs {
+		page.Events = append(page.Events, visibleEvent(r, env))
 	}
 	if n := len(evs); n > 0 {
 		page.NextAfter = evs[n-1].Seq

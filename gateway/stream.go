@@ -196,7 +196,10 @@ func (g *Gateway) streamEvents(w http.ResponseWriter, r *http.Request, s *client
 	keepAlive := time.NewTimer(g.opts.KeepAlive)
 	defer keepAlive.Stop()
 	last := after
-	write := func(it streamItem) error { return g.writeItem(sw, it, &last) }
+	write := func(it streamItem) error {
+		it.env = visibleEvent(r, it.env)
+		return g.writeItem(sw, it, &last)
+	}
 	for {
 		select {
 		case <-sub.wake:

@@ -33,12 +33,18 @@ func twoStepRuns() string {
 // run (index 0: before the first).
 func sessionOfRuns(t *testing.T, in api.SessionInput, n int) (api.SessionInput, [][]keel.Message) {
 	t.Helper()
+	return sessionOfScriptedRuns(t, twoStepRuns(), in, n)
+}
+
+// sessionOfScriptedRuns is sessionOfRuns with the runs script plays.
+func sessionOfScriptedRuns(t *testing.T, script string, in api.SessionInput, n int) (api.SessionInput, [][]keel.Message) {
+	t.Helper()
 	after := [][]keel.Message{nil}
 	if in.Fork != nil {
 		after[0] = in.Fork.Transcript
 	}
 	for i := 1; i <= n; i++ {
-		e := newSessionEnv(t, twoStepRuns(), &memSegments{})
+		e := newSessionEnv(t, script, &memSegments{})
 		var sent api.SendResult
 		e.RegisterDelayedCallback(func() { e.send(t, "p", api.SendRequest{Prompt: fmt.Sprintf("prompt %d", i)}, &sent) }, 0)
 		e.ExecuteWorkflow(api.SessionWorkflowName, in)
@@ -194,6 +200,70 @@ func TestForkAtAStep(t *testing.T) {
 	require.Equal(t, api.Point{Run: 2, Step: 1}, step1.Origin.Point)
 	require.Equal(t, after[2], step2.Transcript, "the last step ends where the run does")
 	require.Equal(t, keel.CodeNotFound, keelCode(err3), "%v", err3)
+}
+
+// threeStepRuns is the script of runs of three steps each: two calls of
+// echo at once, then one, then a final answer.
+func threeStepRuns(runs int) string {
+	var turns []string
+	for n := 1; n <= runs; n++ {
+		turns = append(turns,
+			fmt.Sprintf(`{"text":["first %d"],"tool_calls":[{"id":"a%d","name":"echo","arguments":{"text":"a%d"}},`+
+				`{"id":"b%d","name":"echo","arguments":{"text":"b%d"}}]}`, n, n, n, n, n),
+			fmt.Sprintf(`{"tool_calls":[{"id":"c%d","name":"echo","arguments":{"text":"c%d"}}]}`, n, n),
+			fmt.Sprintf(`{"text":["done %d"]}`, n))
+	}
+	return `{"turns":[` + strings.Join(turns, ",") + `]}`
+}
+
+// docs/contract.md §19.1: a fork at every step boundary of every run of a
+// session whose runs take three steps (the first with two tool calls)
+// holds, in its own history (the history query of the fork), exactly the
+// source's transcript up to there: the runs before, the run's prompt, its
+// first K assistant turns and every tool result that answers them; its
+// revision is the one the run started from. A step the run does not have
+// is refused.
+func TestForkAtEveryStepBoundary(t *testing.T) {
+	const runs, steps = 3, 3
+	idle, after := sessionOfScriptedRuns(t, threeStepRuns(runs), api.SessionInput{SessionID: "s1", Config: echoConfig, Inline: true}, runs)
+	points := map[api.Point]api.ForkPoint{}
+	idleSession(t, idle, func(e *runEnv) {
+		for n := 1; n <= runs; n++ {
+			for k := 1; k <= steps; k++ {
+				fp, err := forkPoint(t, e, api.Point{Run: n, Step: k})
+				require.NoError(t, err, "run %d step %d", n, k)
+				points[api.Point{Run: n, Step: k}] = fp
+			}
+			_, err := forkPoint(t, e, api.Point{Run: n, Step: steps + 1})
+			require.Equal(t, keel.CodeNotFound, keelCode(err), "run %d step %d: %v", n, steps+1, err)
+		}
+	})
+	// Each run: prompt, the turn with two calls, their two results, the
+	// turn with one call, its result, the answer. Step K ends after the
+	// K-th assistant turn's results.
+	stepEnds := map[int]int{1: 4, 2: 6, 3: 7}
+	for n := 1; n <= runs; n++ {
+		run := after[n][len(after[n-1]):]
+		roles := make([]keel.Role, len(run))
+		for i, m := range run {
+			roles[i] = m.Role
+		}
+		require.Equal(t, []keel.Role{keel.RoleUser, keel.RoleAssistant, keel.RoleTool, keel.RoleTool, keel.RoleAssistant,
+			keel.RoleTool, keel.RoleAssistant}, roles, "run %d", n)
+		for k := 1; k <= steps; k++ {
+			fp := points[api.Point{Run: n, Step: k}]
+			want := after[n][:len(after[n-1])+stepEnds[k]]
+			var hist api.HistoryPage
+			idleSession(t, forkInput(fmt.Sprintf("f%d-%d", n, k), fp), func(e *runEnv) {
+				hist = query[api.HistoryPage](t, e, api.QueryHistory, api.HistoryQuery{})
+			})
+			if diff := cmp.Diff(want, hist.Messages); diff != "" {
+				t.Errorf("fork at run %d step %d: history (-source's prefix +fork):\n%s", n, k, diff)
+			}
+			require.Equal(t, int64(n-1), fp.Origin.Revision, "run %d step %d", n, k)
+			require.Equal(t, int64(n-1), hist.Revision, "run %d step %d", n, k)
+		}
+	}
 }
 
 // docs/contract.md §19.2: a rewind cuts the history the model sees, keeps

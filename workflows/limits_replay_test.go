@@ -26,5 +26,5 @@ func TestReplaySignalLimitsHistory(t *testing.T) {
 	}}
 	path := filepath.Join("testdata", h.file)
 	requireCoverage(t, path, h)
-	require.NoError(t, replayHistory(path, filepath.Join("testdata", "store")))
+	require.NoError(t, replayHistory(path, storeCopy(t)))
 }

@@ -95,6 +95,18 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED.String():                2,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: all(noChildWorkflows, pricedAndStoppedByBudget, carriedTerminalHasUsageTotal)},
+	// A run that took, as signals sent without keel's codec, more
+	// steering than api.MaxStagedSteers and an answer over
+	// api.MaxAnswerBytes while it waited for the host (e2e
+	// TestRecordSignalLimitsHistory): the signal-limits version marker,
+	// the 33rd steer and the answer dropped, then the answer as an
+	// update and the run's end. run_signal_limits.json, below, is the
+	// same before the limits.
+	{file: "inline_signal_limits.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         api.MaxStagedSteers + 2,
+		activities.ModelTurnName:                                        2,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
+	}, check: all(noChildWorkflows, hasVersionMarker("signal-limits"))},
 	{file: "inline_idle_move.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // move
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,

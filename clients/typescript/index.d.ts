@@ -97,7 +97,9 @@ export interface SessionStatus {
   shutdown?: boolean;
   hand_overs?: number;
   closed?: Record<string, unknown>;
-  /** Where the session was forked from (docs/contract.md §19). */
+  /** Where the session was forked from (docs/contract.md §19). To an API
+   * key limited to a prefix that does not cover the source, `source` is
+   * empty and `seq` 0, here and in `session.forked`. */
   parent?: Record<string, unknown>;
 }
 

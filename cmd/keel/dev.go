@@ -21,6 +21,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
 
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
@@ -320,6 +321,8 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 		UIAllowedHosts:  cfg.allowedHosts,
 		Logger:          logger,
 		LogLevel:        level,
+		// Empty in keel; see devFrontendInterceptors.
+		FrontendInterceptors: devFrontendInterceptors,
 	})
 	if errors.Is(err, devserver.ErrPortInUse) {
 		return s, fmt.Errorf("%w\nIs another `keel dev` or Temporal dev server running? Stop it, or choose other ports (--port, --ui-port; 0 picks a free one)", err)
@@ -583,3 +586,10 @@ func (s *devStack) gatewayURL() string { return "http://" + s.httpL.Addr().Strin
 // stack records its codec endpoint on its Temporal server
 // (recordCodecEndpoint), where commands on this machine find it.
 func (s *devStack) codecFlag() string { return keyFileFlag(s.keyFile) }
+
+// devFrontendInterceptors run on every call that keel dev's Temporal
+// frontend serves. keel sets none. The kill -9 tests run their own binary
+// as keel dev and set one there (cmd/keel/devpause_test.go, armed by an
+// environment variable only they set) that holds a call at a point they
+// name, so the kill lands where they mean it to.
+var devFrontendInterceptors []grpc.UnaryServerInterceptor

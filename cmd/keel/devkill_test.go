@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,19 +34,34 @@ const devKillScript = `{"repeat":true,"turns":[
 type devProcess struct {
 	cmd     *exec.Cmd
 	address string
+	// paused receives each pause point (devpause_test.go) the process
+	// holds a call at; held is those waitPaused has seen.
+	paused chan string
+	held   map[string]bool
 }
 
-// startDevProcess runs this test binary as `keel dev` on dataDir with free
-// ports, and the extra flags, and waits until it printed its addresses.
-func startDevProcess(t *testing.T, dataDir, workspace string, extra ...string) *devProcess {
+// envDevPause names the pause points a `keel dev` started by a test arms
+// (devpause_test.go), separated by commas; devPausedLine starts the line
+// it prints on stdout when it holds a call at one.
+const (
+	envDevPause   = "KEEL_TEST_DEV_PAUSE"
+	devPausedLine = "keel-test-paused"
+)
+
+// startDevProcess runs this test binary as `keel dev` on dataDir and
+// waits until it printed its addresses. Its gRPC port is port (0: a free
+// one); its other ports are free ones. pauses are the points it holds
+// calls at (envDevPause); extra are more flags for keel dev.
+func startDevProcess(t *testing.T, dataDir, workspace string, port int, pauses []string, extra ...string) *devProcess {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, append([]string{"dev", "--data-dir", dataDir, "--workspace", workspace, "--scripts", testScripts(), "--no-ui",
-		"--port", "0", "--nats-port", "0", "--http-port", "0"}, extra...)...)
-	cmd.Env = append(os.Environ(), envRunAsKeel+"=1")
+	cmd := exec.Command(exe, "dev", "--data-dir", dataDir, "--workspace", workspace, "--scripts", testScripts(), "--no-ui",
+		"--port", strconv.Itoa(port), "--nats-port", "0", "--http-port", "0")
+	cmd.Args = append(cmd.Args, extra...)
+	cmd.Env = append(os.Environ(), envRunAsKeel+"=1", envDevPause+"="+strings.Join(pauses, ","))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -53,7 +70,7 @@ func startDevProcess(t *testing.T, dataDir, workspace string, extra ...string) *
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &devProcess{cmd: cmd}
+	p := &devProcess{cmd: cmd, paused: make(chan string, 16), held: map[string]bool{}}
 	t.Cleanup(p.kill)
 	lines := bufio.NewScanner(out)
 	for lines.Scan() {
@@ -67,8 +84,34 @@ func startDevProcess(t *testing.T, dataDir, workspace string, extra ...string) *
 	if p.address == "" {
 		t.Fatalf("keel dev did not come up: %v", lines.Err())
 	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
+	go func() {
+		// Read to the end, so keel dev never blocks on its output.
+		for lines.Scan() {
+			if point, ok := strings.CutPrefix(lines.Text(), devPausedLine+" "); ok {
+				select {
+				case p.paused <- point:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
 	return p
+}
+
+// waitPaused waits until p holds a call at point (in any order with the
+// other points it holds calls at).
+func (p *devProcess) waitPaused(t *testing.T, ctx context.Context, point string) {
+	t.Helper()
+	for !p.held[point] {
+		select {
+		case got := <-p.paused:
+			t.Logf("keel dev holds a call at %s", got)
+			p.held[got] = true
+		case <-ctx.Done():
+			t.Fatalf("keel dev never reached %s: %v", point, ctx.Err())
+		}
+	}
 }
 
 // kill sends SIGKILL and reaps the process.
@@ -98,6 +141,10 @@ type devKillRig struct {
 	handOver api.HandOverLimits
 	// flags are more flags for keel dev (--config).
 	flags []string
+	// port is keel dev's gRPC port, the same at every start when set
+	// (samePort), so a client dialled before a kill reaches the restarted
+	// server; 0 is a free one each time.
+	port int
 }
 
 // newDevKillRig skips the test in -short mode; else it makes the
@@ -131,10 +178,25 @@ func newDevKillRig(t *testing.T, timeout time.Duration) *devKillRig {
 	return r
 }
 
-// start runs `keel dev` on the rig's data directory and workspace.
-func (r *devKillRig) start() *devProcess {
+// start runs `keel dev` on the rig's data directory and workspace,
+// holding calls at pauses (envDevPause).
+func (r *devKillRig) start(pauses ...string) *devProcess {
 	r.t.Helper()
-	return startDevProcess(r.t, r.data, r.workspace, r.flags...)
+	return startDevProcess(r.t, r.data, r.workspace, r.port, pauses, r.flags...)
+}
+
+// samePort makes every start of keel dev listen on one gRPC port, chosen
+// free now.
+func (r *devKillRig) samePort() {
+	r.t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.port = l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 // dial connects a client to p that reads and writes values through the

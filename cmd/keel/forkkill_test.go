@@ -1,32 +1,51 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
-	"github.com/keelrun/keel/client"
 )
 
-// TestKillDevDuringFork kills -9 the whole `keel dev` while a fork of a
-// session with 64 KiB tool results is on its way (the fork's input is
-// written to the content store, then the fork's workflow is started and
-// runs its first task), and right after a fork returned (its first task
-// maybe not yet run), then starts it again on the same data directory.
-// Each time the fork happened once or not at all: there is no session
-// under its ID, or one whose log is one session.forked at seq 1 and whose
-// history is the source's; the same fork asked again answers that
-// session (or makes it), and the source is untouched (docs/contract.md
-// §19.4).
+// TestKillDevDuringFork kills -9 the whole `keel dev` at the points where a
+// fork or a rewind could be left half done, held there by the test's
+// pause points (devpause_test.go) rather than by timing, then starts it
+// again on the same data directory and port, so the calls cut off by the
+// kill go on against the new server as a client's retries would
+// (docs/contract.md §19.4):
+//
+//   - a fork whose fork_point query was answered, before its start: no
+//     session under its ID at the kill; the call, resumed, makes it;
+//   - a fork whose workflow start the server accepted (its caller not
+//     told) and whose first workflow task a worker took but never
+//     completed, checked in the fork's history: the fork is whole after
+//     the restart, and the call, resumed, and the same fork asked again
+//     answer that one session;
+//   - a rewind whose update a worker took in a workflow task it never
+//     completed: not in the log at the kill; the call, resumed, applies
+//     it once;
+//   - a rewind that returned, then a kill: once;
+//   - a rewind whose update completed, its caller not told: the call,
+//     resumed under its update ID, answers it without applying it again.
+//
+// Each fork's log is one session.forked at seq 1 and its history the
+// source's; the source's log stays dense with one session.rewound per
+// rewind; the fork runs on; every object in the store is intact.
 func TestKillDevDuringFork(t *testing.T) {
-	rig := newDevKillRig(t, 5*time.Minute)
+	rig := newDevKillRig(t, 6*time.Minute)
 	ctx := rig.ctx
-	p := rig.start()
+	rig.samePort()
+	p := rig.start("query:" + api.QueryForkPoint)
+	// One client for the whole test: the calls a kill cuts off go on on
+	// it against the restarted server, on the same port.
 	c := rig.dial(p)
+	defer c.Close()
 	src := c.Session("fork-kill-src")
 	for i := 1; i <= 2; i++ {
 		run, err := src.Send(ctx, fmt.Sprintf("prompt %d", i))
@@ -41,26 +60,49 @@ func TestKillDevDuringFork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	// check asserts what a fork into id left after a kill: nothing, or
-	// all of it; then asks for the same fork again.
-	check := func(c *client.Client, id string) {
+	// events lists the events of the current execution of workflow id
+	// in Temporal's history (no worker involved).
+	events := func(id string) []enumspb.EventType {
 		t.Helper()
-		fork := c.Session(id)
-		st, err := fork.State(ctx)
-		switch {
-		case errors.Is(err, keel.ErrNotFound):
-			t.Logf("%s: not forked before the kill", id)
-		case err != nil:
-			t.Fatalf("state of %s: %v", id, err)
-		default:
-			if st.Parent == nil || st.Parent.Source != src.ID() || st.Parent.Run != 2 {
-				t.Fatalf("%s after the kill: parent %+v", id, st.Parent)
+		var out []enumspb.EventType
+		it := c.Temporal().GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatalf("history of %s: %v", id, err)
 			}
-			t.Logf("%s: forked before the kill", id)
+			out = append(out, ev.GetEventType())
 		}
-		if _, _, err := src.Fork(ctx, api.Point{Run: 2}, id); err != nil {
-			t.Fatalf("the fork into %s again: %v", id, err)
+		return out
+	}
+	count := func(evs []enumspb.EventType, typ enumspb.EventType) (n int) {
+		for _, e := range evs {
+			if e == typ {
+				n++
+			}
+		}
+		return n
+	}
+	// restart kills keel dev where it holds a call and starts it again
+	// with pauses armed.
+	restart := func(pauses ...string) {
+		t.Helper()
+		p.kill()
+		p = rig.start(pauses...)
+	}
+	// retried asks for the fork into id again, as its caller would after
+	// the kill, and checks there is one session under id, whole: its
+	// parent the source at run 2, its log one session.forked at seq 1,
+	// its history the source's.
+	retried := func(id string) {
+		t.Helper()
+		fork, origin, err := src.Fork(ctx, api.Point{Run: 2}, id)
+		if err != nil || origin.Source != src.ID() || origin.Run != 2 {
+			t.Fatalf("the fork into %s again: %+v (%v)", id, origin, err)
+		}
+		st, err := fork.State(ctx)
+		if err != nil || st.Parent == nil || *st.Parent != origin {
+			t.Fatalf("%s: parent %+v (%v), want %+v", id, st, err, origin)
 		}
 		log, err := fork.EventsAfter(ctx, 0)
 		if err != nil || len(log) != 1 || log[0].Type != keel.TypeSessionForked || log[0].Seq != 1 {
@@ -71,75 +113,142 @@ func TestKillDevDuringFork(t *testing.T) {
 			t.Fatalf("%s's history (%v) is not the source's", id, err)
 		}
 	}
-
-	// Killed while the fork is on its way: wherever the kill lands.
-	done := make(chan error, 1)
-	// The calls cut off by a kill give up on their own (the client would
-	// go on asking a server that is gone until its context ends).
-	gone, giveUp := context.WithTimeout(ctx, 10*time.Second)
-	defer giveUp()
-	go func() {
-		_, _, err := src.Fork(gone, api.Point{Run: 2}, "fork-kill-during")
-		done <- err
-	}()
-	p.kill()
-	t.Logf("killed keel dev during a fork; the fork call said: %v", <-done)
-	c.Close()
-	p = rig.start()
-	c = rig.dial(p)
-	src = c.Session(src.ID())
-	check(c, "fork-kill-during")
-
-	// Killed right after a fork returned.
-	if _, _, err := src.Fork(ctx, api.Point{Run: 2}, "fork-kill-after"); err != nil {
-		t.Fatal(err)
+	type forked struct {
+		origin api.ForkOrigin
+		err    error
 	}
-	c.Close()
-	p.kill()
-	p = rig.start()
-	c = rig.dial(p)
-	src = c.Session(src.ID())
-	check(c, "fork-kill-after")
-
-	// Killed while a rewind (to run 2, where the session is) is on its
-	// way: it is in the log once or not at all, and the log stays dense.
-	gone, giveUp = context.WithTimeout(ctx, 10*time.Second)
-	defer giveUp()
-	go func() {
-		_, err := src.Rewind(gone, api.Point{Run: 2})
-		done <- err
-	}()
-	c.Close()
-	p.kill()
-	t.Logf("killed keel dev during a rewind; the rewind call said: %v", <-done)
-	p = rig.start()
-	c = rig.dial(p)
-	defer c.Close()
-	src = c.Session(src.ID())
-	log, err := src.EventsAfter(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
+	fork := func(id string) chan forked {
+		done := make(chan forked, 1)
+		go func() {
+			_, origin, err := src.Fork(ctx, api.Point{Run: 2}, id)
+			done <- forked{origin, err}
+		}()
+		return done
 	}
-	rewinds := 0
-	for i, ev := range log {
-		if ev.Seq != int64(i+1) {
-			t.Fatalf("the source's log is not dense at %d: seq %d", i, ev.Seq)
+	// cutOff waits for the call the kill cut off. The client asks again
+	// within its call's own deadline, which a restart can outlast: then
+	// the call fails, and the caller's retry (retried) decides.
+	cutOff := func(what string, done chan forked) bool {
+		t.Helper()
+		got := <-done
+		if got.err != nil {
+			t.Logf("%s: the call cut off by the kill failed: %v", what, got.err)
+			return false
 		}
-		if ev.Type == keel.TypeSessionRewound {
-			rewinds++
+		if got.origin.Source != src.ID() || got.origin.Run != 2 {
+			t.Fatalf("%s: the call cut off by the kill answered %+v", what, got.origin)
+		}
+		t.Logf("%s: the call cut off by the kill went on after the restart and answered", what)
+		return true
+	}
+
+	// 1. The fork's point read, its start not sent: not at all.
+	done := fork("fork-kill-query")
+	p.waitPaused(t, ctx, "query:"+api.QueryForkPoint)
+	if _, err := c.Temporal().DescribeWorkflowExecution(ctx, "fork-kill-query", ""); !errors.As(err, new(*serviceerror.NotFound)) {
+		t.Fatalf("fork-kill-query exists at the kill: %v", err)
+	}
+	restart("start:fork-kill-start", "first-task:fork-kill-start")
+	if !cutOff("fork killed before its start", done) {
+		if _, err := c.Session("fork-kill-query").State(ctx); !errors.Is(err, keel.ErrNotFound) {
+			t.Fatalf("fork-kill-query after the restart: %v; want none", err)
 		}
 	}
-	if rewinds > 1 {
-		t.Fatalf("%d session.rewound events after one rewind", rewinds)
-	}
-	t.Logf("the rewind happened %d times before the kill", rewinds)
+	retried("fork-kill-query")
 
+	// 2. The fork's start accepted, its caller not told, its first
+	// workflow task taken and never completed: whole after the restart,
+	// by itself.
+	done = fork("fork-kill-start")
+	p.waitPaused(t, ctx, "start:fork-kill-start")
+	p.waitPaused(t, ctx, "first-task:fork-kill-start")
+	if evs := events("fork-kill-start"); evs[0] != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED ||
+		count(evs, enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) != 0 {
+		t.Fatalf("fork-kill-start at the kill: %v; want started, no workflow task completed", evs)
+	}
+	restart("update-task:" + api.UpdateRewind)
+	cutOff("fork killed before its first task completed", done)
+	if st, err := c.Session("fork-kill-start").State(ctx); err != nil || st.Parent == nil || st.Parent.Source != src.ID() {
+		t.Fatalf("fork-kill-start after the restart, before any retry: %+v (%v)", st, err)
+	}
+	retried("fork-kill-start")
+
+	// rewinds counts the source's session.rewound events, checking its
+	// log is dense.
+	rewinds := func() int {
+		t.Helper()
+		log, err := src.EventsAfter(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for i, ev := range log {
+			if ev.Seq != int64(i+1) {
+				t.Fatalf("the source's log is not dense at %d: seq %d", i, ev.Seq)
+			}
+			if ev.Type == keel.TypeSessionRewound {
+				n++
+			}
+		}
+		return n
+	}
+	type rewound struct {
+		res api.RewindResult
+		err error
+	}
+	rewind := func(to int) chan rewound {
+		done := make(chan rewound, 1)
+		go func() {
+			res, err := src.Rewind(ctx, api.Point{Run: to})
+			done <- rewound{res, err}
+		}()
+		return done
+	}
+
+	// 3. A rewind (to run 2, where the session is) taken by a worker in a
+	// workflow task that never completes: not in history at the kill.
+	r3 := rewind(2)
+	p.waitPaused(t, ctx, "update-task:"+api.UpdateRewind)
+	if n := count(events(src.ID()), enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED); n != 0 {
+		t.Fatalf("%d updates accepted before the rewind's task completed", n)
+	}
+	restart()
+	if got := <-r3; got.err != nil || got.res.FromRun != 2 || got.res.Revision != before.Revision+1 {
+		t.Fatalf("the rewind killed in its task, resumed: %+v", got)
+	}
+	if n := rewinds(); n != 1 {
+		t.Fatalf("%d session.rewound after one rewind killed in its task", n)
+	}
+	// Killed right after: still once.
+	restart("update-done:" + api.UpdateRewind)
+	if n := rewinds(); n != 1 {
+		t.Fatalf("%d session.rewound after a kill that followed one rewind", n)
+	}
+
+	// 4. A rewind (to run 1) completed, its caller not told: the call,
+	// resumed under its update ID, is not applied again.
+	r4 := rewind(1)
+	p.waitPaused(t, ctx, "update-done:"+api.UpdateRewind)
+	evs := events(src.ID())
+	if count(evs, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED) != 2 || count(evs, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED) != 2 {
+		t.Fatalf("the source's history at the kill: %v; want both rewinds completed", evs)
+	}
+	restart()
+	got := <-r4
+	if got.err != nil || got.res.FromRun != 2 || got.res.Revision != before.Revision+2 ||
+		got.res.Messages <= 0 || got.res.Messages >= len(before.Messages) {
+		t.Fatalf("the rewind killed before its answer, resumed: %+v", got)
+	}
+	if n := rewinds(); n != 2 {
+		t.Fatalf("%d session.rewound after two rewinds", n)
+	}
 	after, err := src.History(ctx, 0, 0)
-	if err != nil || fmt.Sprint(after.Messages) != fmt.Sprint(before.Messages) {
-		t.Fatalf("the source's history changed: %v", err)
+	if err != nil || fmt.Sprint(after.Messages) != fmt.Sprint(before.Messages[:got.res.Messages]) || after.Revision != before.Revision+2 {
+		t.Fatalf("the source's history after the rewinds: %+v (%v)", after, err)
 	}
+
 	// A fork runs on after the restarts.
-	run, err := c.Session("fork-kill-after").Send(ctx, "on the fork")
+	run, err := c.Session("fork-kill-start").Send(ctx, "on the fork")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,19 @@ func TestRerunAndCompare(t *testing.T) {
 		t.Errorf("keel compare drops the hostile run's text instead of showing it cleaned:\n%s", out)
 	}
 
+	// --tools: run 1 again on its own model with read_file only; the
+	// model calls list_files, which the rerun does not offer.
+	_, errOut = keel(exitOK, "rerun", "--nats", "", "s1", "--run", "1", "--tools", "read_file", "--into", "s1-tools")
+	if !strings.Contains(errOut, "model usual") {
+		t.Errorf("keel rerun without --model runs on run 1's model: %s", errOut)
+	}
+	out, _ = keel(exitOK, "compare", "s1/run-1", "s1-tools")
+	t.Logf("keel compare s1/run-1 s1-tools:\n%s", out)
+	_, b, _ := strings.Cut(out, "tool calls of B (s1-tools/run-1):")
+	if !strings.Contains(b, "list_files {} → unavailable") || strings.Contains(b, "→ ok") {
+		t.Errorf("keel compare: the rerun's list_files is not unavailable:\n%s", out)
+	}
+
 	_, errOut = keel(exitFailed, "rerun", "--nats", "", "s1", "--run", "5")
 	if !strings.Contains(errOut, "no run 5") {
 		t.Errorf("keel rerun --run 5: %s", errOut)

@@ -6,12 +6,7 @@ import (
 	"io"
 	"os"
 
-	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/keelrun/keel/store"
 )
@@ -98,7 +93,7 @@ func cmdStoreGC(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(stderr, "store gc", withServerHint(fmt.Errorf("keel: %w", err)))
 	}
 	defer tc.Close()
-	runs, events, err := markNamespace(ctx, tc, co.Namespace, c, func(runs, events int) {
+	runs, events, err := c.MarkNamespace(ctx, tc, co.Namespace, func(runs, events int) {
 		fmt.Fprintf(stderr, "keel store gc: read %d %s (%d events), %d objects reached\n",
 			runs, plural(runs, "execution", "executions"), events, c.Stats().Marked)
 	})
@@ -121,82 +116,6 @@ func cmdStoreGC(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(stderr, "store gc", err)
 	}
 	return exitOK
-}
-
-// gcProgressEvery is how many executions markNamespace reads between
-// progress reports.
-const gcProgressEvery = 100
-
-// markNamespace shows c every payload of every execution's history in
-// namespace (open and closed) and of its listing (memo). A history that
-// cannot be read fails it: sweeping without it could delete what it names.
-func markNamespace(ctx context.Context, tc sdkclient.Client, namespace string, c *store.Collector, progress func(runs, events int)) (runs, events int, err error) {
-	mark := func(m proto.Message) error {
-		var err error
-		payloads(m.ProtoReflect(), func(p *commonpb.Payload) bool {
-			err = c.Mark(ctx, p)
-			return err == nil
-		})
-		return err
-	}
-	var token []byte
-	for {
-		page, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: namespace, NextPageToken: token})
-		if err != nil {
-			return runs, events, fmt.Errorf("list executions: %w", err)
-		}
-		for _, ex := range page.GetExecutions() {
-			if err := mark(ex); err != nil {
-				return runs, events, err
-			}
-			id, run := ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId()
-			it := tc.GetWorkflowHistory(ctx, id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-			for it.HasNext() {
-				ev, err := it.Next()
-				if err != nil {
-					return runs, events, fmt.Errorf("history of %s (run %s): %w", id, run, err)
-				}
-				events++
-				if err := mark(ev); err != nil {
-					return runs, events, fmt.Errorf("history of %s (run %s), event %d: %w", id, run, ev.GetEventId(), err)
-				}
-			}
-			if runs++; runs%gcProgressEvery == 0 {
-				progress(runs, events)
-			}
-		}
-		if token = page.GetNextPageToken(); len(token) == 0 {
-			return runs, events, nil
-		}
-	}
-}
-
-// payloads calls yield with every Payload inside m, at any depth, until
-// yield returns false.
-func payloads(m protoreflect.Message, yield func(*commonpb.Payload) bool) bool {
-	if p, ok := m.Interface().(*commonpb.Payload); ok {
-		return yield(p)
-	}
-	more := true
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case fd.IsList() && fd.Message() != nil:
-			l := v.List()
-			for i := 0; i < l.Len() && more; i++ {
-				more = payloads(l.Get(i).Message(), yield)
-			}
-		case fd.IsMap() && fd.MapValue().Message() != nil:
-			v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
-				more = payloads(mv.Message(), yield)
-				return more
-			})
-		case !fd.IsList() && !fd.IsMap() && fd.Message() != nil:
-			more = payloads(v.Message(), yield)
-		}
-		return more
-	})
-	return more
 }
 
 // bytesText is n in KiB, MiB or GiB.

@@ -221,15 +221,14 @@ func checkReferences(t *testing.T, ctx context.Context, address string, codec *s
 			if err != nil {
 				t.Fatal(err)
 			}
-			payloads(ev.ProtoReflect(), func(p *commonpb.Payload) bool {
+			for p := range store.Payloads(ev) {
 				if claimcheck.IsReference(p) {
 					n++
 					if _, err := codec.Decode([]*commonpb.Payload{p}); err != nil {
 						t.Fatalf("%s event %d: %v", ex.GetExecution().GetWorkflowId(), ev.GetEventId(), err)
 					}
 				}
-				return true
-			})
+			}
 		}
 	}
 	if n == 0 || len(page.GetNextPageToken()) != 0 {

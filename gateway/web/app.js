@@ -270,17 +270,24 @@
 
   // showParent shows where the open session was forked from (its
   // SessionStatus's parent), or nothing for a session that is no fork.
+  // A source the API key may not see comes with an empty ID.
   function showParent(parent) {
     const p = $("lineage");
-    const ok = parent && typeof parent === "object" && typeof parent.source === "string" && parent.source !== "" &&
-      isCount(parent.run);
+    const ok = parent && typeof parent === "object" && typeof parent.source === "string" && isCount(parent.run);
     p.hidden = !ok;
     if (!ok) {
       p.replaceChildren();
       return;
     }
-    p.replaceChildren("forked from ", sessionLink(parent.source), " after " + pointLabel(parent.run, parent.step));
+    p.replaceChildren("forked from ", sourceLabel(parent.source), " after " + pointLabel(parent.run, parent.step));
     p.dataset.source = parent.source;
+  }
+
+  // sourceLabel names a fork's source: a link that opens it, or, when the
+  // gateway withheld its ID (a key limited to a prefix that does not
+  // cover it), words that say so.
+  function sourceLabel(source) {
+    return source === "" ? "a session outside this key's prefix" : sessionLink(source);
   }
 
   // refreshForks lists the forks of session id (GET .../forks) and shows
@@ -680,8 +687,8 @@
       break;
     }
     case "session.forked": {
-      const ok = typeof d.source === "string" && d.source !== "" && isCount(d.run);
-      append(row(env, "lineage-row", ok ? ["forked from ", sessionLink(d.source), " after " + pointLabel(d.run, d.step)] :
+      const ok = typeof d.source === "string" && isCount(d.run);
+      append(row(env, "lineage-row", ok ? ["forked from ", sourceLabel(d.source), " after " + pointLabel(d.run, d.step)] :
         "forked (origin not understood)"));
       break;
     }

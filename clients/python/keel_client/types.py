@@ -112,7 +112,9 @@ class SessionStatus(TypedDict):
     shutdown: NotRequired[bool]
     hand_overs: NotRequired[int]
     closed: NotRequired[Dict[str, Any]]
-    #: Where the session was forked from (docs/contract.md §19).
+    #: Where the session was forked from (docs/contract.md §19). To an API
+    #: key limited to a prefix that does not cover the source, ``source``
+    #: is empty and ``seq`` 0, here and in ``session.forked``.
     parent: NotRequired[Dict[str, Any]]
 
 
