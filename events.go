@@ -92,12 +92,14 @@ type StepStarted struct {
 	EstimatedContextTokens int `json:"estimated_context_tokens"`
 }
 
-// RunCompleted ends a run that finished its turn.
+// RunCompleted ends a run that finished its turn. Answer is the final
+// answer as JSON when the run set an output schema (Outcome.Answer).
 type RunCompleted struct {
-	Revision int64  `json:"revision"`
-	Text     string `json:"text"`
-	Steps    int    `json:"steps"`
-	Usage    Usage  `json:"usage"`
+	Revision int64           `json:"revision"`
+	Text     string          `json:"text"`
+	Steps    int             `json:"steps"`
+	Usage    Usage           `json:"usage"`
+	Answer   json.RawMessage `json:"answer,omitempty"`
 }
 
 // RunCancelled ends a cancelled run.

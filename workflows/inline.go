@@ -278,7 +278,15 @@ func (s *session) outcome(ctx workflow.Context, req api.OutcomeRequest) (keel.Ou
 // plainOutcome is o as the outcome update answers it: a final text longer
 // than api.MaxOutcomeText is cut, at a character boundary, and flagged, so
 // that the answer is small enough to stay plain JSON (api.OutcomeRequest).
+//
+// A structured answer (keel.Outcome.Answer) counts with the text: when the
+// two pass the limit together the answer is left out and TextCut set, so
+// a reader takes both from the terminal event.
 func plainOutcome(o keel.Outcome) keel.Outcome {
+	if len(o.Text)+len(o.Answer) <= api.MaxOutcomeText {
+		return o
+	}
+	o.Answer, o.TextCut = nil, true
 	if len(o.Text) <= api.MaxOutcomeText {
 		return o
 	}
@@ -286,6 +294,6 @@ func plainOutcome(o keel.Outcome) keel.Outcome {
 	for n > 0 && !utf8.RuneStart(o.Text[n]) {
 		n--
 	}
-	o.Text, o.TextCut = o.Text[:n], true
+	o.Text = o.Text[:n]
 	return o
 }

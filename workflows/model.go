@@ -53,10 +53,21 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 		res, fail, err := m.attempt(step, attempt)
 		if err == nil {
 			m.meter.limits = res.Limits
-			m.meter.request(step, attempt, res.Response.Usage)
-			m.emit(keel.ModelCallCompleted{Step: step, Attempt: attempt, Metrics: res.Metrics})
-			m.meter.keep(res.Response.Usage)
-			return res, "", nil
+			answer, bad, kerr := checkAnswer(m.cfg.OutputSchema, res)
+			if kerr != nil {
+				m.meter.request(step, attempt, res.Response.Usage)
+				return nil, "", kerr
+			}
+			if bad == nil {
+				m.meter.request(step, attempt, res.Response.Usage)
+				m.emit(keel.ModelCallCompleted{Step: step, Attempt: attempt, Metrics: res.Metrics})
+				m.meter.keep(res.Response.Usage)
+				res.Answer = answer
+				return res, "", nil
+			}
+			// An answer that does not match the output schema is a
+			// malformed response of this turn (docs/contract.md §21.1).
+			fail = bad
 		}
 		if fail.Budget != nil {
 			// Refused before it was sent: nothing to count, and the run
@@ -94,6 +105,9 @@ func (m *modelTurns) attempt(step, attempt int) (*activities.ModelTurnResult, *a
 		Tail:       m.transcript.ship(),
 		AfterSeq:   m.lastSeq(),
 		Budget:     m.meter.budget(m.cfg),
+		// A run without a schema sends none, so its input is the same as
+		// before typed answers.
+		OutputSchema: m.cfg.OutputSchema,
 	}
 	actx := workflow.WithActivityOptions(m.work, workflow.ActivityOptions{
 		StartToCloseTimeout: m.cfg.ModelTimeout.Std(),

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -231,7 +232,7 @@ func (r *run) loop() {
 			r.finishCancelled("")
 			return
 		}
-		r.finishCompleted(res.Response.Text)
+		r.finishCompleted(res.Response.Text, res.Answer)
 		return
 	}
 }
@@ -267,10 +268,13 @@ func (r *run) waitForMore() bool {
 	return !r.cancelled()
 }
 
-func (r *run) finishCompleted(text string) {
+// finishCompleted commits a run whose model ended its turn; answer is the
+// final text as JSON when the run has an output schema (answer.go).
+func (r *run) finishCompleted(text string, answer json.RawMessage) {
 	rev := r.in.Revision + 1
-	r.journal.emit(keel.RunCompleted{Revision: rev, Text: text, Steps: r.step, Usage: r.meter.kept})
+	r.journal.emit(keel.RunCompleted{Revision: rev, Text: text, Steps: r.step, Usage: r.meter.kept, Answer: answer})
 	r.finish(keel.StatusCompleted, rev, text, nil)
+	r.outcome.Answer = answer
 }
 
 // finishCancelled commits what can be kept: the partial text of an

@@ -312,6 +312,9 @@ func (s *session) validateSend(req api.SendRequest) error {
 	if err := cfg.Validate(); err != nil {
 		return wireError(err.(*keel.Error))
 	}
+	if err := checkOutputSchema(cfg.OutputSchema); err != nil {
+		return wireError(err)
+	}
 	if !s.rules.admitsModel(cfg.WithDefaults().Model) {
 		return wireError(s.rules.modelRefused())
 	}

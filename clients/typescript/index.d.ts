@@ -37,6 +37,11 @@ export interface RunRequest {
   budget?: Budget;
   /** Most the session's runs may spend together. */
   session_budget?: Budget;
+  /**
+   * A JSON Schema the final answer must match (docs/contract.md §21.1); the
+   * outcome's `answer` and run.completed's `answer` carry the parsed answer.
+   */
+  output_schema?: Record<string, unknown>;
   if_active?: "reject" | "queue" | "steer";
   /**
    * Make model, tools, system, max_steps and approvals the session's
@@ -116,7 +121,7 @@ export type ToolStatus = "ok" | "error" | "unavailable" | "interrupted";
 export type KeelEvent =
   | Durable<"run.started", { number: number; revision: number; prompt: string; model: string }>
   | Durable<"step.started", { step: number; estimated_context_tokens: number }>
-  | Durable<"run.completed", { revision: number; text: string; steps: number; usage: Usage }>
+  | Durable<"run.completed", { revision: number; text: string; steps: number; usage: Usage; answer?: unknown }>
   | Durable<"run.cancelled", { revision: number }>
   | Durable<"run.failed", { code: string; message: string; retryable: boolean; revision: number }>
   | Durable<"usage.updated", { step: number; attempt: number; usage: Usage; total: Usage }>

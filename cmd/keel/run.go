@@ -43,6 +43,8 @@ type promptFlags struct {
 	setDefault bool
 	// budget and sessionBudget are --budget and --session-budget.
 	budget, sessionBudget budgetFlag
+	// outputSchema is --output-schema.
+	outputSchema schemaFlag
 }
 
 func (p *promptFlags) register(fs *flagSet) {
@@ -54,6 +56,7 @@ func (p *promptFlags) register(fs *flagSet) {
 	fs.Var(&p.approveAsk, "approve-ask", "comma-separated tool `LIST` whose every call waits for the host's approval (\"*\": all tools)")
 	fs.Var(&p.budget, "budget", "most this run may spend: `AMOUNT` in USD (0.50), AMOUNT CUR (\"0.50 EUR\"), or N tokens (\"20000 tokens\"); the worker's ceiling still applies")
 	fs.Var(&p.sessionBudget, "session-budget", "most the session's runs may spend together, counted from its start: `AMOUNT` as for --budget")
+	fs.Var(&p.outputSchema, "output-schema", "JSON Schema `FILE` the final answer must match; the outcome then carries it as JSON (docs/contract.md §21.1)")
 	fs.BoolVar(&p.setDefault, "set-default", false,
 		"make this run's --model, --tools, --max-steps and --approve-ask the session's defaults too, for later prompts that do not set them (default: they apply to this run only)")
 }
@@ -90,7 +93,8 @@ func (p *promptFlags) validate(fs *flagSet, stderr io.Writer, prompt string) (in
 
 // config is the run's configuration as the flags say.
 func (p *promptFlags) config() api.RunConfig {
-	cfg := api.RunConfig{Model: p.model, MaxSteps: p.maxSteps, Budget: p.budget.b, SessionBudget: p.sessionBudget.b}
+	cfg := api.RunConfig{Model: p.model, MaxSteps: p.maxSteps, Budget: p.budget.b, SessionBudget: p.sessionBudget.b,
+		OutputSchema: p.outputSchema.schema}
 	switch {
 	case p.tools.set:
 		cfg.Tools = slices.Clone(p.tools.items)

@@ -41,6 +41,9 @@ class RunRequest(TypedDict):
     approvals: NotRequired[Dict[str, Approval]]
     budget: NotRequired[Budget]
     session_budget: NotRequired[Budget]
+    #: A JSON Schema the final answer must match (docs/contract.md §21.1);
+    #: the outcome's "answer" carries the parsed answer.
+    output_schema: NotRequired[Dict[str, Any]]
     if_active: NotRequired[Literal["reject", "queue", "steer"]]
     #: Make model, tools, system, max_steps and approvals the session's
     #: defaults too, from this run on; without it they apply to this run only.
