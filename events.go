@@ -82,6 +82,8 @@ type RunStarted struct {
 	Revision int64  `json:"revision"`
 	Prompt   string `json:"prompt"`
 	Model    string `json:"model"`
+	// Agent is the agent the run runs as (docs/contract.md §21.2), if any.
+	Agent string `json:"agent,omitempty"`
 }
 
 // StepStarted comes before each model turn. EstimatedContextTokens is a

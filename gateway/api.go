@@ -132,6 +132,10 @@ type RunRequest struct {
 	// (docs/contract.md §21.1); the outcome then carries the parsed
 	// answer. Bounded as api.CheckOutputSchema says.
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Agent runs the prompt as the worker's agent of that name
+	// (docs/contract.md §21.2): its model, instructions, tools and output
+	// schema, none of which the request may then set.
+	Agent string `json:"agent,omitempty"`
 	// IfActive says what to do while a run is active: "reject" (default:
 	// 409 run_active), "queue" (run it next) or "steer" (give it to the
 	// active run as steering).
@@ -182,12 +186,15 @@ func (req RunRequest) Validate() ([]client.SendOption, error) {
 		return nil, keel.Errorf(keel.CodeInvalidInput, "if_active %s: use reject, queue or steer", quoteShort(req.IfActive))
 	}
 	cfg := api.RunConfig{Model: req.Model, Tools: req.Tools, System: req.System, MaxSteps: req.MaxSteps, Approvals: req.Approvals,
-		Budget: req.Budget, SessionBudget: req.SessionBudget, OutputSchema: req.OutputSchema}
+		Budget: req.Budget, SessionBudget: req.SessionBudget, OutputSchema: req.OutputSchema, Agent: req.Agent}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if req.Agent != "" && (req.Model != "" || req.System != "" || req.Tools != nil || len(req.OutputSchema) > 0) {
+		return nil, keel.Errorf(keel.CodeInvalidInput, "agent %s defines its model, instructions, tools and output schema: send none of them with it", req.Agent)
+	}
 	hasConfig := req.Model != "" || req.Tools != nil || req.System != "" || req.MaxSteps != 0 || req.Approvals != nil ||
-		req.Budget != nil || req.SessionBudget != nil || len(req.OutputSchema) > 0
+		req.Budget != nil || req.SessionBudget != nil || len(req.OutputSchema) > 0 || req.Agent != ""
 	if hasConfig {
 		opts = append(opts, client.WithConfig(cfg))
 	}

@@ -43,6 +43,9 @@ type modelTurns struct {
 	lastSeq    func() int64
 	meter      *meter
 	transcript *transcript
+	// relay is where a child session's deltas are copied (its
+	// ancestors' streams, docs/contract.md §21.4).
+	relay []api.RelayTarget
 }
 
 // turn runs the model turn of step. On failure it returns the typed error
@@ -108,6 +111,7 @@ func (m *modelTurns) attempt(step, attempt int) (*activities.ModelTurnResult, *a
 		// A run without a schema sends none, so its input is the same as
 		// before typed answers.
 		OutputSchema: m.cfg.OutputSchema,
+		Relay:        m.relay,
 	}
 	actx := workflow.WithActivityOptions(m.work, workflow.ActivityOptions{
 		StartToCloseTimeout: m.cfg.ModelTimeout.Std(),

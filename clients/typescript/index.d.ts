@@ -42,6 +42,8 @@ export interface RunRequest {
    * outcome's `answer` and run.completed's `answer` carry the parsed answer.
    */
   output_schema?: Record<string, unknown>;
+  /** Run as the worker's agent of this name (docs/contract.md §21.2); then no model, system, tools or output_schema. */
+  agent?: string;
   if_active?: "reject" | "queue" | "steer";
   /**
    * Make model, tools, system, max_steps and approvals the session's

@@ -44,6 +44,9 @@ class RunRequest(TypedDict):
     #: A JSON Schema the final answer must match (docs/contract.md §21.1);
     #: the outcome's "answer" carries the parsed answer.
     output_schema: NotRequired[Dict[str, Any]]
+    #: Run as the worker's agent of this name (docs/contract.md §21.2);
+    #: then no model, system, tools or output_schema.
+    agent: NotRequired[str]
     if_active: NotRequired[Literal["reject", "queue", "steer"]]
     #: Make model, tools, system, max_steps and approvals the session's
     #: defaults too, from this run on; without it they apply to this run only.
