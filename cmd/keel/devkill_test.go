@@ -36,14 +36,15 @@ type devProcess struct {
 
 // startDevProcess runs this test binary as `keel dev` on dataDir with free
 // ports and waits until it printed its addresses.
-func startDevProcess(t *testing.T, dataDir, workspace string) *devProcess {
+func startDevProcess(t *testing.T, dataDir, workspace string, extra ...string) *devProcess {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "dev", "--data-dir", dataDir, "--workspace", workspace, "--scripts", testScripts(), "--no-ui",
-		"--port", "0", "--nats-port", "0", "--http-port", "0")
+	args := append([]string{"dev", "--data-dir", dataDir, "--workspace", workspace, "--scripts", testScripts(), "--no-ui",
+		"--port", "0", "--nats-port", "0", "--http-port", "0"}, extra...)
+	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), envRunAsKeel+"=1")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
