@@ -21,7 +21,7 @@ var testAgents = map[string]api.AgentSpec{
 		Tools: []string{"agent__researcher"}, Agents: []string{"researcher"},
 		OutputSchema: json.RawMessage(`{"type":"object","required":["summary"],"properties":{"summary":{"type":"string"}}}`)},
 	"researcher": {Name: "researcher", Model: "scripted:e2e-researcher", Instructions: "Ask, then answer.",
-		Tools: []string{"ask_user"},
+		Tools:        []string{"ask_user"},
 		OutputSchema: json.RawMessage(`{"type":"object","required":["facts"],"properties":{"facts":{"type":"array"}}}`)},
 }
 
