@@ -105,6 +105,8 @@ type WorkerOptions struct {
 	// HeartbeatInterval and NoCancelWatch are worker.Options'.
 	HeartbeatInterval time.Duration
 	NoCancelWatch     bool
+	// Agents are worker.Options' (docs/contract.md §21.2).
+	Agents map[string]api.AgentSpec
 }
 
 // StartWorker starts a keel worker on srv with its own Temporal client,
@@ -130,7 +132,8 @@ func StartWorker(tb testing.TB, srv *devserver.Server, opts WorkerOptions) sdkwo
 		Store:  stack.StoreConfig{Codec: Codec(tb, srv)},
 		Live:   opts.Live,
 		Worker: &worker.Options{Models: models, Tools: tools, StopTimeout: time.Second,
-			Logger: logging.AtLeast(cfg.Logger, cfg.LogLevel), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch},
+			Logger: logging.AtLeast(cfg.Logger, cfg.LogLevel), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch,
+			Agents: opts.Agents},
 	})
 	if err != nil {
 		tb.Fatalf("worker: %v", err)
