@@ -36,7 +36,7 @@ func TestRecordDelegationHistory(t *testing.T) {
 		"researcher": {Name: "researcher", Model: "scripted:rec-researcher", Instructions: "Ask, then answer.",
 			Tools: []string{"ask_user"}, OutputSchema: factsSchema},
 	}
-	r := recordStack(t, 3*time.Minute, devserver.Config{DataDir: t.TempDir()},
+	r := recordStack(t, 3*time.Minute, devserver.Config{},
 		keeltest.WorkerOptions{Models: &book, Tools: notesTools(t), Agents: agents})
 	ctx, c := r.ctx, r.c
 	book.Add(t, "rec-planner", `{"turns":[
@@ -74,5 +74,4 @@ func TestRecordDelegationHistory(t *testing.T) {
 	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), desc.GetWorkflowExecutionInfo().GetFirstRunId(),
 		filepath.Join(dir, "inline_delegation_parent.json"))
 	writeHistoryOf(t, ctx, c.Temporal(), "replay-delegation--researcher-1", "", filepath.Join(dir, "inline_delegation_child.json"))
-	copyStore(t, filepath.Join(r.data, "store"), filepath.Join(dir, "store"))
 }
