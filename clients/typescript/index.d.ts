@@ -90,6 +90,8 @@ export interface SessionStatus {
   closed?: Record<string, unknown>;
   /** Where the session was forked from (docs/contract.md §19). */
   parent?: Record<string, unknown>;
+  /** Set on a child session: who delegated to it (docs/contract.md §21.3). */
+  delegated?: Record<string, unknown>;
 }
 
 export interface HistoryPage {
@@ -109,6 +111,8 @@ export interface Envelope<T extends string = string, D = unknown> {
   at: string;
   /** Deltas only: the last durable seq before them. */
   after_seq?: number;
+  /** Deltas relayed from a child session only: its path (docs/contract.md §21.4). */
+  path?: string;
   data: D;
 }
 
@@ -136,6 +140,8 @@ export type KeelEvent =
   | Durable<"steering.retracted", { steering_id: string }>
   | Durable<"host_input.requested", { request_id: string; tool_call_id: string; prompt: string; schema?: unknown }>
   | Durable<"host_input.resolved", { request_id: string; tool_call_id: string; interrupted?: boolean }>
+  | Durable<"agent.started", { tool_call_id: string; agent: string; session_id: string; path: string }>
+  | Durable<"agent.finished", { tool_call_id: string; agent: string; session_id: string; path: string; status: string; steps: number; usage: Usage; error?: Record<string, unknown> }>
   | Durable<"session.forked", { source: string; run: number; step?: number; revision: number; seq: number; messages: number }>
   | Durable<"session.rewound", { from_run: number; from_revision: number; to_run: number; to_step?: number; revision: number; messages: number }>
   | Delta<"text.delta", { step: number; attempt: number; text: string }>
@@ -188,6 +194,10 @@ export interface HostRequest {
   tool_call_id?: string;
   prompt?: string;
   schema?: unknown;
+  /** A child session's request (docs/contract.md §21.4): its path; request_id is PATH:ID. */
+  path?: string;
+  /** The child session that asked. */
+  session_id?: string;
 }
 
 export interface RequestsResponse {

@@ -84,6 +84,8 @@ class SessionStatus(TypedDict):
     closed: NotRequired[Dict[str, Any]]
     #: Where the session was forked from (docs/contract.md §19).
     parent: NotRequired[Dict[str, Any]]
+    #: Set on a child session: who delegated to it (docs/contract.md §21.3).
+    delegated: NotRequired[Dict[str, Any]]
 
 
 class HistoryPage(TypedDict, total=False):
@@ -101,6 +103,8 @@ class Envelope(TypedDict):
     run_id: NotRequired[str]
     at: str
     after_seq: NotRequired[int]
+    #: Deltas relayed from a child session only: its path (docs/contract.md §21.4).
+    path: NotRequired[str]
     data: Any
 
 
@@ -139,6 +143,11 @@ class HostRequest(TypedDict, total=False):
     tool_call_id: str
     prompt: str
     schema: Any
+    #: A child session's request (docs/contract.md §21.4): its path;
+    #: request_id is PATH:ID.
+    path: str
+    #: The child session that asked.
+    session_id: str
 
 
 class RequestsResponse(TypedDict):
