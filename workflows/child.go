@@ -19,13 +19,19 @@ import (
 func (s *session) startDelegated(in api.SessionInput) {
 	s.delegated = in.Delegated
 	s.inline = true
+	// The parent knows keel is not shut down, or it would not run: a
+	// shutdown that comes later cancels the parent's run, and with it
+	// this child. Asking again (a local activity that queries the
+	// runtime's workflow) would cost every delegation a round trip.
+	s.checked = true
 	if in.Carry == nil {
 		s.queue = append(s.queue, &pendingRun{number: 1, req: api.SendRequest{Prompt: in.Delegated.Prompt}})
 	}
 }
 
-// admitDelegated waits until the child knows whether keel is shut down,
-// and ends it without a run if so (docs/contract.md §13).
+// admitDelegated ends the child without a run if keel was shut down
+// (the shutdown signal reached it before its run started;
+// docs/contract.md §13).
 func (s *session) admitDelegated(ctx workflow.Context) bool {
 	if err := workflow.Await(ctx, func() bool { return s.checked }); err != nil {
 		s.endUnrun(keel.StatusCancelled, nil)
