@@ -221,8 +221,14 @@ func TestPlannerDelegatesToTwoResearchers(t *testing.T) {
 // docs/contract.md §21.3: cancelling the parent cancels its child
 // cooperatively: the child commits its run as cancelled, the call's result
 // is interrupted, and only then does the parent commit its own
-// run.cancelled.
+// run.cancelled. A shutdown reaches the child the same way (§13).
 func TestCancelParentCancelsChild(t *testing.T) {
+	for _, signal := range []string{api.SignalCancel, api.SignalShutdown} {
+		t.Run(signal, func(t *testing.T) { cancelParentCancelsChild(t, signal) })
+	}
+}
+
+func cancelParentCancelsChild(t *testing.T, signal string) {
 	planner := scriptedProvider(t, `{"turns":[
 	  {"tool_calls":[{"id":"c1","name":"agent__researcher","arguments":{"task":"slow facts"}}]},
 	  {"text":["never"]}]}`)
@@ -234,7 +240,7 @@ func TestCancelParentCancelsChild(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		u.send(api.UpdateSend, "go", api.SendRequest{Prompt: "Research", Config: &api.RunConfig{Agent: "planner"}})
 	}, 0)
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(api.SignalCancel, nil) }, 10*time.Minute)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(signal, nil) }, 10*time.Minute)
 	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Inline: true})
 	in := continuedAs(t, env)
 	evs := in.Carry.Tail

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,5 +45,32 @@ func TestOutputSchemaFlag(t *testing.T) {
 	var missing schemaFlag
 	if err := missing.Set(filepath.Join(dir, "nope.json")); err == nil {
 		t.Error("a missing file is an error")
+	}
+}
+
+// --agent names an agent; with --model, --tools or --output-schema, which
+// the agent defines, or with a name that cannot be one, the command
+// refuses before it connects (docs/contract.md §21.2).
+func TestAgentFlag(t *testing.T) {
+	schema := filepath.Join(t.TempDir(), "s.json")
+	if err := os.WriteFile(schema, []byte(`{"type":"object"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, args := range [][]string{
+		{"run", "--agent", "planner", "--model", "scripted:demo", "hi"},
+		{"run", "--agent", "planner", "--tools", "read_file", "hi"},
+		{"send", "--agent", "planner", "--output-schema", schema, "hi"},
+		{"run", "--agent", "no spaces", "hi"},
+	} {
+		code, _, errOut := keelCmd(ctx, args...)
+		if code != exitUsage || !strings.Contains(errOut, "--agent") {
+			t.Errorf("keel %s: status %d, want %d\n%s", strings.Join(args, " "), code, exitUsage, errOut)
+		}
+	}
+	var p promptFlags
+	p.agent, p.model = "planner", api.DefaultModel
+	if cfg := p.config(); cfg.Agent != "planner" || cfg.Model != "" || cfg.Tools != nil {
+		t.Errorf("config %+v: the agent's own model and tools apply", cfg)
 	}
 }
