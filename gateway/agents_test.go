@@ -118,3 +118,43 @@ func TestWebPageShowsNestedAgentCard(t *testing.T) {
 	}
 	b.screenshot("nested-agent")
 }
+
+// AG-UI runs an agent named in forwardedProps.keel, and its child's text
+// comes as assistant messages of their own, naming the child's path, its
+// session and the delegating call (docs/contract.md §21.4).
+func TestAGUIRunsAnAgentWithNestedMessages(t *testing.T) {
+	delegationScripts(t, "agui-agent")
+	shared.gates.open("agui-agent")
+	s := startGateway(t, gateway.Options{})
+	ctx := testCtx(t)
+	a := s.aguiOpen(t, ctx, aguiInput("agui-agent", "r1", "research", map[string]any{"agent": "planner"}))
+	evs := a.rest(t)
+	var nested strings.Builder
+	for _, ev := range evs {
+		if ev.str("type") != "TEXT_MESSAGE_CONTENT" || !strings.Contains(ev.str("messageId"), "/agent/researcher-1/") {
+			continue
+		}
+		nested.WriteString(ev.str("delta"))
+	}
+	if nested.String() != "Hello from the child." {
+		t.Fatalf("nested text %q in %v", nested.String(), summaries(evs))
+	}
+	var meta map[string]any
+	for _, ev := range evs {
+		if ev.str("type") == "TEXT_MESSAGE_START" && strings.Contains(ev.str("messageId"), "/agent/") {
+			m, _ := ev["metadata"].(map[string]any)
+			meta, _ = m["keel"].(map[string]any)
+			break
+		}
+	}
+	if meta["path"] != "researcher-1" || meta["session_id"] != "agui-agent--researcher-1" || meta["tool_call_id"] != "d1" {
+		t.Fatalf("nested message metadata %v", meta)
+	}
+	if last := evs[len(evs)-1]; last.str("type") != "RUN_FINISHED" {
+		t.Fatalf("last event %v", last)
+	}
+	bad := s.call(t, http.MethodPost, "/v1/ag-ui", aguiInput("agui-agent-bad", "r1", "x", map[string]any{"agent": "planner", "model": "scripted:demo"}))
+	if bad.status != http.StatusBadRequest {
+		t.Fatalf("agent with a model over AG-UI: %d %s", bad.status, bad.raw)
+	}
+}

@@ -103,7 +103,9 @@ func (t *tools) delegate(ctx workflow.Context, s *slot) (keel.ToolStatus, string
 	path := api.ChildPath(plan.Spec.Name, k.count)
 	childID := api.ChildSessionID(k.sessionID, path)
 	t.emit(keel.AgentStarted{ToolCallID: s.call.ID, Agent: plan.Spec.Name, SessionID: childID, Path: path})
-	cfg := plan.Spec.Apply(api.RunConfig{Approvals: t.cfg.Approvals, CompactAt: t.cfg.CompactAt,
+	// An agent without a model of its own runs on the parent's; the
+	// parent's approvals bind the child too.
+	cfg := plan.Spec.Apply(api.RunConfig{Model: t.cfg.Model, Approvals: t.cfg.Approvals, CompactAt: t.cfg.CompactAt,
 		ModelTimeout: t.cfg.ModelTimeout, HeartbeatAfter: t.cfg.HeartbeatAfter,
 		Budget: budget, SessionBudget: sessionBudget})
 	if cfg.MaxSteps <= 0 || cfg.MaxSteps > steps {
