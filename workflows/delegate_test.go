@@ -326,3 +326,42 @@ func TestDelegationDepthLimit(t *testing.T) {
 	require.Len(t, find[keel.AgentStarted](t, in.Carry.Tail), 1, "the bad call started no child")
 	require.Equal(t, int64(20), in.Carry.Last.UsageTotal.InputTokens, "b's two requests count, and no request of c's: it never ran")
 }
+
+// A detached agent's delegation runs as a detached tool does
+// (docs/contract.md §8, §21.3): the call gets a placeholder, the parent
+// goes on, and the child's answer enters at a later step boundary.
+func TestDetachedDelegation(t *testing.T) {
+	agents := map[string]api.AgentSpec{
+		"planner": {Name: "planner", Model: "scripted:planner", Tools: []string{"agent__bg"}, Agents: []string{"bg"}},
+		"bg":      {Name: "bg", Model: "scripted:bg", Tools: []string{"sleep"}, Detached: true},
+	}
+	planner := scriptedProvider(t, `{"turns":[
+	  {"tool_calls":[{"id":"d1","name":"agent__bg","arguments":{"task":"slowly"}}]},
+	  {"text":["meanwhile"]},
+	  {"text":["all done"]}]}`)
+	bg := scriptedProvider(t, `{"turns":[
+	  {"tool_calls":[{"id":"z","name":"sleep","arguments":{"seconds":60}}]},
+	  {"text":["background answer"]}]}`)
+	env := newDelegationEnv(t, specModels{"scripted:planner": planner, "scripted:bg": bg}, agents, api.DelegationLimits{})
+	u := newUpdates(t, env)
+	env.RegisterDelayedCallback(func() {
+		u.send(api.UpdateSend, "go", api.SendRequest{Prompt: "go", Config: &api.RunConfig{Agent: "planner"}})
+	}, 0)
+	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Inline: true})
+	in := continuedAs(t, env)
+	evs := in.Carry.Tail
+	checkLog(t, 0, evs)
+	require.Len(t, find[keel.ToolDetached](t, evs), 1)
+	_, detached := at(evs, keel.TypeToolDetached, 0)
+	_, second := at(evs, keel.TypeStepStarted, 0)
+	_, second = at(evs, keel.TypeStepStarted, second+1)
+	_, finished := at(evs, keel.TypeAgentFinished, 0)
+	require.Less(t, detached, second, "the parent went on while the child ran")
+	require.Less(t, second, finished)
+	require.Equal(t, "all done", in.Carry.Last.Text)
+	var sawResult bool
+	for _, m := range in.Carry.Transcript {
+		sawResult = sawResult || (m.ToolCallID == "d1" && strings.Contains(m.Content, "background answer"))
+	}
+	require.True(t, sawResult, "the child's answer entered the transcript as the job's result")
+}
