@@ -24,19 +24,23 @@ type Event interface {
 // data}. Seq is set on durable events only; ephemeral events carry AfterSeq,
 // the last durable sequence before them, so a reader can merge both streams.
 type Envelope struct {
-	Seq       int64           `json:"seq,omitempty"`
-	Type      string          `json:"type"`
-	SessionID string          `json:"session_id"`
-	RunID     string          `json:"run_id,omitempty"`
-	At        time.Time       `json:"at"`
-	AfterSeq  int64           `json:"after_seq,omitempty"`
-	Data      json.RawMessage `json:"data"`
+	Seq       int64     `json:"seq,omitempty"`
+	Type      string    `json:"type"`
+	SessionID string    `json:"session_id"`
+	RunID     string    `json:"run_id,omitempty"`
+	At        time.Time `json:"at"`
+	AfterSeq  int64     `json:"after_seq,omitempty"`
+	// Path is set on a delta relayed from a child session
+	// (docs/contract.md §21.4): the child's path from SessionID, such as
+	// "researcher-3" or "researcher-3/coder-1". Ephemeral events only.
+	Path string          `json:"path,omitempty"`
+	Data json.RawMessage `json:"data"`
 }
 
 // Size estimates the bytes of the envelope's JSON form, for paging by
 // size: its data plus the envelope's own fields.
 func (e Envelope) Size() int {
-	return len(e.Data) + len(e.Type) + len(e.SessionID) + len(e.RunID) + envelopeOverhead
+	return len(e.Data) + len(e.Type) + len(e.SessionID) + len(e.RunID) + len(e.Path) + envelopeOverhead
 }
 
 // envelopeOverhead bounds the JSON of the envelope's names, numbers and

@@ -82,6 +82,8 @@ type RunStarted struct {
 	Revision int64  `json:"revision"`
 	Prompt   string `json:"prompt"`
 	Model    string `json:"model"`
+	// Agent is the agent the run runs as (docs/contract.md §21.2), if any.
+	Agent string `json:"agent,omitempty"`
 }
 
 // StepStarted comes before each model turn. EstimatedContextTokens is a
@@ -92,12 +94,14 @@ type StepStarted struct {
 	EstimatedContextTokens int `json:"estimated_context_tokens"`
 }
 
-// RunCompleted ends a run that finished its turn.
+// RunCompleted ends a run that finished its turn. Answer is the final
+// answer as JSON when the run set an output schema (Outcome.Answer).
 type RunCompleted struct {
-	Revision int64  `json:"revision"`
-	Text     string `json:"text"`
-	Steps    int    `json:"steps"`
-	Usage    Usage  `json:"usage"`
+	Revision int64           `json:"revision"`
+	Text     string          `json:"text"`
+	Steps    int             `json:"steps"`
+	Usage    Usage           `json:"usage"`
+	Answer   json.RawMessage `json:"answer,omitempty"`
 	// UsageTotal is what the run spent, abandoned attempts included, as
 	// its outcome's usage_total (docs/contract.md §20.2). Nil in runs
 	// recorded before it.

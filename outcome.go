@@ -1,5 +1,10 @@
 package keel
 
+import (
+	"encoding/json"
+	"errors"
+)
+
 // This file holds what a run comes to and what a session is doing: the
 // authoritative Outcome of a run and its status, the usage it counts, and
 // the session's observed state (docs/contract.md §3 and §10).
@@ -26,6 +31,31 @@ type Outcome struct {
 	// text is in the terminal event at Seq. keel's client never returns a
 	// cut outcome.
 	TextCut bool `json:"text_cut,omitempty"`
+	// Answer is the final answer as JSON, for a run whose configuration
+	// set an output schema: it matched that schema (docs/contract.md
+	// §21.1), and Text holds the same answer as the model wrote it. Nil
+	// for a run without a schema, and for one that did not complete. It
+	// is left out, with TextCut, where Text is cut.
+	Answer json.RawMessage `json:"answer,omitempty"`
+}
+
+// ErrNoAnswer is DecodeAnswer's error for an outcome without a structured
+// answer: the run set no output schema, or did not complete.
+var ErrNoAnswer = errors.New("keel: the outcome has no structured answer")
+
+// DecodeAnswer decodes the run's structured answer (Answer) into v, a
+// pointer to a value of the type the run's output schema describes, such
+// as a struct:
+//
+//	var facts struct{ Facts []string `json:"facts"` }
+//	err := out.DecodeAnswer(&facts)
+//
+// It returns ErrNoAnswer when there is none.
+func (o Outcome) DecodeAnswer(v any) error {
+	if len(o.Answer) == 0 {
+		return ErrNoAnswer
+	}
+	return json.Unmarshal(o.Answer, v)
 }
 
 // Err returns nil for a completed run, ErrCancelled for a cancelled one, and

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/provider"
@@ -87,6 +88,13 @@ type Activities struct {
 	// Policy is the worker's approvals and limits, applied on top of each
 	// run's configuration. Optional.
 	Policy Policy
+	// Agents are the agents the worker defines (keel.yaml agents), by
+	// name: a model turn that calls agent__NAME records NAME's spec for
+	// the delegation (docs/contract.md §21.3). Optional.
+	Agents map[string]api.AgentSpec
+	// Delegation is the worker's limits of delegation. Optional: the
+	// defaults of api.DelegationLimits.
+	Delegation api.DelegationLimits
 
 	cache *transcriptCache
 	slots slots
@@ -96,6 +104,13 @@ type Activities struct {
 // publish sends an ephemeral event; failures are logged, never fatal: the
 // durable log is the source of truth.
 func (a *Activities) publish(ctx context.Context, sessionID, runID string, afterSeq int64, ev keel.Event) {
+	a.publishRelayed(ctx, sessionID, runID, afterSeq, ev, nil)
+}
+
+// publishRelayed is publish, then the same event copied to each relay
+// target: a child session's ancestors, each with the child's path there
+// (docs/contract.md §21.4).
+func (a *Activities) publishRelayed(ctx context.Context, sessionID, runID string, afterSeq int64, ev keel.Event, relay []api.RelayTarget) {
 	if a.Live == nil {
 		return
 	}
@@ -104,6 +119,14 @@ func (a *Activities) publish(ctx context.Context, sessionID, runID string, after
 		return
 	}
 	env.AfterSeq = afterSeq
+	a.send(ctx, env)
+	for _, r := range relay {
+		env.SessionID, env.RunID, env.AfterSeq, env.Path = r.SessionID, r.RunID, r.AfterSeq, r.Path
+		a.send(ctx, env)
+	}
+}
+
+func (a *Activities) send(ctx context.Context, env keel.Envelope) {
 	if err := a.Live.Publish(ctx, env); err != nil {
 		a.log(ctx).Debug("live publish failed", zap.String("type", env.Type), zap.Error(err))
 		instrument.LivePublishFailed(activity.GetMetricsHandler(ctx))

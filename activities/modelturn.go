@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -77,7 +78,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 
 	req := provider.Request{
 		Model: model, System: in.System, Messages: messages, Tools: specs,
-		MaxTokens: maxOut, Step: in.Step, Attempt: in.Attempt,
+		MaxTokens: maxOut, Step: in.Step, Attempt: in.Attempt, OutputSchema: in.OutputSchema,
 	}
 	var asm provider.Assembler
 	var firstToken time.Duration
@@ -87,7 +88,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 			streamErr = err
 			break
 		}
-		if firstToken == 0 && (chunk.Text != "" || chunk.Reasoning != "" || chunk.ToolCall != nil) {
+		if firstToken == 0 && (chunk.Text != "" || chunk.Answer != "" || chunk.Reasoning != "" || chunk.ToolCall != nil) {
 			firstToken = time.Since(start)
 		}
 		asm.Add(chunk)
@@ -151,6 +152,9 @@ func (a *Activities) publishChunk(ctx context.Context, in ModelTurnInput, c prov
 	switch {
 	case c.Text != "":
 		ev = keel.TextDelta{Step: in.Step, Attempt: in.Attempt, Text: c.Text}
+	case c.Answer != "":
+		// A structured answer streams as text: it becomes the text.
+		ev = keel.TextDelta{Step: in.Step, Attempt: in.Attempt, Text: c.Answer}
 	case c.Reasoning != "":
 		ev = keel.ReasoningDelta{Step: in.Step, Attempt: in.Attempt, Text: c.Reasoning}
 	case c.ToolCall != nil:
@@ -159,7 +163,7 @@ func (a *Activities) publishChunk(ctx context.Context, in ModelTurnInput, c prov
 	default:
 		return
 	}
-	a.publish(ctx, in.SessionID, in.RunID, in.AfterSeq, ev)
+	a.publishRelayed(ctx, in.SessionID, in.RunID, in.AfterSeq, ev, in.Relay)
 }
 
 // toolSpecs returns the specs of the run's tools and how each would run.
@@ -176,8 +180,17 @@ func (a *Activities) toolSpecs(names []string) ([]keel.ToolSpec, map[string]Call
 		if !ok {
 			continue
 		}
+		plan := CallPlan{Available: true, Traits: tool.TraitsOf(t), Approval: a.Policy.ApprovalFor(n)}
+		if plan.Traits.Native == tool.NativeAgent {
+			spec, ok := a.Agents[strings.TrimPrefix(n, tool.AgentToolPrefix)]
+			if !ok {
+				// A delegation tool without its agent: not offered.
+				continue
+			}
+			plan.Agent = &AgentPlan{Spec: spec, Limits: a.Delegation.WithDefaults()}
+		}
 		specs = append(specs, t.Spec())
-		plans[n] = CallPlan{Available: true, Traits: tool.TraitsOf(t), Approval: a.Policy.ApprovalFor(n)}
+		plans[n] = plan
 	}
 	return specs, plans, nil
 }

@@ -54,6 +54,15 @@ type ModelTurnInput struct {
 	// Budget is what the request must fit in (docs/contract.md §20).
 	// Nil: only the worker's ceilings apply.
 	Budget *BudgetCheck `json:"budget,omitempty"`
+	// OutputSchema is the JSON Schema the run's final answer must match,
+	// which the provider is asked to follow where it can
+	// (docs/contract.md §21.1); the run checks the answer itself.
+	// Optional.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Relay is where the turn's deltas are copied besides the run's own
+	// stream, for a child session: its ancestors' streams, each with the
+	// child's path there (docs/contract.md §21.4). Optional.
+	Relay []api.RelayTarget `json:"relay,omitempty"`
 }
 
 // ModelTurnResult is a successful model turn.
@@ -72,6 +81,9 @@ type ModelTurnResult struct {
 	// Limits are the budget limits the request was held to, for the run's
 	// warnings; recorded with the result like MaxSteps.
 	Limits []BudgetLimit `json:"limits,omitempty"`
+	// Answer is the run's structured answer, which the run derives from
+	// the response once it matched the output schema; never recorded.
+	Answer json.RawMessage `json:"-"`
 }
 
 // CallPlan says how a tool call will run.
@@ -81,6 +93,17 @@ type CallPlan struct {
 	// Approval is the worker's policy for the tool (Policy.Approvals);
 	// empty: none. The run applies the stricter of it and its own.
 	Approval api.Approval `json:"approval,omitempty"`
+	// Agent is set for a delegation tool (agent__NAME): the agent the
+	// call runs as a child session and the worker's limits of
+	// delegation, recorded so that a replay delegates as the run did
+	// (docs/contract.md §21.3).
+	Agent *AgentPlan `json:"agent,omitempty"`
+}
+
+// AgentPlan is how a delegation call runs its agent.
+type AgentPlan struct {
+	Spec   api.AgentSpec        `json:"spec"`
+	Limits api.DelegationLimits `json:"limits"`
 }
 
 // TurnFailure is the detail of a failed or cancelled model turn attempt.

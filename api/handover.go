@@ -70,6 +70,9 @@ type SessionCarry struct {
 	Marks []RunMark `json:"marks,omitempty"`
 	// Origin is where the session was forked from, nil for no fork.
 	Origin *ForkOrigin `json:"origin,omitempty"`
+	// Delegations counts the session's delegations so far
+	// (docs/contract.md §21.3).
+	Delegations int `json:"delegations,omitempty"`
 }
 
 // EventSegment is a run of a session's durable events, First..Last, kept as

@@ -42,6 +42,20 @@ type RunConfig struct {
 	// Optional.
 	Budget        *Budget `json:"budget,omitempty"`
 	SessionBudget *Budget `json:"session_budget,omitempty"`
+	// OutputSchema is a JSON Schema the run's final answer must match: the
+	// model is asked for it natively where its provider can be, keel
+	// validates the answer, and one that does not match counts as a
+	// malformed response of the turn (docs/contract.md §21.1). The
+	// outcome then carries the parsed answer (keel.Outcome.Answer). At
+	// most MaxOutputSchemaBytes, nested at most MaxOutputSchemaDepth, and
+	// self-contained: references to other documents are refused, never
+	// fetched. Optional.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Agent names an agent the worker defines (keel.yaml agents,
+	// docs/contract.md §21.2): the run takes the agent's model,
+	// instructions, tools, limits and output schema, which a send that
+	// names an agent may not set itself. Optional.
+	Agent string `json:"agent,omitempty"`
 }
 
 // Approval is a tool's approval policy.
@@ -132,6 +146,12 @@ func (c RunConfig) Merge(o *RunConfig) RunConfig {
 	if o.SessionBudget != nil {
 		c.SessionBudget = o.SessionBudget
 	}
+	if len(o.OutputSchema) > 0 {
+		c.OutputSchema = o.OutputSchema
+	}
+	if o.Agent != "" {
+		c.Agent = o.Agent
+	}
 	return c
 }
 
@@ -150,7 +170,13 @@ func (c RunConfig) Validate() error {
 	if err := c.Budget.Validate("budget"); err != nil {
 		return err
 	}
-	return c.SessionBudget.Validate("session_budget")
+	if err := c.SessionBudget.Validate("session_budget"); err != nil {
+		return err
+	}
+	if c.Agent != "" && !ValidAgentName(c.Agent) {
+		return keel.Errorf(keel.CodeInvalidInput, "agent: want 1 to %d letters, digits, '-' or '_', starting with a letter", MaxAgentNameBytes)
+	}
+	return CheckOutputSchema(c.OutputSchema)
 }
 
 // SessionInput starts a Session workflow.
@@ -178,6 +204,10 @@ type SessionInput struct {
 	// §19); nil for a new session and for every later execution, which
 	// takes what it needs from Carry.
 	Fork *ForkInput `json:"fork,omitempty"`
+	// Delegated starts the session as a child of another: it runs the
+	// delegation's prompt as its one run and returns its outcome to the
+	// parent (docs/contract.md §21.3). Nil for every other session.
+	Delegated *Delegation `json:"delegated,omitempty"`
 }
 
 // IfActive says what Send does while a run is active.
@@ -297,6 +327,9 @@ type RunInput struct {
 	// its session budget (docs/contract.md §20). Nil from a session
 	// started before budgets: the run counts from zero.
 	SessionSpent *keel.Usage `json:"session_spent,omitempty"`
+	// Delegations counts the session's delegations before this run, so
+	// that its children's paths never repeat (docs/contract.md §21.3).
+	Delegations int `json:"delegations,omitempty"`
 }
 
 // RunResult is what a Run workflow returns to its session.
@@ -308,6 +341,8 @@ type RunResult struct {
 	Replaced bool           `json:"replaced,omitempty"`
 	// Events are the run's durable events, numbered from BaseSeq+1.
 	Events []keel.Envelope `json:"events"`
+	// Delegations counts the session's delegations once the run ended.
+	Delegations int `json:"delegations,omitempty"`
 }
 
 // EventsQuery is the argument of the "events" query: the events after
@@ -414,6 +449,9 @@ type SessionStatus struct {
 	// Parent is where the session was forked from; nil for a session
 	// that is no fork.
 	Parent *ForkOrigin `json:"parent,omitempty"`
+	// Delegated is set for a child session: who delegated to it
+	// (docs/contract.md §21.3).
+	Delegated *Delegation `json:"delegated,omitempty"`
 }
 
 // ClosedSession says why a Session workflow stopped running.
@@ -434,7 +472,10 @@ type RunStatus struct {
 	// Staged are the IDs of accepted steering not yet applied.
 	Staged []string `json:"staged,omitempty"`
 	// Jobs are the tool call IDs of detached calls still running.
-	Jobs     []string      `json:"jobs,omitempty"`
+	Jobs []string `json:"jobs,omitempty"`
+	// Children are the child sessions the run is waiting for
+	// (docs/contract.md §21.3).
+	Children []ChildRef    `json:"children,omitempty"`
 	Step     int           `json:"step"`
 	LastSeq  int64         `json:"last_seq"`
 	Outcome  *keel.Outcome `json:"outcome,omitempty"`
@@ -519,6 +560,20 @@ type HostRequest struct {
 	ToolCallID string          `json:"tool_call_id"`
 	Prompt     string          `json:"prompt"`
 	Schema     json.RawMessage `json:"schema,omitempty"`
+	// Path and SessionID are set on a request of a child session, listed
+	// by its ancestors (docs/contract.md §21.4): the child's path from
+	// the session that lists it, and the child's session, which takes
+	// the answer. RequestID is then "PATH:ID", ID being the child's own.
+	Path      string `json:"path,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
+}
+
+// ChildRef names a child session a run waits for.
+type ChildRef struct {
+	ToolCallID string `json:"tool_call_id"`
+	Agent      string `json:"agent"`
+	Path       string `json:"path"`
+	SessionID  string `json:"session_id"`
 }
 
 // MaxPageBytes bounds the events or messages of one query answer (by

@@ -42,11 +42,17 @@ func (s *Session) closedState(ctx context.Context, status enumspb.WorkflowExecut
 		st = api.SessionStatus{}
 	}
 	st.SessionID, st.ActiveRun, st.Queued = s.id, nil, 0
+	st.Closed = closed
+	if st.Delegated != nil && status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		// A child session ends once its one run is committed
+		// (docs/contract.md §21.3): its state is that run's.
+		closed.Reason = "the child session ended with its task's run"
+		return st, nil
+	}
 	st.State = keel.StateTerminated
 	if status == enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
 		st.State = keel.StateFailed
 	}
-	st.Closed = closed
 	return st, nil
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/live"
 )
 
 // Steer sends more user input to the run and returns once the run has
@@ -45,7 +47,8 @@ func (r *Run) RetractSteering(ctx context.Context, steeringID string) (api.Retra
 // Respond answers a host-input request. The answer is any JSON value and
 // must match the request's schema; it is delivered exactly once. Errors:
 // keel.ErrUnknownRequest, keel.ErrInvalidAnswer, keel.ErrRequesterGone,
-// keel.ErrNotAccepting.
+// keel.ErrNotAccepting. A request of a child session that the run lists
+// ("PATH:ID", api.HostRequest.Path) is answered in the child.
 func (r *Run) Respond(ctx context.Context, requestID string, answer any) error {
 	raw, ok := answer.(json.RawMessage)
 	if !ok {
@@ -55,7 +58,42 @@ func (r *Run) Respond(ctx context.Context, requestID string, answer any) error {
 		}
 		raw = b
 	}
+	if owner, local, ok := r.childRequest(ctx, requestID); ok {
+		// A child session's request, as the parent lists it: the child
+		// takes the answer (docs/contract.md §21.4).
+		child, err := owner.ActiveRun(ctx)
+		if err != nil {
+			return err
+		}
+		if child == nil {
+			return &keel.Error{Code: keel.CodeRequesterGone, Message: "child session " + owner.ID() + " has no active run"}
+		}
+		return child.update(ctx, api.UpdateRespond, nil, api.RespondRequest{RequestID: local, Answer: raw})
+	}
 	return r.update(ctx, api.UpdateRespond, nil, api.RespondRequest{RequestID: requestID, Answer: raw})
+}
+
+// childRequest finds, for an ID of the form "PATH:ID", the request of a
+// child session that the run lists under it: the child's session and the
+// request's own ID there.
+func (r *Run) childRequest(ctx context.Context, requestID string) (*Session, string, bool) {
+	path, _, ok := strings.Cut(requestID, ":")
+	if !ok || !live.ValidPath(path) {
+		return nil, "", false
+	}
+	st, err := r.State(ctx)
+	if err != nil {
+		return nil, "", false
+	}
+	for _, q := range st.Requests {
+		if q.RequestID == requestID && q.SessionID != "" && q.Path != "" {
+			if keel.ValidateSessionID(q.SessionID) != nil {
+				return nil, "", false
+			}
+			return r.s.c.Session(q.SessionID), strings.TrimPrefix(requestID, q.Path+":"), true
+		}
+	}
+	return nil, "", false
 }
 
 // Requests returns the run's open host-input requests.

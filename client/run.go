@@ -248,6 +248,7 @@ func (r *Run) outcomeFromLog(ctx context.Context) (keel.Outcome, error) {
 			o.Status, o.Revision = keel.StatusCancelled, t.Revision
 		case keel.RunCompleted:
 			o.Status, o.Revision, o.Text, o.Usage, o.Steps = keel.StatusCompleted, t.Revision, t.Text, t.Usage, t.Steps
+			o.Answer = t.Answer
 		}
 		return o, o.Err()
 	}

@@ -63,6 +63,8 @@ func (c *Config) Apply(opts *worker.Options) error {
 	opts.Policy.Prices = prices
 	opts.Limits = c.Limits.Inputs
 	opts.MCPServers = c.MCPServerConfigs()
+	opts.Agents = c.AgentSpecs()
+	opts.Delegation = c.Limits.Delegation
 	return nil
 }
 

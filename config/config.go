@@ -71,6 +71,9 @@ type Config struct {
 	// RunBudget and SessionBudget are the operator's ceilings (`budgets:
 	// {run: ..., session: ...}`). Nil: none.
 	RunBudget, SessionBudget *api.Budget
+	// Agents are the named agents, in file order (docs/contract.md
+	// §21.2).
+	Agents []Agent
 
 	// at holds where each field was read, for errors found after parsing
 	// (Apply).
@@ -114,6 +117,10 @@ type Limits struct {
 	// steering_bytes, answer_bytes, config_bytes, queued_prompts,
 	// staged_steers). Optional; zero fields take api.Limits' defaults.
 	Inputs api.Limits
+	// Delegation bounds how deep child sessions nest and how many one run
+	// has running at once (delegation_depth, delegation_fan_out).
+	// Optional; zero fields take api.DelegationLimits' defaults.
+	Delegation api.DelegationLimits
 }
 
 // position is where a field's value sits in the file.

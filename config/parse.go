@@ -74,6 +74,7 @@ func (p *parser) parse(data []byte) {
 		"mcp_servers":   p.mcpServers,
 		"prices":        p.prices,
 		"budgets":       p.budgets,
+		"agents":        p.agents,
 		"default_prices": func(n *yaml.Node, f string) {
 			var on bool
 			if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&on) != nil {
@@ -83,6 +84,7 @@ func (p *parser) parse(data []byte) {
 		},
 	})
 	p.checkDefault()
+	p.checkAgents()
 }
 
 // fields checks that n is a mapping whose keys are all known, and calls
@@ -346,14 +348,16 @@ func (p *parser) approvals(n *yaml.Node, field string) {
 func (p *parser) limits(n *yaml.Node, field string) {
 	l := &p.cfg.Limits
 	p.fields(n, field, map[string]func(*yaml.Node, string){
-		"max_steps":      func(n *yaml.Node, f string) { l.MaxSteps = p.positive(n, f) },
-		"max_tokens":     func(n *yaml.Node, f string) { l.MaxTokens = p.positive(n, f) },
-		"prompt_bytes":   func(n *yaml.Node, f string) { l.Inputs.PromptBytes = p.positive(n, f) },
-		"steering_bytes": func(n *yaml.Node, f string) { l.Inputs.SteeringBytes = p.positive(n, f) },
-		"answer_bytes":   func(n *yaml.Node, f string) { l.Inputs.AnswerBytes = p.positive(n, f) },
-		"config_bytes":   func(n *yaml.Node, f string) { l.Inputs.ConfigBytes = p.positive(n, f) },
-		"queued_prompts": func(n *yaml.Node, f string) { l.Inputs.QueuedPrompts = p.positive(n, f) },
-		"staged_steers":  func(n *yaml.Node, f string) { l.Inputs.StagedSteers = p.positive(n, f) },
+		"max_steps":          func(n *yaml.Node, f string) { l.MaxSteps = p.positive(n, f) },
+		"max_tokens":         func(n *yaml.Node, f string) { l.MaxTokens = p.positive(n, f) },
+		"prompt_bytes":       func(n *yaml.Node, f string) { l.Inputs.PromptBytes = p.positive(n, f) },
+		"steering_bytes":     func(n *yaml.Node, f string) { l.Inputs.SteeringBytes = p.positive(n, f) },
+		"answer_bytes":       func(n *yaml.Node, f string) { l.Inputs.AnswerBytes = p.positive(n, f) },
+		"config_bytes":       func(n *yaml.Node, f string) { l.Inputs.ConfigBytes = p.positive(n, f) },
+		"queued_prompts":     func(n *yaml.Node, f string) { l.Inputs.QueuedPrompts = p.positive(n, f) },
+		"staged_steers":      func(n *yaml.Node, f string) { l.Inputs.StagedSteers = p.positive(n, f) },
+		"delegation_depth":   func(n *yaml.Node, f string) { l.Delegation.Depth = p.positive(n, f) },
+		"delegation_fan_out": func(n *yaml.Node, f string) { l.Delegation.FanOut = p.positive(n, f) },
 		"rate": func(n *yaml.Node, f string) {
 			l.Rate = map[string]activities.RateLimit{}
 			p.entries(n, f, func(k, v *yaml.Node, f string) {

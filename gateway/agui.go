@@ -56,6 +56,9 @@ type AGUIOptions struct {
 	System    string                  `json:"system,omitempty"`
 	MaxSteps  int                     `json:"max_steps,omitempty"`
 	Approvals map[string]api.Approval `json:"approvals,omitempty"`
+	// Agent runs the prompt as the worker's agent of that name
+	// (docs/contract.md §21.2); then no model, tools or system.
+	Agent string `json:"agent,omitempty"`
 }
 
 // postAGUI serves POST /v1/ag-ui: an AG-UI run over a keel run, streamed
@@ -344,9 +347,13 @@ func (in AGUIInput) runRequest() (string, []client.SendOption, error) {
 	if err != nil || o == nil {
 		return prompt, nil, err
 	}
-	cfg := api.RunConfig{Model: o.Model, Tools: o.Tools, System: o.System, MaxSteps: o.MaxSteps, Approvals: o.Approvals}
+	cfg := api.RunConfig{Model: o.Model, Tools: o.Tools, System: o.System, MaxSteps: o.MaxSteps, Approvals: o.Approvals,
+		Agent: o.Agent}
 	if err := cfg.Validate(); err != nil {
 		return "", nil, err
+	}
+	if o.Agent != "" && (o.Model != "" || o.System != "" || o.Tools != nil) {
+		return "", nil, keel.Errorf(keel.CodeInvalidInput, "forwardedProps.keel: agent %s defines its model, instructions and tools: send none of them with it", o.Agent)
 	}
 	return prompt, []client.SendOption{client.WithConfig(cfg)}, nil
 }

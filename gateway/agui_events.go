@@ -95,6 +95,9 @@ type aguiRun struct {
 	msg             string // the open text message, "" when none
 	skip            int64  // a resumed run's cursor: events up to it were sent
 	out             []aguiEvent
+	// opened counts the messages opened per child path, so each of a
+	// child's messages gets an ID of its own (nested, below).
+	opened map[string]int
 }
 
 func newAGUIRun(threadID, runID, keelRun string) *aguiRun {
@@ -145,6 +148,10 @@ func (a *aguiRun) translate(env keel.Envelope) (evs []aguiEvent, ended bool, err
 			}
 		}
 	}()
+	if env.Path != "" {
+		a.nested(env, ch, ts)
+		return a.out, false, nil
+	}
 	switch e := ch.Event.(type) {
 	case keel.StepStarted:
 		a.openStep(e.Step, ts)
@@ -226,6 +233,44 @@ func (a *aguiRun) translate(env keel.Envelope) (evs []aguiEvent, ended bool, err
 		a.custom(env, ts, nil)
 	}
 	return a.out, false, nil
+}
+
+// nested sends a child's relayed text (docs/contract.md §21.4) as an
+// assistant message of its own, nested under the delegating tool call:
+// its ID names the run, the child's path and a count, and metadata.keel
+// holds the path, the child's session and the tool call it answers. One
+// message is open at a time, so children streaming at once alternate in
+// short messages, each closed before the next opens.
+func (a *aguiRun) nested(env keel.Envelope, ch transcript.Change, ts int64) {
+	if ch.Agent == nil || ch.Text == "" {
+		return
+	}
+	prefix := a.keelRun + "/agent/" + ch.Agent.Path + "/"
+	if a.msg == "" || len(a.msg) <= len(prefix) || a.msg[:len(prefix)] != prefix || ch.Discarded {
+		a.closeMessage(ts)
+		if a.opened == nil {
+			a.opened = map[string]int{}
+		}
+		a.opened[ch.Agent.Path]++
+		a.msg = fmt.Sprintf("%s%d", prefix, a.opened[ch.Agent.Path])
+		top := a.tr.Run(env.RunID)
+		callID := ""
+		if top != nil {
+			for _, c := range top.Agents {
+				if c.Path == ch.Agent.Path || len(ch.Agent.Path) > len(c.Path) && ch.Agent.Path[:len(c.Path)+1] == c.Path+"/" {
+					callID = c.ToolCallID
+				}
+			}
+		}
+		start := aguiEvent{Type: aguiTextMessageStart, Timestamp: ts, MessageID: a.msg, Role: "assistant"}
+		start.keelMeta("path", ch.Agent.Path)
+		start.keelMeta("tool_call_id", callID)
+		if ch.Agent.SessionID != "" {
+			start.keelMeta("session_id", ch.Agent.SessionID)
+		}
+		a.add(start)
+	}
+	a.add(aguiEvent{Type: aguiTextMessageContent, Timestamp: ts, MessageID: a.msg, Delta: ch.Text})
 }
 
 // failed ends the AG-UI run on an error of the stream itself (the keel

@@ -94,6 +94,31 @@ func TestAGUITranslatesRecordedStreams(t *testing.T) {
 				t.Fatalf("message %s open at the end", open)
 			}
 			run := a.tr.Run(runID)
+			if name == "delegation" {
+				// The children's text comes as messages of their own,
+				// named by path, never into the parent's step messages
+				// (docs/contract.md §21.4).
+				byPath := map[string]string{}
+				for _, ev := range out {
+					if ev.Type == aguiTextMessageStart {
+						k, _ := ev.Metadata["keel"].(map[string]any)
+						if k == nil || k["path"] == nil {
+							continue
+						}
+						byPath[k["path"].(string)] += text[ev.MessageID]
+						if k["path"] == "researcher-2" && k["tool_call_id"] != "c2" {
+							t.Errorf("researcher-2's message names call %v", k["tool_call_id"])
+						}
+					}
+				}
+				want := map[string]string{"researcher-1": "Looking at AA is réd" + "Done.", "researcher-2": "B is blue",
+					"researcher-1/coder-1": "deeper"}
+				for p, w := range want {
+					if byPath[p] != w {
+						t.Errorf("%s streamed %q, want %q", p, byPath[p], w)
+					}
+				}
+			}
 			for _, st := range run.Steps {
 				if got := text[a.messageID(st.Number, st.Attempt)]; got != st.Text {
 					t.Errorf("step %d attempt %d streamed %q, the reducer kept %q", st.Number, st.Attempt, got, st.Text)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,6 +128,14 @@ type RunRequest struct {
 	// ceilings apply on top, and a budget above one is refused (400).
 	Budget        *api.Budget `json:"budget,omitempty"`
 	SessionBudget *api.Budget `json:"session_budget,omitempty"`
+	// OutputSchema is a JSON Schema the run's final answer must match
+	// (docs/contract.md §21.1); the outcome then carries the parsed
+	// answer. Bounded as api.CheckOutputSchema says.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Agent runs the prompt as the worker's agent of that name
+	// (docs/contract.md §21.2): its model, instructions, tools and output
+	// schema, none of which the request may then set.
+	Agent string `json:"agent,omitempty"`
 	// IfActive says what to do while a run is active: "reject" (default:
 	// 409 run_active), "queue" (run it next) or "steer" (give it to the
 	// active run as steering).
@@ -163,6 +172,9 @@ func (req RunRequest) Validate() ([]client.SendOption, error) {
 		// session would be created: 413, as the worker answers.
 		return nil, keel.Errorf(keel.CodeTooLarge, "the prompt is %d bytes; the limit is %d", len(req.Prompt), api.MaxPromptBytes)
 	}
+	if bytes.Equal(bytes.TrimSpace(req.OutputSchema), []byte("null")) {
+		req.OutputSchema = nil
+	}
 	var opts []client.SendOption
 	switch req.IfActive {
 	case "", string(api.IfActiveReject):
@@ -174,12 +186,15 @@ func (req RunRequest) Validate() ([]client.SendOption, error) {
 		return nil, keel.Errorf(keel.CodeInvalidInput, "if_active %s: use reject, queue or steer", quoteShort(req.IfActive))
 	}
 	cfg := api.RunConfig{Model: req.Model, Tools: req.Tools, System: req.System, MaxSteps: req.MaxSteps, Approvals: req.Approvals,
-		Budget: req.Budget, SessionBudget: req.SessionBudget}
+		Budget: req.Budget, SessionBudget: req.SessionBudget, OutputSchema: req.OutputSchema, Agent: req.Agent}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if req.Agent != "" && (req.Model != "" || req.System != "" || req.Tools != nil || len(req.OutputSchema) > 0) {
+		return nil, keel.Errorf(keel.CodeInvalidInput, "agent %s defines its model, instructions, tools and output schema: send none of them with it", req.Agent)
+	}
 	hasConfig := req.Model != "" || req.Tools != nil || req.System != "" || req.MaxSteps != 0 || req.Approvals != nil ||
-		req.Budget != nil || req.SessionBudget != nil
+		req.Budget != nil || req.SessionBudget != nil || len(req.OutputSchema) > 0 || req.Agent != ""
 	if hasConfig {
 		opts = append(opts, client.WithConfig(cfg))
 	}

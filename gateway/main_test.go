@@ -23,6 +23,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/gateway"
@@ -97,7 +98,7 @@ func run(m *testing.M) int {
 	}
 	defer pub.Close()
 	w, err := worker.New(tc, worker.Options{Models: &shared.book, Tools: testTools(), Live: pub, StopTimeout: time.Second,
-		Policy: activities.Policy{Prices: map[string]keel.Price{pricedModel: testPrice}}})
+		Policy: activities.Policy{Prices: map[string]keel.Price{pricedModel: testPrice}}, Agents: testAgents})
 	if err == nil {
 		err = w.Start()
 	}
@@ -107,6 +108,15 @@ func run(m *testing.M) int {
 	}
 	defer w.Stop()
 	return m.Run()
+}
+
+// testAgents are the shared worker's agents (docs/contract.md §21.2): a
+// test adds the scripts they run under the names "planner" and
+// "researcher" (shared.book.Add).
+var testAgents = map[string]api.AgentSpec{
+	"planner": {Name: "planner", Model: "scripted:planner", Instructions: "Delegate.",
+		Tools: []string{"agent__researcher"}, Agents: []string{"researcher"}},
+	"researcher": {Name: "researcher", Model: "scripted:researcher", Instructions: "Find facts.", Tools: []string{"gate"}},
 }
 
 // pricedModel is the one model the shared worker has a price for

@@ -129,6 +129,9 @@ func checkFields(sessionID string, env keel.Envelope) error {
 	if !runOf(sessionID, env.RunID) {
 		return reject(ReasonRunID, "%s event names run %s, not a run of session %s", env.Type, quoteName(env.RunID), sessionID)
 	}
+	if env.Path != "" && !ValidPath(env.Path) {
+		return reject(ReasonMalformed, "%s event has a path that is not a child's path", env.Type)
+	}
 	data := bytes.TrimLeft(env.Data, " \t\r\n")
 	if len(data) == 0 || data[0] != '{' {
 		return reject(ReasonData, "%s event's data is not a JSON object", env.Type)
@@ -191,4 +194,30 @@ func decodeEnvelope(sessionID string, data []byte, maxBytes int) (keel.Envelope,
 	}
 	env.Data = compactData(env.Data)
 	return env, nil
+}
+
+// MaxPathBytes bounds an envelope's path (keel.Envelope.Path): children
+// nest a few levels deep (api.DefaultDelegationDepth).
+const MaxPathBytes = 256
+
+// ValidPath reports whether p can be the path of a child session relayed
+// to an ancestor (docs/contract.md §21.4): segments of letters, digits,
+// '-' and '_' joined by '/', at most MaxPathBytes in all. Renderers show
+// it, so nothing else passes.
+func ValidPath(p string) bool {
+	if p == "" || len(p) > MaxPathBytes {
+		return false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" {
+			return false
+		}
+		for i := range len(seg) {
+			c := seg[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }

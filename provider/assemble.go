@@ -35,6 +35,7 @@ func (e *MalformedError) Error() string { return "malformed response: " + e.Reas
 // is ready to use.
 type Assembler struct {
 	text      strings.Builder
+	answer    strings.Builder
 	reasoning strings.Builder
 	calls     map[int]*partialCall
 	finish    FinishReason
@@ -53,6 +54,8 @@ func (a *Assembler) Add(c Chunk) {
 	switch {
 	case c.Text != "":
 		a.text.WriteString(c.Text)
+	case c.Answer != "":
+		a.answer.WriteString(c.Answer)
 	case c.Reasoning != "":
 		a.reasoning.WriteString(c.Reasoning)
 	case c.ToolCall != nil:
@@ -85,8 +88,13 @@ func (a *Assembler) Add(c Chunk) {
 }
 
 // Text returns the text streamed so far, for keeping partial output when a
-// stream is cut short.
-func (a *Assembler) Text() string { return a.text.String() }
+// stream is cut short: the structured answer once one has begun.
+func (a *Assembler) Text() string {
+	if a.answer.Len() > 0 {
+		return a.answer.String()
+	}
+	return a.text.String()
+}
 
 // Usage returns the usage reported so far.
 func (a *Assembler) Usage() keel.Usage {
@@ -97,7 +105,7 @@ func (a *Assembler) Usage() keel.Usage {
 
 // Response returns the complete response, or a *MalformedError.
 func (a *Assembler) Response() (Response, error) {
-	r := Response{Text: a.text.String(), Finish: a.finish, Usage: a.Usage()}
+	r := Response{Text: a.Text(), Finish: a.finish, Usage: a.Usage()}
 	r.Generation = keel.GenerationTokens{Kind: keel.GenerationNone}
 	if a.gen != nil {
 		r.Generation = *a.gen

@@ -7,6 +7,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"iter"
 
 	"github.com/keelrun/keel"
@@ -30,6 +31,11 @@ type Request struct {
 	// conversation, to replace it (the scripted provider answers it
 	// without playing a turn).
 	Compaction bool
+	// OutputSchema is the JSON Schema the final answer must match, when
+	// the run has one (docs/contract.md §21.1). A backend asks for it the
+	// way its API can (AnswerSchema, AnswerInstruction); keel validates
+	// the answer whatever the backend did. Optional.
+	OutputSchema json.RawMessage
 }
 
 // Chunk is one piece of a streamed response. Exactly one field is set.
@@ -43,6 +49,10 @@ type Chunk struct {
 	Generation *keel.GenerationTokens
 	// Finish is the finish reason; a stream without one is malformed.
 	Finish FinishReason
+	// Answer is a piece of a structured final answer that the backend
+	// delivers apart from the text (Anthropic's forced answer tool): the
+	// Assembler makes the whole of it the response's text.
+	Answer string
 }
 
 // ToolCallDelta is a fragment of tool call Index. ID and Name usually come

@@ -146,6 +146,42 @@ func TestBuildStreams(t *testing.T) {
 		keel.RunFailed{Code: keel.CodeBudgetExceeded, Revision: 2,
 			Message: "the next request could spend 0.91 USD and the run budget (set by the caller) has 0.70 USD left of 4.00 USD"})
 	b.write("money")
+
+	// A planner's run with two children (docs/contract.md §21.3–21.4):
+	// their relayed deltas go to their cards, a later attempt's replace
+	// the earlier one's, a grandchild's make a nested card, and a delta
+	// of no child, or of a child that ended, changes nothing.
+	b = &builder{t: t, session: "p", run: "p/run-1", at: at}
+	b.durable(keel.RunStarted{Number: 1, Prompt: "Research A and B", Model: "scripted:planner", Agent: "planner"},
+		keel.StepStarted{Step: 1, EstimatedContextTokens: 30},
+		keel.ToolProposed{ToolCallID: "c1", Name: "agent__researcher", Arguments: json.RawMessage(`{"task":"A"}`), Step: 1},
+		keel.ToolProposed{ToolCallID: "c2", Name: "agent__researcher", Arguments: json.RawMessage(`{"task":"B"}`), Step: 1},
+		keel.ToolStarted{ToolCallID: "c1", Name: "agent__researcher"},
+		keel.AgentStarted{ToolCallID: "c1", Agent: "researcher", SessionID: "p--researcher-1", Path: "researcher-1"},
+		keel.ToolStarted{ToolCallID: "c2", Name: "agent__researcher"},
+		keel.AgentStarted{ToolCallID: "c2", Agent: "researcher", SessionID: "p--researcher-2", Path: "researcher-2"})
+	b.relay("researcher-1", keel.TextDelta{Step: 1, Attempt: 1, Text: "Looking at "}, keel.TextDelta{Step: 1, Attempt: 1, Text: "A"})
+	b.relay("researcher-2", keel.TextDelta{Step: 1, Attempt: 1, Text: "B is blue"})
+	b.relay("researcher-1", keel.TextDelta{Step: 1, Attempt: 2, Text: "A is réd"},
+		keel.TextDelta{Step: 1, Attempt: 1, Text: "stale"},
+		keel.TextDelta{Step: 2, Attempt: 1, Text: "Done."},
+		keel.TextDelta{Step: 2, Attempt: 1},
+		keel.ReasoningDelta{Step: 2, Attempt: 1, Text: "hm"})
+	b.relay("researcher-1/coder-1", keel.TextDelta{Step: 1, Attempt: 1, Text: "deeper"})
+	b.relay("ghost-9", keel.TextDelta{Step: 1, Attempt: 1, Text: "who?"})
+	b.durable(keel.AgentFinished{ToolCallID: "c2", Agent: "researcher", SessionID: "p--researcher-2", Path: "researcher-2",
+		Status: keel.StatusCompleted, Steps: 1, Usage: keel.Usage{InputTokens: 5, OutputTokens: 3, Requests: 1}},
+		keel.ToolFinished{ToolCallID: "c2", Name: "agent__researcher", Status: keel.ToolOK, Output: `{"facts":["B is blue"]}`})
+	b.relay("researcher-2", keel.TextDelta{Step: 1, Attempt: 1, Text: "late"})
+	b.durable(keel.AgentFinished{ToolCallID: "c2", Agent: "researcher", SessionID: "p--researcher-2", Path: "researcher-2",
+		Status: keel.StatusCompleted},
+		keel.AgentFinished{ToolCallID: "c1", Agent: "researcher", SessionID: "p--researcher-1", Path: "researcher-1",
+			Status: keel.StatusFailed, Steps: 2, Error: &keel.Error{Code: keel.CodeMaxSteps, Message: "limit"}},
+		keel.ToolFinished{ToolCallID: "c1", Name: "agent__researcher", Status: keel.ToolError, Output: "agent researcher failed"},
+		keel.StepStarted{Step: 2, EstimatedContextTokens: 60})
+	b.delta(keel.TextDelta{Step: 2, Attempt: 1, Text: "B is blue."})
+	b.durable(keel.RunCompleted{Revision: 1, Text: "B is blue.", Steps: 2, Usage: keel.Usage{InputTokens: 20, OutputTokens: 5, Requests: 2}})
+	b.write("delegation")
 }
 
 type builder struct {
@@ -178,6 +214,15 @@ func (b *builder) delta(evs ...keel.Event) {
 	for _, ev := range evs {
 		env := b.seal(ev)
 		env.AfterSeq = b.seq
+		b.raw(env)
+	}
+}
+
+// relay writes a child's deltas relayed to the run, named by path.
+func (b *builder) relay(path string, evs ...keel.Event) {
+	for _, ev := range evs {
+		env := b.seal(ev)
+		env.AfterSeq, env.Path = b.seq, path
 		b.raw(env)
 	}
 }

@@ -53,6 +53,7 @@ const (
 	KindEnd        Kind = "end"        // the terminal event: Change.Run.Result is set
 	KindSession    Kind = "session"    // session.forked, session.rewound: View.Forked or View.Rewinds changed
 	KindBudget     Kind = "budget"     // budget.warning: Change.Run.Warnings grew
+	KindAgent      Kind = "agent"      // agent.*, and a child's relayed delta: Change.Agent changed
 	KindOther      Kind = "other"      // a type this version does not know
 )
 
@@ -70,6 +71,7 @@ var kinds = map[string]Kind{
 	keel.TypeRunCompleted: KindEnd, keel.TypeRunCancelled: KindEnd, keel.TypeRunFailed: KindEnd,
 	keel.TypeSessionForked: KindSession, keel.TypeSessionRewound: KindSession,
 	keel.TypeBudgetWarning: KindBudget,
+	keel.TypeAgentStarted:  KindAgent, keel.TypeAgentFinished: KindAgent,
 }
 
 // ephemeral reports whether a type travels only on the live channel
@@ -134,8 +136,11 @@ type Change struct {
 	// Text is the text a text or reasoning delta added, whole.
 	Text string
 	// Draft is the tool-call draft a tool_call.delta grew.
-	Draft    *Draft
-	Tool     *Tool
+	Draft *Draft
+	Tool  *Tool
+	// Agent is the child's card a delegation event or a relayed delta
+	// changed (docs/contract.md §21.4).
+	Agent    *Agent
 	Question *Question
 	Steering *Steering
 	// Abandoned is the attempt whose output the event dropped from Step
@@ -198,6 +203,13 @@ func (t *Transcript) Apply(env keel.Envelope) (ch Change) {
 		ch.Ignored = ReasonEnded
 		return ch
 	}
+	if delta && env.Path != "" {
+		// A child's delta relayed to its parent: it goes to the child's
+		// card, never to the parent's own step.
+		ch.Kind = KindAgent
+		ch.Ignored = run.relayed(env.Path, ev, &ch)
+		return ch
+	}
 	ch.Ignored = run.apply(ev, &ch)
 	if run.Status == Running || run.Status == WaitingForHostInput {
 		run.Status = Running
@@ -210,7 +222,8 @@ func (t *Transcript) Apply(env keel.Envelope) (ch Change) {
 
 func (t *Transcript) newRun(id string) *Run {
 	r := &Run{ID: id, Status: Running, Steps: []*Step{}, Tools: []*Tool{}, Questions: []*Question{}, Steering: []*Steering{},
-		steps: map[int]*Step{}, tools: map[string]*Tool{}, questions: map[string]*Question{}, steering: map[string]*Steering{}}
+		steps: map[int]*Step{}, tools: map[string]*Tool{}, questions: map[string]*Question{}, steering: map[string]*Steering{},
+		agents: map[string]*Agent{}}
 	t.runs[id] = r
 	t.view.Runs = append(t.view.Runs, r)
 	return r
@@ -362,6 +375,10 @@ func (r *Run) apply(ev keel.Event, ch *Change) Reason {
 		return r.steerState(e.SteeringID, SteeringApplied, ch)
 	case keel.SteeringRetracted:
 		return r.steerState(e.SteeringID, SteeringRetracted, ch)
+	case keel.AgentStarted:
+		return r.agentStarted(e, ch)
+	case keel.AgentFinished:
+		return r.agentFinished(e, ch)
 	case keel.RunCompleted:
 		r.Status = Completed
 		r.Result = &Result{Text: cut(e.Text, MaxField), Steps: e.Steps, Usage: usageOf(e.Usage), Revision: e.Revision}

@@ -77,8 +77,12 @@ type Run struct {
 	// (docs/contract.md §20). A run that a budget stopped ends with
 	// run.failed, code keel.BudgetExceeded.
 	Warnings []keel.BudgetWarning `json:"warnings,omitempty"`
+	// Agents are the run's children, in the order they started
+	// (docs/contract.md §21.3).
+	Agents []*Agent `json:"agents,omitempty"`
 
 	started   bool
+	agents    map[string]*Agent
 	steps     map[int]*Step
 	tools     map[string]*Tool
 	questions map[string]*Question

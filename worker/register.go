@@ -54,7 +54,8 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 // refuses at send; any other resolver admits every spec and decides at the
 // run's first model turn.
 func (o Options) rules(models activities.ModelResolver) workflows.Rules {
-	r := workflows.Rules{Limits: o.Limits, RunBudget: o.Policy.RunBudget, SessionBudget: o.Policy.SessionBudget}
+	r := workflows.Rules{Limits: o.Limits, RunBudget: o.Policy.RunBudget, SessionBudget: o.Policy.SessionBudget,
+		Agents: o.Agents}
 	if c, ok := models.(Catalog); ok {
 		r.AdmitModel, r.ModelOffer = c.Admits, c.Offer
 	}

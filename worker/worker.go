@@ -60,6 +60,17 @@ type Options struct {
 	// apply the defaults. Optional: zero fields take the defaults of
 	// api.Limits.
 	Limits api.Limits
+	// Agents are the named agents the worker offers (keel.yaml agents,
+	// docs/contract.md §21.2), by name: a run may start as one
+	// (api.RunConfig.Agent), and each agent that another may delegate to
+	// gets its delegation tool (agent__NAME) in the worker's tools.
+	// Optional.
+	Agents map[string]api.AgentSpec
+	// Delegation bounds how deep child sessions nest and how many a run
+	// has running at once (keel.yaml limits delegation_depth and
+	// delegation_fan_out). Optional: the defaults of
+	// api.DelegationLimits.
+	Delegation api.DelegationLimits
 	// MCPServers are the MCP servers whose tools the worker offers to the
 	// model as mcp__<server>__<tool> (keel.yaml's mcp_servers). New
 	// connects them with mcp.Connect into the worker's tool registry,
@@ -306,8 +317,12 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 	if logger == nil {
 		logger = logging.Default()
 	}
+	if err := addAgentTools(tools, opts.Agents); err != nil {
+		return nil, err
+	}
 	acts := &activities.Activities{Models: models, Tools: tools, Live: opts.Live, Logger: logger,
 		HeartbeatEvery: opts.HeartbeatInterval, Policy: opts.Policy,
+		Agents: opts.Agents, Delegation: opts.Delegation,
 		// A worker runs turns of at most this many sessions at once: the
 		// transcript cache keeps each of them, so a turn after the first
 		// never has to ask its run for the transcript (a query).

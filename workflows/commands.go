@@ -42,6 +42,11 @@ func (r *run) registerCommands(ctx workflow.Context) error {
 		{api.SignalCancel, func(ctx workflow.Context, ch workflow.ReceiveChannel) { ch.Receive(ctx, nil); r.requestCancel() }},
 		{api.UpdateSteer, commandSignal("steer", r.validateSteerSignal, func(req api.SteerRequest) { r.steer(req) })},
 		{api.UpdateRespond, commandSignal("respond", r.validateRespondSignal, r.host.respond)},
+		{api.SignalChildRequests, func(ctx workflow.Context, ch workflow.ReceiveChannel) {
+			var sig api.ChildRequests
+			ch.Receive(ctx, &sig)
+			r.tools.kids.childRequests(sig)
+		}},
 	}
 	for _, s := range signals {
 		ch := workflow.GetSignalChannel(ctx, s.name)

@@ -25,12 +25,46 @@ const setDefaultChange = "set-default"
 // startConfig returns the configuration of the run p starts: the
 // session's defaults with p's own config over them, after p, if it sets
 // the defaults, has made its config theirs.
-func (s *session) startConfig(ctx workflow.Context, p *pendingRun) api.RunConfig {
+//
+// A run that names an agent takes the agent's spec, which the worker
+// resolves as the run starts and history records (startAgent).
+func (s *session) startConfig(ctx workflow.Context, p *pendingRun) (api.RunConfig, *keel.Error) {
 	if p.req.SetDefault && p.req.Config != nil &&
 		workflow.GetVersion(ctx, setDefaultChange, workflow.DefaultVersion, 1) == 1 {
 		s.cfg = s.cfg.Merge(p.req.Config)
 	}
-	return s.cfg.Merge(p.req.Config).WithDefaults()
+	cfg := s.cfg.Merge(p.req.Config)
+	if cfg.Agent == "" {
+		return cfg.WithDefaults(), nil
+	}
+	spec, err := s.startAgent(ctx, cfg.Agent)
+	if err != nil {
+		return cfg.WithDefaults(), err
+	}
+	return spec.Apply(cfg).WithDefaults(), nil
+}
+
+// startAgent resolves the agent a run starts as from the worker's agents
+// (Rules.Agents) in a side effect, so history records the spec the run
+// ran and a replay takes it from there, whatever the worker offers by
+// then. Runs that name no agent record nothing: histories from before
+// agents replay unchanged.
+func (s *session) startAgent(ctx workflow.Context, name string) (api.AgentSpec, *keel.Error) {
+	var found struct {
+		Spec *api.AgentSpec `json:"spec"`
+	}
+	enc := workflow.SideEffect(ctx, func(workflow.Context) any {
+		if a, ok := s.rules.Agents[name]; ok {
+			found.Spec = &a
+		}
+		return found
+	})
+	if err := enc.Get(&found); err != nil || found.Spec == nil {
+		// Accepted at send, gone by the start (a worker redeployed
+		// without it while the prompt was queued).
+		return api.AgentSpec{}, keel.Errorf(keel.CodeInvalidInput, "agent %s is no longer offered by this worker", clip(name, 40))
+	}
+	return *found.Spec, nil
 }
 
 // defaultsAhead returns the defaults a prompt sent now would run under:

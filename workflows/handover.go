@@ -16,7 +16,7 @@ import (
 func (s *session) carry() *api.SessionCarry {
 	c := &api.SessionCarry{Revision: s.revision, Seq: s.seq, Runs: s.runs, Usage: s.usage, Last: s.last,
 		State: s.state, Shutdown: s.shutdown, HandOvers: s.handOvers + 1, Transcript: s.transcript,
-		Segments: s.segments, Tail: s.events, Marks: s.marks, Origin: s.origin}
+		Segments: s.segments, Tail: s.events, Marks: s.marks, Origin: s.origin, Delegations: s.delegations}
 	for _, p := range s.queue {
 		c.Queue = append(c.Queue, p.req)
 	}
@@ -29,7 +29,7 @@ func (s *session) restore(c *api.SessionCarry) {
 	s.state, s.shutdown, s.handOvers = c.State, c.Shutdown, c.HandOvers
 	s.transcript, s.segments, s.events = c.Transcript, c.Segments, c.Tail
 	s.tailBase = s.seq - int64(len(s.events))
-	s.marks, s.origin = c.Marks, c.Origin
+	s.marks, s.origin, s.delegations = c.Marks, c.Origin, c.Delegations
 	// The previous execution learned whether keel is shut down.
 	s.checked = true
 	for i, req := range c.Queue {

@@ -28,6 +28,12 @@ func (s *session) runInline(ctx workflow.Context) error {
 		return err
 	}
 	for {
+		if s.runsHere > 0 && s.delegated != nil {
+			// A child session's one run is committed: its outcome goes
+			// back to the parent, and the session ends (delegate.go).
+			s.result = &api.DelegationResult{Outcome: *s.last}
+			return nil
+		}
 		if s.runsHere > 0 {
 			if err := s.moveOn(ctx); err != nil {
 				return err
@@ -37,6 +43,10 @@ func (s *session) runInline(ctx workflow.Context) error {
 		}
 		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 || s.moveAsked }); err != nil {
 			// Cancelled while idle: nothing runs, nothing to commit.
+			s.endUnrun(keel.StatusCancelled, nil)
+			return nil
+		}
+		if s.delegated != nil && !s.admitDelegated(ctx) {
 			return nil
 		}
 		if len(s.queue) == 0 {
@@ -63,17 +73,23 @@ func (s *session) runInline(ctx workflow.Context) error {
 func (s *session) runHere(ctx workflow.Context, p *pendingRun) {
 	s.runs++
 	p.number = s.runs
-	cfg := s.startConfig(ctx, p)
+	cfg, startErr := s.startConfig(ctx, p)
 	runID := keel.RunID(s.id, p.number)
 	rctx := ctx
 	if p.trace != nil {
 		rctx = workflow.WithValue(rctx, instrument.SpanContextKey, p.trace)
 	}
 	r := newRun(rctx, api.RunInput{SessionID: s.id, RunID: runID, Number: p.number, Revision: s.revision,
-		BaseSeq: s.seq, Prompt: p.req.Prompt, Transcript: s.transcript, Config: cfg, SessionSpent: s.spent()})
+		BaseSeq: s.seq, Prompt: p.req.Prompt, Transcript: s.transcript, Config: cfg, SessionSpent: s.spent(),
+		Delegations: s.delegations})
 	r.rules = s.rules
 	r.onState = s.setState
 	r.tools.current = true
+	r.startErr = startErr
+	if d := s.delegated; d != nil {
+		r.tools.kids.depth, r.tools.kids.relay, r.model.relay = d.Depth, d.Relay, d.Relay
+		r.reportUp = func() { s.reportRequests(ctx, r) }
+	}
 	p.result = api.SendResult{RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq, Inline: true,
 		Execution: workflow.GetInfo(ctx).WorkflowExecution.RunID}
 	p.issued, p.started = true, true
@@ -85,7 +101,7 @@ func (s *session) runHere(ctx workflow.Context, p *pendingRun) {
 
 	r.loop()
 
-	res := api.RunResult{Outcome: *r.outcome, Events: r.journal.events}
+	res := api.RunResult{Outcome: *r.outcome, Events: r.journal.events, Delegations: r.tools.kids.count}
 	res.Messages, res.Replaced = r.transcript.result()
 	s.current, s.active = nil, nil
 	s.commit(res)
@@ -190,6 +206,17 @@ func (s *session) registerInlineHandlers(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
+	// What children report of their host-input requests (delegate.go).
+	childReqs := workflow.GetSignalChannel(ctx, api.SignalChildRequests)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var sig api.ChildRequests
+			childReqs.Receive(gctx, &sig)
+			if s.current != nil {
+				s.current.tools.kids.childRequests(sig)
+			}
+		}
+	})
 	// Steering and answers as signals, for callers that cannot wait for
 	// an answer; refused ones are logged and dropped (commands.go). The
 	// cancel signal is the session's own (cancelActive).
@@ -278,7 +305,15 @@ func (s *session) outcome(ctx workflow.Context, req api.OutcomeRequest) (keel.Ou
 // plainOutcome is o as the outcome update answers it: a final text longer
 // than api.MaxOutcomeText is cut, at a character boundary, and flagged, so
 // that the answer is small enough to stay plain JSON (api.OutcomeRequest).
+//
+// A structured answer (keel.Outcome.Answer) counts with the text: when the
+// two pass the limit together the answer is left out and TextCut set, so
+// a reader takes both from the terminal event.
 func plainOutcome(o keel.Outcome) keel.Outcome {
+	if len(o.Text)+len(o.Answer) <= api.MaxOutcomeText {
+		return o
+	}
+	o.Answer, o.TextCut = nil, true
 	if len(o.Text) <= api.MaxOutcomeText {
 		return o
 	}
@@ -286,6 +321,6 @@ func plainOutcome(o keel.Outcome) keel.Outcome {
 	for n > 0 && !utf8.RuneStart(o.Text[n]) {
 		n--
 	}
-	o.Text, o.TextCut = o.Text[:n], true
+	o.Text = o.Text[:n]
 	return o
 }

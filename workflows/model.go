@@ -43,6 +43,9 @@ type modelTurns struct {
 	lastSeq    func() int64
 	meter      *meter
 	transcript *transcript
+	// relay is where a child session's deltas are copied (its
+	// ancestors' streams, docs/contract.md §21.4).
+	relay []api.RelayTarget
 }
 
 // turn runs the model turn of step. On failure it returns the typed error
@@ -54,10 +57,21 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 		if err == nil {
 			m.meter.limits = res.Limits
 			m.meter.money = m.meter.money || len(res.Limits) > 0
-			m.meter.request(step, attempt, res.Response.Usage)
-			m.emit(keel.ModelCallCompleted{Step: step, Attempt: attempt, Metrics: res.Metrics})
-			m.meter.keep(res.Response.Usage)
-			return res, "", nil
+			answer, bad, kerr := checkAnswer(m.cfg.OutputSchema, res)
+			if kerr != nil {
+				m.meter.request(step, attempt, res.Response.Usage)
+				return nil, "", kerr
+			}
+			if bad == nil {
+				m.meter.request(step, attempt, res.Response.Usage)
+				m.emit(keel.ModelCallCompleted{Step: step, Attempt: attempt, Metrics: res.Metrics})
+				m.meter.keep(res.Response.Usage)
+				res.Answer = answer
+				return res, "", nil
+			}
+			// An answer that does not match the output schema is a
+			// malformed response of this turn (docs/contract.md §21.1).
+			fail = bad
 		}
 		if fail.Budget != nil {
 			// Refused before it was sent: nothing to count, and the run
@@ -96,6 +110,10 @@ func (m *modelTurns) attempt(step, attempt int) (*activities.ModelTurnResult, *a
 		Tail:       m.transcript.ship(),
 		AfterSeq:   m.lastSeq(),
 		Budget:     m.meter.budget(m.cfg),
+		// A run without a schema sends none, so its input is the same as
+		// before typed answers.
+		OutputSchema: m.cfg.OutputSchema,
+		Relay:        m.relay,
 	}
 	actx := workflow.WithActivityOptions(m.work, workflow.ActivityOptions{
 		StartToCloseTimeout: m.cfg.ModelTimeout.Std(),

@@ -107,6 +107,27 @@ var recordedHistories = []recordedHistory{
 		activities.ModelTurnName:                                        2,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: all(noChildWorkflows, hasVersionMarker("signal-limits"))},
+	// A delegating session and one of its children (e2e
+	// TestRecordDelegationHistory, docs/contract.md §21): a run started
+	// as the planner agent (its spec's side effect), two children started
+	// in one batch as Session child workflows, their requests reported by
+	// signal, their ends, the continue-as-new; the child's run with an
+	// ask_user answered through the parent, an answer that failed its
+	// schema and its retry, its reports, its end with its outcome.
+	{file: "inline_delegation_parent.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+		activities.ModelTurnName:                                             2,
+		enumspb.EVENT_TYPE_MARKER_RECORDED.String():                          1, // the agent's spec
+		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 2,
+		enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED.String():       2,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():              2, // child_requests
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String():      1,
+	}, check: childrenAreSessions},
+	{file: "inline_delegation_child.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+		activities.ModelTurnName: 3, // the question, the answer that failed its schema, its retry
+		enumspb.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED.String(): 2,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String():          1, // respond
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String():                 1,
+	}},
 	{file: "inline_idle_move.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // move
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
@@ -360,6 +381,24 @@ func carriedTerminalHasUsageTotal(h *historypb.History) error {
 		}
 	}
 	return fmt.Errorf("no terminal event in the carried events")
+}
+
+// childrenAreSessions checks that every child workflow the history
+// starts is a Session whose parent close policy is REQUEST_CANCEL
+// (docs/contract.md §21.3).
+func childrenAreSessions(h *historypb.History) error {
+	for _, ev := range h.GetEvents() {
+		a := ev.GetStartChildWorkflowExecutionInitiatedEventAttributes()
+		if a == nil {
+			continue
+		}
+		if a.GetWorkflowType().GetName() != api.SessionWorkflowName ||
+			a.GetParentClosePolicy() != enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL {
+			return fmt.Errorf("child %s: type %s, parent close policy %s", a.GetWorkflowId(),
+				a.GetWorkflowType().GetName(), a.GetParentClosePolicy())
+		}
+	}
+	return nil
 }
 
 // startedAsFork checks that the execution started from a fork's input

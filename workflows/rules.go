@@ -35,6 +35,29 @@ type Rules struct {
 	// (docs/contract.md §20). The worker's activities hold every request
 	// to them as well, whatever the send asked. Optional.
 	RunBudget, SessionBudget *api.Budget
+	// Agents are the agents the worker offers, by name (docs/contract.md
+	// §21.2): a send naming another is refused. A run started as an
+	// agent records the agent's spec as it starts (agentChange), so a
+	// replay runs the agent the run ran, whatever the worker offers now.
+	// Optional.
+	Agents map[string]api.AgentSpec
+}
+
+// admitsAgent refuses a send that names an agent the worker does not
+// offer, or that sets what the agent defines (docs/contract.md §21.2).
+func (r Rules) admitsAgent(req api.SendRequest, cfg api.RunConfig) *keel.Error {
+	if cfg.Agent == "" {
+		return nil
+	}
+	if _, ok := r.Agents[cfg.Agent]; !ok {
+		return keel.Errorf(keel.CodeInvalidInput, "agent %s is not offered by this worker", clip(cfg.Agent, 40))
+	}
+	if c := req.Config; c != nil && c.Agent != "" &&
+		(c.Model != "" || c.System != "" || c.Tools != nil || len(c.OutputSchema) > 0) {
+		return keel.Errorf(keel.CodeInvalidInput,
+			"agent %s defines its model, instructions, tools and output schema: a send that names it sets none of them", cfg.Agent)
+	}
+	return nil
 }
 
 // admitsBudgets refuses a run configuration whose budgets would raise the
@@ -71,8 +94,10 @@ func (r Rules) limits() api.Limits { return r.Limits.WithDefaults() }
 
 // Session returns the Session workflow function under these rules, for
 // registration as api.SessionWorkflowName.
-func (r Rules) Session() func(workflow.Context, api.SessionInput) error {
-	return func(ctx workflow.Context, in api.SessionInput) error { return sessionWorkflow(ctx, in, r) }
+func (r Rules) Session() func(workflow.Context, api.SessionInput) (*api.DelegationResult, error) {
+	return func(ctx workflow.Context, in api.SessionInput) (*api.DelegationResult, error) {
+		return sessionWorkflow(ctx, in, r)
+	}
 }
 
 // Run returns the Run workflow function under these rules, for

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -60,6 +61,11 @@ type run struct {
 	step    int
 	state   keel.SessionState
 	outcome *keel.Outcome
+	// startErr ends the run as it starts: the agent it names is gone.
+	startErr *keel.Error
+	// reportUp, set in a child session, tells the parent what host-input
+	// requests are open (delegate.go).
+	reportUp func()
 }
 
 // RunWorkflow runs one prompt to its end: model turn, tool calls, model
@@ -79,7 +85,7 @@ func runWorkflow(ctx workflow.Context, in api.RunInput, rules Rules) (*api.RunRe
 	}
 	announce(ctx, r.journal.lastSeq, nil)
 	r.loop()
-	res := &api.RunResult{Outcome: *r.outcome, Events: r.journal.events}
+	res := &api.RunResult{Outcome: *r.outcome, Events: r.journal.events, Delegations: r.tools.kids.count}
 	res.Messages, res.Replaced = r.transcript.result()
 	return res, nil
 }
@@ -94,9 +100,12 @@ func newRun(ctx workflow.Context, in api.RunInput) *run {
 	r.meter = &meter{emit: emit, session: in.SessionSpent}
 	r.transcript = newTranscript(info.WorkflowExecution, in.Transcript)
 	r.steering = newSteering(emit)
-	r.host = newHostInput(in.RunID, emit, r.refreshState)
+	r.host = newHostInput(in.RunID, emit, r.requestsChanged)
 	r.tools = &tools{cfg: r.cfg, sessionID: in.SessionID, runID: in.RunID, root: ctx, work: r.work,
-		emit: emit, lastSeq: r.journal.lastSeq, host: r.host, meter: r.meter}
+		emit: emit, lastSeq: r.journal.lastSeq, host: r.host, meter: r.meter,
+		kids: &delegations{sessionID: in.SessionID, runID: in.RunID, workflowID: info.WorkflowExecution.ID,
+			count: in.Delegations, changed: r.requestsChanged},
+		stepsLeft: func() int { return r.stepLimit() - r.step - r.tools.kids.steps }}
 	r.model = &modelTurns{cfg: r.cfg, sessionID: in.SessionID, runID: in.RunID, root: ctx, work: r.work,
 		emit: emit, lastSeq: r.journal.lastSeq, meter: r.meter, transcript: r.transcript}
 	r.compactor = &compactor{cfg: r.cfg, sessionID: in.SessionID, runID: in.RunID, root: ctx, work: r.work,
@@ -129,7 +138,8 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 func (r *run) status() (api.RunStatus, error) {
 	return api.RunStatus{RunID: r.in.RunID, State: r.state, Step: r.step, LastSeq: r.journal.seq,
 		Outcome: r.outcome, Usage: r.meter.total, Revision: r.revision(),
-		Requests: r.host.open(), Staged: r.steering.stagedIDs(), Jobs: r.tools.jobIDs()}, nil
+		Requests: append(r.host.open(), r.tools.kids.open()...), Staged: r.steering.stagedIDs(), Jobs: r.tools.jobIDs(),
+		Children: r.tools.kids.refs()}, nil
 }
 
 // cancelled reports whether the run is being cancelled, by the cancel
@@ -166,13 +176,23 @@ func (r *run) setState(st keel.SessionState) {
 	}
 }
 
+// requestsChanged follows a change in the open host-input requests, the
+// run's own or its children's: the state, and a child session's report to
+// its parent.
+func (r *run) requestsChanged() {
+	r.refreshState()
+	if r.reportUp != nil {
+		r.reportUp()
+	}
+}
+
 // refreshState derives the state from what is open.
 func (r *run) refreshState() {
 	switch {
 	case r.outcome != nil:
 	case r.cancelled():
 		r.setState(keel.StateCancelling)
-	case r.host.waiting():
+	case r.host.waiting() || len(r.tools.kids.open()) > 0:
 		r.setState(keel.StateWaitingForHostInput)
 	default:
 		r.setState(keel.StateRunning)
@@ -181,10 +201,15 @@ func (r *run) refreshState() {
 
 func (r *run) loop() {
 	emit := r.journal.emit
-	emit(keel.RunStarted{Number: r.in.Number, Revision: r.in.Revision, Prompt: r.in.Prompt, Model: r.cfg.Model})
+	emit(keel.RunStarted{Number: r.in.Number, Revision: r.in.Revision, Prompt: r.in.Prompt, Model: r.cfg.Model,
+		Agent: r.cfg.Agent})
 	r.transcript.add(keel.UserMessage(r.in.Prompt))
 	if err := r.cfg.Validate(); err != nil {
 		r.finishFailed(err.(*keel.Error), "")
+		return
+	}
+	if r.startErr != nil {
+		r.finishFailed(r.startErr, "")
 		return
 	}
 	for {
@@ -198,7 +223,7 @@ func (r *run) loop() {
 			r.finishCancelled("")
 			return
 		}
-		if limit := r.stepLimit(); r.step >= limit {
+		if limit := r.stepLimit(); r.step+r.tools.kids.steps >= limit {
 			r.finishFailed(&keel.Error{Code: keel.CodeMaxSteps,
 				Message: fmt.Sprintf("run reached its limit of %d steps", limit)}, "")
 			return
@@ -231,7 +256,7 @@ func (r *run) loop() {
 			r.finishCancelled("")
 			return
 		}
-		r.finishCompleted(res.Response.Text)
+		r.finishCompleted(res.Response.Text, res.Answer)
 		return
 	}
 }
@@ -267,10 +292,13 @@ func (r *run) waitForMore() bool {
 	return !r.cancelled()
 }
 
-func (r *run) finishCompleted(text string) {
+// finishCompleted commits a run whose model ended its turn; answer is the
+// final text as JSON when the run has an output schema (answer.go).
+func (r *run) finishCompleted(text string, answer json.RawMessage) {
 	rev := r.in.Revision + 1
-	r.journal.emit(keel.RunCompleted{Revision: rev, Text: text, Steps: r.step, Usage: r.meter.kept, UsageTotal: r.terminalUsage()})
+	r.journal.emit(keel.RunCompleted{Revision: rev, Text: text, Steps: r.step, Usage: r.meter.kept, UsageTotal: r.terminalUsage(), Answer: answer})
 	r.finish(keel.StatusCompleted, rev, text, nil)
+	r.outcome.Answer = answer
 }
 
 // finishCancelled commits what can be kept: the partial text of an

@@ -74,6 +74,15 @@ type session struct {
 	// where the session was forked from (fork.go).
 	marks  []api.RunMark
 	origin *api.ForkOrigin
+
+	// delegations counts the session's delegations so far; delegated is
+	// set for a child session, which returns result (delegate.go).
+	delegations int
+	delegated   *api.Delegation
+	result      *api.DelegationResult
+	// reported are the host-input requests a child session last reported
+	// to its parent.
+	reported []string
 }
 
 // pendingRun is an accepted prompt, queued or running.
@@ -97,17 +106,28 @@ type pendingRun struct {
 // SessionWorkflow is a conversation. It starts a Run child for each prompt
 // it accepts through the "send" update, one at a time, and commits each
 // run's messages, events and outcome when it ends. It applies no worker
-// rules (Rules.Session does).
-func SessionWorkflow(ctx workflow.Context, in api.SessionInput) error {
+// rules (Rules.Session does). A child session (SessionInput.Delegated)
+// returns its one run's outcome; every other session continues as new
+// and returns nothing.
+func SessionWorkflow(ctx workflow.Context, in api.SessionInput) (*api.DelegationResult, error) {
 	return sessionWorkflow(ctx, in, Rules{})
 }
 
-func sessionWorkflow(ctx workflow.Context, in api.SessionInput, rules Rules) error {
+func sessionWorkflow(ctx workflow.Context, in api.SessionInput, rules Rules) (*api.DelegationResult, error) {
+	s := &session{id: in.SessionID, cfg: in.Config, root: ctx, rules: rules, state: keel.StateIdle,
+		limits: in.HandOver.WithDefaults(), inline: in.Inline}
+	err := s.main(ctx, in)
+	return s.result, err
+}
+
+// main is the session's life in this execution.
+func (s *session) main(ctx workflow.Context, in api.SessionInput) error {
 	if err := keel.ValidateSessionID(in.SessionID); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), string(keel.CodeInvalidInput), nil)
 	}
-	s := &session{id: in.SessionID, cfg: in.Config, root: ctx, rules: rules, state: keel.StateIdle,
-		limits: in.HandOver.WithDefaults(), inline: in.Inline}
+	if in.Delegated != nil {
+		s.startDelegated(in)
+	}
 	if in.Carry != nil {
 		s.restore(in.Carry)
 	} else if in.Fork != nil {
@@ -170,7 +190,7 @@ func (s *session) registerHandlers(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, api.QueryState, func() (api.SessionStatus, error) {
 		st := api.SessionStatus{SessionID: s.id, State: s.state, Revision: s.revision, LastSeq: s.seq,
 			Runs: s.runs, Queued: len(s.queue), Usage: s.usage, Last: s.last, Shutdown: s.shutdown,
-			HandOvers: s.handOvers, Inline: s.inline, Parent: s.origin}
+			HandOvers: s.handOvers, Inline: s.inline, Parent: s.origin, Delegated: s.delegated}
 		st.ActiveRun = s.activeRef()
 		if s.current != nil {
 			rs, _ := s.current.status()
@@ -297,6 +317,10 @@ func (s *session) lastSeq() int64 {
 
 // validateSend rejects a prompt before it enters history.
 func (s *session) validateSend(req api.SendRequest) error {
+	if s.delegated != nil {
+		return wireError(keel.Errorf(keel.CodeNotAccepting,
+			"session %s is a child of %s: it runs the task it was given and takes no prompts", s.id, s.delegated.Parent))
+	}
 	if err := checkText("prompt", req.Prompt, s.rules.limits().PromptBytes); err != nil {
 		return err
 	}
@@ -311,6 +335,15 @@ func (s *session) validateSend(req api.SendRequest) error {
 	cfg := s.defaultsAhead().Merge(req.Config)
 	if err := cfg.Validate(); err != nil {
 		return wireError(err.(*keel.Error))
+	}
+	if err := checkOutputSchema(cfg.OutputSchema); err != nil {
+		return wireError(err)
+	}
+	if err := s.rules.admitsAgent(req, cfg); err != nil {
+		return wireError(err)
+	}
+	if a, ok := s.rules.Agents[cfg.Agent]; ok {
+		cfg = a.Apply(cfg)
 	}
 	if !s.rules.admitsModel(cfg.WithDefaults().Model) {
 		return wireError(s.rules.modelRefused())
@@ -379,8 +412,15 @@ const runPriorityChange = "run-priority"
 func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 	s.runs++
 	p.number = s.runs
-	cfg := s.startConfig(ctx, p)
+	cfg, startErr := s.startConfig(ctx, p)
 	runID := keel.RunID(s.id, p.number)
+	if startErr != nil {
+		// Its agent is gone: the prompt fails without a run, as one whose
+		// Run workflow never started does.
+		s.runs--
+		p.err, p.started = wireError(startErr), true
+		return
+	}
 	cctx, cancel := workflow.WithCancel(ctx)
 	p.cancel = cancel
 	if p.trace != nil {
@@ -405,7 +445,7 @@ func (s *session) runOne(ctx workflow.Context, p *pendingRun) {
 	}
 	cctx = workflow.WithChildOptions(cctx, opts)
 	in := api.RunInput{SessionID: s.id, RunID: runID, Number: p.number, Revision: s.revision, BaseSeq: s.seq,
-		Prompt: p.req.Prompt, Transcript: s.transcript, Config: cfg, SessionSpent: s.spent()}
+		Prompt: p.req.Prompt, Transcript: s.transcript, Config: cfg, SessionSpent: s.spent(), Delegations: s.delegations}
 	s.active = p
 	s.setState(keel.StateRunning)
 	fut := workflow.ExecuteChildWorkflow(cctx, api.RunWorkflowName, in)
@@ -464,6 +504,7 @@ func (s *session) commit(res api.RunResult) {
 	o := res.Outcome
 	s.revision = o.Revision
 	s.usage = s.usage.Add(o.UsageTotal)
+	s.delegations = max(s.delegations, res.Delegations)
 	s.last = &o
 	s.markRun(mark, res.Replaced)
 	switch o.Status {

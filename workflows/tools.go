@@ -53,6 +53,10 @@ type tools struct {
 	// current is set in an inline session's execution, which began after
 	// every change versioned here: it records no version marker for them.
 	current bool
+	// kids are the run's child sessions (delegate.go); stepsLeft is how
+	// many steps the run has left for a child.
+	kids      *delegations
+	stepsLeft func() int
 
 	// running are the detached calls still running; finished those done
 	// whose results wait for the next step boundary, in completion order.
@@ -213,6 +217,8 @@ func (t *tools) exec(ctx workflow.Context, s *slot) (keel.ToolStatus, string) {
 			return keel.ToolInterrupted, interruptedOutput
 		}
 		return keel.ToolOK, fmt.Sprintf("slept %s", d)
+	case tool.NativeAgent:
+		return t.delegate(ctx, s)
 	case tool.NativeAskUser:
 		q, err := tool.AskUserQuestion(s.call.Arguments)
 		if err != nil {

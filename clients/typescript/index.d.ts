@@ -37,6 +37,13 @@ export interface RunRequest {
   budget?: Budget;
   /** Most the session's runs may spend together. */
   session_budget?: Budget;
+  /**
+   * A JSON Schema the final answer must match (docs/contract.md §21.1); the
+   * outcome's `answer` and run.completed's `answer` carry the parsed answer.
+   */
+  output_schema?: Record<string, unknown>;
+  /** Run as the worker's agent of this name (docs/contract.md §21.2); then no model, system, tools or output_schema. */
+  agent?: string;
   if_active?: "reject" | "queue" | "steer";
   /**
    * Make model, tools, system, max_steps and approvals the session's
@@ -101,6 +108,8 @@ export interface SessionStatus {
    * key limited to a prefix that does not cover the source, `source` is
    * empty and `seq` 0, here and in `session.forked`. */
   parent?: Record<string, unknown>;
+  /** Set on a child session: who delegated to it (docs/contract.md §21.3). */
+  delegated?: Record<string, unknown>;
 }
 
 export interface HistoryPage {
@@ -120,6 +129,8 @@ export interface Envelope<T extends string = string, D = unknown> {
   at: string;
   /** Deltas only: the last durable seq before them. */
   after_seq?: number;
+  /** Deltas relayed from a child session only: its path (docs/contract.md §21.4). */
+  path?: string;
   data: D;
 }
 
@@ -134,7 +145,7 @@ export type ToolStatus = "ok" | "error" | "unavailable" | "interrupted";
 export type KeelEvent =
   | Durable<"run.started", { number: number; revision: number; prompt: string; model: string }>
   | Durable<"step.started", { step: number; estimated_context_tokens: number }>
-  | Durable<"run.completed", { revision: number; text: string; steps: number; usage: Usage; usage_total?: Usage }>
+  | Durable<"run.completed", { revision: number; text: string; steps: number; usage: Usage; usage_total?: Usage; answer?: unknown }>
   | Durable<"run.cancelled", { revision: number; usage_total?: Usage }>
   | Durable<"run.failed", { code: string; message: string; retryable: boolean; revision: number; usage_total?: Usage }>
   | Durable<"usage.updated", { step: number; attempt: number; usage: Usage; total: Usage }>
@@ -148,6 +159,8 @@ export type KeelEvent =
   | Durable<"steering.retracted", { steering_id: string }>
   | Durable<"host_input.requested", { request_id: string; tool_call_id: string; prompt: string; schema?: unknown }>
   | Durable<"host_input.resolved", { request_id: string; tool_call_id: string; interrupted?: boolean }>
+  | Durable<"agent.started", { tool_call_id: string; agent: string; session_id: string; path: string }>
+  | Durable<"agent.finished", { tool_call_id: string; agent: string; session_id: string; path: string; status: string; steps: number; usage: Usage; error?: Record<string, unknown> }>
   | Durable<"session.forked", { source: string; run: number; step?: number; revision: number; seq: number; messages: number }>
   | Durable<"session.rewound", { from_run: number; from_revision: number; to_run: number; to_step?: number; revision: number; messages: number }>
   | Delta<"text.delta", { step: number; attempt: number; text: string }>
@@ -200,6 +213,10 @@ export interface HostRequest {
   tool_call_id?: string;
   prompt?: string;
   schema?: unknown;
+  /** A child session's request (docs/contract.md §21.4): its path; request_id is PATH:ID. */
+  path?: string;
+  /** The child session that asked. */
+  session_id?: string;
 }
 
 export interface RequestsResponse {

@@ -89,6 +89,10 @@ func eventLine(env keel.Envelope) string {
 	if env.Durable() {
 		head = "#" + strconv.FormatInt(env.Seq, 10) + " " + head
 	}
+	if env.Path != "" {
+		// A child's delta relayed to its parent (docs/contract.md §21.4).
+		head += " [" + sanitizeLine(env.Path) + "]"
+	}
 	if s := eventSummary(env); s != "" {
 		return head + " " + s
 	}
@@ -112,6 +116,13 @@ func eventSummary(env keel.Envelope) string {
 			sanitizeLine(e.Model), e.Revision, quote(e.Prompt))
 	case keel.StepStarted:
 		return fmt.Sprintf("step %d · ~%d context tokens", e.Step, e.EstimatedContextTokens)
+	case keel.AgentStarted:
+		return fmt.Sprintf("%s (%s) · session %s · %s", sanitizeLine(e.Agent), sanitizeLine(e.Path),
+			sanitizeLine(e.SessionID), sanitizeLine(e.ToolCallID))
+	case keel.AgentFinished:
+		return fmt.Sprintf("%s (%s) %s · %d %s · %d in · %d out · %d %s", sanitizeLine(e.Agent), sanitizeLine(e.Path),
+			sanitizeLine(string(e.Status)), e.Steps, plural(e.Steps, "step", "steps"), e.Usage.InputTokens,
+			e.Usage.OutputTokens, e.Usage.Requests, plural(e.Usage.Requests, "request", "requests"))
 	case keel.ToolProposed:
 		return fmt.Sprintf("%s %s · %s", sanitizeLine(e.Name), compactArgs(e.Arguments), sanitizeLine(e.ToolCallID))
 	case keel.ToolStarted:

@@ -105,6 +105,10 @@ func (r *renderer) Render(env keel.Envelope) {
 	default:
 		return
 	}
+	if env.Path != "" {
+		r.relayed(env.Path, ch)
+		return
+	}
 	if _, reset := ch.Event.(keel.ProviderStreamReset); ch.Discarded && !reset {
 		// A later attempt's output without a reset before it: what the
 		// earlier one streamed is gone all the same.
@@ -124,7 +128,11 @@ func (r *renderer) Render(env keel.Envelope) {
 	case keel.BudgetWarning:
 		r.line(styleYellow, "! budget warning: %s", budgetWarningText(e))
 	case keel.RunStarted:
-		r.line(styleBold, "● run %d · %s · session %s", e.Number, sanitizeLine(e.Model), sanitizeLine(env.SessionID))
+		if e.Agent != "" {
+			r.line(styleBold, "● run %d · agent %s · %s · session %s", e.Number, sanitizeLine(e.Agent), sanitizeLine(e.Model), sanitizeLine(env.SessionID))
+		} else {
+			r.line(styleBold, "● run %d · %s · session %s", e.Number, sanitizeLine(e.Model), sanitizeLine(env.SessionID))
+		}
 		if e.Prompt != "" {
 			r.line(styleDim, "› %s", truncate(firstLine(e.Prompt), cardLineRunes))
 		}
@@ -167,6 +175,10 @@ func (r *renderer) Render(env keel.Envelope) {
 		r.line(styleDim, "· compacting the history (~%d context tokens)", e.EstimatedContextTokens)
 	case keel.CompactionCompleted:
 		r.line(styleDim, "· compacted %d messages into %d", e.MessagesBefore, e.MessagesAfter)
+	case keel.AgentStarted:
+		r.line(styleCyan, "┌ agent %s (%s) · session %s", sanitizeLine(e.Agent), sanitizeLine(e.Path), sanitizeLine(e.SessionID))
+	case keel.AgentFinished:
+		r.agentFinished(e)
 	case keel.RunCompleted:
 		// The final text, when the surviving attempt of the last step
 		// streamed none (no live channel, or its deltas were lost).
@@ -309,6 +321,40 @@ func (r *renderer) toolFinished(e keel.ToolFinished) {
 			break
 		}
 		r.line(outStyle, "  %s", truncate(strings.ReplaceAll(l, "\t", "    "), cardLineRunes))
+	}
+}
+
+// relayed writes a child's streamed text (docs/contract.md §21.4),
+// indented under its path, one block per child: a switch between children
+// starts a new line with the path.
+func (r *renderer) relayed(path string, ch transcript.Change) {
+	if ch.Text == "" {
+		return
+	}
+	depth := strings.Count(path, "/") + 1
+	indent := strings.Repeat("  ", depth) + "│ "
+	if ch.Discarded {
+		r.line(styleYellow, "%s↺ %s: an attempt was abandoned; its output above is discarded", indent, sanitizeLine(path))
+	}
+	label := indent + sanitizeLine(path) + ": "
+	text := strings.ReplaceAll(sanitize(ch.Text), "\n", "\n"+indent)
+	r.stream("agent:"+path, styleDim, label, text)
+}
+
+// agentFinished closes a child's card.
+func (r *renderer) agentFinished(e keel.AgentFinished) {
+	glyph, style := "✓", styleGreen
+	switch e.Status {
+	case keel.StatusCompleted:
+	case keel.StatusCancelled:
+		glyph, style = "⊘", styleYellow
+	default:
+		glyph, style = "✗", styleRed
+	}
+	r.line(style, "└ %s agent %s (%s) %s in %d %s%s", glyph, sanitizeLine(e.Agent), sanitizeLine(e.Path),
+		sanitizeLine(string(e.Status)), e.Steps, plural(e.Steps, "step", "steps"), costNote(e.Usage))
+	if e.Error != nil {
+		r.line(styleDim, "  %s: %s", sanitizeLine(string(e.Error.Code)), truncate(sanitizeLine(e.Error.Message), cardLineRunes))
 	}
 }
 

@@ -62,6 +62,17 @@ func (b *events) delta(ev keel.Event) *events {
 	return b
 }
 
+// relay appends a child's text deltas relayed to the run
+// (docs/contract.md §21.4), named by its path.
+func (b *events) relay(path string, step, attempt int, chunks ...string) *events {
+	for _, c := range chunks {
+		env := b.seal(keel.TextDelta{Step: step, Attempt: attempt, Text: c})
+		env.AfterSeq, env.Path = b.seq, path
+		b.out = append(b.out, env)
+	}
+	return b
+}
+
 func args(s string) json.RawMessage { return json.RawMessage(s) }
 
 func dur(d time.Duration) keel.Duration { return keel.Duration(d) }
@@ -238,6 +249,42 @@ var renderCases = []struct {
 			b.durable(keel.RunCompleted{Revision: 1, Text: "second again.", Steps: 2})
 		},
 	},
+}
+
+func init() {
+	renderCases = append(renderCases, struct {
+		name  string
+		opts  renderOptions
+		build func(b *events)
+	}{
+		// A planner's two children stream at once, indented under their
+		// paths; one abandons an attempt; a grandchild's text goes deeper
+		// (docs/contract.md §21.4).
+		name: "delegation",
+		build: func(b *events) {
+			b.durable(keel.RunStarted{Number: 1, Prompt: "Research A and B", Model: "scripted:planner", Agent: "planner"},
+				keel.StepStarted{Step: 1, EstimatedContextTokens: 30},
+				keel.ToolProposed{ToolCallID: "c1", Name: "agent__researcher", Arguments: args(`{"task":"A"}`), Step: 1},
+				keel.ToolProposed{ToolCallID: "c2", Name: "agent__researcher", Arguments: args(`{"task":"B"}`), Step: 1},
+				keel.ToolStarted{ToolCallID: "c1", Name: "agent__researcher"},
+				keel.AgentStarted{ToolCallID: "c1", Agent: "researcher", SessionID: "s-test--researcher-1", Path: "researcher-1"},
+				keel.ToolStarted{ToolCallID: "c2", Name: "agent__researcher"},
+				keel.AgentStarted{ToolCallID: "c2", Agent: "researcher", SessionID: "s-test--researcher-2", Path: "researcher-2"})
+			b.relay("researcher-1", 1, 1, "Looking at ", "A")
+			b.relay("researcher-2", 1, 1, "B is\nblue")
+			b.relay("researcher-1", 1, 2, "A is red")
+			b.relay("researcher-1/coder-1", 1, 1, "deeper")
+			b.durable(keel.AgentFinished{ToolCallID: "c2", Agent: "researcher", SessionID: "s-test--researcher-2", Path: "researcher-2",
+				Status: keel.StatusCompleted, Steps: 1, Usage: usage(5, 3, 1)},
+				keel.ToolFinished{ToolCallID: "c2", Name: "agent__researcher", Status: keel.ToolOK, Output: `{"facts":["B is blue"]}`},
+				keel.AgentFinished{ToolCallID: "c1", Agent: "researcher", SessionID: "s-test--researcher-1", Path: "researcher-1",
+					Status: keel.StatusFailed, Steps: 2, Error: &keel.Error{Code: keel.CodeMaxSteps, Message: "limit"}},
+				keel.ToolFinished{ToolCallID: "c1", Name: "agent__researcher", Status: keel.ToolError, Output: "agent researcher failed"},
+				keel.StepStarted{Step: 2, EstimatedContextTokens: 60})
+			b.text(2, 1, "B is blue.")
+			b.durable(keel.RunCompleted{Revision: 1, Text: "B is blue.", Steps: 2, Usage: usage(20, 5, 2)})
+		},
+	})
 }
 
 func TestRenderGolden(t *testing.T) {

@@ -45,6 +45,10 @@ func cmdRespond(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		for _, r := range reqs {
 			fmt.Fprintf(stdout, "%s  %s", sanitizeLine(r.RequestID), sanitizeLine(r.Prompt))
+			if r.Path != "" {
+				// A child session's request (docs/contract.md §21.4).
+				fmt.Fprintf(stdout, "  [agent %s · session %s]", sanitizeLine(r.Path), sanitizeLine(r.SessionID))
+			}
 			if len(r.Schema) > 0 {
 				fmt.Fprintf(stdout, "  schema %s", compactArgs(r.Schema))
 			}

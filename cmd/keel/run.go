@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -43,6 +44,10 @@ type promptFlags struct {
 	setDefault bool
 	// budget and sessionBudget are --budget and --session-budget.
 	budget, sessionBudget budgetFlag
+	// outputSchema is --output-schema.
+	outputSchema schemaFlag
+	// agent is --agent: the run runs as a named agent of the worker.
+	agent string
 }
 
 func (p *promptFlags) register(fs *flagSet) {
@@ -54,6 +59,8 @@ func (p *promptFlags) register(fs *flagSet) {
 	fs.Var(&p.approveAsk, "approve-ask", "comma-separated tool `LIST` whose every call waits for the host's approval (\"*\": all tools)")
 	fs.Var(&p.budget, "budget", "most this run may spend: `AMOUNT` in USD (0.50), AMOUNT CUR (\"0.50 EUR\"), or N tokens (\"20000 tokens\"); the worker's ceiling still applies")
 	fs.Var(&p.sessionBudget, "session-budget", "most the session's runs may spend together, counted from its start: `AMOUNT` as for --budget")
+	fs.StringVar(&p.agent, "agent", "", "run as the worker's agent `NAME` (keel.yaml agents): its model, instructions, tools and output schema; not with --model, --tools or --output-schema")
+	fs.Var(&p.outputSchema, "output-schema", "JSON Schema `FILE` the final answer must match; the outcome then carries it as JSON (docs/contract.md §21.1)")
 	fs.BoolVar(&p.setDefault, "set-default", false,
 		"make this run's --model, --tools, --max-steps and --approve-ask the session's defaults too, for later prompts that do not set them (default: they apply to this run only)")
 }
@@ -85,13 +92,33 @@ func (p *promptFlags) validate(fs *flagSet, stderr io.Writer, prompt string) (in
 			return fs.usageError(stderr, "--session: %v", err), false
 		}
 	}
+	if p.agent != "" {
+		if !api.ValidAgentName(p.agent) {
+			return fs.usageError(stderr, "--agent %q: an agent name is letters, digits, '-' and '_', starting with a letter", p.agent), false
+		}
+		var clash []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "model" || f.Name == "tools" || f.Name == "output-schema" {
+				clash = append(clash, "--"+f.Name)
+			}
+		})
+		if len(clash) > 0 {
+			return fs.usageError(stderr, "--agent %s defines its model, tools and output schema: drop %s", p.agent, strings.Join(clash, ", ")), false
+		}
+	}
 	return exitOK, true
 }
 
 // config is the run's configuration as the flags say.
 func (p *promptFlags) config() api.RunConfig {
-	cfg := api.RunConfig{Model: p.model, MaxSteps: p.maxSteps, Budget: p.budget.b, SessionBudget: p.sessionBudget.b}
+	cfg := api.RunConfig{Model: p.model, MaxSteps: p.maxSteps, Budget: p.budget.b, SessionBudget: p.sessionBudget.b,
+		OutputSchema: p.outputSchema.schema}
+	if p.agent != "" {
+		// The agent's own model, tools and schema apply.
+		cfg.Agent, cfg.Model, cfg.OutputSchema = p.agent, "", nil
+	}
 	switch {
+	case p.agent != "":
 	case p.tools.set:
 		cfg.Tools = slices.Clone(p.tools.items)
 		if cfg.Tools == nil {

@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 	}
 	shared.tc = tc
 	w, err := worker.New(tc, worker.Options{Models: &shared.book, Tools: controlTools(), Live: shared.live,
-		StopTimeout: time.Second})
+		StopTimeout: time.Second, Agents: testAgents})
 	if err == nil {
 		err = w.Start()
 	}

@@ -727,6 +727,28 @@
       }
       break;
     }
+    case "agent.started": {
+      // A child session (docs/contract.md §21.3): a card nested in the
+      // delegating call's card, which its relayed text fills (§21.4).
+      const card = row(env, "agent-card", el("div", {class: "agent-head"}, "agent " + d.agent + " (" + d.path + ") · session ",
+        sessionLink(d.session_id), " ", el("span", {class: "agent-state"}, "running")),
+      el("div", {class: "agent-text"}), el("div", {class: "agent-nested"}));
+      card.dataset.path = d.path;
+      card.dataset.status = "active";
+      inCard(env.run_id, d.tool_call_id, card);
+      break;
+    }
+    case "agent.finished": {
+      const card = agentCard(env.run_id, d.path);
+      const what = d.status + " in " + d.steps + (d.steps === 1 ? " step" : " steps") + ", " + tokens(d.usage || {}) +
+        (d.error ? " · " + d.error.code + ": " + d.error.message : "");
+      if (card) {
+        card.dataset.status = d.status;
+        card.querySelector(".agent-state").textContent = what;
+      }
+      inCard(env.run_id, d.tool_call_id, row(env, "dim", "agent " + d.agent + " (" + d.path + ") " + what));
+      break;
+    }
     case "host_input.requested":
       inCard(env.run_id, d.tool_call_id, question(env));
       refreshStateSoon((st) => st.state === "waiting_for_host_input" || !isOpen(env.run_id, d.request_id));
@@ -838,9 +860,36 @@
     card.querySelector(".tool-state").textContent = s;
   }
 
+  // agentCard is the card of a run's child at path.
+  const agentCard = (runID, path) => inRun(runID, '.agent-card[data-path="' + CSS.escape(path) + '"]');
+
+  // renderRelayed shows a child's relayed text in its card, or in a
+  // nested card for a grandchild: the text the reducer keeps for it.
+  function renderRelayed(env, ch) {
+    if (!ch.agent) return;
+    const top = env.path.split("/")[0];
+    const card = agentCard(env.run_id, top);
+    if (!card) return;
+    let target = card.querySelector(".agent-text");
+    if (ch.agent.path !== top) {
+      let sub = [...card.querySelectorAll(".agent-sub")].find((n) => n.dataset.path === ch.agent.path);
+      if (!sub) {
+        sub = el("div", {class: "agent-sub"}, el("div", {class: "meta"}, ch.agent.path), el("div", {class: "agent-text"}));
+        sub.dataset.path = ch.agent.path;
+        card.querySelector(".agent-nested").append(sub);
+      }
+      target = sub.querySelector(".agent-text");
+    }
+    target.textContent = ch.agent.text;
+  }
+
   function renderDelta(env) {
     const ch = keelTranscript.apply(page.tr, env);
     if (ch.ignored) return; // not the live attempt's, or after its response
+    if (typeof env.path === "string" && env.path !== "") {
+      renderRelayed(env, ch);
+      return;
+    }
     const d = ch.event;
     // A later attempt without a reset before it: the earlier one's output
     // is gone all the same.

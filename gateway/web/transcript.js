@@ -28,6 +28,7 @@
     "run.completed": "end", "run.cancelled": "end", "run.failed": "end",
     "session.forked": "session", "session.rewound": "session",
     "budget.warning": "budget",
+    "agent.started": "agent", "agent.finished": "agent",
   };
   const EPHEMERAL = new Set(["text.delta", "reasoning.delta", "tool_call.delta", "tool.progress"]);
 
@@ -66,6 +67,8 @@
     "session.forked": {source: "s", run: "i", step: "i", revision: "i", seq: "i", messages: "i"},
     "session.rewound": {from_run: "i", from_revision: "i", to_run: "i", to_step: "i", revision: "i", messages: "i"},
     "budget.warning": {step: "i", scope: "s", set: "s", currency: "s", limit: "i", spent: "i"},
+    "agent.started": {tool_call_id: "s", agent: "s", session_id: "s", path: "s"},
+    "agent.finished": {tool_call_id: "s", agent: "s", session_id: "s", path: "s", status: "s", steps: "i", usage: "u", error: "o"},
   };
 
   const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
@@ -168,8 +171,8 @@
 
   function newRun(t, id) {
     const r = {id, number: 0, prompt: "", model: "", status: "running", steps: [], tools: [], questions: [], steering: [],
-      usage: usageOf(null), compactions: 0, result: null, warnings: [],
-      _started: false, _steps: new Map(), _tools: new Map(), _questions: new Map(), _steering: new Map()};
+      usage: usageOf(null), compactions: 0, result: null, warnings: [], agents: [],
+      _started: false, _steps: new Map(), _tools: new Map(), _questions: new Map(), _steering: new Map(), _agents: new Map()};
     t._runs.set(id, r);
     t.runs.push(r);
     return r;
@@ -185,7 +188,7 @@
     env = isObject(env) ? env : {};
     const type = typeof env.type === "string" ? env.type : "";
     const ch = {kind: KINDS[type] || "other", ignored: "", event: null, run: null, step: null, text: "",
-      draft: null, tool: null, question: null, steering: null, abandoned: 0, discarded: false};
+      draft: null, tool: null, question: null, steering: null, agent: null, abandoned: 0, discarded: false};
     const result = (why) => {
       if (why) {
         ch.ignored = why;
@@ -219,6 +222,12 @@
     }
     ch.run = r;
     if (ended(r.status)) return result("run_ended");
+    if (delta && typeof env.path === "string" && env.path !== "") {
+      // A child's delta relayed to its parent (docs/contract.md §21.4):
+      // it goes to the child's card, never to the parent's own step.
+      ch.kind = "agent";
+      return result(relayed(r, env.path, type, d, ch));
+    }
     const why = applyRun(r, type, d, ch);
     if (!ended(r.status)) {
       r.status = r.questions.some((q) => q.state === "open") ? "waiting_for_host_input" : "running";
@@ -390,6 +399,37 @@
       s.state = type === "steering.applied" ? "applied" : "retracted";
       return "";
     }
+    case "agent.started": {
+      let a = r._agents.get(d.path);
+      if (a) {
+        ch.agent = a;
+        if (a.tool_call_id !== "") return "duplicate";
+      }
+      a = agent(r, d.path);
+      a.tool_call_id = cut(d.tool_call_id, MAX_FIELD);
+      a.agent = cut(d.agent, MAX_FIELD);
+      a.session_id = cut(d.session_id, MAX_FIELD);
+      if (a.status === "") a.status = "active";
+      ch.agent = a;
+      return "";
+    }
+    case "agent.finished": {
+      const a = agent(r, d.path);
+      ch.agent = a;
+      if (a.status !== "" && a.status !== "active") return "duplicate";
+      a.status = cut(d.status, MAX_FIELD);
+      a.usage = usageOf(d.usage);
+      if (d.error) {
+        a.error = {code: cut(typeof d.error.code === "string" ? d.error.code : "", MAX_FIELD),
+          message: cut(typeof d.error.message === "string" ? d.error.message : "", MAX_FIELD)};
+      }
+      if (a.tool_call_id === "") {
+        a.tool_call_id = cut(d.tool_call_id, MAX_FIELD);
+        a.agent = cut(d.agent, MAX_FIELD);
+        a.session_id = cut(d.session_id, MAX_FIELD);
+      }
+      return "";
+    }
     case "run.completed":
       r.status = "completed";
       r.result = result({text: cut(d.text, MAX_FIELD), steps: d.steps, usage: usageOf(d.usage), revision: d.revision});
@@ -450,6 +490,64 @@
     return tc;
   }
 
+  // agent returns the card of the child at path, making one first.
+  function agent(r, path) {
+    path = cut(path, MAX_FIELD);
+    let a = r._agents.get(path);
+    if (a) return a;
+    a = newAgent(path, "");
+    r._agents.set(path, a);
+    r.agents.push(a);
+    return a;
+  }
+
+  function newAgent(path, status) {
+    return {tool_call_id: "", agent: "", session_id: "", path, status, text: "", usage: usageOf(null), error: null,
+      nested: [], truncated: false, _nested: new Map(), _step: 0, _att: 0, _stepBegins: 0};
+  }
+
+  // relayed applies a child's delta to its card (transcript.Run.relayed):
+  // the card of the path's first segment, or a nested card below it.
+  function relayed(r, path, type, d, ch) {
+    const segs = path.split("/");
+    let a = r._agents.get(segs[0]);
+    if (!a) return "unknown_run";
+    if (a.status !== "active") return "run_ended";
+    for (const seg of segs.slice(1)) {
+      let c = a._nested.get(seg);
+      if (!c) {
+        c = newAgent(a.path + "/" + cut(seg, MAX_FIELD), "active");
+        a._nested.set(seg, c);
+        a.nested.push(c);
+      }
+      a = c;
+    }
+    ch.agent = a;
+    if (type !== "text.delta") return "";
+    const {step, attempt, text} = d;
+    if (step < 1 || attempt < 1) return "invalid";
+    if (text === "") return "empty";
+    if (step < a._step || (step === a._step && attempt < a._att)) return "abandoned_attempt";
+    if (step > a._step) {
+      a._step = step;
+      a._att = attempt;
+      a._stepBegins = a.text.length;
+      if (a.text !== "") {
+        a.text += "\n";
+        a._stepBegins = a.text.length;
+      }
+    } else if (attempt > a._att) {
+      a._att = attempt;
+      a.text = a.text.slice(0, a._stepBegins);
+      ch.discarded = true;
+    }
+    const joined = a.text + text;
+    if (utf8Length(joined) > MAX_TEXT) a.truncated = true;
+    a.text = cut(joined, MAX_TEXT);
+    ch.text = text;
+    return "";
+  }
+
   function steer(r, id) {
     const s = {id, text: "", state: "staged"};
     r._steering.set(id, s);
@@ -477,6 +575,19 @@
     const out = Object.assign({}, r);
     if (r.warnings.length) out.warnings = r.warnings.map((w) => omitEmpty(w, "currency"));
     else delete out.warnings;
+    if (r.agents.length) out.agents = r.agents.map(agentView);
+    else delete out.agents;
+    return out;
+  }
+
+  // agentView is a child's card as transcript.Agent encodes it: error,
+  // nested and truncated only when set.
+  function agentView(a) {
+    const out = Object.assign({}, a);
+    if (!a.error) delete out.error;
+    if (a.nested.length) out.nested = a.nested.map(agentView);
+    else delete out.nested;
+    if (!a.truncated) delete out.truncated;
     return out;
   }
 

@@ -107,6 +107,8 @@ type WorkerOptions struct {
 	NoCancelWatch     bool
 	// Policy is worker.Options' (prices, budgets, caps); zero: none.
 	Policy activities.Policy
+	// Agents are worker.Options' (docs/contract.md §21.2).
+	Agents map[string]api.AgentSpec
 }
 
 // StartWorker starts a keel worker on srv with its own Temporal client,
@@ -133,7 +135,8 @@ func StartWorker(tb testing.TB, srv *devserver.Server, opts WorkerOptions) sdkwo
 		Live:   opts.Live,
 		Worker: &worker.Options{Models: models, Tools: tools, StopTimeout: time.Second,
 			Logger: logging.AtLeast(cfg.Logger, cfg.LogLevel), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch,
-			Policy: opts.Policy},
+			Policy: opts.Policy,
+			Agents: opts.Agents},
 	})
 	if err != nil {
 		tb.Fatalf("worker: %v", err)

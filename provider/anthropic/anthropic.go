@@ -126,7 +126,7 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 		var res *http.Response
 		stream := p.messages.NewStreaming(ctx, params, option.WithResponseInto(&res))
 		defer stream.Close()
-		st := streamState{yield: yield}
+		st := streamState{yield: yield, answerTool: provider.AnswerSchema(req.OutputSchema) != nil}
 		for stream.Next() {
 			if !st.handle(stream.Current()) {
 				return

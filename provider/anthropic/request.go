@@ -26,17 +26,35 @@ func (p *Provider) params(req provider.Request) (sdk.MessageNewParams, error) {
 	if err != nil {
 		return sdk.MessageNewParams{}, err
 	}
+	system := req.System
+	native := provider.AnswerSchema(req.OutputSchema)
+	if native == nil {
+		system = provider.WithInstruction(system, req.OutputSchema)
+	}
 	params := sdk.MessageNewParams{
 		Model:     req.Model,
 		MaxTokens: int64(p.cfg.MaxTokens),
 		Messages:  msgs,
 		Tools:     tools,
 	}
+	if native != nil {
+		// The Messages API has no structured-output mode here: the answer
+		// is the input of a tool the model must call (docs/contract.md
+		// §21.1). With tools of its own the model must call one of them
+		// or the answer tool; without, the answer tool.
+		t := sdk.ToolParam{Name: provider.AnswerTool, Description: param.NewOpt(provider.AnswerToolDescription),
+			InputSchema: param.Override[sdk.ToolInputSchemaParam](native)}
+		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &t})
+		params.ToolChoice = sdk.ToolChoiceUnionParam{OfAny: &sdk.ToolChoiceAnyParam{}}
+		if len(tools) == 0 {
+			params.ToolChoice = sdk.ToolChoiceParamOfTool(provider.AnswerTool)
+		}
+	}
 	if req.MaxTokens > 0 {
 		params.MaxTokens = int64(req.MaxTokens)
 	}
-	if req.System != "" {
-		params.System = []sdk.TextBlockParam{{Text: req.System}}
+	if system != "" {
+		params.System = []sdk.TextBlockParam{{Text: system}}
 	}
 	p.markCache(&params, req)
 	return params, nil

@@ -24,6 +24,11 @@ type streamState struct {
 	tools map[int64]*toolBlock
 	calls int
 
+	// answerTool says the request offered provider.AnswerTool; answered,
+	// that the model called it. Its input is the answer, streamed as
+	// Answer chunks, never as a tool call.
+	answerTool, answered bool
+
 	sawThinking bool // thinking was streamed
 	sawRedacted bool // thinking stayed hidden (redacted_thinking)
 
@@ -37,6 +42,7 @@ type toolBlock struct {
 	// if no input_json_delta follows (servers that do not stream tool input).
 	startInput string
 	streamed   bool
+	answer     bool
 }
 
 func (s *streamState) emit(c provider.Chunk) bool { return s.yield(c, nil) }
@@ -55,6 +61,11 @@ func (s *streamState) handle(ev sdk.MessageStreamEventUnion) bool {
 		case "tool_use":
 			if s.tools == nil {
 				s.tools = map[int64]*toolBlock{}
+			}
+			if s.answerTool && b.Name == provider.AnswerTool {
+				s.tools[ev.Index] = &toolBlock{startInput: b.JSON.Input.Raw(), answer: true}
+				s.answered = true
+				return true
 			}
 			tb := &toolBlock{index: s.calls, startInput: b.JSON.Input.Raw()}
 			s.tools[ev.Index] = tb
@@ -90,17 +101,28 @@ func (s *streamState) handle(ev sdk.MessageStreamEventUnion) bool {
 				return true
 			}
 			tb.streamed = true
+			if tb.answer {
+				return s.emit(provider.Chunk{Answer: d.PartialJSON})
+			}
 			return s.emit(provider.Chunk{ToolCall: &provider.ToolCallDelta{Index: tb.index, Arguments: d.PartialJSON}})
 		}
 	case "content_block_stop":
 		tb := s.tools[ev.Index]
+		if tb != nil && tb.answer && !tb.streamed {
+			return s.emit(provider.Chunk{Answer: tb.startInput})
+		}
 		if tb != nil && !tb.streamed && hasInput(tb.startInput) {
 			return s.emit(provider.Chunk{ToolCall: &provider.ToolCallDelta{Index: tb.index, Arguments: tb.startInput}})
 		}
 	case "message_delta":
 		if r := ev.Delta.StopReason; r != "" {
 			s.finished = true
-			if !s.emit(provider.Chunk{Finish: stopReason(r)}) {
+			finish := stopReason(r)
+			if finish == provider.FinishToolCalls && s.answered && s.calls == 0 {
+				// The answer tool alone: the model ended its turn.
+				finish = provider.FinishStop
+			}
+			if !s.emit(provider.Chunk{Finish: finish}) {
 				return false
 			}
 		}

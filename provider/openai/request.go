@@ -6,6 +6,7 @@ import (
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/provider"
@@ -17,7 +18,12 @@ func (p *Provider) params(req provider.Request) (oai.ChatCompletionNewParams, er
 		return oai.ChatCompletionNewParams{}, &keel.ProviderError{Provider: Name,
 			Kind: keel.ProviderUnknownModel, Message: "no model given (use openai:MODEL)"}
 	}
-	msgs, err := messages(req.System, req.Messages)
+	native := provider.AnswerSchema(req.OutputSchema)
+	system := req.System
+	if native == nil {
+		system = provider.WithInstruction(system, req.OutputSchema)
+	}
+	msgs, err := messages(system, req.Messages)
 	if err != nil {
 		return oai.ChatCompletionNewParams{}, err
 	}
@@ -38,6 +44,20 @@ func (p *Provider) params(req provider.Request) (oai.ChatCompletionNewParams, er
 			params.MaxTokens = param.NewOpt(int64(limit))
 		} else {
 			params.MaxCompletionTokens = param.NewOpt(int64(limit))
+		}
+	}
+	if native != nil {
+		// Structured outputs, not strict: strict mode takes only a
+		// subset of JSON Schema, and keel validates the answer anyway
+		// (docs/contract.md §21.1).
+		var schema map[string]any
+		if err := json.Unmarshal(native, &schema); err != nil {
+			return oai.ChatCompletionNewParams{}, &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
+				Message: "output schema is not a JSON object"}
+		}
+		params.ResponseFormat = oai.ChatCompletionNewParamsResponseFormatUnion{
+			OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
+				Name: "answer", Schema: schema, Strict: param.NewOpt(false)}},
 		}
 	}
 	if p.cacheKey {

@@ -51,7 +51,10 @@ type ScriptedCall struct {
 // arguments are not JSON), "empty" (a response with nothing in it),
 // "no_finish" (a stream that ends without a finish reason), "stream_cut"
 // (the connection drops after AfterChunks chunks) and "hang" (the request
-// never answers until cancelled).
+// never answers until cancelled); and "text", an attempt that answers Text
+// instead of the turn's text and tool calls: a complete response keel may
+// still refuse, such as an answer that does not match the run's output
+// schema (docs/contract.md §21.1).
 type Failure struct {
 	Kind       string        `json:"kind"`
 	Status     int           `json:"status,omitempty"`
@@ -62,6 +65,8 @@ type Failure struct {
 	AfterChunks int `json:"after_chunks,omitempty"`
 	// Usage is reported by the failed attempt (billable all the same).
 	Usage *keel.Usage `json:"usage,omitempty"`
+	// Text is what a "text" attempt streams, in chunks.
+	Text []string `json:"text,omitempty"`
 }
 
 // The stream-fault kinds of Failure.
@@ -71,6 +76,7 @@ const (
 	FaultNoFinish  = "no_finish"
 	FaultStreamCut = "stream_cut"
 	FaultHang      = "hang"
+	FaultText      = "text"
 )
 
 // Parse reads a script from JSON and checks it.
@@ -117,6 +123,10 @@ func (s *Script) check() error {
 		for j, f := range t.Failures {
 			switch f.Kind {
 			case FaultMalformed, FaultEmpty, FaultNoFinish, FaultStreamCut, FaultHang:
+			case FaultText:
+				if len(f.Text) == 0 {
+					return fmt.Errorf("scripted: turn %d, failure %d of kind %q has no text", i+1, j+1, f.Kind)
+				}
 			default:
 				if !knownKind(keel.ProviderErrorKind(f.Kind)) {
 					return fmt.Errorf("scripted: turn %d, failure %d has unknown kind %q", i+1, j+1, f.Kind)

@@ -139,7 +139,7 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 
 func isFault(kind string) bool {
 	switch kind {
-	case FaultMalformed, FaultEmpty, FaultNoFinish, FaultStreamCut, FaultHang:
+	case FaultMalformed, FaultEmpty, FaultNoFinish, FaultStreamCut, FaultHang, FaultText:
 		return true
 	}
 	return false
@@ -164,6 +164,12 @@ func turnChunks(t Turn, f *Failure) []provider.Chunk {
 	if f != nil && f.Kind == FaultEmpty {
 		out = append(out, provider.Chunk{Usage: usageOf(f.Usage, t.Usage)}, provider.Chunk{Finish: provider.FinishStop})
 		return out
+	}
+	if f != nil && f.Kind == FaultText {
+		// Another answer, complete and well formed: the turn's own text
+		// and calls are left out.
+		t = Turn{Text: f.Text, Usage: usageOf(f.Usage, t.Usage)}
+		f = nil
 	}
 	for _, r := range t.Reasoning {
 		out = append(out, provider.Chunk{Reasoning: r})

@@ -42,6 +42,7 @@ type command struct {
 var commands = []command{
 	{"", "measure keel's overheads against bare Temporal round trips (the default)", cmdLatency, false},
 	{"concurrency", "measure many concurrent streaming sessions against bare Temporal", cmdConcurrency, false},
+	{"delegation", "measure what delegating to a child session costs against the same turns in one session", cmdDelegation, false},
 	{"worker", "run a keel worker for keel-bench's measurements", cmdWorker, true},
 	{"baseline-worker", "run the bare Temporal worker of the concurrency baseline", cmdBaselineWorker, true},
 }

@@ -76,6 +76,12 @@ class RunRequest(TypedDict):
     approvals: NotRequired[Dict[str, Approval]]
     budget: NotRequired[Budget]
     session_budget: NotRequired[Budget]
+    #: A JSON Schema the final answer must match (docs/contract.md §21.1);
+    #: the outcome's "answer" carries the parsed answer.
+    output_schema: NotRequired[Dict[str, Any]]
+    #: Run as the worker's agent of this name (docs/contract.md §21.2);
+    #: then no model, system, tools or output_schema.
+    agent: NotRequired[str]
     if_active: NotRequired[Literal["reject", "queue", "steer"]]
     #: Make model, tools, system, max_steps and approvals the session's
     #: defaults too, from this run on; without it they apply to this run only.
@@ -116,6 +122,8 @@ class SessionStatus(TypedDict):
     #: key limited to a prefix that does not cover the source, ``source``
     #: is empty and ``seq`` 0, here and in ``session.forked``.
     parent: NotRequired[Dict[str, Any]]
+    #: Set on a child session: who delegated to it (docs/contract.md §21.3).
+    delegated: NotRequired[Dict[str, Any]]
 
 
 class HistoryPage(TypedDict, total=False):
@@ -133,6 +141,8 @@ class Envelope(TypedDict):
     run_id: NotRequired[str]
     at: str
     after_seq: NotRequired[int]
+    #: Deltas relayed from a child session only: its path (docs/contract.md §21.4).
+    path: NotRequired[str]
     data: Any
 
 
@@ -171,6 +181,11 @@ class HostRequest(TypedDict, total=False):
     tool_call_id: str
     prompt: str
     schema: Any
+    #: A child session's request (docs/contract.md §21.4): its path;
+    #: request_id is PATH:ID.
+    path: str
+    #: The child session that asked.
+    session_id: str
 
 
 class RequestsResponse(TypedDict):
