@@ -47,6 +47,10 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 	r.RegisterActivityWithOptions(acts.Shutdown, activity.RegisterOptions{Name: activities.ShutdownName})
 	r.RegisterActivityWithOptions(acts.RuntimeState, activity.RegisterOptions{Name: activities.RuntimeStateName})
 	r.RegisterActivityWithOptions(acts.StoreEvents, activity.RegisterOptions{Name: activities.StoreEventsName})
+	// A schedule's firing (docs/contract.md §21); its activities need a
+	// Temporal client, so New registers them (registerSchedules).
+	r.RegisterWorkflowWithOptions(workflows.ScheduledSendWorkflow, workflow.RegisterOptions{
+		Name: api.ScheduledSendWorkflowName, VersioningBehavior: ScheduledSendVersioning})
 }
 
 // rules are the workflows' rules that a worker with opts applies: its
