@@ -21,6 +21,9 @@ const (
 	CheckScheduleActivity     = "CheckSchedule"
 	SendScheduledActivity     = "SendScheduled"
 	AwaitScheduledRunActivity = "AwaitScheduledRun"
+	// PauseScheduleActivity pauses the schedule of a failed firing
+	// (Schedule.PauseOnFailure; SchedulePause).
+	PauseScheduleActivity = "PauseSchedule"
 	// ScheduleActionIDPrefix starts the workflow ID of every firing:
 	// "keel-schedule:ID", to which Temporal appends the firing's time. A
 	// ':' never occurs in a session ID, so no firing takes a session's ID.
@@ -122,7 +125,7 @@ type Schedule struct {
 	Overlap Overlap `json:"overlap,omitempty"`
 	// PauseOnFailure pauses the schedule when a firing fails: its send
 	// was refused, or the run it started failed. A firing then waits for
-	// its run's outcome.
+	// its run's outcome, and pauses the schedule itself when it fails.
 	PauseOnFailure bool `json:"pause_on_failure,omitempty"`
 	// CatchupWindow is how late a missed firing may still be taken.
 	// Default DefaultCatchupWindow.
@@ -178,6 +181,17 @@ type ScheduledSendRequest struct {
 	Schedule Schedule  `json:"schedule"`
 	At       time.Time `json:"at"`
 	UpdateID string    `json:"update_id"`
+}
+
+// PausedByFailureNote starts the note of a schedule that a failed firing
+// paused (Schedule.PauseOnFailure); the firing's workflow ID and why it
+// failed follow.
+const PausedByFailureNote = "paused after a failed firing: "
+
+// SchedulePause is the input of the PauseSchedule activity.
+type SchedulePause struct {
+	ID   string `json:"id"`
+	Note string `json:"note"`
 }
 
 // ScheduledRunRef is the input of the AwaitScheduledRun activity.

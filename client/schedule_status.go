@@ -20,9 +20,10 @@ import (
 // run's state, so that a firing it cannot read is shown without them.
 const firingLookup = 5 * time.Second
 
-// pausedByFailure starts the note Temporal writes when it pauses a
-// schedule whose firing failed (PauseOnFailure).
-const pausedByFailure = "paused due to workflow "
+// temporalPausedByFailure starts the note Temporal writes when it pauses
+// a schedule whose firing failed (its own PauseOnFailure, for a schedule
+// made outside keel); keel's firings write api.PausedByFailureNote.
+const temporalPausedByFailure = "paused due to workflow "
 
 // Describe returns the schedule: its definition, whether it is paused and
 // why, its next firing times, and its latest firings with the sessions
@@ -47,7 +48,7 @@ func (h *Schedule) Describe(ctx context.Context) (api.ScheduleStatus, error) {
 		}
 		st.Recent = append(st.Recent, h.c.firing(ctx, a))
 	}
-	if st.Paused && strings.HasPrefix(st.Note, pausedByFailure) {
+	if st.Paused && (strings.HasPrefix(st.Note, api.PausedByFailureNote) || strings.HasPrefix(st.Note, temporalPausedByFailure)) {
 		st.PausedByFailure = true
 		for _, f := range slices.Backward(st.Recent) {
 			if f.Status == api.FiringFailed {

@@ -135,7 +135,7 @@ func (r *schedRig) prime(id, model string) int64 {
 
 const answerScript = `{"repeat":true,"turns":[{"text":["done"]}]}`
 
-// TestScheduleFiresRunsWithItsPrompt: a schedule with a one-second
+// TestScheduleFiresRunsWithItsPrompt: a schedule with a two-second
 // interval fires by itself, and each firing runs the schedule's prompt
 // under its model in the schedule's session; trigger fires at once;
 // describe shows the firings with the runs they made; a new-session
@@ -145,7 +145,7 @@ func TestScheduleFiresRunsWithItsPrompt(t *testing.T) {
 	m := r.model("", answerScript)
 	seq := r.prime("sched-every", m)
 
-	h := r.create(api.Schedule{ID: "every-second", ScheduleSpec: api.ScheduleSpec{Every: keel.Duration(time.Second)},
+	h := r.create(api.Schedule{ID: "every-2s", ScheduleSpec: api.ScheduleSpec{Every: keel.Duration(2 * time.Second)},
 		Prompt: "Check the dashboard.", Session: "sched-every", Config: &api.RunConfig{Model: m}})
 	for range 2 {
 		ev := r.until("sched-every", seq, keel.TypeRunStarted)
@@ -310,9 +310,12 @@ func TestSchedulePauseOnFailure(t *testing.T) {
 	if err := h.Trigger(r.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if f := r.firing(h, 2); f.Status != api.FiringSent || f.Result.Outcome == nil ||
-		f.Result.Outcome.Status != keel.StatusCompleted {
-		t.Fatalf("second firing: %+v", f)
+	// The firing waits for its run's end, and records it.
+	st = r.waitDescribe(h, "the second firing's end", func(st api.ScheduleStatus) bool {
+		return len(st.Recent) == 2 && st.Recent[1].Result != nil && st.Recent[1].Result.Outcome != nil
+	})
+	if f := st.Recent[1]; f.Status != api.FiringSent || f.Result.Outcome.Status != keel.StatusCompleted || st.Paused {
+		t.Fatalf("second firing: %+v (outcome %+v), paused %v", f, f.Result.Outcome, st.Paused)
 	}
 
 	if err := h.Delete(r.ctx); err != nil {

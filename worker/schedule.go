@@ -163,6 +163,11 @@ func (s *schedules) Await(ctx context.Context, ref api.ScheduledRunRef) (keel.Ou
 	return keel.Outcome{}, err
 }
 
+// Pause pauses the schedule of a failed firing, with a note saying why.
+func (s *schedules) Pause(ctx context.Context, p api.SchedulePause) error {
+	return activityError(s.keel.Schedule(p.ID).Pause(ctx, p.Note))
+}
+
 // activityError hands a keel error to Temporal as an ApplicationError of
 // its code, with the error as its details; one the same call may get past
 // later (keel.TooMany) stays retryable.
@@ -180,4 +185,5 @@ func registerSchedules(r Registrar, s *schedules) {
 	r.RegisterActivityWithOptions(s.Check, activity.RegisterOptions{Name: api.CheckScheduleActivity})
 	r.RegisterActivityWithOptions(s.Send, activity.RegisterOptions{Name: api.SendScheduledActivity})
 	r.RegisterActivityWithOptions(s.Await, activity.RegisterOptions{Name: api.AwaitScheduledRunActivity})
+	r.RegisterActivityWithOptions(s.Pause, activity.RegisterOptions{Name: api.PauseScheduleActivity})
 }

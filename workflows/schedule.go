@@ -21,9 +21,13 @@ import (
 // waits for the run's outcome, so that a failed run fails the firing and
 // Temporal pauses the schedule.
 
-// scheduledStartTime is the search attribute Temporal sets on the
-// workflows a schedule starts: the firing's nominal time.
-var scheduledStartTime = temporal.NewSearchAttributeKeyTime("TemporalScheduledStartTime")
+// The search attributes Temporal sets on the workflows a schedule starts:
+// TemporalScheduledStartTime, the firing's nominal time, and
+// TemporalScheduledById, the schedule that started it.
+var (
+	scheduledStartTime = temporal.NewSearchAttributeKeyTime("TemporalScheduledStartTime")
+	scheduledByID      = temporal.NewSearchAttributeKeyKeyword("TemporalScheduledById")
+)
 
 // Timeouts of the firing's activities.
 const (
@@ -75,7 +79,7 @@ func ScheduledSendWorkflow(ctx workflow.Context, in api.ScheduledSendInput) (*ap
 	req := api.ScheduledSendRequest{Schedule: in.Schedule, At: at,
 		UpdateID: info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID}
 	if err := workflow.ExecuteActivity(sctx, api.SendScheduledActivity, req).Get(ctx, &res); err != nil {
-		return nil, sendFailed(err)
+		return nil, pauseOnFailure(ctx, in.Schedule, sendFailed(err))
 	}
 	sent = true
 	if !in.Schedule.PauseOnFailure || res.Skipped || res.Number == 0 {
@@ -97,9 +101,38 @@ func ScheduledSendWorkflow(ctx workflow.Context, in api.ScheduledSendInput) (*ap
 	}
 	res.Outcome = &out
 	if out.Status == keel.StatusFailed {
-		return nil, runFailed(res)
+		return nil, pauseOnFailure(ctx, in.Schedule, runFailed(res))
 	}
 	return &res, nil
+}
+
+// pauseOnFailure pauses the schedule that started this firing, when it
+// asks for that, before the firing fails with failure. keel pauses it
+// itself: Temporal's own PauseOnFailure watches only the firings it
+// tracks, and it tracks none of a schedule whose firings may overlap
+// (docs/contract.md §21.5). The schedule is the one Temporal names as
+// the firing's (not the input's word); a firing started by hand pauses
+// nothing. A pause that fails is left: the firing's failure stands.
+func pauseOnFailure(ctx workflow.Context, s api.Schedule, failure error) error {
+	id, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(scheduledByID)
+	if !s.PauseOnFailure || !ok || id == "" {
+		return failure
+	}
+	why := failure.Error()
+	var appErr *temporal.ApplicationError
+	if errors.As(failure, &appErr) {
+		why = appErr.Message()
+	}
+	note := clip(api.PausedByFailureNote+workflow.GetInfo(ctx).WorkflowExecution.ID+": "+why, api.MaxScheduleNoteBytes/4)
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+		Summary:             "pause schedule " + id,
+	})
+	if err := workflow.ExecuteActivity(actx, api.PauseScheduleActivity, api.SchedulePause{ID: id, Note: note}).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("could not pause the schedule after a failed firing", "schedule", id, "error", err)
+	}
+	return failure
 }
 
 // sendFailed is the failure of a firing whose send failed: the worker's
