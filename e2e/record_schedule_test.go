@@ -24,8 +24,8 @@ import (
 //	scheduled_send.json        a firing that sends its prompt (the query
 //	                           handler, the SendScheduled activity)
 //	scheduled_send_wait.json   a pause_on_failure firing: the send, then
-//	                           AwaitScheduledRun, and the run's failure
-//	                           failing the workflow
+//	                           AwaitScheduledRun, the run's failure,
+//	                           PauseSchedule, and the workflow failing
 //	scheduled_send_check.json  the check that create runs
 func TestRecordScheduleHistories(t *testing.T) {
 	book := &keeltest.ScriptBook{}
@@ -58,6 +58,8 @@ func TestRecordScheduleHistories(t *testing.T) {
 			f = st.Recent[0]
 			return true
 		}, time.Minute, 50*time.Millisecond)
+		// A firing that waits for its run is sent before it ends.
+		_ = c.Temporal().GetWorkflow(ctx, f.WorkflowID, "").Get(ctx, nil)
 		writeHistoryOf(t, ctx, c.Temporal(), f.WorkflowID, "", filepath.Join(dir, file))
 	}
 	record(api.Schedule{ID: "replay-send", ScheduleSpec: every, Prompt: "Report.", Session: "replay-send",

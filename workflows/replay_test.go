@@ -99,6 +99,7 @@ var recordedHistories = []recordedHistory{
 	{file: "scheduled_send_wait.json", workflowType: api.ScheduledSendWorkflowName, atLeast: map[string]int{
 		api.SendScheduledActivity:                             1,
 		api.AwaitScheduledRunActivity:                         1,
+		api.PauseScheduleActivity:                             1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED.String(): 1,
 	}},
 	{file: "scheduled_send_check.json", workflowType: api.ScheduledSendWorkflowName, atLeast: map[string]int{
