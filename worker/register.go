@@ -64,3 +64,10 @@ func (o Options) rules(models activities.ModelResolver) workflows.Rules {
 	}
 	return r
 }
+
+// scheduleRulesOf are the rules that a schedule's firing applies
+// (schedule.go): the same as the session's send validators apply.
+func scheduleRulesOf(r workflows.Rules) scheduleRules {
+	return scheduleRules{admitModel: r.AdmitModel, modelOffer: r.ModelOffer, limits: r.Limits,
+		runBudget: r.RunBudget, sessionBudget: r.SessionBudget}
+}

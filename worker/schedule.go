@@ -16,7 +16,6 @@ import (
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/tool"
-	"github.com/keelrun/keel/workflows"
 )
 
 // schedules are the activities of a schedule's firing (docs/contract.md
@@ -25,13 +24,22 @@ import (
 // the validation every send gets), and wait for the run's outcome.
 type schedules struct {
 	keel  *client.Client
-	rules workflows.Rules
+	rules scheduleRules
 	tools *tool.Registry
+}
+
+// scheduleRules are the worker's rules that a schedule's firing applies:
+// those of its sessions' send validators (scheduleRulesOf).
+type scheduleRules struct {
+	admitModel               func(spec string) bool
+	modelOffer               func() string
+	limits                   api.Limits
+	runBudget, sessionBudget *api.Budget
 }
 
 // newSchedules returns the activities of schedules over c, the worker's
 // Temporal client.
-func newSchedules(c sdkclient.Client, opts Options, rules workflows.Rules, tools *tool.Registry) (*schedules, error) {
+func newSchedules(c sdkclient.Client, opts Options, rules scheduleRules, tools *tool.Registry) (*schedules, error) {
 	dc := opts.DataConverter
 	if dc == nil && opts.Codec != nil {
 		dc = store.NewDataConverter(opts.Codec)
@@ -59,19 +67,19 @@ func (s *schedules) Check(_ context.Context, sc api.Schedule) error {
 }
 
 func (s *schedules) check(sc api.Schedule) error {
-	if err := sc.Validate(s.rules.Limits); err != nil {
+	if err := sc.Validate(s.rules.limits); err != nil {
 		return err
 	}
 	cfg := sc.Config
 	if cfg == nil {
 		return nil
 	}
-	if cfg.Model != "" && s.rules.AdmitModel != nil && !s.rules.AdmitModel(cfg.Model) {
+	if cfg.Model != "" && s.rules.admitModel != nil && !s.rules.admitModel(cfg.Model) {
 		// As the session answers a send: the same words whatever the
 		// spec, which it never repeats.
 		msg := "model: not offered by this worker"
-		if s.rules.ModelOffer != nil {
-			msg += "; it offers " + s.rules.ModelOffer()
+		if s.rules.modelOffer != nil {
+			msg += "; it offers " + s.rules.modelOffer()
 		}
 		return &keel.Error{Code: keel.CodeInvalidInput, Message: msg}
 	}
@@ -80,10 +88,10 @@ func (s *schedules) check(sc api.Schedule) error {
 			return keel.Errorf(keel.CodeInvalidInput, "tools: tool %d of the list is not offered by this worker", i+1)
 		}
 	}
-	if err := cfg.Budget.Within(s.rules.RunBudget, "budget"); err != nil {
+	if err := cfg.Budget.Within(s.rules.runBudget, "budget"); err != nil {
 		return err
 	}
-	return cfg.SessionBudget.Within(s.rules.SessionBudget, "session_budget")
+	return cfg.SessionBudget.Within(s.rules.sessionBudget, "session_budget")
 }
 
 // Send checks the schedule again (the worker's configuration may have

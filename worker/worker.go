@@ -230,7 +230,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	rules := opts.rules(acts.Models)
 	RegisterWithRules(w, acts, rules)
 	if c != nil {
-		sched, err := newSchedules(c, opts, rules, acts.Tools)
+		sched, err := newSchedules(c, opts, scheduleRulesOf(rules), acts.Tools)
 		if err != nil {
 			for _, c := range closers {
 				c()
