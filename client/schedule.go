@@ -161,7 +161,7 @@ func (h *Schedule) definition(ctx context.Context) (*client.ScheduleDescription,
 	if err := api.ValidateScheduleID(h.id); err != nil {
 		return nil, api.Schedule{}, err
 	}
-	d, err := h.c.tc.ScheduleClient().GetHandle(ctx, h.id).Describe(ctx)
+	d, err := h.c.describeSchedule(ctx, h.id)
 	if err != nil {
 		return nil, api.Schedule{}, scheduleError(err, h.id)
 	}
@@ -171,6 +171,32 @@ func (h *Schedule) definition(ctx context.Context) (*client.ScheduleDescription,
 	}
 	s.ID = h.id
 	return d, s, nil
+}
+
+// describeTries bounds the attempts of describeSchedule.
+const describeTries = 3
+
+// describeSchedule describes a Temporal Schedule, asking again when a call
+// times out: Temporal answers from the schedule's own workflow, which a
+// busy server (catching up on firings after an outage, say) may answer
+// later than one call's 10 seconds. It only reads, so asking again is
+// safe.
+func (c *Client) describeSchedule(ctx context.Context, id string) (*client.ScheduleDescription, error) {
+	var err error
+	for range describeTries {
+		var d *client.ScheduleDescription
+		if d, err = c.tc.ScheduleClient().GetHandle(ctx, id).Describe(ctx); err == nil || ctx.Err() != nil || !timedOut(err) {
+			return d, err
+		}
+	}
+	return nil, err
+}
+
+// timedOut reports whether a call failed for want of time rather than
+// for what it asked.
+func timedOut(err error) bool {
+	var deadline *serviceerror.DeadlineExceeded
+	return errors.As(err, &deadline) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // keelSchedule decodes a Temporal Schedule's keel definition: its

@@ -42,7 +42,9 @@ const (
 )
 
 // ScheduledSendWorkflow is one firing of a keel schedule, or, with
-// in.Check, the check that create and update run on a worker.
+// in.Check, the check that create and update run on a worker. Its result
+// is what the firing did; while it waits for its run, its "state" query
+// answers what it sent (nil before that), for describe.
 func ScheduledSendWorkflow(ctx workflow.Context, in api.ScheduledSendInput) (*api.ScheduledSendResult, error) {
 	permanent := []string{string(keel.CodeInvalidInput), string(keel.CodeTooLarge), string(keel.CodeNotAccepting),
 		string(keel.CodeRuntimeShutdown), string(keel.CodeNotFound), string(keel.CodeRunActive)}

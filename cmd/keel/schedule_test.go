@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -51,10 +52,13 @@ func TestScheduleCommandUsage(t *testing.T) {
 }
 
 // TestScheduleAcrossDevRestart: `keel schedule create` against a `keel
-// dev` process makes a schedule that fires every two seconds, each firing
+// dev` process makes a schedule that fires every five seconds, each firing
 // running its prompt in the schedule's session; the whole keel dev is
-// killed with SIGKILL between firings and started again on its data
-// directory, and the schedule fires on by itself. describe shows the
+// killed with SIGKILL between firings, kept down for 12 s and started
+// again on its data directory, and the schedule fires on by itself,
+// having taken the firings the outage missed (its catch-up window is the
+// default 10 minutes), while a schedule with a 10-second window dropped
+// those older than that (docs/contract.md §21.4). describe shows the
 // firings with their sessions and runs, pause stops it (no next firing),
 // delete removes it and the session stays readable.
 func TestScheduleAcrossDevRestart(t *testing.T) {
@@ -78,39 +82,57 @@ func TestScheduleAcrossDevRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := keel("schedule", "create", "cli-sched", "--every", "2s", "--prompt", "tick", "--session", "cli-tick",
+	out, errOut, code := keel("schedule", "create", "cli-sched", "--every", "5s", "--prompt", "tick", "--session", "cli-tick",
 		"--model", m, "--tools", "")
 	if code != exitOK || !strings.Contains(out, "schedule cli-sched created; next firing") {
 		t.Fatalf("create: %d\n%s%s", code, out, errOut)
 	}
 	// nextTick follows the session from seq to the next run a firing
 	// started, and returns the seq of that run's end.
+	// A server just started may time a call out while it loads: a
+	// follower resumes from the last event it saw (docs/contract.md §14.3).
 	nextTick := func(c *client.Client, seq int64) int64 {
 		t.Helper()
 		started := false
-		for ev, err := range c.Session("cli-tick").EventsFrom(ctx, seq) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ev.Type == keelpkg.TypeRunStarted {
-				e, _ := ev.Event()
-				if p := e.(keelpkg.RunStarted).Prompt; p != "tick" {
-					t.Fatalf("a run of prompt %q", p)
+		for ctx.Err() == nil {
+			for ev, err := range c.Session("cli-tick").EventsFrom(ctx, seq) {
+				var ke *keelpkg.Error
+				if errors.As(err, &ke) {
+					t.Fatal(err)
 				}
-				started = true
-			}
-			if started && ev.Terminal() {
-				return ev.Seq
+				if err != nil {
+					t.Logf("following cli-tick after seq %d: %v; resuming", seq, err)
+					break
+				}
+				seq = ev.Seq
+				if ev.Type == keelpkg.TypeRunStarted {
+					e, _ := ev.Event()
+					if p := e.(keelpkg.RunStarted).Prompt; p != "tick" {
+						t.Fatalf("a run of prompt %q", p)
+					}
+					started = true
+				}
+				if started && ev.Terminal() {
+					return ev.Seq
+				}
 			}
 		}
-		t.Fatal("the session's events ended")
+		t.Fatal(ctx.Err())
 		return 0
+	}
+	// A second schedule keeps only firings at most 10 s late.
+	if out, errOut, code = keel("schedule", "create", "cli-catchup", "--every", "5s", "--prompt", "tick", "--session", "cli-catchup",
+		"--model", m, "--tools", "", "--catchup-window", "10s"); code != exitOK {
+		t.Fatalf("create: %d\n%s%s", code, out, errOut)
 	}
 	seq := nextTick(c, o.Seq)
 	c.Close()
 
 	p.kill()
 	t.Log("killed keel dev between firings")
+	// The outage lasts longer than the second schedule's catch-up
+	// window: the point is time passing with no server, not an event.
+	time.Sleep(12 * time.Second)
 	p = rig.start()
 	c = rig.dial(p)
 	defer c.Close()
@@ -131,10 +153,23 @@ func TestScheduleAcrossDevRestart(t *testing.T) {
 			sent++
 		}
 	}
-	if st.Fired < 3 || sent < 2 || st.Schedule.Prompt != "tick" || st.Schedule.Every != keelpkg.Duration(2*time.Second) {
+	if st.Fired < 3 || sent < 2 || st.Schedule.Prompt != "tick" || st.Schedule.Every != keelpkg.Duration(5*time.Second) {
 		t.Fatalf("description: fired %d, %d sent to cli-tick, %+v", st.Fired, sent, st.Schedule)
 	}
-	if out, _, code = keel("schedule", "describe", "cli-sched"); code != exitOK || !strings.Contains(out, "every 2s") ||
+	// The default catch-up window (10 minutes) took every firing the
+	// outage missed; the 10-second one dropped those older than it.
+	if st.Missed != 0 {
+		t.Errorf("cli-sched dropped %d firings missed in a %s outage", st.Missed, "12 s")
+	}
+	if _, errOut, code = keel("schedule", "pause", "cli-catchup"); code != exitOK {
+		t.Fatalf("pause: %d %s", code, errOut)
+	}
+	out, _, _ = keel("schedule", "describe", "cli-catchup", "--json")
+	var short api.ScheduleStatus
+	if err := json.Unmarshal([]byte(out), &short); err != nil || short.Missed == 0 {
+		t.Errorf("cli-catchup missed %d firings (%v): the window kept firings older than it\n%s", short.Missed, err, out)
+	}
+	if out, _, code = keel("schedule", "describe", "cli-sched"); code != exitOK || !strings.Contains(out, "every 5s") ||
 		!strings.Contains(out, "cli-tick/run-") {
 		t.Fatalf("describe: %d\n%s", code, out)
 	}
@@ -153,8 +188,10 @@ func TestScheduleAcrossDevRestart(t *testing.T) {
 	if out, _, _ = keel("schedule", "list", "--json"); !strings.Contains(out, `"id":"cli-sched","paused":true`) {
 		t.Logf("list (visibility may lag): %s", out)
 	}
-	if _, errOut, code = keel("schedule", "delete", "cli-sched"); code != exitOK {
-		t.Fatalf("delete: %d %s", code, errOut)
+	for _, id := range []string{"cli-sched", "cli-catchup"} {
+		if _, errOut, code = keel("schedule", "delete", id); code != exitOK {
+			t.Fatalf("delete %s: %d %s", id, code, errOut)
+		}
 	}
 	if _, errOut, code = keel("schedule", "describe", "cli-sched"); code != exitFailed || !strings.Contains(errOut, "not found") {
 		t.Fatalf("describe after delete: %d %s", code, errOut)
