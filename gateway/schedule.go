@@ -121,7 +121,7 @@ func (g *Gateway) listSchedules(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Schedules = append(out.Schedules, sum)
 	}
-	out.Truncated = truncated && (prefix == "" || len(out.Schedules) == int(limit))
+	out.Truncated = truncated
 	writeJSON(w, http.StatusOK, out)
 }
 
