@@ -286,7 +286,11 @@ func TestSchedulePauseOnFailure(t *testing.T) {
 	if err := h.Trigger(r.ctx); err != nil {
 		t.Fatal(err)
 	}
-	st := r.waitDescribe(h, "pause after the failure", func(st api.ScheduleStatus) bool { return st.Paused })
+	// The firing pauses the schedule, then fails: describe may see the
+	// pause a moment before the failure.
+	st := r.waitDescribe(h, "pause after the failure", func(st api.ScheduleStatus) bool {
+		return st.Paused && st.Failure != nil && len(st.Recent) == 1 && st.Recent[0].Status == api.FiringFailed
+	})
 	if !st.PausedByFailure || st.Failure == nil || st.Failure.Code != keel.CodeProvider ||
 		!strings.Contains(st.Note, "fragile/run-1") || len(st.Next) != 0 {
 		t.Fatalf("description: %+v (failure %+v)", st, st.Failure)
