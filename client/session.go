@@ -63,6 +63,27 @@ const ifActiveSteer api.IfActive = "steer"
 // with Queue, once it is queued). The first Send creates the session.
 // While a run is active Send fails with keel.ErrRunActive.
 func (s *Session) Send(ctx context.Context, prompt string, opts ...SendOption) (*Run, error) {
+	return s.sendAs(ctx, newID(), prompt, opts)
+}
+
+// SendOnce is Send under an ID of the caller's (1 to MaxSendIDBytes
+// bytes): sent again with the same ID, by a caller that does not know
+// whether its first call got through, the prompt is applied once while
+// the session's execution that took it is still its current one
+// (Temporal remembers an update within its execution; a session
+// continues as new after each run). A schedule's firing sends this way,
+// under its workflow's ID.
+func (s *Session) SendOnce(ctx context.Context, id, prompt string, opts ...SendOption) (*Run, error) {
+	if id == "" || len(id) > MaxSendIDBytes {
+		return nil, keel.Errorf(keel.CodeInvalidInput, "a send's ID must be 1 to %d bytes", MaxSendIDBytes)
+	}
+	return s.sendAs(ctx, id, prompt, opts)
+}
+
+// MaxSendIDBytes bounds the ID of SendOnce.
+const MaxSendIDBytes = 256
+
+func (s *Session) sendAs(ctx context.Context, updateID, prompt string, opts []SendOption) (*Run, error) {
 	if err := keel.ValidateSessionID(s.id); err != nil {
 		return nil, err
 	}
@@ -74,12 +95,12 @@ func (s *Session) Send(ctx context.Context, prompt string, opts ...SendOption) (
 		return nil, keel.Errorf(keel.CodeInvalidInput, "set_default cannot go with if_active steer: steering has no run config")
 	}
 	if req.IfActive != ifActiveSteer {
-		return s.send(ctx, req)
+		return s.send(ctx, req, updateID)
 	}
 	req.IfActive = api.IfActiveReject
 	// The active run may end between the two calls; a few rounds settle it.
 	for range 5 {
-		run, err := s.send(ctx, req)
+		run, err := s.send(ctx, req, updateID)
 		if !errors.Is(err, keel.ErrRunActive) {
 			return run, err
 		}
@@ -103,7 +124,7 @@ func (s *Session) Send(ctx context.Context, prompt string, opts ...SendOption) (
 	return nil, &keel.Error{Code: keel.CodeRunActive, Message: "session " + s.id + " kept changing runs; try again"}
 }
 
-func (s *Session) send(ctx context.Context, req api.SendRequest) (*Run, error) {
+func (s *Session) send(ctx context.Context, req api.SendRequest, updateID string) (*Run, error) {
 	// Subscribe to deltas before the run can start, so its first Events
 	// stream misses none.
 	var early live.Subscription
@@ -113,7 +134,7 @@ func (s *Session) send(ctx context.Context, req api.SendRequest) (*Run, error) {
 			early = sub
 		}
 	}
-	run, err := s.sendUpdate(ctx, req)
+	run, err := s.sendUpdate(ctx, req, updateID)
 	if err != nil {
 		if early != nil {
 			_ = early.Close()
@@ -126,7 +147,7 @@ func (s *Session) send(ctx context.Context, req api.SendRequest) (*Run, error) {
 	return run, nil
 }
 
-func (s *Session) sendUpdate(ctx context.Context, req api.SendRequest) (*Run, error) {
+func (s *Session) sendUpdate(ctx context.Context, req api.SendRequest, updateID string) (*Run, error) {
 	start := s.c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       s.id,
 		TaskQueue:                api.TaskQueue,
@@ -140,7 +161,6 @@ func (s *Session) sendUpdate(ctx context.Context, req api.SendRequest) (*Run, er
 		Inline: true})
 	// The update has an ID of our own so that a call that timed out while
 	// the server was busy can be resumed, never sent twice.
-	updateID := newID()
 	var res api.SendResult
 	err := s.c.resumeUpdate(ctx, s.id, updateID, &res, func() (client.WorkflowUpdateHandle, error) {
 		return s.c.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{

@@ -36,6 +36,7 @@ func (g *Gateway) routeAPI() {
 	// AG-UI names its session (threadId) in the body: postAGUI checks it
 	// against the key's prefix.
 	g.handle(Route{Method: http.MethodPost, Path: "/v1/ag-ui", sessions: true}, http.HandlerFunc(g.postAGUI))
+	g.routeSchedules()
 }
 
 // sessionHandler serves one session's route.

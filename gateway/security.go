@@ -77,7 +77,7 @@ func (c *cors) allowed(r *http.Request, origin string) bool {
 
 // corsHeaders are what a browser needs to let a page call the API.
 const (
-	corsMethods = "GET, POST, DELETE, OPTIONS"
+	corsMethods = "GET, POST, PATCH, DELETE, OPTIONS"
 	corsHeaders = "Authorization, Content-Type, Last-Event-ID"
 )
 

@@ -27,6 +27,9 @@ const (
 	RunVersioning     = workflow.VersioningBehaviorPinned
 	SessionVersioning = workflow.VersioningBehaviorPinned
 	RuntimeVersioning = workflow.VersioningBehaviorAutoUpgrade
+	// ScheduledSendVersioning pins a schedule's firing, which may wait for
+	// its run's outcome as long as the run lasts, as the run is pinned.
+	ScheduledSendVersioning = workflow.VersioningBehaviorPinned
 )
 
 // ErrDeployment is returned (wrapped) for a deployment name without a build

@@ -47,6 +47,10 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 	r.RegisterActivityWithOptions(acts.Shutdown, activity.RegisterOptions{Name: activities.ShutdownName})
 	r.RegisterActivityWithOptions(acts.RuntimeState, activity.RegisterOptions{Name: activities.RuntimeStateName})
 	r.RegisterActivityWithOptions(acts.StoreEvents, activity.RegisterOptions{Name: activities.StoreEventsName})
+	// A schedule's firing (docs/contract.md §22); its activities need a
+	// Temporal client, so New registers them (registerSchedules).
+	r.RegisterWorkflowWithOptions(workflows.ScheduledSendWorkflow, workflow.RegisterOptions{
+		Name: api.ScheduledSendWorkflowName, VersioningBehavior: ScheduledSendVersioning})
 }
 
 // rules are the workflows' rules that a worker with opts applies: its
@@ -60,4 +64,11 @@ func (o Options) rules(models activities.ModelResolver) workflows.Rules {
 		r.AdmitModel, r.ModelOffer = c.Admits, c.Offer
 	}
 	return r
+}
+
+// scheduleRulesOf are the rules that a schedule's firing applies
+// (schedule.go): the same as the session's send validators apply.
+func scheduleRulesOf(r workflows.Rules) scheduleRules {
+	return scheduleRules{admitModel: r.AdmitModel, modelOffer: r.ModelOffer, limits: r.Limits,
+		runBudget: r.RunBudget, sessionBudget: r.SessionBudget}
 }

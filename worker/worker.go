@@ -15,6 +15,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
@@ -132,6 +133,12 @@ type Options struct {
 	// carries its whole event log when it continues as new, so its
 	// length is bounded by Temporal's limits after all.
 	Codec *store.Codec
+	// DataConverter is the Temporal client's data converter, which the
+	// worker's keel client (the firings of schedules send through it)
+	// reads sessions with. Default: store.NewDataConverter(Codec), or
+	// Temporal's without a Codec; with encryption and no store, set it
+	// to the client's (package stack does).
+	DataConverter converter.DataConverter
 	// MetricsHandler receives the Temporal SDK's worker metrics and keel's
 	// own (docs/observability.md). Dial gives it to the client; workflows
 	// and activities record into their client's handler, so a worker whose
@@ -231,7 +238,18 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 		}
 	}
 	w := sdkworker.New(c, tq, wo)
-	RegisterWithRules(w, acts, opts.rules(acts.Models))
+	rules := opts.rules(acts.Models)
+	RegisterWithRules(w, acts, rules)
+	if c != nil {
+		sched, err := newSchedules(c, opts, scheduleRulesOf(rules), acts.Tools)
+		if err != nil {
+			for _, c := range closers {
+				c()
+			}
+			return nil, err
+		}
+		registerSchedules(w, sched)
+	}
 	if len(closers) > 0 {
 		return &closingWorker{Worker: w, closers: closers}, nil
 	}

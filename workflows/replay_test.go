@@ -132,6 +132,24 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // move
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: noChildWorkflows},
+	// A schedule's firings (e2e TestRecordScheduleHistories,
+	// docs/contract.md §22): one that sends its prompt; one with
+	// pause_on_failure that waits for its run and fails with it; the
+	// check that create runs.
+	{file: "scheduled_send.json", workflowType: api.ScheduledSendWorkflowName, atLeast: map[string]int{
+		api.SendScheduledActivity:                                1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
+	}},
+	{file: "scheduled_send_wait.json", workflowType: api.ScheduledSendWorkflowName, atLeast: map[string]int{
+		api.SendScheduledActivity:                             1,
+		api.AwaitScheduledRunActivity:                         1,
+		api.PauseScheduleActivity:                             1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED.String(): 1,
+	}},
+	{file: "scheduled_send_check.json", workflowType: api.ScheduledSendWorkflowName, atLeast: map[string]int{
+		api.CheckScheduleActivity:                                1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
+	}},
 	// Sends that return at the run's start request (send-at-start): each
 	// update completes before its Run workflow is reported started.
 	{file: "session_send_at_start.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{

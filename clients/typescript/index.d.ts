@@ -204,7 +204,7 @@ export interface RespondRequest {
 }
 
 export interface StatusResponse {
-  status: "delivered" | "cancel_requested";
+  status: "delivered" | "cancel_requested" | "paused" | "unpaused" | "triggered" | "deleted";
   run_id?: string;
 }
 
@@ -282,6 +282,118 @@ export interface SessionsResponse {
   web_ui?: string;
 }
 
+/** A schedule's run configuration: for each firing's run only. */
+export interface ScheduleConfig {
+  model?: string;
+  tools?: string[];
+  system?: string;
+  max_steps?: number;
+  approvals?: Record<string, Approval>;
+  budget?: Budget;
+  session_budget?: Budget;
+}
+
+/**
+ * A schedule (docs/contract.md §22): `prompt` sent at the times of `cron`,
+ * every `every`, or both. Durations are Go duration strings ("1h30m").
+ */
+export interface Schedule {
+  id: string;
+  cron?: string;
+  every?: string;
+  /** IANA time zone of cron; default UTC. */
+  timezone?: string;
+  jitter?: string;
+  prompt: string;
+  /** Default: the session named like the schedule. */
+  session?: string;
+  /** A new session each firing, named ID-YYYYMMDDTHHMMSSZ. */
+  new_session?: boolean;
+  config?: ScheduleConfig;
+  overlap?: "skip" | "queue" | "steer";
+  pause_on_failure?: boolean;
+  /** Default 10m. */
+  catchup_window?: string;
+}
+
+/** PATCH /v1/schedules/{name}: each field given replaces the schedule's. */
+export interface ScheduleChange {
+  cron?: string;
+  every?: string;
+  timezone?: string;
+  jitter?: string;
+  prompt?: string;
+  session?: string;
+  new_session?: boolean;
+  config?: ScheduleConfig;
+  overlap?: "skip" | "queue" | "steer";
+  pause_on_failure?: boolean;
+  catchup_window?: string;
+}
+
+export interface ScheduleNote {
+  note?: string;
+}
+
+/** keel's typed error: code (keel.InvalidInput, keel.ProviderError...) and message. */
+export interface KeelError {
+  code: string;
+  message: string;
+  retryable?: boolean;
+  provider?: Record<string, unknown>;
+}
+
+/** What a firing did. */
+export interface ScheduledSendResult {
+  session: string;
+  run_id?: string;
+  number?: number;
+  queued?: boolean;
+  steering_id?: string;
+  /** A run was active and the schedule skips. */
+  skipped?: boolean;
+  outcome?: Record<string, unknown>;
+}
+
+export interface ScheduleFiring {
+  scheduled_at: string;
+  started_at: string;
+  workflow_id: string;
+  status: "sending" | "sent" | "skipped" | "failed";
+  result?: ScheduledSendResult;
+  run?: "active" | "completed" | "failed" | "cancelled";
+  error?: KeelError;
+}
+
+export interface ScheduleStatus {
+  schedule: Schedule;
+  paused: boolean;
+  note?: string;
+  paused_by_failure?: boolean;
+  failure?: KeelError;
+  /** The next firing times (none while paused). */
+  next: string[];
+  /** The latest firings, oldest first. */
+  recent: ScheduleFiring[];
+  fired: number;
+  missed?: number;
+  created: string;
+  updated?: string;
+}
+
+export interface ScheduleSummary {
+  id: string;
+  paused: boolean;
+  note?: string;
+  next?: string;
+  last?: string;
+}
+
+export interface SchedulesResponse {
+  schedules: ScheduleSummary[];
+  truncated: boolean;
+}
+
 export interface ClientOptions {
   /** A bearer key, when the gateway has keys. */
   apiKey?: string;
@@ -332,6 +444,20 @@ export declare class KeelClient {
   rewind(sessionId: string, point: RewindRequest): Promise<RewindResponse>;
   /** The sessions forked from this one, as Temporal's visibility has them (GET /v1/sessions/{id}/forks). */
   forks(sessionId: string, options?: { limit?: number }): Promise<ForksResponse>;
+  /** keel's schedules, as Temporal's visibility has them (GET /v1/schedules). */
+  schedules(options?: { limit?: number }): Promise<SchedulesResponse>;
+  /** Creates a schedule; a keel worker checks it first (POST /v1/schedules). */
+  createSchedule(schedule: Schedule): Promise<ScheduleStatus>;
+  /** A schedule's description (GET /v1/schedules/{name}). */
+  schedule(name: string): Promise<ScheduleStatus>;
+  /** Changes a schedule (PATCH /v1/schedules/{name}). */
+  updateSchedule(name: string, change: ScheduleChange): Promise<ScheduleStatus>;
+  /** Deletes a schedule; its sessions stay (DELETE /v1/schedules/{name}). */
+  deleteSchedule(name: string): Promise<StatusResponse>;
+  pauseSchedule(name: string, options?: ScheduleNote): Promise<StatusResponse>;
+  unpauseSchedule(name: string, options?: ScheduleNote): Promise<StatusResponse>;
+  /** Fires a schedule now (POST /v1/schedules/{name}/trigger). */
+  triggerSchedule(name: string): Promise<StatusResponse>;
   /** One call; a success's raw Response, else a typed KeelError. */
   request(method: string, path: string, init?: {
     query?: Record<string, unknown>; body?: unknown; headers?: Record<string, string>; signal?: AbortSignal;

@@ -52,6 +52,7 @@ var commands = []command{
 	{"retract", "withdraw steering that has not been applied yet", cmdRetract},
 	{"respond", "answer a tool's question to the host, or list open ones", cmdRespond},
 	{"cancel", "cancel a session's active run, or a given run", cmdCancel},
+	{"schedule", "send prompts on a schedule: create, list, describe, pause, unpause, trigger, update, delete", cmdSchedule},
 	{"shutdown", "cancel every active run and refuse new ones (namespace-wide)", cmdShutdown},
 	{"upgrade", "move idle sessions onto the deployment's current build", cmdUpgrade},
 }

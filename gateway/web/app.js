@@ -146,7 +146,13 @@
     }
   }
 
+  // Hooks of the schedules view (schedules.js): told when a session
+  // opens (the view closes) and when the API key changes.
+  const sessionHooks = [];
+  const keyHooks = [];
+
   function openSession(id) {
+    for (const h of sessionHooks) h(id);
     stopStream();
     saveCache();
     clearTimeout(page.stateTimer);
@@ -1058,6 +1064,26 @@
     }
   }
 
+  // hideSession leaves the open session (its stream stops) and hides it,
+  // for the schedules view to take its place.
+  function hideSession() {
+    stopStream();
+    saveCache();
+    clearTimeout(page.stateTimer);
+    page.session = null;
+    $("session").hidden = true;
+    $("empty").hidden = true;
+    for (const li of document.querySelectorAll("#sessions li")) li.classList.remove("current");
+    if (location.hash.startsWith("#session=")) history.replaceState(null, "", location.pathname + location.search);
+  }
+
+  // What schedules.js uses of this page.
+  window.keelApp = Object.freeze({
+    call, el, openSession, hideSession,
+    onSessionOpen: (fn) => { sessionHooks.push(fn); },
+    onKeyChange: (fn) => { keyHooks.push(fn); },
+  });
+
   // Start.
 
   const keyInput = $("api-key");
@@ -1066,6 +1092,7 @@
     if (keyInput.value.trim()) sessionStorage.setItem(keyName, keyInput.value.trim());
     else sessionStorage.removeItem(keyName);
     loadSessions();
+    for (const h of keyHooks) h();
     if (page.session) openSession(page.session);
   });
   $("open-form").addEventListener("submit", (e) => {

@@ -108,7 +108,7 @@ func Build(ctx context.Context, cfg Config) (s *Stack, err error) {
 	if cfg.Worker != nil {
 		wopts = *cfg.Worker
 	}
-	wopts.Codec, wopts.Live = s.Store.Codec, s.publisher(cfg)
+	wopts.Codec, wopts.Live, wopts.DataConverter = s.Store.Codec, s.publisher(cfg), s.Store.DataConverter
 	if cfg.Telemetry != nil {
 		wopts.MetricsHandler = cfg.Telemetry.MetricsHandler()
 		wopts = cfg.Telemetry.WorkerOptions(wopts)

@@ -13,7 +13,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 from .errors import ConnectionFailed, KeelError, error_from
 from .sse import parse_sse
 from .types import (Budget, Event, EventsPage, ForkResponse, ForksResponse, HistoryPage, Lag, RequestsResponse, RetractResponse,
-                    RewindResponse, RunResponse, SessionsResponse, SessionStatus, StatusResponse, SteerResponse)
+                    RewindResponse, RunResponse, Schedule, ScheduleChange, SchedulesResponse, ScheduleStatus,
+                    SessionsResponse, SessionStatus, StatusResponse, SteerResponse)
 
 #: The gateway's address under ``keel dev``.
 DEFAULT_BASE_URL = "http://127.0.0.1:7280"
@@ -130,6 +131,47 @@ class Client:
         ID, with ``truncated`` when there are more. A key limited to a
         prefix sees only the forks under it."""
         return self._json("GET", _session(session_id) + "/forks", query={"limit": limit})
+
+    def schedules(self, *, limit: Optional[int] = None) -> SchedulesResponse:
+        """keel's schedules (GET /v1/schedules), sorted by ID, as Temporal's
+        visibility has them (one made a moment ago may be missing): at most
+        ``limit`` (default 50, at most 200), with ``truncated`` when more
+        matched."""
+        return self._json("GET", "/v1/schedules", query={"limit": limit})
+
+    def create_schedule(self, schedule: Schedule) -> ScheduleStatus:
+        """Creates a schedule (POST /v1/schedules): ``prompt`` sent to a
+        session at the times of ``cron``, every ``every``, or both
+        (docs/contract.md §22). A keel worker checks it first; returns its
+        description."""
+        return self._json("POST", "/v1/schedules", body=dict(schedule))
+
+    def schedule(self, name: str) -> ScheduleStatus:
+        """A schedule's description: next firings, latest firings and their
+        runs (GET /v1/schedules/{name})."""
+        return self._json("GET", _schedule(name))
+
+    def update_schedule(self, name: str, change: ScheduleChange) -> ScheduleStatus:
+        """Changes a schedule: each field given replaces the schedule's
+        (PATCH /v1/schedules/{name})."""
+        return self._json("PATCH", _schedule(name), body=dict(change))
+
+    def delete_schedule(self, name: str) -> StatusResponse:
+        """Deletes a schedule; the sessions it made stay (DELETE /v1/schedules/{name})."""
+        return self._json("DELETE", _schedule(name))
+
+    def pause_schedule(self, name: str, *, note: Optional[str] = None) -> StatusResponse:
+        """Pauses a schedule until unpause (POST /v1/schedules/{name}/pause)."""
+        return self._json("POST", _schedule(name) + "/pause", body=None if note is None else {"note": note})
+
+    def unpause_schedule(self, name: str, *, note: Optional[str] = None) -> StatusResponse:
+        """Makes a paused schedule fire again (POST /v1/schedules/{name}/unpause)."""
+        return self._json("POST", _schedule(name) + "/unpause", body=None if note is None else {"note": note})
+
+    def trigger_schedule(self, name: str) -> StatusResponse:
+        """Fires a schedule now (POST /v1/schedules/{name}/trigger); the
+        firing shows in ``schedule(name)["recent"]``."""
+        return self._json("POST", _schedule(name) + "/trigger")
 
     # Transport.
 
@@ -316,6 +358,10 @@ def _decode(event: str, data: str) -> Union[Event, Lag, KeelError, None]:
 
 def _session(session_id: str) -> str:
     return "/v1/sessions/" + _segment(session_id)
+
+
+def _schedule(name: str) -> str:
+    return "/v1/schedules/" + _segment(name)
 
 
 def _segment(s: str) -> str:

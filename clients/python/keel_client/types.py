@@ -172,7 +172,7 @@ class RespondRequest(TypedDict):
 
 
 class StatusResponse(TypedDict):
-    status: Literal["delivered", "cancel_requested"]
+    status: Literal["delivered", "cancel_requested", "paused", "unpaused", "triggered", "deleted"]
     run_id: NotRequired[str]
 
 
@@ -255,6 +255,117 @@ class SessionsResponse(TypedDict):
     sessions: List[SessionSummary]
     namespace: str
     web_ui: NotRequired[str]
+
+
+class ScheduleConfig(TypedDict, total=False):
+    """A schedule's run configuration: for each firing's run only."""
+    model: str
+    tools: List[str]
+    system: str
+    max_steps: int
+    approvals: Dict[str, Approval]
+    budget: Budget
+    session_budget: Budget
+
+
+class Schedule(TypedDict):
+    """A schedule (docs/contract.md §22): ``prompt`` sent at the times of
+    ``cron``, every ``every``, or both. Durations are Go duration strings
+    ("1h30m")."""
+    id: str
+    cron: NotRequired[str]
+    every: NotRequired[str]
+    #: IANA time zone of cron; default UTC.
+    timezone: NotRequired[str]
+    jitter: NotRequired[str]
+    prompt: str
+    #: Default: the session named like the schedule.
+    session: NotRequired[str]
+    #: A new session each firing, named ID-YYYYMMDDTHHMMSSZ.
+    new_session: NotRequired[bool]
+    config: NotRequired[ScheduleConfig]
+    overlap: NotRequired[Literal["skip", "queue", "steer"]]
+    pause_on_failure: NotRequired[bool]
+    #: Default 10m.
+    catchup_window: NotRequired[str]
+
+
+class ScheduleChange(TypedDict, total=False):
+    """PATCH /v1/schedules/{name}: each field given replaces the schedule's."""
+    cron: str
+    every: str
+    timezone: str
+    jitter: str
+    prompt: str
+    session: str
+    new_session: bool
+    config: ScheduleConfig
+    overlap: Literal["skip", "queue", "steer"]
+    pause_on_failure: bool
+    catchup_window: str
+
+
+class ScheduleNote(TypedDict, total=False):
+    note: str
+
+
+class KeelError(TypedDict):
+    """keel's typed error: code (keel.InvalidInput, keel.ProviderError...) and message."""
+    code: str
+    message: str
+    retryable: NotRequired[bool]
+    provider: NotRequired[Dict[str, Any]]
+
+
+class ScheduledSendResult(TypedDict):
+    """What a firing did."""
+    session: str
+    run_id: NotRequired[str]
+    number: NotRequired[int]
+    queued: NotRequired[bool]
+    steering_id: NotRequired[str]
+    #: A run was active and the schedule skips.
+    skipped: NotRequired[bool]
+    outcome: NotRequired[Dict[str, Any]]
+
+
+class ScheduleFiring(TypedDict):
+    scheduled_at: str
+    started_at: str
+    workflow_id: str
+    status: Literal["sending", "sent", "skipped", "failed"]
+    result: NotRequired[ScheduledSendResult]
+    run: NotRequired[Literal["active", "completed", "failed", "cancelled"]]
+    error: NotRequired[KeelError]
+
+
+class ScheduleStatus(TypedDict):
+    schedule: Schedule
+    paused: bool
+    note: NotRequired[str]
+    paused_by_failure: NotRequired[bool]
+    failure: NotRequired[KeelError]
+    #: The next firing times (none while paused).
+    next: List[str]
+    #: The latest firings, oldest first.
+    recent: List[ScheduleFiring]
+    fired: int
+    missed: NotRequired[int]
+    created: str
+    updated: NotRequired[str]
+
+
+class ScheduleSummary(TypedDict):
+    id: str
+    paused: bool
+    note: NotRequired[str]
+    next: NotRequired[str]
+    last: NotRequired[str]
+
+
+class SchedulesResponse(TypedDict):
+    schedules: List[ScheduleSummary]
+    truncated: bool
 
 
 TERMINAL_TYPES = frozenset({"run.completed", "run.cancelled", "run.failed"})

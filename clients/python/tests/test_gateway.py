@@ -220,6 +220,48 @@ class GatewayTest(unittest.TestCase):
         with self.assertRaises(NotFound):
             self.client.rewind(sid, 2)
 
+    def test_schedule(self) -> None:
+        sid = f"{PREFIX}-sched"
+        created = self.client.create_schedule({"id": sid, "every": "1h", "prompt": "Report.",
+                                               "config": {"model": model("DEFAULT")}})
+        self.assertEqual(created["schedule"]["id"], sid)
+        self.assertFalse(created["paused"])
+        self.assertTrue(created["next"])
+        with self.assertRaises(BadRequest):
+            self.client.create_schedule({"id": sid, "every": "1h", "prompt": "again"})
+        with self.assertRaises(BadRequest):
+            self.client.create_schedule({"id": f"{PREFIX}-bad", "every": "1h", "prompt": "x",
+                                         "config": {"model": "scripted:/etc/passwd"}})
+        self.client.trigger_schedule(sid)
+        deadline = time.monotonic() + 30
+        while True:
+            st = self.client.schedule(sid)
+            if (len(st["recent"]) == 1 and st["recent"][0].get("run") == "completed") or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        firing = st["recent"][0]
+        self.assertEqual((firing["status"], firing["result"]["session"], firing["result"]["run_id"]),
+                         ("sent", sid, f"{sid}/run-1"))
+        first = self.client.events_page(sid)["events"][0]
+        self.assertEqual((first["type"], first["data"]["prompt"]), ("run.started", "Report."))
+        self.assertEqual(self.client.pause_schedule(sid, note="quiet"), {"status": "paused"})
+        st = self.client.schedule(sid)
+        self.assertEqual((st["paused"], st["note"], st["next"]), (True, "quiet", []))
+        changed = self.client.update_schedule(sid, {"prompt": "Weekly report.", "cron": "0 9 * * 1"})
+        self.assertEqual((changed["schedule"]["prompt"], changed["schedule"]["cron"]), ("Weekly report.", "0 9 * * 1"))
+        self.assertEqual(self.client.unpause_schedule(sid), {"status": "unpaused"})
+        deadline = time.monotonic() + 30
+        while True:
+            listed = self.client.schedules()
+            if any(s["id"] == sid for s in listed["schedules"]) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        self.assertTrue(any(s["id"] == sid and not s["paused"] for s in listed["schedules"]))
+        self.assertEqual(self.client.delete_schedule(sid), {"status": "deleted"})
+        with self.assertRaises(NotFound):
+            self.client.schedule(sid)
+        self.assertEqual(self.client.state(sid)["runs"], 1, "the session stays")
+
 
 if __name__ == "__main__":
     unittest.main()

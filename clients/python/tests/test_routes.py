@@ -68,6 +68,20 @@ class RoutesTest(unittest.TestCase):
         c.fork("s1", 2, step=1, into="s2")
         c.rewind("s1", 1, step=1)
         c.forks("s1", limit=3)
+        config = {"model": "m", "tools": [], "system": "s", "max_steps": 3, "approvals": {"*": "ask"},
+                  "budget": {"max": 0.5, "currency": "USD"}, "session_budget": {"max_tokens": 1000}}
+        c.schedules(limit=5)
+        c.create_schedule({"id": "d1", "cron": "0 9 * * 1-5", "every": "1h", "timezone": "Europe/Berlin", "jitter": "30s",
+                           "prompt": "p", "session": "s1", "new_session": False, "config": config, "overlap": "queue",
+                           "pause_on_failure": True, "catchup_window": "15m"})
+        c.schedule("d1")
+        c.update_schedule("d1", {"cron": "@daily", "every": "2h", "timezone": "UTC", "jitter": "1m", "prompt": "q",
+                                 "session": "s2", "new_session": False, "config": config, "overlap": "skip",
+                                 "pause_on_failure": False, "catchup_window": "1h"})
+        c.pause_schedule("d1", note="n")
+        c.unpause_schedule("d1", note="n")
+        c.trigger_schedule("d1")
+        c.delete_schedule("d1")
 
     def test_calls_match_the_table(self) -> None:
         self.call_everything(Client(self.gw.url, api_key="k"))

@@ -125,6 +125,54 @@ export class KeelClient {
   }
 
   /**
+   * keel's schedules (GET /v1/schedules), sorted by ID, as Temporal's
+   * visibility has them (one made a moment ago may be missing): at most
+   * `limit` (default 50, at most 200), with `truncated` when more matched.
+   */
+  schedules(options = {}) {
+    return this.#json("GET", "/v1/schedules", { query: { limit: options.limit } });
+  }
+
+  /**
+   * Creates a schedule (POST /v1/schedules): `prompt` sent to a session at
+   * the times of `cron`, every `every`, or both (docs/contract.md §22). A
+   * keel worker checks it first; resolves to its description.
+   */
+  createSchedule(schedule) {
+    return this.#json("POST", "/v1/schedules", { body: schedule });
+  }
+
+  /** A schedule's description: next firings, latest firings and their runs (GET /v1/schedules/{name}). */
+  schedule(name) {
+    return this.#json("GET", scheduleOf(name));
+  }
+
+  /** Changes a schedule: each field given replaces the schedule's (PATCH /v1/schedules/{name}). */
+  updateSchedule(name, change) {
+    return this.#json("PATCH", scheduleOf(name), { body: change });
+  }
+
+  /** Deletes a schedule; the sessions it made stay (DELETE /v1/schedules/{name}). */
+  deleteSchedule(name) {
+    return this.#json("DELETE", scheduleOf(name));
+  }
+
+  /** Pauses a schedule until unpause (POST /v1/schedules/{name}/pause), with an optional `note`. */
+  pauseSchedule(name, options = {}) {
+    return this.#json("POST", `${scheduleOf(name)}/pause`, { body: noteBody(options) });
+  }
+
+  /** Makes a paused schedule fire again (POST /v1/schedules/{name}/unpause), with an optional `note`. */
+  unpauseSchedule(name, options = {}) {
+    return this.#json("POST", `${scheduleOf(name)}/unpause`, { body: noteBody(options) });
+  }
+
+  /** Fires a schedule now (POST /v1/schedules/{name}/trigger); its firing shows in schedule(name).recent. */
+  triggerSchedule(name) {
+    return this.#json("POST", `${scheduleOf(name)}/trigger`);
+  }
+
+  /**
    * request sends one call and returns the raw Response of a success; an
    * error answer becomes a typed KeelError.
    * @param {string} method
@@ -270,6 +318,11 @@ function delay(ms, signal) {
 }
 
 function session(id) { return `/v1/sessions/${segment(id)}`; }
+
+function scheduleOf(name) { return `/v1/schedules/${segment(name)}`; }
+
+// noteBody is the body of pause and unpause: a note, or nothing.
+function noteBody(options) { return options.note !== undefined ? { note: options.note } : undefined; }
 
 function segment(s) {
   if (typeof s !== "string" || s === "") throw new TypeError("keel: a session or steering ID must be a non-empty string");

@@ -230,3 +230,45 @@ test("a session is forked at a run, once per ID, and rewound", { skip }, async (
   assert.equal((await client.history(id)).total, 0);
   await assert.rejects(client.rewind(id, { run: 2 }), (err) => err.status === 404);
 });
+
+test("a schedule is created, triggered into a run, paused, listed and deleted", { skip }, async () => {
+  const id = `${prefix}-sched`;
+  const created = await client.createSchedule({ id, every: "1h", prompt: "Report.", config: { model: model("DEFAULT") } });
+  assert.equal(created.schedule.id, id);
+  assert.equal(created.schedule.session, undefined, "the default session is the schedule's ID");
+  assert.equal(created.paused, false);
+  assert.ok(created.next.length > 0);
+  await assert.rejects(client.createSchedule({ id, every: "1h", prompt: "again" }), BadRequestError, "an ID in use");
+  await assert.rejects(client.createSchedule({ id: `${prefix}-bad`, every: "1h", prompt: "x", config: { model: "scripted:/etc/passwd" } }),
+    BadRequestError, "a model the worker does not offer");
+  await client.triggerSchedule(id);
+  // The firing and its run's end, as the schedule's description shows them.
+  const deadline = Date.now() + 30_000;
+  let st;
+  for (;;) {
+    st = await client.schedule(id);
+    if ((st.recent.length === 1 && st.recent[0].run === "completed") || Date.now() > deadline) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  assert.equal(st.recent[0].status, "sent");
+  assert.equal(st.recent[0].result.session, id);
+  assert.equal(st.recent[0].result.run_id, `${id}/run-1`);
+  const page = await client.eventsPage(id);
+  assert.deepEqual([page.events[0].type, page.events[0].data.prompt], ["run.started", "Report."]);
+  assert.deepEqual(await client.pauseSchedule(id, { note: "quiet" }), { status: "paused" });
+  st = await client.schedule(id);
+  assert.deepEqual([st.paused, st.note, st.next], [true, "quiet", []]);
+  const changed = await client.updateSchedule(id, { prompt: "Weekly report.", cron: "0 9 * * 1" });
+  assert.deepEqual([changed.schedule.prompt, changed.schedule.cron, changed.paused], ["Weekly report.", "0 9 * * 1", true]);
+  assert.deepEqual(await client.unpauseSchedule(id), { status: "unpaused" });
+  let listed;
+  for (const until = Date.now() + 30_000; ;) {
+    listed = await client.schedules();
+    if (listed.schedules.some((s) => s.id === id) || Date.now() > until) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  assert.ok(listed.schedules.some((s) => s.id === id && !s.paused), "listed");
+  assert.deepEqual(await client.deleteSchedule(id), { status: "deleted" });
+  await assert.rejects(client.schedule(id), NotFoundError);
+  assert.equal((await client.state(id)).runs, 1, "the session stays");
+});

@@ -54,6 +54,15 @@ async function callEverything(c) {
   await c.fork("s1", { run: 2, step: 1, into: "s2" });
   await c.rewind("s1", { run: 1, step: 1 });
   await c.forks("s1", { limit: 3 });
+  const config = { model: "m", tools: [], system: "s", max_steps: 3, approvals: { "*": "ask" }, budget: { max: 0.5, currency: "USD" }, session_budget: { max_tokens: 1000 } };
+  await c.schedules({ limit: 5 });
+  await c.createSchedule({ id: "d1", cron: "0 9 * * 1-5", every: "1h", timezone: "Europe/Berlin", jitter: "30s", prompt: "p", session: "s1", new_session: false, config, overlap: "queue", pause_on_failure: true, catchup_window: "15m" });
+  await c.schedule("d1");
+  await c.updateSchedule("d1", { cron: "@daily", every: "2h", timezone: "UTC", jitter: "1m", prompt: "q", session: "s2", new_session: false, config, overlap: "skip", pause_on_failure: false, catchup_window: "1h" });
+  await c.pauseSchedule("d1", { note: "n" });
+  await c.unpauseSchedule("d1", { note: "n" });
+  await c.triggerSchedule("d1");
+  await c.deleteSchedule("d1");
 }
 
 test("the client calls exactly the operations of routes.json, with their parameters and fields", async () => {
