@@ -43,6 +43,8 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 	r.RegisterActivityWithOptions(acts.Compact, activity.RegisterOptions{Name: activities.CompactName})
 	r.RegisterWorkflowWithOptions(workflows.RuntimeWorkflow, workflow.RegisterOptions{Name: api.RuntimeWorkflowName,
 		VersioningBehavior: RuntimeVersioning})
+	r.RegisterWorkflowWithOptions(workflows.RateLimitWorkflow, workflow.RegisterOptions{Name: api.RateLimitWorkflowName,
+		VersioningBehavior: RateLimitVersioning})
 	r.RegisterActivityWithOptions(acts.RecoverRun, activity.RegisterOptions{Name: activities.RecoverRunName})
 	r.RegisterActivityWithOptions(acts.Shutdown, activity.RegisterOptions{Name: activities.ShutdownName})
 	r.RegisterActivityWithOptions(acts.RuntimeState, activity.RegisterOptions{Name: activities.RuntimeStateName})
