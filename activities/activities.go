@@ -87,10 +87,13 @@ type Activities struct {
 	// Policy is the worker's approvals and limits, applied on top of each
 	// run's configuration. Optional.
 	Policy Policy
+	// Rates keeps Policy.RateLimits across every worker (docs/contract.md
+	// §20.5). Optional without rate limits; with them, a model turn fails
+	// without it.
+	Rates RateGate
 
 	cache *transcriptCache
 	slots slots
-	rates rateLimiter
 }
 
 // publish sends an ephemeral event; failures are logged, never fatal: the

@@ -96,6 +96,10 @@ type TurnFailure struct {
 	// Budget is set when a budget refused the request before it was
 	// sent: nothing was spent.
 	Budget *BudgetRefusal `json:"budget,omitempty"`
+	// Unsent says the attempt was cancelled before its request was sent,
+	// while it waited for its rate limit or a concurrency slot: no
+	// request to count (docs/contract.md §20.5).
+	Unsent bool `json:"unsent,omitempty"`
 }
 
 // ToolInput is one tool call.

@@ -63,7 +63,9 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 			// ends here with what it has (docs/contract.md §20).
 			return nil, "", &keel.Error{Code: keel.CodeBudgetExceeded, Message: fail.Budget.Message}
 		}
-		m.meter.request(step, attempt, fail.Usage)
+		if !fail.Unsent { // cancelled before its request was sent: nothing to count
+			m.meter.request(step, attempt, fail.Usage)
+		}
 		if m.work.Err() != nil {
 			return nil, fail.Partial, keel.ErrCancelled
 		}

@@ -102,9 +102,10 @@ type WorkerOptions struct {
 	// Tools defaults to the built-ins on a temporary workspace.
 	Tools *tool.Registry
 	Live  live.Publisher
-	// HeartbeatInterval and NoCancelWatch are worker.Options'.
+	// HeartbeatInterval, NoCancelWatch and Policy are worker.Options'.
 	HeartbeatInterval time.Duration
 	NoCancelWatch     bool
+	Policy            activities.Policy
 }
 
 // StartWorker starts a keel worker on srv with its own Temporal client,
@@ -130,7 +131,8 @@ func StartWorker(tb testing.TB, srv *devserver.Server, opts WorkerOptions) sdkwo
 		Store:  stack.StoreConfig{Codec: Codec(tb, srv)},
 		Live:   opts.Live,
 		Worker: &worker.Options{Models: models, Tools: tools, StopTimeout: time.Second,
-			Logger: logging.AtLeast(cfg.Logger, cfg.LogLevel), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch},
+			Logger: logging.AtLeast(cfg.Logger, cfg.LogLevel), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch,
+			Policy: opts.Policy},
 	})
 	if err != nil {
 		tb.Fatalf("worker: %v", err)
