@@ -33,7 +33,9 @@ func TestPageReducerReplaysRecordedStreams(t *testing.T) {
 	// And money: costs, unpriced requests and budget warnings, kept by
 	// both the same way, a wrong shape undecodable in both
 	// (docs/contract.md §20).
-	for _, name := range []string{"lineage", "money"} {
+	// And rate limits: model.waiting on a step until the wait is over,
+	// its wait read as Go reads durations (docs/contract.md §20.5).
+	for _, name := range []string{"lineage", "money", "rate_limit"} {
 		if !slices.Contains(paths, filepath.Join("..", "transcript", "testdata", name+".jsonl")) {
 			t.Fatalf("no %s stream among %v", name, paths)
 		}
