@@ -174,6 +174,7 @@ func TestBuildStreams(t *testing.T) {
 	b.delta(wait(2, 1, time.Second), wait(2, 2, 750*time.Millisecond), wait(2, 2, 0), wait(2, 2, -time.Second))
 	waitRaw(`{"step":2,"attempt":2,"limit":"anthropic","wait":"soon"}`)
 	waitRaw(`{"step":2,"attempt":2,"limit":5,"wait":"1s"}`)
+	waitRaw(`{"step":2,"attempt":2,"limit":"anthropic","wait":null}`) // keel.Duration refuses null
 	waitRaw(`{"step":2,"attempt":2,"limit":"anthropic","wait":"1.0000005ms"}`)
 	waitRaw(`{"step":2,"attempt":2,"limit":"anthropic","wait":1500.75}`)
 	b.delta(keel.ToolCallDelta{Step: 2, Attempt: 2, Index: 0, ID: "c1", Name: "read_file", Arguments: `{"path":"a"}`},

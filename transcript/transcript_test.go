@@ -183,7 +183,7 @@ var streamCases = map[string]func(t *testing.T, tr *transcript.Transcript){
 		// "1m2.0009µs": a minute and 2,000 ns, as Go reads it.
 		want(t, "run 2 waiting", r2.Step(1).Waiting, &transcript.Waiting{Limit: "anthropic", WaitMS: 60_000})
 		want(t, "ignored", tr.View().Ignored, map[transcript.Reason]int{transcript.ReasonAbandoned: 1, transcript.ReasonEmpty: 1,
-			transcript.ReasonInvalid: 1, transcript.ReasonOtherStep: 1, transcript.ReasonEnded: 1, transcript.ReasonUndecodable: 2, transcript.ReasonStreaming: 1})
+			transcript.ReasonInvalid: 1, transcript.ReasonOtherStep: 1, transcript.ReasonEnded: 1, transcript.ReasonUndecodable: 3, transcript.ReasonStreaming: 1})
 	},
 	"money": func(t *testing.T, tr *transcript.Transcript) {
 		const table = "keel default list prices of 2026-03-01 (estimate)"

@@ -32,8 +32,9 @@
   const EPHEMERAL = new Set(["text.delta", "reasoning.delta", "tool_call.delta", "tool.progress", "model.waiting"]);
 
   // The data of each type as Go decodes it: i integer, s string, b bool,
-  // u usage, c costs (a list of COST, keel.Costs), d duration (a Go
-  // duration string or a number of milliseconds, keel.Duration), o
+  // u usage, c costs (a list of COST, keel.Costs), D duration (a Go
+  // duration string or a number of milliseconds, keel.Duration, which
+  // refuses null), d a duration that may be null (*keel.Duration), o
   // object, r any JSON. A field of another JSON type makes the event
   // undecodable; null and absent fields are zero.
   const USAGE = {input_tokens: "i", output_tokens: "i", cache_read_tokens: "i", cache_write_tokens: "i", reasoning_tokens: "i", requests: "i",
@@ -48,13 +49,13 @@
     "usage.updated": {step: "i", attempt: "i", usage: "u", total: "u"},
     "model_call.completed": {step: "i", attempt: "i", metrics: "o"},
     "provider.stream_reset": {step: "i", attempt: "i", reason: "o"},
-    "provider.request_retry": {step: "i", attempt: "i", kind: "s", status: "i", retry_after: "d", delay: "d", message: "s"},
+    "provider.request_retry": {step: "i", attempt: "i", kind: "s", status: "i", retry_after: "d", delay: "D", message: "s"},
     "text.delta": {step: "i", attempt: "i", text: "s"},
     "reasoning.delta": {step: "i", attempt: "i", text: "s"},
     "tool_call.delta": {step: "i", attempt: "i", index: "i", id: "s", name: "s", arguments: "s"},
     "tool.proposed": {tool_call_id: "s", name: "s", arguments: "r", step: "i"},
     "tool.started": {tool_call_id: "s", name: "s"},
-    "tool.finished": {tool_call_id: "s", name: "s", status: "s", output: "s", duration: "d"},
+    "tool.finished": {tool_call_id: "s", name: "s", status: "s", output: "s", duration: "D"},
     "tool.detached": {tool_call_id: "s", name: "s"},
     "tool.progress": {tool_call_id: "s", message: "s"},
     "steering.accepted": {steering_id: "s", text: "s"},
@@ -67,18 +68,19 @@
     "session.forked": {source: "s", run: "i", step: "i", revision: "i", seq: "i", messages: "i"},
     "session.rewound": {from_run: "i", from_revision: "i", to_run: "i", to_step: "i", revision: "i", messages: "i"},
     "budget.warning": {step: "i", scope: "s", set: "s", currency: "s", limit: "i", spent: "i"},
-    "model.waiting": {step: "i", attempt: "i", limit: "s", wait: "d"},
+    "model.waiting": {step: "i", attempt: "i", limit: "s", wait: "D"},
   };
 
   const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
 
   function fits(shape, v) {
-    if (v === null || v === undefined) return true;
+    if (v === undefined || (v === null && shape !== "D")) return true;
     switch (shape) {
     case "i": return Number.isSafeInteger(v);
     case "s": return typeof v === "string";
     case "b": return typeof v === "boolean";
-    case "d": return durationNanos(v) !== null;
+    case "d":
+    case "D": return durationNanos(v) !== null;
     case "o": return isObject(v);
     case "u": return isObject(v) && Object.entries(USAGE).every(([k, s]) => fits(s, v[k]));
     case "c": return Array.isArray(v) && v.every((c) => c === null || (isObject(c) && Object.entries(COST).every(([k, s]) => fits(s, c[k]))));
@@ -93,7 +95,7 @@
     if (!shape) return isObject(data) ? data : {};
     if (data === null || data === undefined) data = {};
     if (!isObject(data)) return null;
-    const zero = {i: 0, s: "", b: false, d: 0, o: null, u: null, c: null, r: null};
+    const zero = {i: 0, s: "", b: false, d: null, D: 0, o: null, u: null, c: null, r: null};
     const out = {};
     for (const [k, s] of Object.entries(shape)) {
       if (!fits(s, data[k])) return null;
@@ -173,9 +175,8 @@
 
   // durationNanos is a keel.Duration's value in nanoseconds (a BigInt), as
   // Go decodes it: a duration string, or a number of milliseconds; null
-  // where Go fails.
+  // where Go fails (null itself among them).
   function durationNanos(v) {
-    if (v === null || v === undefined) return 0n;
     if (typeof v === "string") return parseDuration(v);
     if (typeof v !== "number" || !Number.isFinite(v)) return null;
     const ns = Math.trunc(v * 1e6);
