@@ -58,12 +58,16 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 	// turn waits for its turn before it takes a concurrency slot, which
 	// stays this worker's.
 	var hold rateHold
-	if key, rl, ok := a.Policy.rateKey(in.Model, p.Name(), model); ok {
-		if hold, err = a.waitTurn(ctx, in, key, rl, prompt+answer); err != nil {
+	if key, rl, ok := a.Policy.rateKey(in.Model, p.Name(), model); ok || in.Rate != nil {
+		var long *RateHold
+		if hold, long, err = a.waitTurn(ctx, in, key, rl, prompt+answer); err != nil {
 			if ctx.Err() != nil {
 				return nil, temporal.NewCanceledError(TurnFailure{Unsent: true})
 			}
 			return nil, temporal.NewNonRetryableApplicationError("rate limit "+key+": "+err.Error(), string(keel.CodeInternal), err)
+		}
+		if long != nil {
+			return &ModelTurnResult{RateWait: long}, nil
 		}
 	}
 	defer func() {

@@ -37,6 +37,13 @@ type RateTicket struct {
 	Wait   time.Duration
 }
 
+// LocalRateWait is the longest wait for a rate limit a model turn spends
+// in its activity, heartbeating (a heartbeat every HeartbeatEvery, each a
+// write on the server). A longer one is handed to the run, which waits
+// with a durable timer: no heartbeats, however long the wait and however
+// many runs wait (docs/contract.md §20.5).
+const LocalRateWait = 10 * time.Second
+
 // errNoRateGate is a turn's failure on a worker with rate limits and no
 // RateGate to keep them.
 var errNoRateGate = errors.New("activities: Policy.RateLimits need a RateGate (worker.NewActivities gives one)")
@@ -64,30 +71,52 @@ type rateHold struct {
 // waitTurn reserves a request of tokens under key's limit and waits for
 // its turn, heartbeating (begin's heartbeater runs meanwhile), after
 // publishing model.waiting when it must wait. Cancelled while it waits,
-// it gives the reservation back and returns ctx's error.
-func (a *Activities) waitTurn(ctx context.Context, in ModelTurnInput, key string, rl RateLimit, tokens int64) (rateHold, error) {
+// it gives the reservation back and returns ctx's error. A wait longer
+// than LocalRateWait is not waited here: it comes back as a RateHold for
+// the run's timer. A turn whose run waited already (in.Rate) sends at
+// once.
+func (a *Activities) waitTurn(ctx context.Context, in ModelTurnInput, key string, rl RateLimit, tokens int64) (rateHold, *RateHold, error) {
+	if r := in.Rate; r != nil {
+		if a.Rates == nil {
+			return rateHold{}, nil, nil // this worker keeps no limit: nothing to settle
+		}
+		return rateHold{gate: a.Rates, key: r.Key, ticket: RateTicket{ID: r.ID, Tokens: r.Tokens}}, nil, nil
+	}
 	if a.Rates == nil {
-		return rateHold{}, errNoRateGate
+		return rateHold{}, nil, errNoRateGate
 	}
 	t, err := a.Rates.Reserve(ctx, key, rl, tokens)
 	if err != nil {
-		return rateHold{}, err
+		return rateHold{}, nil, err
 	}
 	h := rateHold{gate: a.Rates, key: key, ticket: t}
 	if t.Wait <= 0 {
-		return h, nil
+		return h, nil, nil
 	}
 	a.publish(ctx, in.SessionID, in.RunID, in.AfterSeq, keel.ModelWaiting{Step: in.Step, Attempt: in.Attempt,
 		Limit: key, Wait: keel.Duration(t.Wait)})
+	if t.Wait > LocalRateWait {
+		return rateHold{}, &RateHold{Key: key, ID: t.ID, Tokens: t.Tokens, Wait: keel.Duration(t.Wait)}, nil
+	}
 	timer := time.NewTimer(t.Wait)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-		return h, nil
+		return h, nil, nil
 	case <-ctx.Done():
 		a.Rates.GiveBack(key, t, false, 0)
-		return rateHold{}, ctx.Err()
+		return rateHold{}, nil, ctx.Err()
 	}
+}
+
+// RateGiveBack gives back the place a run held under a rate limit and no
+// longer needs: it was cancelled while its timer waited (docs/contract.md
+// §20.5). It runs as a local activity and does not wait for the limit.
+func (a *Activities) RateGiveBack(ctx context.Context, h RateHold) error {
+	if a.Rates != nil && h.ID != "" {
+		a.Rates.GiveBack(h.Key, RateTicket{ID: h.ID, Tokens: h.Tokens}, false, 0)
+	}
+	return nil
 }
 
 // giveBack returns the reservation of a request that was never sent.

@@ -50,11 +50,21 @@ func sawWaiting(seen []keel.Envelope) bool { return len(waitingOf(seen)) > 0 }
 // shows it (model.waiting, naming the limit and the wait), and a cancel
 // ends it promptly with run.cancelled and no request sent; its place goes
 // back to the limit, so the next run waits for the first run's place
-// only, not for the cancelled one's too.
+// only, not for the cancelled one's too. Both ways of waiting: a minute
+// (one a minute), which the run waits with a timer, and 8.6 s (seven a
+// minute), which the model turn waits heartbeating
+// (activities.LocalRateWait).
 func TestCancelWhileWaitingForRateLimitE2E(t *testing.T) {
+	for _, rpm := range []int{1, 7} {
+		t.Run(fmt.Sprintf("%d a minute", rpm), func(t *testing.T) { testCancelWhileWaiting(t, rpm) })
+	}
+}
+
+func testCancelWhileWaiting(t *testing.T, rpm int) {
+	interval := time.Minute / time.Duration(rpm)
 	p := scriptedFaults(t, `{"turns":[{"text":["done"],"usage":{"input_tokens":3,"output_tokens":1}}]}`)
 	c, srv := faultsStackWith(t, p, keeltest.WorkerOptions{Policy: activities.Policy{
-		RateLimits: map[string]activities.RateLimit{"scripted": {RequestsPerMinute: 1}}}})
+		RateLimits: map[string]activities.RateLimit{"scripted": {RequestsPerMinute: rpm}}}})
 	ctx := testContext(t, 2*time.Minute)
 	tc := keeltest.Dial(t, srv)
 
@@ -66,16 +76,16 @@ func TestCancelWhileWaitingForRateLimitE2E(t *testing.T) {
 	require.Equal(t, keel.StatusCompleted, out.Status)
 	taken := rateLimitState(t, ctx, tc, "scripted")
 
-	// The second waits a minute for its turn, and shows it.
+	// The second waits an interval for its turn, and shows it.
 	second, err := c.Session("rl-second").Send(ctx, "go")
 	require.NoError(t, err)
 	f := followRun(ctx, second)
 	w := waitingOf(f.waitFor(t, ctx, "model.waiting", sawWaiting))[0]
 	require.Equal(t, keel.ModelWaiting{Step: 1, Attempt: 1, Limit: "scripted", Wait: w.Wait}, w)
-	require.Greater(t, w.Wait.Std(), 50*time.Second, "one a minute, and the first took the minute")
-	require.LessOrEqual(t, w.Wait.Std(), time.Minute)
+	require.Greater(t, w.Wait.Std(), interval*8/10, "the first took the first interval")
+	require.LessOrEqual(t, w.Wait.Std(), interval)
 	waiting := rateLimitState(t, ctx, tc, "scripted")
-	require.Equal(t, taken.Requests.Add(time.Minute), waiting.Requests, "the second request took the next minute")
+	require.Equal(t, taken.Requests.Add(interval), waiting.Requests, "the second request took the next interval")
 
 	out = cancelAndTime(t, ctx, second, "a wait for the rate limit", cancelBound)
 	require.Equal(t, keel.StatusCancelled, out.Status)
@@ -89,14 +99,14 @@ func TestCancelWhileWaitingForRateLimitE2E(t *testing.T) {
 
 	// The cancelled place went back (the give-back goes before any later
 	// reservation of this worker): a third request waits for the first
-	// one's minute, not for two.
+	// one's interval, not for two.
 	third, err := c.Session("rl-third").Send(ctx, "go")
 	require.NoError(t, err)
 	f3 := followRun(ctx, third)
 	w3 := waitingOf(f3.waitFor(t, ctx, "model.waiting", sawWaiting))[0]
 	require.LessOrEqual(t, w3.Wait.Std(), w.Wait.Std(), "the third waits no longer than the cancelled second did")
 	after := rateLimitState(t, ctx, tc, "scripted")
-	require.Equal(t, waiting.Requests, after.Requests, "the cancelled minute was taken again by the third, not added to")
+	require.Equal(t, waiting.Requests, after.Requests, "the cancelled interval was taken again by the third, not added to")
 	cancelAndTime(t, ctx, third, "a second wait for the rate limit", cancelBound)
 	f.stop()
 	f3.stop()

@@ -121,7 +121,7 @@ func (g *rateGate) Reserve(ctx context.Context, key string, limit activities.Rat
 // GiveBack implements activities.RateGate. A request that was sent and
 // reserved no tokens has nothing to settle.
 func (g *rateGate) GiveBack(key string, t activities.RateTicket, sent bool, used int64) {
-	if t.ID == "" || sent && t.Tokens == 0 {
+	if t.ID == "" || len(t.ID) > api.MaxRateIDBytes || sent && t.Tokens == 0 || api.ValidateRateKey(key) != nil {
 		return
 	}
 	g.mu.Lock()
