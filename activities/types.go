@@ -75,8 +75,6 @@ type RateHold struct {
 // waits for a RateHold runs to give the place back.
 const RateGiveBackName = "RateGiveBack"
 
-
-
 // ModelTurnResult is a successful model turn.
 type ModelTurnResult struct {
 	// RateWait, when set, says the request was not sent: its rate limit
