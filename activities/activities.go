@@ -95,10 +95,13 @@ type Activities struct {
 	// Delegation is the worker's limits of delegation. Optional: the
 	// defaults of api.DelegationLimits.
 	Delegation api.DelegationLimits
+	// Rates keeps Policy.RateLimits across every worker (docs/contract.md
+	// §20.5). Optional without rate limits; with them, a model turn fails
+	// without it.
+	Rates RateGate
 
 	cache *transcriptCache
 	slots slots
-	rates rateLimiter
 }
 
 // publish sends an ephemeral event; failures are logged, never fatal: the

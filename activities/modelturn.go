@@ -55,24 +55,31 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 
 	ctx, hb := a.begin(ctx)
 	defer hb.Stop()
-	var tk *ticket
-	if key, rl, ok := a.Policy.rateKey(in.Model, p.Name(), model); ok {
-		tk, err = a.rates.wait(ctx, key, rl, prompt+answer, func(d time.Duration) {
-			a.publish(ctx, in.SessionID, in.RunID, in.AfterSeq, keel.ModelWaiting{Step: in.Step, Attempt: in.Attempt,
-				Limit: key, Wait: keel.Duration(d)})
-		})
-		if err != nil {
-			return nil, temporal.NewCanceledError(TurnFailure{})
+	// Rate limits are shared by every worker (docs/contract.md §20.5): the
+	// turn waits for its turn before it takes a concurrency slot, which
+	// stays this worker's.
+	var hold rateHold
+	if key, rl, ok := a.Policy.rateKey(in.Model, p.Name(), model); ok || in.Rate != nil {
+		var long *RateHold
+		if hold, long, err = a.waitTurn(ctx, in, key, rl, prompt+answer); err != nil {
+			if ctx.Err() != nil {
+				return nil, temporal.NewCanceledError(TurnFailure{Unsent: true})
+			}
+			return nil, temporal.NewNonRetryableApplicationError("rate limit "+key+": "+err.Error(), string(keel.CodeInternal), err)
+		}
+		if long != nil {
+			return &ModelTurnResult{RateWait: long}, nil
 		}
 	}
 	defer func() {
 		if turn != nil {
-			tk.settle(turn.Response.Usage.Tokens())
+			hold.settle(turn.Response.Usage.Tokens())
 		}
 	}()
 	release, err := a.slots.acquire(ctx, &a.Policy, p.Name())
 	if err != nil {
-		return nil, temporal.NewCanceledError(TurnFailure{})
+		hold.giveBack()
+		return nil, temporal.NewCanceledError(TurnFailure{Unsent: true})
 	}
 	defer release()
 

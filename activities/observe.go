@@ -56,7 +56,10 @@ func (a *Activities) observeTurn(ctx context.Context, in ModelTurnInput, provide
 func (o *turnObserver) end(ctx context.Context, res *ModelTurnResult, err error) {
 	t := instrument.ModelTurn{Provider: o.provider, Model: o.model, Took: time.Since(o.start), Outcome: "ok"}
 	finish := ""
-	if res != nil && err == nil {
+	if res != nil && res.RateWait != nil {
+		// Not sent: the run waits for its rate limit (docs/contract.md §20.5).
+		t.Outcome = "rate_wait"
+	} else if res != nil && err == nil {
 		t.FirstToken = res.Metrics.TimeToFirstToken.Std()
 		t.InputTokens, t.OutputTokens = res.Response.Usage.InputTokens, res.Response.Usage.OutputTokens
 		t.Cost = res.Response.Usage.Cost

@@ -2,161 +2,133 @@ package activities
 
 import (
 	"context"
-	"sync"
+	"errors"
 	"time"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 )
 
 // RateLimit bounds a provider's (or one model's) requests and tokens per
-// minute on this worker (keel.yaml limits.rate; docs/contract.md §20.5).
-// Zero fields do not limit.
-type RateLimit struct {
-	RequestsPerMinute int `json:"requests_per_minute,omitempty"`
-	TokensPerMinute   int `json:"tokens_per_minute,omitempty"`
+// minute (keel.yaml limits.rate; docs/contract.md §20.5). Zero fields do
+// not limit.
+type RateLimit = api.RateLimit
+
+// RateGate paces model requests under limits that every worker shares
+// (docs/contract.md §20.5): worker.NewActivities gives one that asks the
+// limit's RateLimit workflow through Temporal.
+type RateGate interface {
+	// Reserve takes one request and tokens under the limit named key and
+	// says how long the request must wait before it is sent. It keeps
+	// trying while ctx lives when the limit cannot be reached; a
+	// reservation it makes after ctx ended is given back.
+	Reserve(ctx context.Context, key string, limit RateLimit, tokens int64) (RateTicket, error)
+	// GiveBack returns a reservation: all of it when its request was not
+	// sent, else its tokens beyond used (or takes those used beyond
+	// them). It does not wait for the limit.
+	GiveBack(key string, t RateTicket, sent bool, used int64)
 }
 
-// pace is one budget of a rate limit, spent at a steady pace: a
-// generic cell rate algorithm. next is when the budget is back to full;
-// a reservation of n units moves it on by n×interval, and waits for the
-// part of that beyond burst×interval from now.
-type pace struct {
-	interval time.Duration // the time one unit takes to come back
-	burst    time.Duration // how much may be spent at once, as time
-	next     time.Time
+// RateTicket is a reservation: its ID, the tokens it took, and how long
+// its request waits from the moment Reserve returned.
+type RateTicket struct {
+	ID     string
+	Tokens int64
+	Wait   time.Duration
 }
 
-func newPace(perMinute int, burst float64) *pace {
-	iv := time.Minute / time.Duration(perMinute)
-	return &pace{interval: iv, burst: time.Duration(burst * float64(iv))}
-}
+// LocalRateWait is the longest wait for a rate limit a model turn spends
+// in its activity, heartbeating (a heartbeat every HeartbeatEvery, each a
+// write on the server). A longer one is handed to the run, which waits
+// with a durable timer: no heartbeats, however long the wait and however
+// many runs wait (docs/contract.md §20.5).
+const LocalRateWait = 10 * time.Second
 
-// reserve takes n units and returns how long to wait before using them.
-func (p *pace) reserve(now time.Time, n int64) time.Duration {
-	if p.next.Before(now) {
-		p.next = now
-	}
-	p.next = p.next.Add(time.Duration(n) * p.interval)
-	return max(p.next.Sub(now)-p.burst, 0)
-}
-
-// give returns n units reserved but not used (a request cancelled while
-// it waited, or a reply smaller than its estimate).
-func (p *pace) give(now time.Time, n int64) {
-	p.next = p.next.Add(-time.Duration(n) * p.interval)
-	if p.next.Before(now) {
-		p.next = now
-	}
-}
-
-// rateLimiter holds the paces of Policy.RateLimits, by key.
-type rateLimiter struct {
-	mu    sync.Mutex
-	paces map[string]*[2]*pace // requests, tokens
-	now   func() time.Time
-}
-
-// ticket is a request's place in its limits: what it reserved, to settle
-// once its real size is known.
-type ticket struct {
-	l      *rateLimiter
-	p      *[2]*pace
-	tokens int64
-}
+// errNoRateGate is a turn's failure on a worker with rate limits and no
+// RateGate to keep them.
+var errNoRateGate = errors.New("activities: Policy.RateLimits need a RateGate (worker.NewActivities gives one)")
 
 // rateKey picks the limit a request of spec (as the run named it) to
 // model of provider is held to: the spec's own, then "provider:model",
 // then the provider's.
 func (p *Policy) rateKey(spec, providerName, model string) (string, RateLimit, bool) {
 	for _, k := range []string{spec, providerName + ":" + model, providerName} {
-		if rl, ok := p.RateLimits[k]; ok && (rl.RequestsPerMinute > 0 || rl.TokensPerMinute > 0) {
+		if rl, ok := p.RateLimits[k]; ok && rl.Limits() {
 			return k, rl, true
 		}
 	}
 	return "", RateLimit{}, false
 }
 
-// wait reserves one request and tokens under key's limit rl, and blocks
-// until they may be used, calling onWait first when it must wait. It
-// returns early with ctx's error when ctx ends, giving the reservation
-// back.
-func (l *rateLimiter) wait(ctx context.Context, key string, rl RateLimit, tokens int64, onWait func(time.Duration)) (*ticket, error) {
-	l.mu.Lock()
-	now := l.clock()
-	if l.paces == nil {
-		l.paces = map[string]*[2]*pace{}
-	}
-	ps, ok := l.paces[key]
-	if !ok {
-		ps = &[2]*pace{}
-		// Requests burst one second's worth (at least one), so 500 runs
-		// that start at once spread out instead of landing together;
-		// tokens a minute's worth, as providers count them, so one large
-		// request is not held back on an idle limit.
-		if rl.RequestsPerMinute > 0 {
-			ps[0] = newPace(rl.RequestsPerMinute, max(1, float64(rl.RequestsPerMinute)/60))
+// rateHold is a model request's place under its rate limit, to settle
+// once the request is done. Its zero value (no limit) settles nothing.
+type rateHold struct {
+	gate   RateGate
+	key    string
+	ticket RateTicket
+}
+
+// waitTurn reserves a request of tokens under key's limit and waits for
+// its turn, heartbeating (begin's heartbeater runs meanwhile), after
+// publishing model.waiting when it must wait. Cancelled while it waits,
+// it gives the reservation back and returns ctx's error. A wait longer
+// than LocalRateWait is not waited here: it comes back as a RateHold for
+// the run's timer. A turn whose run waited already (in.Rate) sends at
+// once.
+func (a *Activities) waitTurn(ctx context.Context, in ModelTurnInput, key string, rl RateLimit, tokens int64) (rateHold, *RateHold, error) {
+	if r := in.Rate; r != nil {
+		if a.Rates == nil {
+			return rateHold{}, nil, nil // this worker keeps no limit: nothing to settle
 		}
-		if rl.TokensPerMinute > 0 {
-			ps[1] = newPace(rl.TokensPerMinute, float64(rl.TokensPerMinute))
-		}
-		l.paces[key] = ps
+		return rateHold{gate: a.Rates, key: r.Key, ticket: RateTicket{ID: r.ID, Tokens: r.Tokens}}, nil, nil
 	}
-	var d time.Duration
-	if ps[0] != nil {
-		d = max(d, ps[0].reserve(now, 1))
+	if a.Rates == nil {
+		return rateHold{}, nil, errNoRateGate
 	}
-	if ps[1] != nil {
-		d = max(d, ps[1].reserve(now, tokens))
+	t, err := a.Rates.Reserve(ctx, key, rl, tokens)
+	if err != nil {
+		return rateHold{}, nil, err
 	}
-	l.mu.Unlock()
-	t := &ticket{l: l, p: ps, tokens: tokens}
-	if d <= 0 {
-		return t, nil
+	h := rateHold{gate: a.Rates, key: key, ticket: t}
+	if t.Wait <= 0 {
+		return h, nil, nil
 	}
-	if onWait != nil {
-		onWait(d)
+	a.publish(ctx, in.SessionID, in.RunID, in.AfterSeq, keel.ModelWaiting{Step: in.Step, Attempt: in.Attempt,
+		Limit: key, Wait: keel.Duration(t.Wait)})
+	if t.Wait > LocalRateWait {
+		return rateHold{}, &RateHold{Key: key, ID: t.ID, Tokens: t.Tokens, Wait: keel.Duration(t.Wait)}, nil
 	}
-	timer := time.NewTimer(d)
+	timer := time.NewTimer(t.Wait)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-		return t, nil
+		return h, nil, nil
 	case <-ctx.Done():
-		t.cancel()
-		return nil, ctx.Err()
+		a.Rates.GiveBack(key, t, false, 0)
+		return rateHold{}, nil, ctx.Err()
 	}
 }
 
-func (l *rateLimiter) clock() time.Time {
-	if l.now != nil {
-		return l.now()
+// RateGiveBack gives back the place a run held under a rate limit and no
+// longer needs: it was cancelled while its timer waited (docs/contract.md
+// §20.5). It runs as a local activity and does not wait for the limit.
+func (a *Activities) RateGiveBack(ctx context.Context, h RateHold) error {
+	if a.Rates != nil && h.ID != "" {
+		a.Rates.GiveBack(h.Key, RateTicket{ID: h.ID, Tokens: h.Tokens}, false, 0)
 	}
-	return time.Now()
+	return nil
 }
 
-// cancel gives back a ticket that was never used.
-func (t *ticket) cancel() {
-	t.l.mu.Lock()
-	defer t.l.mu.Unlock()
-	now := t.l.clock()
-	if t.p[0] != nil {
-		t.p[0].give(now, 1)
-	}
-	if t.p[1] != nil {
-		t.p[1].give(now, t.tokens)
+// giveBack returns the reservation of a request that was never sent.
+func (h rateHold) giveBack() {
+	if h.gate != nil {
+		h.gate.GiveBack(h.key, h.ticket, false, 0)
 	}
 }
 
-// settle corrects the tokens reserved to what the request used: a
-// smaller reply gives the difference back, a larger one takes more.
-func (t *ticket) settle(used int64) {
-	if t == nil || t.p[1] == nil || used == t.tokens {
-		return
-	}
-	t.l.mu.Lock()
-	defer t.l.mu.Unlock()
-	now := t.l.clock()
-	if used < t.tokens {
-		t.p[1].give(now, t.tokens-used)
-	} else {
-		t.p[1].reserve(now, used-t.tokens)
+// settle tells the limit what the request used, once it was sent.
+func (h rateHold) settle(used int64) {
+	if h.gate != nil {
+		h.gate.GiveBack(h.key, h.ticket, true, used)
 	}
 }

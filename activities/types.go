@@ -63,10 +63,35 @@ type ModelTurnInput struct {
 	// stream, for a child session: its ancestors' streams, each with the
 	// child's path there (docs/contract.md §21.4). Optional.
 	Relay []api.RelayTarget `json:"relay,omitempty"`
+	// Rate is the request's place under its rate limit, when the run
+	// waited for it with a timer (ModelTurnResult.RateWait): the turn sends
+	// at once, without asking the limit again (docs/contract.md §20.5).
+	Rate *RateHold `json:"rate,omitempty"`
 }
+
+// RateHold is a model request's place under a rate limit that its run
+// waits for with a durable timer (docs/contract.md §20.5): a turn told to
+// wait longer than LocalRateWait hands it to the run, which sleeps for
+// Wait and runs the turn again with it. Tokens is what it reserved.
+type RateHold struct {
+	Key    string        `json:"key"`
+	ID     string        `json:"id"`
+	Tokens int64         `json:"tokens,omitempty"`
+	Wait   keel.Duration `json:"wait"`
+}
+
+// RateGiveBackName is the local activity a run cancelled while its timer
+// waits for a RateHold runs to give the place back.
+const RateGiveBackName = "RateGiveBack"
 
 // ModelTurnResult is a successful model turn.
 type ModelTurnResult struct {
+	// RateWait, when set, says the request was not sent: its rate limit
+	// gave it a place later than LocalRateWait, which the run waits for
+	// with a timer before it runs the same attempt again with Rate set
+	// (docs/contract.md §20.5). Nothing else is set.
+	RateWait *RateHold `json:"rate_wait,omitempty"`
+
 	Response provider.Response     `json:"response"`
 	Metrics  keel.ModelCallMetrics `json:"metrics"`
 	// Calls holds, for each tool call of the response in order, whether this
@@ -119,6 +144,10 @@ type TurnFailure struct {
 	// Budget is set when a budget refused the request before it was
 	// sent: nothing was spent.
 	Budget *BudgetRefusal `json:"budget,omitempty"`
+	// Unsent says the attempt was cancelled before its request was sent,
+	// while it waited for its rate limit or a concurrency slot: no
+	// request to count (docs/contract.md §20.5).
+	Unsent bool `json:"unsent,omitempty"`
 }
 
 // ToolInput is one tool call.

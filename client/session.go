@@ -148,23 +148,27 @@ func (s *Session) send(ctx context.Context, req api.SendRequest, updateID string
 }
 
 func (s *Session) sendUpdate(ctx context.Context, req api.SendRequest, updateID string) (*Run, error) {
-	start := s.c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       s.id,
-		TaskQueue:                api.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		// A closed session is not silently replaced by an empty one.
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(s.id)),
-		StaticSummary:         "keel session " + s.id,
-		Priority:              temporal.Priority{PriorityKey: api.SessionPriority},
-	}, api.SessionWorkflowName, api.SessionInput{SessionID: s.id, Config: s.c.config, HandOver: s.c.handOver,
-		Inline: true})
+	// A start operation is used once: each send makes its own, as a send
+	// again after a lost update (resumeUpdate) does.
+	newStart := func() client.WithStartWorkflowOperation {
+		return s.c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+			ID:                       s.id,
+			TaskQueue:                api.TaskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+			// A closed session is not silently replaced by an empty one.
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			TypedSearchAttributes: temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(s.id)),
+			StaticSummary:         "keel session " + s.id,
+			Priority:              temporal.Priority{PriorityKey: api.SessionPriority},
+		}, api.SessionWorkflowName, api.SessionInput{SessionID: s.id, Config: s.c.config, HandOver: s.c.handOver,
+			Inline: true})
+	}
 	// The update has an ID of our own so that a call that timed out while
 	// the server was busy can be resumed, never sent twice.
 	var res api.SendResult
 	err := s.c.resumeUpdate(ctx, s.id, updateID, &res, func() (client.WorkflowUpdateHandle, error) {
 		return s.c.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-			StartWorkflowOperation: start,
+			StartWorkflowOperation: newStart(),
 			UpdateOptions: client.UpdateWorkflowOptions{
 				UpdateID: updateID, UpdateName: api.UpdateSend, Args: []any{req},
 				WaitForStage: client.WorkflowUpdateStageCompleted,

@@ -49,3 +49,31 @@ mcp_servers:
 		t.Errorf("MCPServers = %+v, want one with MaxResponseBytes 7000", opts.MCPServers)
 	}
 }
+
+// keel.yaml's rate limits reach the worker's policy (docs/contract.md
+// §20.5), by provider, "provider:model" or model spec.
+func TestApplyRateLimits(t *testing.T) {
+	cfg, err := Parse("keel.yaml", []byte(`limits:
+  rate:
+    anthropic: {requests_per_minute: 50, tokens_per_minute: 40000}
+    "openai:gpt-4.1-mini": {requests_per_minute: 500}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := worker.Options{Tools: reg}
+	if err := cfg.Apply(&opts); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]api.RateLimit{
+		"anthropic":           {RequestsPerMinute: 50, TokensPerMinute: 40000},
+		"openai:gpt-4.1-mini": {RequestsPerMinute: 500},
+	}
+	if diff := cmp.Diff(want, opts.Policy.RateLimits); diff != "" {
+		t.Errorf("Policy.RateLimits (-want +got):\n%s", diff)
+	}
+}

@@ -159,6 +159,16 @@ func (p *parser) positive(n *yaml.Node, field string) int {
 	return v
 }
 
+// atMost is positive, and at most limit.
+func (p *parser) atMost(n *yaml.Node, field string, limit int) int {
+	v := p.positive(n, field)
+	if v > limit {
+		p.errorf(n, field, "must be at most %d, got %d", limit, v)
+		return 0
+	}
+	return v
+}
+
 func (p *parser) strings(n *yaml.Node, field string) []string {
 	if n.Kind != yaml.SequenceNode {
 		p.errorf(n, field, "want a list, got %s", kind(n))
@@ -361,11 +371,18 @@ func (p *parser) limits(n *yaml.Node, field string) {
 		"rate": func(n *yaml.Node, f string) {
 			l.Rate = map[string]activities.RateLimit{}
 			p.entries(n, f, func(k, v *yaml.Node, f string) {
+				if err := api.ValidateRateKey(k.Value); err != nil {
+					p.errorf(k, f, "a limit's name is 1 to %d bytes with no control characters", api.MaxRateKeyBytes)
+					return
+				}
 				var rl activities.RateLimit
 				p.fields(v, f, map[string]func(*yaml.Node, string){
-					"requests_per_minute": func(n *yaml.Node, f string) { rl.RequestsPerMinute = p.positive(n, f) },
-					"tokens_per_minute":   func(n *yaml.Node, f string) { rl.TokensPerMinute = p.positive(n, f) },
+					"requests_per_minute": func(n *yaml.Node, f string) { rl.RequestsPerMinute = p.atMost(n, f, api.MaxRequestsPerMinute) },
+					"tokens_per_minute":   func(n *yaml.Node, f string) { rl.TokensPerMinute = p.atMost(n, f, api.MaxTokensPerMinute) },
 				})
+				if !rl.Limits() {
+					p.errorf(v, f, "sets neither requests_per_minute nor tokens_per_minute")
+				}
 				l.Rate[k.Value] = rl
 			})
 		},

@@ -146,3 +146,45 @@ func readEnvelopes(t *testing.T, path string) []keel.Envelope {
 	}
 	return out
 }
+
+// A step waiting for its turn under a rate limit (docs/contract.md §20.5)
+// reaches AG-UI as CUSTOM model.waiting, its value the event's data: each
+// notice the reducer applied, and none it ignored (a stale, abandoned or
+// undecodable one).
+func TestAGUIPassesWaiting(t *testing.T) {
+	envs := readEnvelopes(t, filepath.Join("..", "transcript", "testdata", "rate_limit.jsonl"))
+	const run = "rl/run-1"
+	a := newAGUIRun("thread", "agui-run", run)
+	var sent []aguiEvent
+	applied := 0
+	for _, env := range envs {
+		if env.RunID != run {
+			continue
+		}
+		evs, ended, err := a.translate(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.Type == keel.TypeModelWaiting && len(evs) > 0 {
+			applied++
+		}
+		for _, ev := range evs {
+			if ev.Type == aguiCustom && ev.Name == keel.TypeModelWaiting {
+				sent = append(sent, ev)
+			}
+		}
+		if ended {
+			break
+		}
+	}
+	// Of run 1's sixteen notices, seven are applied: the others are of
+	// another step, an abandoned or streaming attempt, zero, negative,
+	// undecodable, or after the end.
+	if applied != 7 || len(sent) != 7 {
+		t.Fatalf("%d notices applied, %d sent as CUSTOM model.waiting; want 7 and 7", applied, len(sent))
+	}
+	var w keel.ModelWaiting
+	if err := json.Unmarshal(sent[0].Value, &w); err != nil || w.Limit != "anthropic:claude-sonnet-4-5" || w.Wait.Std().Milliseconds() != 4200 {
+		t.Fatalf("first CUSTOM model.waiting %s: %v", sent[0].Value, err)
+	}
+}

@@ -98,7 +98,8 @@ func run(m *testing.M) int {
 	}
 	defer pub.Close()
 	w, err := worker.New(tc, worker.Options{Models: &shared.book, Tools: testTools(), Live: pub, StopTimeout: time.Second,
-		Policy: activities.Policy{Prices: map[string]keel.Price{pricedModel: testPrice}}, Agents: testAgents})
+		Policy: activities.Policy{Prices: map[string]keel.Price{pricedModel: testPrice},
+			RateLimits: map[string]activities.RateLimit{limitedModel: {RequestsPerMinute: limitedPerMinute}}}, Agents: testAgents})
 	if err == nil {
 		err = w.Start()
 	}
@@ -124,6 +125,14 @@ var testAgents = map[string]api.AgentSpec{
 // as unpriced (docs/contract.md §20.1). A test adds its script under the
 // name "priced" (shared.book.Add(t, "priced", script)).
 const pricedModel = "scripted:priced"
+
+// limitedModel is the one model the shared worker holds to a rate limit
+// (docs/contract.md §20.5): limitedPerMinute requests a minute, one at
+// once. A test adds its script under the name "limited".
+const (
+	limitedModel     = "scripted:limited"
+	limitedPerMinute = 6
+)
 
 // testPrice makes 1,000 prompt tokens cost a cent and an answer token a
 // millionth of a dollar, so a small budget in dollars passes the

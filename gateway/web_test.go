@@ -543,6 +543,62 @@ func TestWebPageShowsMoney(t *testing.T) {
 	b.screenshot("unpriced")
 }
 
+// A step waiting for its turn under a rate limit shows it on the page
+// (docs/contract.md §20.5): "waiting … for rate limit scripted:limited"
+// under the step until its first text, and until a cancel ends the run.
+// The shared worker holds scripted:limited to 6 requests a minute, one
+// at once: the session's first run goes at once, the next two wait for
+// the ten seconds each takes.
+func TestWebPageShowsRateLimitWait(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives a headless Chromium")
+	}
+	b := newBrowser(t)
+	s := startGateway(t, gateway.Options{})
+	b.do("load the page", chromedp.Navigate(s.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#open-form")))
+	limited := shared.book.Add(t, "limited", `{"turns":[{"text":["first"]},{"text":["second"]},{"text":["third"]}]}`)
+	if limited != limitedModel {
+		t.Fatalf("script %s, the worker limits %s", limited, limitedModel)
+	}
+	b.open("web-rate-wait")
+	// Every wait notice the page adds, as it adds it: one may come and go
+	// between two looks.
+	eval[bool](b, `(() => {
+		window.keelWaits = [];
+		new MutationObserver((muts) => {
+			for (const m of muts) for (const n of m.addedNodes) {
+				if (n.classList && n.classList.contains("live-wait")) window.keelWaits.push(n);
+			}
+		}).observe(document.getElementById("log"), {childList: true});
+		return true;
+	})()`)
+	b.send("one", limited, "")
+	b.do("first run completed", chromedp.WaitVisible(chromedp.CSS(`[data-type="run.completed"]`)))
+	b.send("two", limited, "")
+	poll[bool](b, "second run completed", `document.querySelectorAll('[data-type="run.completed"]').length === 2`)
+	shown := eval[[]string](b, `window.keelWaits.map((n) => n.textContent)`)
+	if len(shown) != 1 || !strings.HasPrefix(shown[0], "waiting ") || !strings.HasSuffix(shown[0], " s for rate limit scripted:limited") {
+		t.Fatalf("wait notices shown %q, want one for the second run", shown)
+	}
+	if n := eval[int](b, `document.querySelectorAll(".live-wait").length`); n != 0 {
+		t.Fatalf("%d wait notices left after the run streamed and completed", n)
+	}
+	if got := eval[string](b, `[...document.querySelectorAll('[data-type="run.completed"]')].pop().textContent`); !strings.Contains(got, "second") {
+		t.Fatalf("second run shows %q", got)
+	}
+
+	b.send("three", limited, "")
+	poll[bool](b, "the third run waits", `document.querySelectorAll(".live-wait").length === 1`)
+	b.screenshot("rate-limit-wait")
+	b.do("cancel", chromedp.Click(chromedp.CSS("#cancel")), chromedp.WaitVisible(chromedp.CSS(`[data-type="run.cancelled"]`)))
+	if n := eval[int](b, `document.querySelectorAll(".live-wait").length`); n != 0 {
+		t.Fatalf("%d wait notices left after the cancel", n)
+	}
+	if n := eval[int](b, `window.keelWaits.length`); n != 2 {
+		t.Fatalf("%d wait notices shown, want 2", n)
+	}
+}
+
 // The page reconnects by itself when its gateway goes away in the middle
 // of a run and another comes up at the same address: the run's events
 // recorded meanwhile appear, none missing or repeated.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -33,7 +34,9 @@ func TestPageReducerReplaysRecordedStreams(t *testing.T) {
 	// And money: costs, unpriced requests and budget warnings, kept by
 	// both the same way, a wrong shape undecodable in both
 	// (docs/contract.md §20).
-	for _, name := range []string{"lineage", "money"} {
+	// And rate limits: model.waiting on a step until the wait is over,
+	// its wait read as Go reads durations (docs/contract.md §20.5).
+	for _, name := range []string{"lineage", "money", "rate_limit"} {
 		if !slices.Contains(paths, filepath.Join("..", "transcript", "testdata", name+".jsonl")) {
 			t.Fatalf("no %s stream among %v", name, paths)
 		}
@@ -53,6 +56,28 @@ func TestPageReducerReplaysRecordedStreams(t *testing.T) {
 		}
 		if got := eval[string](b, `keelTranscript.formatNanos(1.5) + "|" + keelTranscript.formatNanos("12")`); got != "|" {
 			t.Errorf("formatNanos of what is not an integer: %q", got)
+		}
+	})
+	// The page reads a keel.Duration as Go does (a model.waiting's wait,
+	// docs/contract.md §20.5): a string by time.ParseDuration's rules,
+	// fractions in floating point as Go computes them; a number as
+	// milliseconds; anything Go refuses is refused.
+	t.Run("durationNanos", func(t *testing.T) {
+		for _, v := range []any{"0", "", "+0", "-0", "1s", "1.5s", "4.2s", "1m2.0009µs", "1μs", "1us", "1ns", "1.0000005ms",
+			"2562047h47m16.854775807s", "2562047h47m16.854775808s", "-2562047h47m16.854775808s", "-2562047h47m16.854775809s",
+			".5s", "5.s", ".s", "1", "s", "1x", "1h2m3.5s", "0.1h", "1.23456789123456789123456789s",
+			"9223372036854775807ns", "9223372036854775808ns", "-9223372036854775808ns", "3.000000000000000000000000000001h",
+			"1e3s", "1.5.5s", "1s1", "soon", "  1s", "1 s", "0.333333333333333333h", "99999999999999999999ns",
+			"1.1111111111111111111111h", 1500.75, -3, 0.0000001, nil} {
+			arg, _ := json.Marshal(v)
+			want := "null"
+			var d keel.Duration
+			if err := json.Unmarshal(arg, &d); err == nil {
+				want = strconv.FormatInt(int64(d), 10)
+			}
+			if got := eval[string](b, `String(keelTranscript.durationNanos(`+string(arg)+`))`); got != want {
+				t.Errorf("durationNanos(%s) = %s, want %s", arg, got, want)
+			}
 		}
 	})
 	for _, path := range paths {

@@ -182,6 +182,49 @@ func TestBuildStreams(t *testing.T) {
 	b.delta(keel.TextDelta{Step: 2, Attempt: 1, Text: "B is blue."})
 	b.durable(keel.RunCompleted{Revision: 1, Text: "B is blue.", Steps: 2, Usage: keel.Usage{InputTokens: 20, OutputTokens: 5, Requests: 2}})
 	b.write("delegation")
+	// Rate limits (docs/contract.md §20.5): model.waiting shows on its
+	// step until the live attempt's first delta, its response, a reset or
+	// the run's end; it follows the rules of deltas. A wait of zero adds
+	// nothing, a negative one is invalid, one that is not a duration (or
+	// a limit that is not a string) is undecodable; a wait in
+	// milliseconds, as Go reads durations, decodes.
+	const claude = "anthropic:claude-sonnet-4-5"
+	wait := func(step, attempt int, d time.Duration) keel.ModelWaiting {
+		return keel.ModelWaiting{Step: step, Attempt: attempt, Limit: claude, Wait: keel.Duration(d)}
+	}
+	waitRaw := func(data string) {
+		b.raw(keel.Envelope{Type: keel.TypeModelWaiting, AfterSeq: b.seq, Data: json.RawMessage(data)})
+	}
+	b = &builder{t: t, session: "rl", run: "rl/run-1", at: at}
+	b.durable(keel.RunStarted{Number: 1, Prompt: "wait your turn", Model: claude}, keel.StepStarted{Step: 1, EstimatedContextTokens: 900})
+	b.delta(wait(1, 1, 4200*time.Millisecond), wait(1, 1, 3*time.Second), keel.TextDelta{Step: 1, Attempt: 1, Text: "Hello."})
+	b.durable(keel.UsageUpdated{Step: 1, Attempt: 1, Usage: keel.Usage{InputTokens: 900, OutputTokens: 2, Requests: 1},
+		Total: keel.Usage{InputTokens: 900, OutputTokens: 2, Requests: 1}},
+		keel.ModelCallCompleted{Step: 1, Attempt: 1}, keel.StepStarted{Step: 2, EstimatedContextTokens: 950})
+	b.delta(wait(1, 1, time.Second), wait(2, 1, 2*time.Second))
+	retry := keel.Duration(time.Second)
+	b.durable(keel.UsageUpdated{Step: 2, Attempt: 1, Usage: keel.Usage{Requests: 1}, Total: keel.Usage{InputTokens: 900, OutputTokens: 2, Requests: 2}},
+		keel.ProviderStreamReset{Step: 2, Attempt: 1, Reason: keel.ResetReason{Kind: keel.ResetRetryableFailure, Failure: keel.ProviderRateLimited, RetryAfter: &retry}},
+		keel.ProviderRequestRetry{Step: 2, Attempt: 1, Kind: keel.ProviderRateLimited, Status: 429, RetryAfter: &retry, Delay: retry})
+	b.delta(wait(2, 1, time.Second), wait(2, 2, 750*time.Millisecond), wait(2, 2, 0), wait(2, 2, -time.Second))
+	waitRaw(`{"step":2,"attempt":2,"limit":"anthropic","wait":"soon"}`)
+	waitRaw(`{"step":2,"attempt":2,"limit":5,"wait":"1s"}`)
+	waitRaw(`{"step":2,"attempt":2,"limit":"anthropic","wait":null}`) // keel.Duration refuses null
+	waitRaw(`{"step":2,"attempt":2,"limit":"anthropic","wait":"1.0000005ms"}`)
+	waitRaw(`{"step":2,"attempt":2,"limit":"anthropic","wait":1500.75}`)
+	b.delta(keel.ToolCallDelta{Step: 2, Attempt: 2, Index: 0, ID: "c1", Name: "read_file", Arguments: `{"path":"a"}`},
+		wait(2, 2, time.Second))
+	b.durable(keel.UsageUpdated{Step: 2, Attempt: 2, Usage: keel.Usage{InputTokens: 950, OutputTokens: 9, Requests: 1},
+		Total: keel.Usage{InputTokens: 1850, OutputTokens: 11, Requests: 3}},
+		keel.ModelCallCompleted{Step: 2, Attempt: 2}, keel.StepStarted{Step: 3, EstimatedContextTokens: 990})
+	b.delta(wait(3, 1, time.Hour+2*time.Minute+3500*time.Millisecond))
+	b.durable(keel.RunCancelled{Revision: 1})
+	b.delta(wait(3, 1, time.Second))
+	b.run = "rl/run-2"
+	b.durable(keel.RunStarted{Number: 2, Revision: 1, Prompt: "still waiting", Model: claude}, keel.StepStarted{Step: 1, EstimatedContextTokens: 1000})
+	b.delta(wait(1, 1, 90*time.Second))
+	waitRaw(`{"step":1,"attempt":1,"limit":"anthropic","wait":"1m2.0009µs"}`)
+	b.write("rate_limit")
 }
 
 type builder struct {

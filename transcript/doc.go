@@ -28,6 +28,12 @@
 //     (scope, who set it, currency): a second for the same limit is a
 //     duplicate (§20.3). A run a budget stopped ends with run.failed,
 //     code keel.BudgetExceeded.
+//   - model.waiting says the live attempt waits for its turn under a rate
+//     limit (§20.5): the step shows the limit and the wait until the
+//     attempt's first delta, its model_call.completed, a reset, or the
+//     run's end. It follows the rules of deltas; a notice of an attempt
+//     that has streamed output is stale, a wait of zero adds nothing and
+//     a negative one is invalid.
 //   - The terminal event ends the run: nothing of it counts after (§2.11).
 //
 // Input is never trusted: the reducer takes any sequence of envelopes

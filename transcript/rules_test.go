@@ -120,6 +120,74 @@ func TestDeltaRules(t *testing.T) {
 	}
 }
 
+// TestWaitingRules covers model.waiting (docs/contract.md §20.5): the
+// step shows the wait of its live attempt until that attempt's first
+// delta, its response, a reset or the run's end; a wait of another step
+// or an abandoned attempt shows nothing.
+func TestWaitingRules(t *testing.T) {
+	waits := func(step, attempt int, d time.Duration) keel.ModelWaiting {
+		return keel.ModelWaiting{Step: step, Attempt: attempt, Limit: "anthropic", Wait: keel.Duration(d)}
+	}
+	shown := &transcript.Waiting{Limit: "anthropic", WaitMS: 4200}
+	for _, tc := range []struct {
+		name  string
+		build func(s *stream)
+		want  *transcript.Waiting
+		last  string
+	}{
+		{"waiting", func(s *stream) { s.delta(waits(1, 1, 4200*time.Millisecond)) }, shown, "wait"},
+		{"a later notice replaces it", func(s *stream) {
+			s.delta(waits(1, 1, time.Second), waits(1, 1, 4200*time.Millisecond))
+		}, shown, "wait"},
+		{"the first text clears it", func(s *stream) { s.delta(waits(1, 1, time.Second), text(1, 1, "hi")) }, nil, "text"},
+		{"reasoning clears it", func(s *stream) {
+			s.delta(waits(1, 1, time.Second), keel.ReasoningDelta{Step: 1, Attempt: 1, Text: "hm"})
+		}, nil, "reasoning"},
+		{"a tool-call draft clears it", func(s *stream) {
+			s.delta(waits(1, 1, time.Second), keel.ToolCallDelta{Step: 1, Attempt: 1, Name: "f"})
+		}, nil, "draft"},
+		{"the response clears it", func(s *stream) {
+			s.delta(waits(1, 1, time.Second))
+			s.durable(keel.ModelCallCompleted{Step: 1, Attempt: 1})
+		}, nil, "response"},
+		{"a reset clears it", func(s *stream) {
+			s.delta(waits(1, 1, time.Second))
+			s.durable(keel.ProviderStreamReset{Step: 1, Attempt: 1})
+		}, nil, "reset"},
+		{"the next attempt waits", func(s *stream) {
+			s.durable(keel.ProviderStreamReset{Step: 1, Attempt: 1})
+			s.delta(waits(1, 2, 4200*time.Millisecond))
+		}, shown, "wait"},
+		{"an abandoned attempt's notice", func(s *stream) {
+			s.durable(keel.ProviderStreamReset{Step: 1, Attempt: 1})
+			s.delta(waits(1, 1, time.Second))
+		}, nil, "wait!abandoned_attempt"},
+		{"a cancel clears it", func(s *stream) {
+			s.delta(waits(1, 1, time.Second))
+			s.durable(keel.RunCancelled{Revision: 1})
+		}, nil, "end"},
+		{"after the response", func(s *stream) {
+			s.durable(keel.ModelCallCompleted{Step: 1, Attempt: 1})
+			s.delta(waits(1, 1, time.Second))
+		}, nil, "wait!response_complete"},
+		{"a notice after the attempt's output", func(s *stream) {
+			s.delta(text(1, 1, "hi"), waits(1, 1, time.Second))
+		}, nil, "wait!streaming"},
+		{"another step", func(s *stream) { s.delta(waits(2, 1, time.Second)) }, nil, "wait!other_step"},
+		{"no wait", func(s *stream) { s.delta(waits(1, 1, 0)) }, nil, "wait!empty"},
+		{"a negative wait", func(s *stream) { s.delta(waits(1, 1, -time.Second)) }, nil, "wait!invalid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream(t)
+			s.durable(started()...)
+			tc.build(s)
+			tr, changes := reduce(s.out)
+			want(t, "waiting", tr.Run("s/run-1").Step(1).Waiting, tc.want)
+			want(t, "last change", changes[len(changes)-1], tc.last)
+		})
+	}
+}
+
 // TestResetReportsWhatItDropped: renderers learn from the change which
 // attempt lost its output and whether it had any.
 func TestResetReportsWhatItDropped(t *testing.T) {

@@ -2,6 +2,7 @@ package transcript
 
 import (
 	"encoding/json"
+	"time"
 	"unicode/utf8"
 
 	"github.com/keelrun/keel"
@@ -54,6 +55,7 @@ const (
 	KindSession    Kind = "session"    // session.forked, session.rewound: View.Forked or View.Rewinds changed
 	KindBudget     Kind = "budget"     // budget.warning: Change.Run.Warnings grew
 	KindAgent      Kind = "agent"      // agent.*, and a child's relayed delta: Change.Agent changed
+	KindWait       Kind = "wait"       // model.waiting: Change.Step.Waiting is set
 	KindOther      Kind = "other"      // a type this version does not know
 )
 
@@ -70,15 +72,15 @@ var kinds = map[string]Kind{
 	keel.TypeCompactionStarted: KindCompaction, keel.TypeCompactionCompleted: KindCompaction,
 	keel.TypeRunCompleted: KindEnd, keel.TypeRunCancelled: KindEnd, keel.TypeRunFailed: KindEnd,
 	keel.TypeSessionForked: KindSession, keel.TypeSessionRewound: KindSession,
-	keel.TypeBudgetWarning: KindBudget,
-	keel.TypeAgentStarted:  KindAgent, keel.TypeAgentFinished: KindAgent,
+	keel.TypeBudgetWarning: KindBudget, keel.TypeModelWaiting: KindWait,
+	keel.TypeAgentStarted: KindAgent, keel.TypeAgentFinished: KindAgent,
 }
 
 // ephemeral reports whether a type travels only on the live channel
 // (docs/contract.md §1.4): it has no sequence.
 func ephemeral(typ string) bool {
 	switch typ {
-	case keel.TypeTextDelta, keel.TypeReasoningDelta, keel.TypeToolCallDelta, keel.TypeToolProgress:
+	case keel.TypeTextDelta, keel.TypeReasoningDelta, keel.TypeToolCallDelta, keel.TypeToolProgress, keel.TypeModelWaiting:
 		return true
 	}
 	return false
@@ -119,6 +121,9 @@ const (
 	// ReasonCallFinished: progress, a start or a detach of a call that
 	// finished.
 	ReasonCallFinished Reason = "call_finished"
+	// ReasonStreaming: a model.waiting of an attempt that has streamed
+	// output already: its wait is over.
+	ReasonStreaming Reason = "streaming"
 )
 
 // Change is what one event did to the view.
@@ -256,6 +261,7 @@ func (r *Run) apply(ev keel.Event, ch *Change) Reason {
 			return why
 		}
 		st.Text = st.appendText(st.Text, e.Text)
+		st.Waiting = nil
 		ch.Text = e.Text
 	case keel.ReasoningDelta:
 		st, why := r.live(e.Step, e.Attempt, e.Text == "", ch)
@@ -263,6 +269,7 @@ func (r *Run) apply(ev keel.Event, ch *Change) Reason {
 			return why
 		}
 		st.Reasoning = st.appendText(st.Reasoning, e.Text)
+		st.Waiting = nil
 		ch.Text = e.Text
 	case keel.ToolCallDelta:
 		if e.Index < 0 {
@@ -273,6 +280,19 @@ func (r *Run) apply(ev keel.Event, ch *Change) Reason {
 			return why
 		}
 		ch.Draft = st.draft(e)
+		st.Waiting = nil
+	case keel.ModelWaiting:
+		if e.Wait < 0 {
+			return ReasonInvalid
+		}
+		st, why := r.live(e.Step, e.Attempt, e.Wait == 0, ch)
+		if why != "" {
+			return why
+		}
+		if st.Attempt == e.Attempt && (st.Text != "" || st.Reasoning != "" || len(st.Drafts) > 0) {
+			return ReasonStreaming
+		}
+		st.Waiting = &Waiting{Limit: cut(e.Limit, MaxField), WaitMS: int64(e.Wait.Std() / time.Millisecond)}
 	case keel.ProviderStreamReset:
 		if e.Step < 1 || e.Attempt < 1 {
 			return ReasonInvalid
@@ -299,7 +319,7 @@ func (r *Run) apply(ev keel.Event, ch *Change) Reason {
 		if e.Attempt > st.Attempt {
 			st.abandon(e.Attempt, ch)
 		}
-		st.Completed = true
+		st.Completed, st.Waiting = true, nil
 	case keel.ProviderRequestRetry, keel.CompactionStarted:
 		ch.Step = r.steps[stepOf(ev)]
 	case keel.CompactionCompleted:
@@ -380,12 +400,15 @@ func (r *Run) apply(ev keel.Event, ch *Change) Reason {
 	case keel.AgentFinished:
 		return r.agentFinished(e, ch)
 	case keel.RunCompleted:
+		r.stopWaiting()
 		r.Status = Completed
 		r.Result = &Result{Text: cut(e.Text, MaxField), Steps: e.Steps, Usage: usageOf(e.Usage), Revision: e.Revision}
 	case keel.RunCancelled:
+		r.stopWaiting()
 		r.Status = Cancelled
 		r.Result = &Result{Revision: e.Revision}
 	case keel.RunFailed:
+		r.stopWaiting()
 		r.Status = Failed
 		r.Result = &Result{Code: keel.Code(cut(string(e.Code), MaxField)), Message: cut(e.Message, MaxField),
 			Retryable: e.Retryable, Revision: e.Revision}
@@ -428,7 +451,15 @@ func (r *Run) live(step, attempt int, empty bool, ch *Change) (*Step, Reason) {
 func (st *Step) abandon(next int, ch *Change) {
 	ch.Abandoned = st.Attempt
 	ch.Discarded = st.Text != "" || st.Reasoning != "" || len(st.Drafts) > 0
-	st.Attempt, st.Text, st.Reasoning, st.Drafts, st.Completed = next, "", "", []*Draft{}, false
+	st.Attempt, st.Text, st.Reasoning, st.Drafts, st.Completed, st.Waiting = next, "", "", []*Draft{}, false, nil
+}
+
+// stopWaiting clears the wait of the run's current step: an ended run
+// waits for nothing.
+func (r *Run) stopWaiting() {
+	if st := r.Current(); st != nil {
+		st.Waiting = nil
+	}
 }
 
 func (st *Step) appendText(s, more string) string {

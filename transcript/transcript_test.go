@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -168,6 +169,21 @@ var streamCases = map[string]func(t *testing.T, tr *transcript.Transcript){
 			{FromRun: 1, FromRevision: 3, ToRun: 0, Revision: 4, Messages: 3},
 			{FromRun: 2, FromRevision: 5, ToRun: 2, ToStep: 1, Revision: 6, Messages: 5}})
 		want(t, "ignored", v.Ignored, map[transcript.Reason]int{transcript.ReasonRepeat: 1, transcript.ReasonUndecodable: 1})
+	},
+	"rate_limit": func(t *testing.T, tr *transcript.Transcript) {
+		r1, r2 := tr.Run("rl/run-1"), tr.Run("rl/run-2")
+		if r1 == nil || r2 == nil {
+			t.Fatalf("runs %v", tr.Runs())
+		}
+		for _, st := range r1.Steps {
+			want(t, fmt.Sprintf("run 1 step %d waiting, after its first delta, its response or the cancel", st.Number), st.Waiting, nil)
+		}
+		want(t, "run 1 step 1 text", r1.Step(1).Text, "Hello.")
+		want(t, "run 1 step 2 attempt", r1.Step(2).Attempt, 2)
+		// "1m2.0009µs": a minute and 2,000 ns, as Go reads it.
+		want(t, "run 2 waiting", r2.Step(1).Waiting, &transcript.Waiting{Limit: "anthropic", WaitMS: 60_000})
+		want(t, "ignored", tr.View().Ignored, map[transcript.Reason]int{transcript.ReasonAbandoned: 1, transcript.ReasonEmpty: 1,
+			transcript.ReasonInvalid: 1, transcript.ReasonOtherStep: 1, transcript.ReasonEnded: 1, transcript.ReasonUndecodable: 3, transcript.ReasonStreaming: 1})
 	},
 	"money": func(t *testing.T, tr *transcript.Transcript) {
 		const table = "keel default list prices of 2026-03-01 (estimate)"

@@ -148,8 +148,20 @@ type Step struct {
 	Completed bool `json:"completed"`
 	// Truncated says Text, Reasoning or a draft reached MaxText.
 	Truncated bool `json:"truncated"`
+	// Waiting is set while the live attempt waits for its turn under a
+	// rate limit (model.waiting, docs/contract.md §20.5): until its first
+	// delta, its response, a reset or the run's end.
+	Waiting *Waiting `json:"waiting,omitempty"`
 
 	abandonedMax int
+}
+
+// Waiting is what a step waits for before its request is sent: the rate
+// limit it waits under (a provider, "provider:model" or a model spec) and
+// how long it was told to wait, in whole milliseconds, from the event.
+type Waiting struct {
+	Limit  string `json:"limit"`
+	WaitMS int64  `json:"wait_ms"`
 }
 
 // Draft is a tool call the live attempt is streaming (tool_call.delta),

@@ -22,7 +22,9 @@ import (
 //   - a Run workflow (sessions begun before inline sessions) is pinned too;
 //   - the Runtime workflow moves to the current build at its next task: it
 //     lives for months, and every change in what it does is guarded with
-//     workflow.GetVersion and checked by the replay tests.
+//     workflow.GetVersion and checked by the replay tests;
+//   - a RateLimit workflow moves too: every worker asks it, whatever its
+//     build, and it continues as new often (docs/contract.md §20.5).
 const (
 	RunVersioning     = workflow.VersioningBehaviorPinned
 	SessionVersioning = workflow.VersioningBehaviorPinned
@@ -30,6 +32,7 @@ const (
 	// ScheduledSendVersioning pins a schedule's firing, which may wait for
 	// its run's outcome as long as the run lasts, as the run is pinned.
 	ScheduledSendVersioning = workflow.VersioningBehaviorPinned
+	RateLimitVersioning     = workflow.VersioningBehaviorAutoUpgrade
 )
 
 // ErrDeployment is returned (wrapped) for a deployment name without a build

@@ -43,6 +43,8 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 	r.RegisterActivityWithOptions(acts.Compact, activity.RegisterOptions{Name: activities.CompactName})
 	r.RegisterWorkflowWithOptions(workflows.RuntimeWorkflow, workflow.RegisterOptions{Name: api.RuntimeWorkflowName,
 		VersioningBehavior: RuntimeVersioning})
+	r.RegisterWorkflowWithOptions(workflows.RateLimitWorkflow, workflow.RegisterOptions{Name: api.RateLimitWorkflowName,
+		VersioningBehavior: RateLimitVersioning})
 	r.RegisterActivityWithOptions(acts.RecoverRun, activity.RegisterOptions{Name: activities.RecoverRunName})
 	r.RegisterActivityWithOptions(acts.Shutdown, activity.RegisterOptions{Name: activities.ShutdownName})
 	r.RegisterActivityWithOptions(acts.RuntimeState, activity.RegisterOptions{Name: activities.RuntimeStateName})
@@ -51,6 +53,7 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 	// Temporal client, so New registers them (registerSchedules).
 	r.RegisterWorkflowWithOptions(workflows.ScheduledSendWorkflow, workflow.RegisterOptions{
 		Name: api.ScheduledSendWorkflowName, VersioningBehavior: ScheduledSendVersioning})
+	r.RegisterActivityWithOptions(acts.RateGiveBack, activity.RegisterOptions{Name: activities.RateGiveBackName})
 }
 
 // rules are the workflows' rules that a worker with opts applies: its

@@ -8,6 +8,7 @@
 package worker
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -217,6 +218,9 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 		wo.DeploymentOptions = deployment
 	}
 	var closers []func()
+	if g, ok := acts.Rates.(*rateGate); ok {
+		closers = append(closers, g.close)
+	}
 	if servers != nil {
 		closers = append(closers, func() { _ = servers.Close() })
 	}
@@ -305,7 +309,23 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// NewActivities returns keel's activities configured from opts.
+// checkRateLimits checks the names and rates of a worker's rate limits
+// (docs/contract.md §20.5).
+func checkRateLimits(limits map[string]activities.RateLimit) error {
+	for key, rl := range limits {
+		if err := api.ValidateRateKey(key); err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		if err := rl.Validate(); err != nil {
+			return fmt.Errorf("worker: rate limit %q: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// NewActivities returns keel's activities configured from opts. Rate
+// limits are shared with every worker through their RateLimit workflows
+// (docs/contract.md §20.5), so they need a client.
 func NewActivities(c client.Client, opts Options) (*activities.Activities, error) {
 	opts = opts.withDefaults()
 	if opts.Namespace == "" {
@@ -351,7 +371,20 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 	if opts.Codec != nil {
 		acts.Segments = codecSegments{opts.Codec}
 	}
+	if err := checkRateLimits(opts.Policy.RateLimits); err != nil {
+		return nil, err
+	}
+	if c == nil && len(opts.Policy.RateLimits) > 0 {
+		return nil, errors.New("worker: rate limits are shared through Temporal and need a client")
+	}
 	if c != nil {
+		tq := opts.TaskQueue
+		if tq == "" {
+			tq = api.TaskQueue
+		}
+		if len(opts.Policy.RateLimits) > 0 {
+			acts.Rates = newRateGate(c, tq, acts.Logger)
+		}
 		acts.Runs = runReader{c: c}
 		acts.Lifecycle = newLifecycle(c, opts.Namespace)
 		if !opts.NoCancelWatch {

@@ -52,8 +52,22 @@ type modelTurns struct {
 // and the partial text of the last attempt.
 func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.Error) {
 	budget := turnBudget{model: m.cfg.Model}
+	var rate *activities.RateHold
 	for attempt := 1; ; attempt++ {
-		res, fail, err := m.attempt(step, attempt)
+		res, fail, err := m.attempt(step, attempt, rate)
+		rate = nil
+		if err == nil && res.RateWait != nil {
+			// Its rate limit has a place for it later than a worker waits
+			// heartbeating: the run waits with a timer and sends the same
+			// attempt with that place (docs/contract.md §20.5).
+			if err := workflow.Sleep(m.work, res.RateWait.Wait.Std()); err != nil {
+				m.giveBackRate(*res.RateWait)
+				return nil, "", keel.ErrCancelled
+			}
+			rate = res.RateWait
+			attempt--
+			continue
+		}
 		if err == nil {
 			m.meter.limits = res.Limits
 			m.meter.money = m.meter.money || len(res.Limits) > 0
@@ -79,7 +93,9 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 			m.meter.money = true
 			return nil, "", &keel.Error{Code: keel.CodeBudgetExceeded, Message: fail.Budget.Message}
 		}
-		m.meter.request(step, attempt, fail.Usage)
+		if !fail.Unsent { // cancelled before its request was sent: nothing to count
+			m.meter.request(step, attempt, fail.Usage)
+		}
 		if m.work.Err() != nil {
 			return nil, fail.Partial, keel.ErrCancelled
 		}
@@ -100,9 +116,21 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 	}
 }
 
-// attempt runs one ModelTurn activity. A failure comes back decoded as a
+// giveBackRate returns a place under a rate limit the run waited for and
+// will not use (it was cancelled), through a local activity that does not
+// wait for the limit.
+func (m *modelTurns) giveBackRate(h activities.RateHold) {
+	dctx, _ := workflow.NewDisconnectedContext(m.root)
+	lctx := workflow.WithLocalActivityOptions(dctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	if err := workflow.ExecuteLocalActivity(lctx, activities.RateGiveBackName, h).Get(lctx, nil); err != nil {
+		workflow.GetLogger(m.root).Warn("could not give a rate limit's place back", "limit", h.Key, "err", err)
+	}
+}
+
+// attempt runs one ModelTurn activity (with rate, the place its run waited
+// for under its rate limit). A failure comes back decoded as a
 // TurnFailure; err is non-nil exactly when the attempt failed.
-func (m *modelTurns) attempt(step, attempt int) (*activities.ModelTurnResult, *activities.TurnFailure, error) {
+func (m *modelTurns) attempt(step, attempt int, rate *activities.RateHold) (*activities.ModelTurnResult, *activities.TurnFailure, error) {
 	in := activities.ModelTurnInput{
 		SessionID: m.sessionID, RunID: m.runID, Step: step, Attempt: attempt,
 		Model: m.cfg.Model, System: m.cfg.System, MaxTokens: m.cfg.MaxTokens, Tools: m.cfg.Tools,
@@ -114,6 +142,7 @@ func (m *modelTurns) attempt(step, attempt int) (*activities.ModelTurnResult, *a
 		// before typed answers.
 		OutputSchema: m.cfg.OutputSchema,
 		Relay:        m.relay,
+		Rate:         rate,
 	}
 	actx := workflow.WithActivityOptions(m.work, workflow.ActivityOptions{
 		StartToCloseTimeout: m.cfg.ModelTimeout.Std(),

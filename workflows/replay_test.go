@@ -63,6 +63,13 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 4, // send, queued send, steer, outcome
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: noChildWorkflows},
+	// A rate limit (e2e TestRecordRateLimitHistory; docs/contract.md
+	// §20.5): started by update-with-start, three rate updates that
+	// reserve, give back and settle; the refused one left no trace.
+	{file: "rate_limit.json", workflowType: api.RateLimitWorkflowName, atLeast: map[string]int{
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED.String():  3,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 3,
+	}},
 	// A run sent with set_default (e2e TestRecordSetDefaultHistory): the
 	// set-default version marker, the run, the continue-as-new with the
 	// new defaults.

@@ -166,6 +166,8 @@ export type KeelEvent =
   | Delta<"text.delta", { step: number; attempt: number; text: string }>
   | Delta<"reasoning.delta", { step: number; attempt: number; text: string }>
   | Delta<"tool_call.delta", { step: number; attempt: number; index: number; id?: string; name?: string; arguments?: string }>
+  /** The step waits for its turn under a rate limit (docs/contract.md §20.5); wait is a Go duration such as "4.2s". */
+  | Delta<"model.waiting", { step: number; attempt: number; limit: string; wait: string }>
   | Envelope;
 
 /** Deltas were lost to a slow reader; the durable events that follow carry what they showed. */

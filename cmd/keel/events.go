@@ -153,6 +153,9 @@ func eventSummary(env keel.Envelope) string {
 		return fmt.Sprintf("step %d attempt %d · %s · total %s", e.Step, e.Attempt, usageText(e.Usage), usageText(e.Total))
 	case keel.BudgetWarning:
 		return fmt.Sprintf("step %d · %s", e.Step, budgetWarningText(e))
+	case keel.ModelWaiting:
+		return fmt.Sprintf("step %d attempt %d · waiting %s for rate limit %s", e.Step, e.Attempt, fmtDuration(e.Wait.Std()),
+			truncate(sanitizeLine(e.Limit), cardArgsRunes))
 	case keel.ModelCallCompleted:
 		m := e.Metrics
 		return fmt.Sprintf("step %d attempt %d · %s %s · %s (first token %s) · %d in · %d out · %s",

@@ -127,6 +127,10 @@ func (r *renderer) Render(env keel.Envelope) {
 		r.usage = ch.Run.Usage.Keel()
 	case keel.BudgetWarning:
 		r.line(styleYellow, "! budget warning: %s", budgetWarningText(e))
+	case keel.ModelWaiting:
+		// Waiting for its turn under a rate limit (docs/contract.md
+		// §20.5); the first streamed text says the wait is over.
+		r.line(styleDim, "  waiting %s for rate limit %s", fmtDuration(e.Wait.Std()), truncate(sanitizeLine(e.Limit), cardArgsRunes))
 	case keel.RunStarted:
 		if e.Agent != "" {
 			r.line(styleBold, "● run %d · agent %s · %s · session %s", e.Number, sanitizeLine(e.Agent), sanitizeLine(e.Model), sanitizeLine(env.SessionID))

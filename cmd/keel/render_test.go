@@ -226,6 +226,36 @@ var renderCases = []struct {
 		},
 	},
 	{
+		// Waiting for a rate limit (docs/contract.md §20.5): a dim line
+		// before the attempt's text; a retry that waits again; notices of
+		// an abandoned attempt or a finished response show nothing; a
+		// limit's name with control characters is shown inert.
+		name: "rate_limit",
+		build: func(b *events) {
+			const claude = "anthropic:claude-sonnet-4-5"
+			b.durable(keel.RunStarted{Number: 1, Prompt: "wait", Model: claude},
+				keel.StepStarted{Step: 1, EstimatedContextTokens: 900})
+			b.delta(keel.ModelWaiting{Step: 1, Attempt: 1, Limit: claude, Wait: dur(4200 * time.Millisecond)})
+			b.text(1, 1, "Hello.")
+			b.delta(keel.ModelWaiting{Step: 1, Attempt: 1, Limit: claude, Wait: dur(time.Second)})
+			b.durable(keel.UsageUpdated{Step: 1, Attempt: 1, Usage: usage(900, 2, 1), Total: usage(900, 2, 1)},
+				keel.ModelCallCompleted{Step: 1, Attempt: 1},
+				keel.StepStarted{Step: 2, EstimatedContextTokens: 950})
+			retry := dur(time.Second)
+			b.delta(keel.ModelWaiting{Step: 2, Attempt: 1, Limit: "anthropic\x1b[2J", Wait: dur(90 * time.Second)})
+			b.durable(keel.UsageUpdated{Step: 2, Attempt: 1, Usage: usage(0, 0, 1), Total: usage(900, 2, 2)},
+				keel.ProviderStreamReset{Step: 2, Attempt: 1, Reason: keel.ResetReason{Kind: keel.ResetRetryableFailure,
+					Failure: keel.ProviderRateLimited, RetryAfter: &retry}},
+				keel.ProviderRequestRetry{Step: 2, Attempt: 1, Kind: keel.ProviderRateLimited, Status: 429,
+					RetryAfter: &retry, Delay: retry})
+			b.delta(keel.ModelWaiting{Step: 2, Attempt: 1, Limit: claude, Wait: dur(time.Second)}) // abandoned
+			b.delta(keel.ModelWaiting{Step: 2, Attempt: 2, Limit: claude, Wait: dur(350 * time.Millisecond)})
+			b.text(2, 2, "Done.")
+			b.durable(keel.UsageUpdated{Step: 2, Attempt: 2, Usage: usage(950, 2, 1), Total: usage(1850, 4, 3)},
+				keel.RunCompleted{Revision: 1, Text: "Done.", Steps: 2, Usage: usage(1850, 4, 2)})
+		},
+	},
+	{
 		// Events the old renderer showed and the transcript drops: a
 		// repeated durable event, a late delta of an earlier step, a
 		// delta after its response was complete, progress of a call that

@@ -850,6 +850,26 @@
     default:
       append(row(env, "dim", env.type));
     }
+    syncWaiting(ch);
+  }
+
+  // waitText says how long a wait is: "350 ms", "4.2 s", "1 min 30 s".
+  function waitText(ms) {
+    if (ms < 1000) return ms + " ms";
+    if (ms < 60000) return (ms / 1000).toFixed(1) + " s";
+    const s = Math.round(ms / 1000);
+    return Math.floor(s / 60) + " min" + (s % 60 ? " " + (s % 60) + " s" : "");
+  }
+
+  // syncWaiting removes the wait notices (model.waiting) of a run's steps
+  // that the reducer says no longer wait: the attempt streamed, answered,
+  // was reset, or the run ended (docs/contract.md §20.5).
+  function syncWaiting(ch) {
+    if (!ch.run) return;
+    for (const n of document.querySelectorAll('.live-wait[data-run="' + CSS.escape(ch.run.id) + '"]')) {
+      const st = ch.run.steps.find((x) => String(x.number) === n.dataset.step);
+      if (!st || !st.waiting || String(st.attempt) !== n.dataset.attempt) dropLive([n]);
+    }
   }
 
   function endRun(env, outcome) {
@@ -928,7 +948,23 @@
       if (card) card.querySelector(".tool-progress").textContent = ch.tool.progress;
       break;
     }
+    case "model.waiting": {
+      // The step waits for its turn under a rate limit; the notice goes
+      // once it no longer does (syncWaiting).
+      const st = ch.step;
+      const key = [env.run_id, st.number, st.attempt, "live-wait"].join("|");
+      let node = page.live.get(key);
+      if (!node) {
+        node = el("div", {class: "live live-wait", "data-run": env.run_id, "data-step": st.number, "data-attempt": st.attempt, "data-key": key});
+        page.live.set(key, node);
+        append(node);
+      }
+      node.textContent = "waiting " + waitText(st.waiting.wait_ms) + " for rate limit " + st.waiting.limit;
+      node.title = "sent at about " + new Date(Date.now() + st.waiting.wait_ms).toLocaleTimeString();
+      break;
     }
+    }
+    syncWaiting(ch);
   }
 
   // question renders a host-input request with a form for its answer,

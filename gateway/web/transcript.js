@@ -27,14 +27,16 @@
     "compaction.started": "compaction", "compaction.completed": "compaction",
     "run.completed": "end", "run.cancelled": "end", "run.failed": "end",
     "session.forked": "session", "session.rewound": "session",
-    "budget.warning": "budget",
+    "budget.warning": "budget", "model.waiting": "wait",
     "agent.started": "agent", "agent.finished": "agent",
   };
-  const EPHEMERAL = new Set(["text.delta", "reasoning.delta", "tool_call.delta", "tool.progress"]);
+  const EPHEMERAL = new Set(["text.delta", "reasoning.delta", "tool_call.delta", "tool.progress", "model.waiting"]);
 
   // The data of each type as Go decodes it: i integer, s string, b bool,
-  // u usage, c costs (a list of COST, keel.Costs), d duration, o object,
-  // r any JSON. A field of another JSON type makes the event
+  // u usage, c costs (a list of COST, keel.Costs), D duration (a Go
+  // duration string or a number of milliseconds, keel.Duration, which
+  // refuses null), d a duration that may be null (*keel.Duration), o
+  // object, r any JSON. A field of another JSON type makes the event
   // undecodable; null and absent fields are zero.
   const USAGE = {input_tokens: "i", output_tokens: "i", cache_read_tokens: "i", cache_write_tokens: "i", reasoning_tokens: "i", requests: "i",
     cost: "c", unpriced: "i"};
@@ -48,13 +50,13 @@
     "usage.updated": {step: "i", attempt: "i", usage: "u", total: "u"},
     "model_call.completed": {step: "i", attempt: "i", metrics: "o"},
     "provider.stream_reset": {step: "i", attempt: "i", reason: "o"},
-    "provider.request_retry": {step: "i", attempt: "i", kind: "s", status: "i", retry_after: "d", delay: "d", message: "s"},
+    "provider.request_retry": {step: "i", attempt: "i", kind: "s", status: "i", retry_after: "d", delay: "D", message: "s"},
     "text.delta": {step: "i", attempt: "i", text: "s"},
     "reasoning.delta": {step: "i", attempt: "i", text: "s"},
     "tool_call.delta": {step: "i", attempt: "i", index: "i", id: "s", name: "s", arguments: "s"},
     "tool.proposed": {tool_call_id: "s", name: "s", arguments: "r", step: "i"},
     "tool.started": {tool_call_id: "s", name: "s"},
-    "tool.finished": {tool_call_id: "s", name: "s", status: "s", output: "s", duration: "d"},
+    "tool.finished": {tool_call_id: "s", name: "s", status: "s", output: "s", duration: "D"},
     "tool.detached": {tool_call_id: "s", name: "s"},
     "tool.progress": {tool_call_id: "s", message: "s"},
     "steering.accepted": {steering_id: "s", text: "s"},
@@ -69,17 +71,19 @@
     "budget.warning": {step: "i", scope: "s", set: "s", currency: "s", limit: "i", spent: "i"},
     "agent.started": {tool_call_id: "s", agent: "s", session_id: "s", path: "s"},
     "agent.finished": {tool_call_id: "s", agent: "s", session_id: "s", path: "s", status: "s", steps: "i", usage: "u", error: "o"},
+    "model.waiting": {step: "i", attempt: "i", limit: "s", wait: "D"},
   };
 
   const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
 
   function fits(shape, v) {
-    if (v === null || v === undefined) return true;
+    if (v === undefined || (v === null && shape !== "D")) return true;
     switch (shape) {
     case "i": return Number.isSafeInteger(v);
     case "s": return typeof v === "string";
     case "b": return typeof v === "boolean";
-    case "d": return typeof v === "string" || typeof v === "number";
+    case "d":
+    case "D": return durationNanos(v) !== null;
     case "o": return isObject(v);
     case "u": return isObject(v) && Object.entries(USAGE).every(([k, s]) => fits(s, v[k]));
     case "c": return Array.isArray(v) && v.every((c) => c === null || (isObject(c) && Object.entries(COST).every(([k, s]) => fits(s, c[k]))));
@@ -94,13 +98,93 @@
     if (!shape) return isObject(data) ? data : {};
     if (data === null || data === undefined) data = {};
     if (!isObject(data)) return null;
-    const zero = {i: 0, s: "", b: false, d: "", o: null, u: null, c: null, r: null};
+    const zero = {i: 0, s: "", b: false, d: null, D: 0, o: null, u: null, c: null, r: null};
     const out = {};
     for (const [k, s] of Object.entries(shape)) {
       if (!fits(s, data[k])) return null;
       out[k] = data[k] === null || data[k] === undefined ? zero[s] : data[k];
     }
     return out;
+  }
+
+  // Go's duration units, in nanoseconds (time.ParseDuration's).
+  const UNITS = {ns: 1n, us: 1000n, "\u00b5s": 1000n, "\u03bcs": 1000n, ms: 1000000n, s: 1000000000n,
+    m: 60000000000n, h: 3600000000000n};
+  const MAX_INT64 = (1n << 63n) - 1n;
+
+  // parseDuration reads a duration string exactly as Go's
+  // time.ParseDuration does, fractions in floating point as it computes
+  // them: nanoseconds as a BigInt, or null where Go fails.
+  function parseDuration(orig) {
+    let s = orig;
+    let neg = false;
+    if (s !== "" && (s[0] === "-" || s[0] === "+")) {
+      neg = s[0] === "-";
+      s = s.slice(1);
+    }
+    if (s === "0") return 0n;
+    if (s === "") return null;
+    const digit = (c) => c >= "0" && c <= "9";
+    let d = 0n;
+    while (s !== "") {
+      if (!(s[0] === "." || digit(s[0]))) return null;
+      let i = 0;
+      let v = 0n;
+      while (i < s.length && digit(s[i])) {
+        v = v * 10n + BigInt(s.charCodeAt(i) - 48);
+        if (v > 1n << 63n) return null;
+        i++;
+      }
+      const pre = i > 0;
+      s = s.slice(i);
+      let f = 0n;
+      let scale = 1;
+      let post = false;
+      if (s !== "" && s[0] === ".") {
+        s = s.slice(1);
+        let overflow = false;
+        i = 0;
+        while (i < s.length && digit(s[i])) {
+          if (!overflow) {
+            if (f > MAX_INT64 / 10n) overflow = true;
+            else {
+              f = f * 10n + BigInt(s.charCodeAt(i) - 48);
+              scale *= 10;
+            }
+          }
+          i++;
+        }
+        post = i > 0;
+        s = s.slice(i);
+      }
+      if (!pre && !post) return null;
+      i = 0;
+      while (i < s.length && s[i] !== "." && !digit(s[i])) i++;
+      if (i === 0) return null;
+      const unit = Object.prototype.hasOwnProperty.call(UNITS, s.slice(0, i)) ? UNITS[s.slice(0, i)] : null;
+      s = s.slice(i);
+      if (unit === null || v > (1n << 63n) / unit) return null;
+      v *= unit;
+      if (f > 0n) {
+        v += BigInt(Math.trunc(Number(f) * (Number(unit) / scale)));
+        if (v > 1n << 63n) return null;
+      }
+      d += v;
+      if (d > 1n << 63n) return null;
+    }
+    if (neg) return -d;
+    return d > MAX_INT64 ? null : d;
+  }
+
+  // durationNanos is a keel.Duration's value in nanoseconds (a BigInt), as
+  // Go decodes it: a duration string, or a number of milliseconds; null
+  // where Go fails (null itself among them).
+  function durationNanos(v) {
+    if (typeof v === "string") return parseDuration(v);
+    if (typeof v !== "number" || !Number.isFinite(v)) return null;
+    const ns = Math.trunc(v * 1e6);
+    // Go's conversion of a float beyond int64 gives its least value.
+    return Math.abs(ns) < 2 ** 63 ? BigInt(ns) : -(1n << 63n);
   }
 
   // utf8Length is the byte length of s in UTF-8, as Go counts it.
@@ -248,7 +332,7 @@
       if (d.step < 1) return "invalid";
       if (r._steps.has(d.step)) return "duplicate";
       const st = {number: d.step, estimated_context_tokens: d.estimated_context_tokens, attempt: 1, text: "", reasoning: "",
-        drafts: [], abandoned: [], completed: false, truncated: false, _abandonedMax: 0};
+        drafts: [], abandoned: [], completed: false, truncated: false, waiting: null, _abandonedMax: 0};
       r._steps.set(d.step, st);
       r.steps.push(st);
       ch.step = st;
@@ -260,6 +344,7 @@
       if (why) return why;
       const field = type === "text.delta" ? "text" : "reasoning";
       st[field] = appendText(st, st[field], d.text);
+      st.waiting = null;
       ch.text = d.text;
       return "";
     }
@@ -276,6 +361,17 @@
       if (d.name) dr.name = cut(d.name, MAX_FIELD);
       dr.arguments = appendText(st, dr.arguments, d.arguments);
       ch.draft = dr;
+      st.waiting = null;
+      return "";
+    }
+    case "model.waiting": {
+      const ns = durationNanos(d.wait);
+      if (ns < 0n) return "invalid";
+      const [st, why] = live(r, d.step, d.attempt, ns === 0n, ch);
+      if (why) return why;
+      // An attempt that streamed output is no longer waiting.
+      if (st.attempt === d.attempt && (st.text !== "" || st.reasoning !== "" || st.drafts.length > 0)) return "streaming";
+      st.waiting = {limit: cut(d.limit, MAX_FIELD), wait_ms: Number(ns / 1000000n)};
       return "";
     }
     case "provider.stream_reset": {
@@ -295,6 +391,7 @@
       ch.step = st;
       if (d.attempt > st.attempt) abandon(st, d.attempt, ch);
       st.completed = true;
+      st.waiting = null;
       return "";
     }
     case "provider.request_retry":
@@ -431,14 +528,17 @@
       return "";
     }
     case "run.completed":
+      stopWaiting(r);
       r.status = "completed";
       r.result = result({text: cut(d.text, MAX_FIELD), steps: d.steps, usage: usageOf(d.usage), revision: d.revision});
       return "";
     case "run.cancelled":
+      stopWaiting(r);
       r.status = "cancelled";
       r.result = result({revision: d.revision});
       return "";
     case "run.failed":
+      stopWaiting(r);
       r.status = "failed";
       r.result = result({code: cut(d.code, MAX_FIELD), message: cut(d.message, MAX_FIELD), retryable: d.retryable, revision: d.revision});
       return "";
@@ -470,6 +570,14 @@
     st.reasoning = "";
     st.drafts = [];
     st.completed = false;
+    st.waiting = null;
+  }
+
+  // stopWaiting clears the wait of the run's current step: an ended run
+  // waits for nothing.
+  function stopWaiting(r) {
+    const st = current(r);
+    if (st) st.waiting = null;
   }
 
   function appendText(st, s, more) {
@@ -569,10 +677,19 @@
     return out;
   };
 
+  // stepView is a step as transcript.Step encodes it: waiting only while
+  // it waits.
+  function stepView(st) {
+    const out = Object.assign({}, st);
+    if (!st.waiting) delete out.waiting;
+    return out;
+  }
+
   // runView is a run as transcript.Run encodes it: warnings only when it
   // has some, a token budget's (empty) currency left out.
   function runView(r) {
     const out = Object.assign({}, r);
+    out.steps = r.steps.map(stepView);
     if (r.warnings.length) out.warnings = r.warnings.map((w) => omitEmpty(w, "currency"));
     else delete out.warnings;
     if (r.agents.length) out.agents = r.agents.map(agentView);
@@ -628,5 +745,5 @@
     return {changes, view: view(t)};
   }
 
-  root.keelTranscript = Object.freeze({create, apply, view, reduce, current, formatNanos});
+  root.keelTranscript = Object.freeze({create, apply, view, reduce, current, formatNanos, durationNanos});
 })(globalThis);

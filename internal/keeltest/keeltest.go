@@ -102,7 +102,7 @@ type WorkerOptions struct {
 	// Tools defaults to the built-ins on a temporary workspace.
 	Tools *tool.Registry
 	Live  live.Publisher
-	// HeartbeatInterval and NoCancelWatch are worker.Options'.
+	// HeartbeatInterval, NoCancelWatch and Policy are worker.Options'.
 	HeartbeatInterval time.Duration
 	NoCancelWatch     bool
 	// Policy is worker.Options' (prices, budgets, caps); zero: none.
