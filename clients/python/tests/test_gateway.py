@@ -253,7 +253,8 @@ class GatewayTest(unittest.TestCase):
         deadline = time.monotonic() + 30
         while True:
             listed = self.client.schedules()
-            if any(s["id"] == sid for s in listed["schedules"]) or time.monotonic() > deadline:
+            # Visibility is eventually consistent: wait until it has the unpause.
+            if any(s["id"] == sid and not s["paused"] for s in listed["schedules"]) or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
         self.assertTrue(any(s["id"] == sid and not s["paused"] for s in listed["schedules"]))

@@ -264,7 +264,8 @@ test("a schedule is created, triggered into a run, paused, listed and deleted", 
   let listed;
   for (const until = Date.now() + 30_000; ;) {
     listed = await client.schedules();
-    if (listed.schedules.some((s) => s.id === id) || Date.now() > until) break;
+    // Visibility is eventually consistent: wait until it has the unpause.
+    if (listed.schedules.some((s) => s.id === id && !s.paused) || Date.now() > until) break;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   assert.ok(listed.schedules.some((s) => s.id === id && !s.paused), "listed");
