@@ -54,8 +54,9 @@ func TestScheduleCommandUsage(t *testing.T) {
 // TestScheduleAcrossDevRestart: `keel schedule create` against a `keel
 // dev` process makes a schedule that fires every five seconds, each firing
 // running its prompt in the schedule's session; the whole keel dev is
-// killed with SIGKILL between firings, kept down for 12 s and started
-// again on its data directory, and the schedule fires on by itself,
+// killed with SIGKILL between firings, kept down until a firing it missed
+// is 12 s late, and started again on its data directory, and the schedule
+// fires on by itself,
 // having taken the firings the outage missed (its catch-up window is the
 // default 10 minutes), while a schedule with a 10-second window dropped
 // those older than that (docs/contract.md §22.4). describe shows the
@@ -129,11 +130,17 @@ func TestScheduleAcrossDevRestart(t *testing.T) {
 	c.Close()
 
 	p.kill()
+	killed := time.Now()
 	t.Log("killed keel dev between firings")
-	// The outage lasts longer than the second schedule's catch-up
-	// window: the point is time passing with no server, not an event.
-	time.Sleep(12 * time.Second)
+	// The outage lasts until the first firing it misses is more than
+	// the second schedule's catch-up window late: firings fall on
+	// multiples of 5 s from the epoch, so the first missed one is the
+	// next multiple after the kill. The point is time passing with no
+	// server, not an event.
+	firstMissed := killed.Truncate(5 * time.Second).Add(5 * time.Second)
+	time.Sleep(time.Until(firstMissed.Add(10*time.Second + 2*time.Second)))
 	p = rig.start()
+	outage := time.Since(killed).Round(time.Second)
 	c = rig.dial(p)
 	defer c.Close()
 	seq = nextTick(c, seq)
@@ -159,7 +166,7 @@ func TestScheduleAcrossDevRestart(t *testing.T) {
 	// The default catch-up window (10 minutes) took every firing the
 	// outage missed; the 10-second one dropped those older than it.
 	if st.Missed != 0 {
-		t.Errorf("cli-sched dropped %d firings missed in a %s outage", st.Missed, "12 s")
+		t.Errorf("cli-sched dropped %d firings missed in a %s outage", st.Missed, outage)
 	}
 	if _, errOut, code = keel("schedule", "pause", "cli-catchup"); code != exitOK {
 		t.Fatalf("pause: %d %s", code, errOut)
