@@ -56,10 +56,9 @@ func TestScheduleCommandUsage(t *testing.T) {
 // running its prompt in the schedule's session; the whole keel dev is
 // killed with SIGKILL between firings, kept down until a firing it missed
 // is 12 s late, and started again on its data directory, and the schedule
-// fires on by itself,
-// having taken the firings the outage missed (its catch-up window is the
-// default 10 minutes), while a schedule with a 10-second window dropped
-// those older than that (docs/contract.md §22.4). describe shows the
+// fires on by itself, having taken the firings the outage missed (its
+// catch-up window is the default 10 minutes), while a schedule with a
+// 10-second window dropped those older than that (docs/contract.md §22.4). describe shows the
 // firings with their sessions and runs, pause stops it (no next firing),
 // delete removes it and the session stays readable.
 func TestScheduleAcrossDevRestart(t *testing.T) {
