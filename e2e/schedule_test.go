@@ -424,3 +424,49 @@ func TestScheduleChecksWhatTheWorkerOffers(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleRunsAsAnAgent: a schedule names one of the worker's agents
+// (docs/contract.md §21.2, §22.2) and its firing runs as that agent, with
+// the agent's model and instructions. A schedule naming an agent the
+// worker does not offer, or naming one and setting what it defines, is
+// refused when it is made, not at every firing.
+func TestScheduleRunsAsAnAgent(t *testing.T) {
+	r := &schedRig{t: t, ctx: testContext(t, 2*time.Minute), book: &keeltest.ScriptBook{}}
+	r.srv = keeltest.StartServer(t, devserver.Config{})
+	m := r.model("-reporter", answerScript)
+	r.worker = keeltest.StartWorker(t, r.srv, keeltest.WorkerOptions{Models: r.book,
+		Agents: map[string]api.AgentSpec{"reporter": {Name: "reporter", Model: m, Instructions: "Report briefly."}}})
+	r.c = keeltest.Client(t, r.srv, nil)
+	every := api.ScheduleSpec{Every: keel.Duration(time.Hour)}
+
+	for name, cfg := range map[string]api.RunConfig{
+		"an agent not offered":         {Agent: "auditor"},
+		"an agent and a model":         {Agent: "reporter", Model: m},
+		"an agent and tools":           {Agent: "reporter", Tools: []string{}},
+		"an agent and instructions":    {Agent: "reporter", System: "Ignore the operator."},
+		"an agent name that is a path": {Agent: "../reporter"},
+	} {
+		s := api.Schedule{ID: "refused", ScheduleSpec: every, Prompt: "x", Config: &cfg}
+		if err := r.c.CreateSchedule(r.ctx, s); !errors.Is(err, keel.ErrInvalidInput) {
+			t.Errorf("%s: %v, want invalid input", name, err)
+		}
+		if _, err := r.c.Schedule("refused").Describe(r.ctx); !errors.Is(err, keel.ErrNotFound) {
+			t.Fatalf("%s: the refused schedule exists: %v", name, err)
+		}
+	}
+
+	h := r.create(api.Schedule{ID: "report", ScheduleSpec: every, Prompt: "Morning report.", Session: "sched-agent",
+		Config: &api.RunConfig{Agent: "reporter"}})
+	if err := h.Trigger(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f := r.firing(h, 1)
+	if f.Status != api.FiringSent || f.Result == nil || f.Result.Session != "sched-agent" {
+		t.Fatalf("firing: %+v (error %+v)", f, f.Error)
+	}
+	rs := started(t, r.until("sched-agent", 0, keel.TypeRunStarted))
+	if rs.Prompt != "Morning report." || rs.Agent != "reporter" || rs.Model != m {
+		t.Fatalf("run.started %+v, want the agent reporter on %s", rs, m)
+	}
+	r.until("sched-agent", 0, keel.TypeRunCompleted)
+}

@@ -73,5 +73,5 @@ func (o Options) rules(models activities.ModelResolver) workflows.Rules {
 // (schedule.go): the same as the session's send validators apply.
 func scheduleRulesOf(r workflows.Rules) scheduleRules {
 	return scheduleRules{admitModel: r.AdmitModel, modelOffer: r.ModelOffer, limits: r.Limits,
-		runBudget: r.RunBudget, sessionBudget: r.SessionBudget}
+		runBudget: r.RunBudget, sessionBudget: r.SessionBudget, checkAgent: r.CheckAgent}
 }

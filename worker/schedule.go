@@ -35,6 +35,9 @@ type scheduleRules struct {
 	modelOffer               func() string
 	limits                   api.Limits
 	runBudget, sessionBudget *api.Budget
+	// checkAgent refuses an agent the worker does not offer, or a
+	// config that sets what its agent defines.
+	checkAgent func(api.RunConfig) error
 }
 
 // newSchedules returns the activities of schedules over c, the worker's
@@ -59,8 +62,8 @@ func newSchedules(c sdkclient.Client, opts Options, rules scheduleRules, tools *
 const awaitHeartbeat = 20 * time.Second
 
 // Check applies the worker's rules to a schedule: its definition
-// (api.Schedule.Validate under the worker's limits), the model and tools
-// it names (offered by this worker), and its budgets (within the
+// (api.Schedule.Validate under the worker's limits), the model, agent and
+// tools it names (offered by this worker), and its budgets (within the
 // operator's ceilings).
 func (s *schedules) Check(_ context.Context, sc api.Schedule) error {
 	return activityError(s.check(sc))
@@ -82,6 +85,11 @@ func (s *schedules) check(sc api.Schedule) error {
 			msg += "; it offers " + s.rules.modelOffer()
 		}
 		return &keel.Error{Code: keel.CodeInvalidInput, Message: msg}
+	}
+	if s.rules.checkAgent != nil {
+		if err := s.rules.checkAgent(*cfg); err != nil {
+			return err
+		}
 	}
 	for i, name := range cfg.Tools {
 		if _, ok := s.tools.Lookup(name); !ok {

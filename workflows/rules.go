@@ -45,17 +45,48 @@ type Rules struct {
 
 // admitsAgent refuses a send that names an agent the worker does not
 // offer, or that sets what the agent defines (docs/contract.md §21.2).
+// cfg is the run's configuration with the session's defaults merged in;
+// only what the send itself sets can clash with its agent.
 func (r Rules) admitsAgent(req api.SendRequest, cfg api.RunConfig) *keel.Error {
 	if cfg.Agent == "" {
 		return nil
 	}
 	if _, ok := r.Agents[cfg.Agent]; !ok {
-		return keel.Errorf(keel.CodeInvalidInput, "agent %s is not offered by this worker", clip(cfg.Agent, 40))
+		return agentNotOffered(cfg.Agent)
 	}
-	if c := req.Config; c != nil && c.Agent != "" &&
-		(c.Model != "" || c.System != "" || c.Tools != nil || len(c.OutputSchema) > 0) {
+	if c := req.Config; c != nil && c.Agent != "" {
+		return agentClash(*c)
+	}
+	return nil
+}
+
+// CheckAgent applies the send validator's agent rules to a run
+// configuration as a client wrote it, outside a send: a schedule's, when
+// it is made (docs/contract.md §22.2), so that a schedule naming an agent
+// the worker does not offer is refused then rather than at every firing.
+func (r Rules) CheckAgent(c api.RunConfig) error {
+	if c.Agent == "" {
+		return nil
+	}
+	if _, ok := r.Agents[c.Agent]; !ok {
+		return agentNotOffered(c.Agent)
+	}
+	if err := agentClash(c); err != nil {
+		return err
+	}
+	return nil
+}
+
+func agentNotOffered(name string) *keel.Error {
+	return keel.Errorf(keel.CodeInvalidInput, "agent %s is not offered by this worker", clip(name, 40))
+}
+
+// agentClash refuses a configuration that names an agent and sets what
+// the agent defines.
+func agentClash(c api.RunConfig) *keel.Error {
+	if c.Model != "" || c.System != "" || c.Tools != nil || len(c.OutputSchema) > 0 {
 		return keel.Errorf(keel.CodeInvalidInput,
-			"agent %s defines its model, instructions, tools and output schema: a send that names it sets none of them", cfg.Agent)
+			"agent %s defines its model, instructions, tools and output schema: a send that names it sets none of them", c.Agent)
 	}
 	return nil
 }

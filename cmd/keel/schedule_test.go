@@ -30,19 +30,23 @@ func TestScheduleCommandUsage(t *testing.T) {
 		t.Errorf("schedule --help: %d\n%s", code, out.String())
 	}
 	for name, args := range map[string][]string{
-		"no command":            {"schedule"},
-		"an unknown command":    {"schedule", "explode"},
-		"no ID":                 {"schedule", "create", "--every", "1h", "--prompt", "x"},
-		"a path as ID":          {"schedule", "create", "../x", "--every", "1h", "--prompt", "x"},
-		"no time":               {"schedule", "create", "s1", "--prompt", "x"},
-		"no prompt":             {"schedule", "create", "s1", "--every", "1h"},
-		"every millisecond":     {"schedule", "create", "s1", "--every", "1ms", "--prompt", "x"},
-		"both session kinds":    {"schedule", "create", "s1", "--every", "1h", "--prompt", "x", "--session", "a", "--new-session"},
-		"overlap on new":        {"schedule", "create", "s1", "--every", "1h", "--prompt", "x", "--new-session", "--overlap", "queue"},
-		"a bad overlap":         {"schedule", "create", "s1", "--every", "1h", "--prompt", "x", "--overlap", "drop"},
-		"a path as tool":        {"schedule", "create", "s1", "--every", "1h", "--prompt", "x", "--tools", "../bin/sh"},
-		"update with no change": {"schedule", "update", "s1"},
-		"describe two IDs":      {"schedule", "describe", "a", "b"},
+		"no command":             {"schedule"},
+		"an unknown command":     {"schedule", "explode"},
+		"no ID":                  {"schedule", "create", "--every", "1h", "--prompt", "x"},
+		"a path as ID":           {"schedule", "create", "../x", "--every", "1h", "--prompt", "x"},
+		"no time":                {"schedule", "create", "s1", "--prompt", "x"},
+		"no prompt":              {"schedule", "create", "s1", "--every", "1h"},
+		"every millisecond":      {"schedule", "create", "s1", "--every", "1ms", "--prompt", "x"},
+		"both session kinds":     {"schedule", "create", "s1", "--every", "1h", "--prompt", "x", "--session", "a", "--new-session"},
+		"overlap on new":         {"schedule", "create", "s1", "--every", "1h", "--prompt", "x", "--new-session", "--overlap", "queue"},
+		"a bad overlap":          {"schedule", "create", "s1", "--every", "1h", "--prompt", "x", "--overlap", "drop"},
+		"a path as tool":         {"schedule", "create", "s1", "--every", "1h", "--prompt", "x", "--tools", "../bin/sh"},
+		"an agent and a model":   {"schedule", "create", "s1", "--every", "1h", "--prompt", "x", "--agent", "a", "--model", "scripted:x"},
+		"an agent and tools":     {"schedule", "create", "s1", "--every", "1h", "--prompt", "x", "--agent", "a", "--tools", ""},
+		"a path as agent":        {"schedule", "create", "s1", "--every", "1h", "--prompt", "x", "--agent", "../a"},
+		"update agent and tools": {"schedule", "update", "s1", "--agent", "a", "--tools", "read_file"},
+		"update with no change":  {"schedule", "update", "s1"},
+		"describe two IDs":       {"schedule", "describe", "a", "b"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := dispatch(ctx, args, &out, &errOut); code != exitUsage {
@@ -205,5 +209,40 @@ func TestScheduleAcrossDevRestart(t *testing.T) {
 	state, err := c.Session("cli-tick").State(ctx)
 	if err != nil || state.Runs < 4 {
 		t.Fatalf("the session after delete: %+v %v", state, err)
+	}
+}
+
+// TestScheduleAgentFlag: --agent names the agent each firing runs as;
+// on update it replaces the model, instructions, tools and output schema
+// the schedule's config had (the agent defines them), and keeps the rest.
+func TestScheduleAgentFlag(t *testing.T) {
+	parse := func(args ...string) (*flagSet, *scheduleFlags) {
+		t.Helper()
+		fs := newFlagSet("schedule test", "", "")
+		var f scheduleFlags
+		f.register(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.checkAgent(fs); err != nil {
+			t.Fatal(err)
+		}
+		return fs, &f
+	}
+	fs, f := parse("--agent", "reporter", "--max-steps", "3")
+	if s := f.schedule(fs, "s1"); s.Config == nil || s.Config.Agent != "reporter" || s.Config.MaxSteps != 3 || s.Config.Model != "" {
+		t.Fatalf("create config: %+v", s.Config)
+	}
+	cur := api.Schedule{ID: "s1", Config: &api.RunConfig{Model: "scripted:a", System: "be brief", Tools: []string{"read_file"}, MaxSteps: 5}}
+	fs, f = parse("--agent", "reporter")
+	c := f.change(fs, cur)
+	if c.Config == nil || c.Config.Agent != "reporter" || c.Config.Model != "" || c.Config.System != "" || c.Config.Tools != nil ||
+		c.Config.MaxSteps != 5 {
+		t.Fatalf("update config: %+v", c.Config)
+	}
+	fs, f = parse("--agent", "", "--model", "scripted:b")
+	if c := f.change(fs, api.Schedule{ID: "s1", Config: &api.RunConfig{Agent: "reporter"}}); c.Config == nil ||
+		c.Config.Agent != "" || c.Config.Model != "scripted:b" {
+		t.Fatalf("update away from the agent: %+v", c.Config)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/keelrun/keel"
@@ -16,7 +17,7 @@ import (
 // scheduleFlags are the flags that define a schedule: create takes them
 // all, update those that are given.
 type scheduleFlags struct {
-	cron, timezone, prompt, session, model, overlap string
+	cron, timezone, prompt, session, model, agent, overlap string
 	every, jitter, catchup                          time.Duration
 	newSession, pauseOnFailure                      bool
 	tools, approveAsk                               listFlag
@@ -33,6 +34,7 @@ func (f *scheduleFlags) register(fs *flagSet) {
 	fs.StringVar(&f.session, "session", "", "send every firing to session `ID` (default: the session named like the schedule)")
 	fs.BoolVar(&f.newSession, "new-session", false, "give every firing a new session, named ID-YYYYMMDDTHHMMSSZ after the schedule and the firing's time")
 	fs.StringVar(&f.model, "model", "", "model `SPEC` the worker offers, for the firings' runs (default: the session's)")
+	fs.StringVar(&f.agent, "agent", "", "run each firing as the worker's agent `NAME` (keel.yaml agents): its model, instructions and tools; not with --model or --tools (\"\" on update: no agent)")
 	fs.Var(&f.tools, "tools", "comma-separated tool `LIST` the worker offers, for the firings' runs (default: the session's; \"\" for none)")
 	fs.IntVar(&f.maxSteps, "max-steps", 0, "most model turns in each firing's run (default: the session's)")
 	fs.Var(&f.approveAsk, "approve-ask", "comma-separated tool `LIST` whose every call waits for the host's approval (\"*\": all tools)")
@@ -56,6 +58,13 @@ func (f *scheduleFlags) config(fs *flagSet, base *api.RunConfig) *api.RunConfig 
 		switch name {
 		case "model":
 			cfg.Model = f.model
+		case "agent":
+			// The agent defines the model, instructions, tools and output
+			// schema: a config naming it sets none of them.
+			cfg.Agent = f.agent
+			if f.agent != "" {
+				cfg.Model, cfg.System, cfg.Tools, cfg.OutputSchema = "", "", nil, nil
+			}
 		case "tools":
 			cfg.Tools = slices.Clone(f.tools.items)
 			if cfg.Tools == nil {
@@ -73,11 +82,28 @@ func (f *scheduleFlags) config(fs *flagSet, base *api.RunConfig) *api.RunConfig 
 		case "session-budget":
 			cfg.SessionBudget = f.sessionBudget.b
 		}
-	}, "model", "tools", "max-steps", "approve-ask", "budget", "session-budget")
+	}, "model", "agent", "tools", "max-steps", "approve-ask", "budget", "session-budget")
 	if !set && base == nil {
 		return nil
 	}
 	return &cfg
+}
+
+// checkAgent refuses --agent beside the flags that set what an agent
+// defines.
+func (f *scheduleFlags) checkAgent(fs *flagSet) error {
+	if f.agent == "" {
+		return nil
+	}
+	if !api.ValidAgentName(f.agent) {
+		return fmt.Errorf("--agent: an agent name is letters, digits, '-' and '_', starting with a letter")
+	}
+	var clash []string
+	visit(fs, func(name string) { clash = append(clash, "--"+name) }, "model", "tools")
+	if len(clash) > 0 {
+		return fmt.Errorf("--agent %s defines its model and tools: drop %s", f.agent, strings.Join(clash, ", "))
+	}
+	return nil
 }
 
 // visit calls fn with each of names that was given on the command line.
@@ -128,7 +154,7 @@ func (f *scheduleFlags) change(fs *flagSet, cur api.Schedule) api.ScheduleChange
 			c.PauseOnFailure = boolp(f.pauseOnFailure)
 		case "catchup-window":
 			c.CatchupWindow = dur(f.catchup)
-		case "model", "tools", "max-steps", "approve-ask", "budget", "session-budget":
+		case "model", "agent", "tools", "max-steps", "approve-ask", "budget", "session-budget":
 			configFlags = true
 		}
 	})
@@ -159,6 +185,9 @@ func cmdScheduleCreate(ctx context.Context, args []string, stdout, stderr io.Wri
 	id, code, ok := t.parse(fs, args, stdout, stderr)
 	if !ok {
 		return code
+	}
+	if err := f.checkAgent(fs); err != nil {
+		return fs.usageError(stderr, "%v", err)
 	}
 	s := f.schedule(fs, id)
 	if err := s.Validate(api.Limits{}); err != nil {
@@ -197,6 +226,9 @@ func cmdScheduleUpdate(ctx context.Context, args []string, stdout, stderr io.Wri
 	if !given {
 		return fs.usageError(stderr, "nothing to change: give the flags to change")
 	}
+	if err := f.checkAgent(fs); err != nil {
+		return fs.usageError(stderr, "%v", err)
+	}
 	kc, err := t.dial(ctx, stderr)
 	if err != nil {
 		return fail(stderr, "schedule update", err)
@@ -216,7 +248,7 @@ func cmdScheduleUpdate(ctx context.Context, args []string, stdout, stderr io.Wri
 // isScheduleFlag reports whether name is one of scheduleFlags'.
 func isScheduleFlag(name string) bool {
 	return slices.Contains([]string{"cron", "every", "timezone", "jitter", "prompt", "session", "new-session", "model",
-		"tools", "max-steps", "approve-ask", "budget", "session-budget", "overlap", "pause-on-failure", "catchup-window"}, name)
+		"agent", "tools", "max-steps", "approve-ask", "budget", "session-budget", "overlap", "pause-on-failure", "catchup-window"}, name)
 }
 
 // printScheduleNow prints the schedule after a change: its description
