@@ -13,6 +13,10 @@ import (
 // ScheduleConfig is a schedule's run configuration over HTTP: the fields
 // a prompt's POST .../runs may set, for each firing's run only.
 type ScheduleConfig struct {
+	// Agent names one of the worker's agents (docs/contract.md §21.2):
+	// it defines the model, instructions and tools, so a config that
+	// names it sets none of them.
+	Agent         string                  `json:"agent,omitempty"`
 	Model         string                  `json:"model,omitempty"`
 	Tools         []string                `json:"tools,omitempty"`
 	System        string                  `json:"system,omitempty"`
@@ -26,7 +30,7 @@ func (c *ScheduleConfig) runConfig() *api.RunConfig {
 	if c == nil {
 		return nil
 	}
-	return &api.RunConfig{Model: c.Model, Tools: c.Tools, System: c.System, MaxSteps: c.MaxSteps, Approvals: c.Approvals,
+	return &api.RunConfig{Agent: c.Agent, Model: c.Model, Tools: c.Tools, System: c.System, MaxSteps: c.MaxSteps, Approvals: c.Approvals,
 		Budget: c.Budget, SessionBudget: c.SessionBudget}
 }
 
@@ -34,7 +38,7 @@ func scheduleConfigOf(c *api.RunConfig) *ScheduleConfig {
 	if c == nil {
 		return nil
 	}
-	return &ScheduleConfig{Model: c.Model, Tools: c.Tools, System: c.System, MaxSteps: c.MaxSteps, Approvals: c.Approvals,
+	return &ScheduleConfig{Agent: c.Agent, Model: c.Model, Tools: c.Tools, System: c.System, MaxSteps: c.MaxSteps, Approvals: c.Approvals,
 		Budget: c.Budget, SessionBudget: c.SessionBudget}
 }
 

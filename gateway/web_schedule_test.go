@@ -77,15 +77,36 @@ func TestWebPageSchedules(t *testing.T) {
 	b.do("unpause", chromedp.Click(chromedp.CSS("#schedule-unpause")))
 	poll[bool](b, "active again", `document.getElementById("schedule-state").dataset.state === "active"`)
 
-	// A refused creation is shown, typed, as text.
-	b.do("new schedule again", chromedp.Click(chromedp.CSS("#schedule-add")))
-	b.fill("#new-id", "web-sched-bad")
+	// A schedule whose firings run as one of the worker's agents.
+	b.do("new agent schedule", chromedp.Click(chromedp.CSS("#schedule-add")))
+	b.fill("#new-id", "web-sched-agent")
 	b.fill("#new-every", "1h")
-	b.fill("#new-prompt", "x")
-	b.fill("#new-model", "scripted:/etc/passwd")
-	b.do("create a bad one", chromedp.Click(chromedp.CSS("#schedule-form button[type=submit]")))
-	poll[bool](b, "error shown", `(() => { const e = document.getElementById("schedule-form-error");
-		return !e.hidden && e.textContent.startsWith("invalid_input: model"); })()`)
+	b.fill("#new-prompt", "Find the facts.")
+	b.fill("#new-agent", "researcher")
+	b.do("create the agent's", chromedp.Click(chromedp.CSS("#schedule-form button[type=submit]")))
+	poll[bool](b, "the agent shown", `document.getElementById("schedule-id").textContent === "web-sched-agent" &&
+		document.getElementById("schedule-details").querySelector('[data-field="agent"] dd')?.textContent === "researcher"`)
+	st = scheduleStatus(t, s.call(t, http.MethodGet, "/v1/schedules/web-sched-agent", nil).must(t, http.StatusOK))
+	if st.Schedule.Config == nil || st.Schedule.Config.Agent != "researcher" || st.Schedule.Config.Model != "" {
+		t.Fatalf("the agent's schedule: %+v", st.Schedule.Config)
+	}
+	s.call(t, http.MethodDelete, "/v1/schedules/web-sched-agent", nil).must(t, http.StatusOK)
+
+	// Refused creations are shown, typed, as text.
+	for _, bad := range []struct{ field, value, want string }{
+		{"#new-model", "scripted:/etc/passwd", "invalid_input: model"},
+		{"#new-agent", "auditor", "invalid_input: agent"},
+	} {
+		b.do("new schedule again", chromedp.Click(chromedp.CSS("#schedule-add")))
+		b.fill("#new-id", "web-sched-bad")
+		b.fill("#new-every", "1h")
+		b.fill("#new-prompt", "x")
+		b.fill(bad.field, bad.value)
+		b.do("create a bad one", chromedp.Click(chromedp.CSS("#schedule-form button[type=submit]")))
+		poll[bool](b, "error shown", `(() => { const e = document.getElementById("schedule-form-error");
+			return !e.hidden && e.textContent.startsWith(`+jsString(bad.want)+`); })()`)
+		eval[bool](b, `document.getElementById("schedule-form").reset(), true`)
+	}
 
 	// Delete, confirmed.
 	b.do("open the form's schedule", chromedp.Click(chromedp.CSS(`#schedules li[data-schedule="web-sched-form"] button`)))

@@ -284,8 +284,13 @@ export interface SessionsResponse {
   web_ui?: string;
 }
 
-/** A schedule's run configuration: for each firing's run only. */
+/**
+ * A schedule's run configuration: for each firing's run only. `agent`
+ * names one of the worker's agents, which defines the model, instructions
+ * and tools (docs/contract.md §21.2).
+ */
 export interface ScheduleConfig {
+  agent?: string;
   model?: string;
   tools?: string[];
   system?: string;

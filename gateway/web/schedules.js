@@ -113,6 +113,7 @@
       ["session", s.new_session ? "a new one each firing (" + s.id + "-…)" : sessionLink(s.session || s.id)],
     ];
     if (!s.new_session) rows.push(["overlap", s.overlap || "skip"]);
+    if (s.config && s.config.agent) rows.push(["agent", s.config.agent]);
     if (s.config && s.config.model) rows.push(["model", s.config.model]);
     if (s.config && s.config.tools) rows.push(["tools", s.config.tools.join(", ") || "none"]);
     rows.push(["policy", (s.pause_on_failure ? "pause on failure; " : "") + "catch-up window " + (s.catchup_window || "10m0s")]);
@@ -179,6 +180,7 @@
     if (!body.new_session && f("overlap") !== "skip") body.overlap = f("overlap");
     if ($("new-pause-on-failure").checked) body.pause_on_failure = true;
     const config = {};
+    if (f("agent")) config.agent = f("agent");
     if (f("model")) config.model = f("model");
     if (f("tools")) config.tools = f("tools").split(",").map((t) => t.trim()).filter(Boolean);
     if (Object.keys(config).length) body.config = config;

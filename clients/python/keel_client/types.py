@@ -258,7 +258,10 @@ class SessionsResponse(TypedDict):
 
 
 class ScheduleConfig(TypedDict, total=False):
-    """A schedule's run configuration: for each firing's run only."""
+    """A schedule's run configuration: for each firing's run only.
+    ``agent`` names one of the worker's agents, which defines the model,
+    instructions and tools (docs/contract.md §21.2)."""
+    agent: str
     model: str
     tools: List[str]
     system: str
