@@ -242,6 +242,7 @@ func (g *Gateway) getState(w http.ResponseWriter, r *http.Request, s *client.Ses
 		return
 	}
 	st.Parent = visibleOrigin(r, st.Parent)
+	st.Delegated = visibleDelegation(r, st.Delegated)
 	writeJSON(w, http.StatusOK, st)
 }
 

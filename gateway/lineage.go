@@ -19,8 +19,15 @@ import (
 // went on from and its messages stay: they say where the fork's own
 // conversation begins, which its history and revision show anyway.
 //
+// A child session (docs/contract.md §21.3) is named after its parent
+// ("<parent>--researcher-1"), so a key covering a parent covers its
+// children; one covering a child need not cover its parent. Such a key
+// reads the child, whose run is its own, but not which run and call of
+// the parent delegated to it, the workflow it reports to, or the
+// sessions its deltas are relayed to outside the prefix (visibleDelegation).
+//
 // Every route that carries lineage goes through here: a session's state
-// (parent), its events as a page and as Server-Sent Events
+// (parent, delegated), its events as a page and as Server-Sent Events
 // (session.forked). The forks list asks only for forks under the prefix
 // (getForks); AG-UI streams one run's events, never the session's own;
 // a fork's answer names the session in the path, which the key covers.
@@ -32,6 +39,24 @@ func visibleOrigin(r *http.Request, o *api.ForkOrigin) *api.ForkOrigin {
 	}
 	hidden := *o
 	hidden.Source, hidden.Seq = "", 0
+	return &hidden
+}
+
+// visibleDelegation returns d as the request's key may see it: when the
+// key does not cover the parent, without the parent's ID, run, workflow
+// and tool call, and with only the relay targets the key covers. The
+// agent, the child's path and depth, and the task (the child's own
+// prompt) stay.
+func visibleDelegation(r *http.Request, d *api.Delegation) *api.Delegation {
+	if d == nil || allowsSession(r, d.Parent) {
+		return d
+	}
+	hidden := api.Delegation{Agent: d.Agent, Path: d.Path, Depth: d.Depth, Prompt: d.Prompt}
+	for _, t := range d.Relay {
+		if allowsSession(r, t.SessionID) {
+			hidden.Relay = append(hidden.Relay, t)
+		}
+	}
 	return &hidden
 }
 

@@ -153,3 +153,45 @@ func TestWebPageLineageOutsideThePrefix(t *testing.T) {
 		t.Fatal("the page names the other team's session")
 	}
 }
+
+// A child session is named after its parent, so a key limited to
+// dlin-team-- covers the child dlin-team--researcher-1 of the session
+// dlin-team but not the parent. It reads the child's state, whose run is
+// its own (the agent, its path and depth, the task), but not which run
+// and call of the parent delegated to it, the workflow it reports to, or
+// where its deltas are relayed; the parent itself is not found. An
+// unlimited key sees the whole delegation (docs/security.md, "Lineage";
+// docs/contract.md §21.3).
+func TestDelegationLineageOutsideAKeysPrefix(t *testing.T) {
+	const full, child = "dlin-full-key-0123456789", "dlin-child-key-0123456789"
+	s := startGateway(t, gateway.Options{Keys: []gateway.APIKey{{Key: full}, {Key: child, Prefix: "dlin-team--"}}})
+	as := func(key string) *stack { c := *s; c.key = key; return &c }
+	delegationScripts(t, "dlin-team")
+	shared.gates.open("dlin-team")
+	as(full).send(t, "dlin-team", map[string]any{"prompt": "research", "agent": "planner"})
+	waitForEvent(t, testCtx(t), "dlin-team", keel.TypeRunCompleted, 1)
+
+	state := func(key string) api.SessionStatus {
+		t.Helper()
+		r := as(key).call(t, http.MethodGet, "/v1/sessions/dlin-team--researcher-1", nil).must(t, http.StatusOK)
+		var st api.SessionStatus
+		if err := json.Unmarshal(r.raw, &st); err != nil || st.Delegated == nil {
+			t.Fatalf("child state %s (%v)", r.raw, err)
+		}
+		return st
+	}
+	whole := state(full).Delegated
+	if whole.Parent != "dlin-team" || whole.ParentRun == "" || whole.ToolCallID != "d1" || len(whole.Relay) == 0 {
+		t.Fatalf("the unlimited key's view of the delegation: %+v", whole)
+	}
+	seen := state(child).Delegated
+	if seen.Parent != "" || seen.ParentRun != "" || seen.ParentWorkflow != "" || seen.ToolCallID != "" || len(seen.Relay) != 0 {
+		t.Errorf("a key limited to the child learns of its parent: %+v", seen)
+	}
+	if seen.Agent != "researcher" || seen.Path != "researcher-1" || seen.Depth != 1 || seen.Prompt != whole.Prompt {
+		t.Errorf("the child's own delegation facts: %+v, want those of %+v", seen, whole)
+	}
+	if r := as(child).call(t, http.MethodGet, "/v1/sessions/dlin-team", nil); r.status != http.StatusNotFound {
+		t.Errorf("the parent through the child's key: %d %s", r.status, r.raw)
+	}
+}
