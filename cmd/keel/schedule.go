@@ -181,13 +181,31 @@ func cmdScheduleDescribe(ctx context.Context, args []string, stdout, stderr io.W
 	return exitOK
 }
 
-// scheduleNoteCommand is pause and unpause.
+// scheduleNoteCommand is pause and unpause: an action on one schedule
+// that takes a --note.
 func scheduleNoteCommand(ctx context.Context, name, desc string, args []string, stdout, stderr io.Writer,
+	act func(ctx context.Context, kc *conn, id, note string) error) int {
+	return actOnSchedule(ctx, name, name+"d", desc, true, args, stdout, stderr, act)
+}
+
+// scheduleActCommand is trigger and delete: an action on one schedule.
+func scheduleActCommand(ctx context.Context, name, past, desc string, args []string, stdout, stderr io.Writer,
+	act func(ctx context.Context, kc *conn, id string) error) int {
+	return actOnSchedule(ctx, name, past, desc, false, args, stdout, stderr,
+		func(ctx context.Context, kc *conn, id, _ string) error { return act(ctx, kc, id) })
+}
+
+// actOnSchedule parses the schedule's ID (and --note, if withNote),
+// applies act and says it was done (past).
+func actOnSchedule(ctx context.Context, name, past, desc string, withNote bool, args []string, stdout, stderr io.Writer,
 	act func(ctx context.Context, kc *conn, id, note string) error) int {
 	fs := newFlagSet("schedule "+name, "keel schedule "+name+" [flags] ID", desc)
 	var t scheduleTarget
 	t.register(fs)
-	note := fs.String("note", "", "why, shown by describe and in the Temporal Web UI (at most 1024 bytes)")
+	var note string
+	if withNote {
+		fs.StringVar(&note, "note", "", "why, shown by describe and in the Temporal Web UI (at most 1024 bytes)")
+	}
 	id, code, ok := t.parse(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -197,10 +215,10 @@ func scheduleNoteCommand(ctx context.Context, name, desc string, args []string, 
 		return fail(stderr, "schedule "+name, err)
 	}
 	defer kc.close()
-	if err := act(ctx, kc, id, *note); err != nil {
+	if err := act(ctx, kc, id, note); err != nil {
 		return fail(stderr, "schedule "+name, err)
 	}
-	fmt.Fprintf(stdout, "schedule %s %sd\n", id, name)
+	fmt.Fprintf(stdout, "schedule %s %s\n", id, past)
 	return exitOK
 }
 
@@ -215,28 +233,6 @@ func cmdScheduleUnpause(ctx context.Context, args []string, stdout, stderr io.Wr
 by a failed firing (--pause-on-failure). Firings missed while paused are
 not made up.`, args, stdout, stderr,
 		func(ctx context.Context, kc *conn, id, note string) error { return kc.Schedule(id).Unpause(ctx, note) })
-}
-
-// scheduleActCommand is trigger and delete.
-func scheduleActCommand(ctx context.Context, name, past, desc string, args []string, stdout, stderr io.Writer,
-	act func(ctx context.Context, kc *conn, id string) error) int {
-	fs := newFlagSet("schedule "+name, "keel schedule "+name+" [flags] ID", desc)
-	var t scheduleTarget
-	t.register(fs)
-	id, code, ok := t.parse(fs, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	kc, err := t.dial(ctx, stderr)
-	if err != nil {
-		return fail(stderr, "schedule "+name, err)
-	}
-	defer kc.close()
-	if err := act(ctx, kc, id); err != nil {
-		return fail(stderr, "schedule "+name, err)
-	}
-	fmt.Fprintf(stdout, "schedule %s %s\n", id, past)
-	return exitOK
 }
 
 func cmdScheduleTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) int {

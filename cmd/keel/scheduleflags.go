@@ -18,11 +18,11 @@ import (
 // all, update those that are given.
 type scheduleFlags struct {
 	cron, timezone, prompt, session, model, agent, overlap string
-	every, jitter, catchup                          time.Duration
-	newSession, pauseOnFailure                      bool
-	tools, approveAsk                               listFlag
-	maxSteps                                        int
-	budget, sessionBudget                           budgetFlag
+	every, jitter, catchup                                 time.Duration
+	newSession, pauseOnFailure                             bool
+	tools, approveAsk                                      listFlag
+	maxSteps                                               int
+	budget, sessionBudget                                  budgetFlag
 }
 
 func (f *scheduleFlags) register(fs *flagSet) {
