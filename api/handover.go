@@ -73,6 +73,9 @@ type SessionCarry struct {
 	// Delegations counts the session's delegations so far
 	// (docs/contract.md §21.3).
 	Delegations int `json:"delegations,omitempty"`
+	// Once are the keys of the sends taken under one (SendRequest.Once),
+	// at most OnceRemembered, newest last.
+	Once []OnceSent `json:"once,omitempty"`
 }
 
 // EventSegment is a run of a session's durable events, First..Last, kept as

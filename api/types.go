@@ -234,6 +234,27 @@ type SendRequest struct {
 	// Config. Optional; default false, under which the session's
 	// defaults stay as they were (docs/contract.md §11.6).
 	SetDefault bool `json:"set_default,omitempty"`
+	// Once is the caller's key for this prompt (client.Session.SendOnce,
+	// a schedule's firing): a send under a key the session took before
+	// starts nothing and answers that send's result, with Repeated set,
+	// across continue-as-new too; the session remembers its last
+	// OnceRemembered keys (docs/contract.md §11.7). 1 to MaxOnceBytes
+	// bytes; optional.
+	Once string `json:"once,omitempty"`
+}
+
+// MaxOnceBytes bounds SendRequest.Once.
+const MaxOnceBytes = 256
+
+// OnceRemembered is how many keys of SendRequest.Once a session
+// remembers, newest last, carried across continue-as-new.
+const OnceRemembered = 64
+
+// OnceSent is a send a session took under a key (SendRequest.Once), and
+// what it answered.
+type OnceSent struct {
+	Key    string     `json:"key"`
+	Result SendResult `json:"result"`
 }
 
 // MaxPromptBytes bounds a prompt or steering text: the default of
@@ -311,6 +332,9 @@ type SendResult struct {
 	// Execution is the Temporal run ID of the session's execution that
 	// runs it (inline, started runs only): its page in the Web UI.
 	Execution string `json:"execution,omitempty"`
+	// Repeated says the send's key (SendRequest.Once) was taken before:
+	// this is that send's result, and nothing was started now.
+	Repeated bool `json:"repeated,omitempty"`
 }
 
 // RunInput starts a Run workflow.

@@ -33,6 +33,9 @@ type Run struct {
 	// SteeringID is set when Send (with OrSteer) delivered the prompt to
 	// this already active run as steering.
 	SteeringID string
+	// Repeated says SendOnce met an ID the session took before: this is
+	// the run that send started (or queued) then, and nothing started now.
+	Repeated bool
 
 	// shape says where the run executes (inline.go); execution is the
 	// Temporal run ID of the session's execution running it, when Send

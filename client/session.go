@@ -68,20 +68,22 @@ func (s *Session) Send(ctx context.Context, prompt string, opts ...SendOption) (
 
 // SendOnce is Send under an ID of the caller's (1 to MaxSendIDBytes
 // bytes): sent again with the same ID, by a caller that does not know
-// whether its first call got through, the prompt is applied once while
-// the session's execution that took it is still its current one
-// (Temporal remembers an update within its execution; a session
-// continues as new after each run). A schedule's firing sends this way,
+// whether its first call got through, the prompt is applied once and the
+// call answers the first one's run. Temporal remembers the update within
+// the session's execution; the session itself remembers its last
+// api.OnceRemembered IDs across continue-as-new (a session continues as
+// new after each run), so a repeat after the run ended starts nothing
+// either (docs/contract.md §11.7). A schedule's firing sends this way,
 // under its workflow's ID.
 func (s *Session) SendOnce(ctx context.Context, id, prompt string, opts ...SendOption) (*Run, error) {
 	if id == "" || len(id) > MaxSendIDBytes {
 		return nil, keel.Errorf(keel.CodeInvalidInput, "a send's ID must be 1 to %d bytes", MaxSendIDBytes)
 	}
-	return s.sendAs(ctx, id, prompt, opts)
+	return s.sendAs(ctx, id, prompt, append(opts, func(r *api.SendRequest) { r.Once = id }))
 }
 
 // MaxSendIDBytes bounds the ID of SendOnce.
-const MaxSendIDBytes = 256
+const MaxSendIDBytes = api.MaxOnceBytes
 
 func (s *Session) sendAs(ctx context.Context, updateID, prompt string, opts []SendOption) (*Run, error) {
 	if err := keel.ValidateSessionID(s.id); err != nil {
@@ -183,7 +185,7 @@ func (s *Session) sendUpdate(ctx context.Context, req api.SendRequest, updateID 
 		return nil, fromTemporal(err, "session "+s.id)
 	}
 	return &Run{s: s, ID: res.RunID, Number: res.Number, Revision: res.Revision, BaseSeq: res.BaseSeq, Queued: res.Queued,
-		shape: shapeOf(res.Inline), execution: res.Execution}, nil
+		Repeated: res.Repeated, shape: shapeOf(res.Inline), execution: res.Execution}, nil
 }
 
 // Run returns a handle on run number n of the session.

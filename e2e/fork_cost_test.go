@@ -18,14 +18,19 @@ import (
 	"github.com/keelrun/keel/internal/keeltest"
 )
 
+// forkSamples is how many forks and rewinds TestForkAndRewindCost times
+// at each point.
+const forkSamples = 7
+
 // TestForkAndRewindCost measures what a fork and a rewind add, in time and
 // in content-store bytes, at run 10 and at run 100 of one session
 // (docs/contract.md §19.5): each run's prompt and answer are about 1 KiB,
 // so at run 100 the transcript is about 200 KiB. A fork stores its
 // input's transcript by content, so the bytes it adds are what the store
 // does not already hold; a rewind stores nothing; neither copies an
-// event. The times are logged, not asserted (a shared machine); the bytes
-// are bounded.
+// event. The times are medians, logged beside a state query's at the same
+// point as a ratio, not asserted (a shared machine); the bytes are
+// bounded.
 func TestForkAndRewindCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 100 runs on a Temporal server")
@@ -61,7 +66,7 @@ func TestForkAndRewindCost(t *testing.T) {
 		return n
 	}
 	type cost struct {
-		fork, rewind                     time.Duration
+		fork, state, rewind              time.Duration
 		runBytes, forkBytes, rewindBytes int64
 	}
 	costs := map[int]cost{}
@@ -86,7 +91,6 @@ func TestForkAndRewindCost(t *testing.T) {
 		before := storeBytes()
 		k.runBytes = before - runStart
 		t.Logf("run %d itself added %d store bytes", n, k.runBytes)
-		start := time.Now()
 		// The first call waits for the session's execution to take its
 		// first workflow task (Temporal holds it back up to a second after
 		// a quick run, docs/ARCHITECTURE.md); the second is the fork's own
@@ -95,23 +99,43 @@ func TestForkAndRewindCost(t *testing.T) {
 		require.NoError(t, err)
 		first := storeBytes() - before
 		before = storeBytes()
-		start = time.Now()
 		_, _, err = sess.Fork(ctx, api.Point{Run: n}, fmt.Sprintf("fork-cost-again-at-%d", n))
-		k.fork = time.Since(start)
 		require.NoError(t, err)
 		k.forkBytes = storeBytes() - before
 		t.Logf("run %d: the first fork added %d store bytes", n, first)
+		// Times: forkSamples forks, each beside a state query of the
+		// source (the baseline: one round trip to the session's
+		// workflow), then as many rewinds to the same point (each one
+		// more session.rewound).
+		var forks, states, rewinds []time.Duration
+		for i := range forkSamples {
+			start := time.Now()
+			_, err = sess.State(ctx)
+			states = append(states, time.Since(start))
+			require.NoError(t, err)
+			start = time.Now()
+			_, _, err = sess.Fork(ctx, api.Point{Run: n}, fmt.Sprintf("fork-cost-at-%d-%d", n, i))
+			forks = append(forks, time.Since(start))
+			require.NoError(t, err)
+		}
 		before = storeBytes()
-		start = time.Now()
-		_, err = sess.Rewind(ctx, api.Point{Run: n})
-		k.rewind = time.Since(start)
-		require.NoError(t, err)
+		for range forkSamples {
+			start := time.Now()
+			_, err = sess.Rewind(ctx, api.Point{Run: n})
+			rewinds = append(rewinds, time.Since(start))
+			require.NoError(t, err)
+		}
 		k.rewindBytes = storeBytes() - before
+		k.fork, k.state, k.rewind = median(forks), median(states), median(rewinds)
 		costs[n] = k
 		hist, err := sess.History(ctx, 0, 0)
 		require.NoError(t, err)
-		t.Logf("run %d (transcript %d messages): fork %v, +%d store bytes; rewind %v, +%d store bytes",
-			n, hist.Total, k.fork.Round(time.Millisecond), k.forkBytes, k.rewind.Round(time.Millisecond), k.rewindBytes)
+		t.Logf("run %d (transcript %d messages), medians of %d: fork %v (%.2fx a state query's %v), +%d store bytes; rewind %v (%.2fx), +%d store bytes",
+			n, hist.Total, forkSamples, k.fork.Round(100*time.Microsecond), ratio(k.fork, k.state), k.state.Round(100*time.Microsecond),
+			k.forkBytes, k.rewind.Round(100*time.Microsecond), ratio(k.rewind, k.state), k.rewindBytes)
+	}
+	for _, n := range points {
+		t.Logf("at run %4d: fork %5.2fx, rewind %5.2fx a state query", n, ratio(costs[n].fork, costs[n].state), ratio(costs[n].rewind, costs[n].state))
 	}
 	for _, n := range points {
 		// A rewind stores nothing. A fork stores its input's transcript
@@ -122,3 +146,11 @@ func TestForkAndRewindCost(t *testing.T) {
 		require.LessOrEqual(t, costs[n].forkBytes, int64(8<<10), "a fork at run %d stored more than 8 KiB", n)
 	}
 }
+
+// median returns the middle of ds (which it sorts).
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }

@@ -16,7 +16,8 @@ import (
 func (s *session) carry() *api.SessionCarry {
 	c := &api.SessionCarry{Revision: s.revision, Seq: s.seq, Runs: s.runs, Usage: s.usage, Last: s.last,
 		State: s.state, Shutdown: s.shutdown, HandOvers: s.handOvers + 1, Transcript: s.transcript,
-		Segments: s.segments, Tail: s.events, Marks: s.marks, Origin: s.origin, Delegations: s.delegations}
+		Segments: s.segments, Tail: s.events, Marks: s.marks, Origin: s.origin, Delegations: s.delegations,
+		Once: s.once}
 	for _, p := range s.queue {
 		c.Queue = append(c.Queue, p.req)
 	}
@@ -30,6 +31,7 @@ func (s *session) restore(c *api.SessionCarry) {
 	s.transcript, s.segments, s.events = c.Transcript, c.Segments, c.Tail
 	s.tailBase = s.seq - int64(len(s.events))
 	s.marks, s.origin, s.delegations = c.Marks, c.Origin, c.Delegations
+	s.once = c.Once
 	// The previous execution learned whether keel is shut down.
 	s.checked = true
 	for i, req := range c.Queue {

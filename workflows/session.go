@@ -78,6 +78,9 @@ type session struct {
 	// delegations counts the session's delegations so far; delegated is
 	// set for a child session, which returns result (delegate.go).
 	delegations int
+	// once are the sends taken under a key (api.SendRequest.Once), at
+	// most api.OnceRemembered, newest last, carried across hand-overs.
+	once []api.OnceSent
 	delegated   *api.Delegation
 	result      *api.DelegationResult
 	// reported are the host-input requests a child session last reported
@@ -321,6 +324,13 @@ func (s *session) validateSend(req api.SendRequest) error {
 		return wireError(keel.Errorf(keel.CodeNotAccepting,
 			"session %s is a child of %s: it runs the task it was given and takes no prompts", s.id, s.delegated.Parent))
 	}
+	if len(req.Once) > api.MaxOnceBytes {
+		return wireError(keel.Errorf(keel.CodeInvalidInput, "once: a send's key must be 1 to %d bytes, got %d", api.MaxOnceBytes, len(req.Once)))
+	}
+	if _, ok := s.takenOnce(req.Once); ok {
+		// Taken before: the handler answers what it answered then.
+		return nil
+	}
 	if err := checkText("prompt", req.Prompt, s.rules.limits().PromptBytes); err != nil {
 		return err
 	}
@@ -367,6 +377,43 @@ func (s *session) validateSend(req api.SendRequest) error {
 // send accepts a prompt. It returns once the run has started, or at once
 // with Queued set when it waits behind another run.
 func (s *session) send(ctx workflow.Context, req api.SendRequest) (api.SendResult, error) {
+	if r, ok := s.takenOnce(req.Once); ok {
+		r.Repeated = true
+		return r, nil
+	}
+	res, err := s.admit(ctx, req)
+	if err == nil && req.Once != "" {
+		s.takeOnce(req.Once, res)
+	}
+	return res, err
+}
+
+// takenOnce returns the result of the send the session took under key,
+// if it remembers one.
+func (s *session) takenOnce(key string) (api.SendResult, bool) {
+	if key == "" {
+		return api.SendResult{}, false
+	}
+	for _, o := range s.once {
+		if o.Key == key {
+			return o.Result, true
+		}
+	}
+	return api.SendResult{}, false
+}
+
+// takeOnce remembers a send taken under key, forgetting the oldest past
+// api.OnceRemembered.
+func (s *session) takeOnce(key string, res api.SendResult) {
+	s.once = append(s.once, api.OnceSent{Key: key, Result: res})
+	if n := len(s.once); n > api.OnceRemembered {
+		s.once = append([]api.OnceSent(nil), s.once[n-api.OnceRemembered:]...)
+	}
+}
+
+// admit queues a prompt and waits for its run to start, or returns at
+// once with Queued set when it waits behind another run.
+func (s *session) admit(ctx workflow.Context, req api.SendRequest) (api.SendResult, error) {
 	// Until it is queued, the prompt counts against the queue's limit
 	// (checkQueue): a validator cannot see the sends it let through that
 	// wait here.
