@@ -80,9 +80,9 @@ type session struct {
 	delegations int
 	// once are the sends taken under a key (api.SendRequest.Once), at
 	// most api.OnceRemembered, newest last, carried across hand-overs.
-	once []api.OnceSent
-	delegated   *api.Delegation
-	result      *api.DelegationResult
+	once      []api.OnceSent
+	delegated *api.Delegation
+	result    *api.DelegationResult
 	// reported are the host-input requests a child session last reported
 	// to its parent.
 	reported []string
