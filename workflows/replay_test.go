@@ -114,6 +114,19 @@ var recordedHistories = []recordedHistory{
 		activities.ModelTurnName:                                        2,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: all(noChildWorkflows, hasVersionMarker("signal-limits"))},
+	// Sends under a key (e2e TestRecordOnceHistories, docs/contract.md
+	// §11.7): run 1 sent under "firing-1", the key carried in the
+	// continue-as-new; two executions later the same key again, answered
+	// without a run, then run 3.
+	{file: "inline_once_sent.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+		activities.ModelTurnName: 1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
+	}, check: all(noChildWorkflows, hasUpdate(api.UpdateSend))},
+	{file: "inline_once_repeated.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 2,
+		activities.ModelTurnName: 1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
+	}, check: all(noChildWorkflows, oneModelTurn)},
 	// A delegating session and one of its children (e2e
 	// TestRecordDelegationHistory, docs/contract.md §21): a run started
 	// as the planner agent (its spec's side effect), two children started
@@ -338,6 +351,15 @@ func countEvents(h *historypb.History) map[string]int {
 		}
 	}
 	return counts
+}
+
+// oneModelTurn checks the execution ran one model turn: a repeated send
+// (docs/contract.md §11.7) started none.
+func oneModelTurn(h *historypb.History) error {
+	if n := countEvents(h)[activities.ModelTurnName]; n != 1 {
+		return fmt.Errorf("%d model turns scheduled, want 1: a repeated send starts nothing", n)
+	}
+	return nil
 }
 
 // noChildWorkflows checks an inline execution started no workflow: its
