@@ -278,12 +278,12 @@ func TestClientRoutesCheckCatchesMismatch(t *testing.T) {
 		if m := declarationMismatches(dts, table); len(m) > 0 {
 			t.Fatalf("the unchanged declarations differ already: %v", m)
 		}
-		cut := strings.Replace(dts, "  steering_id?: string;\n}", "}", 1)
+		cut := strings.Replace(dts, "  repeated?: boolean;\n}", "}", 1)
 		if cut == dts {
-			t.Fatal("index.d.ts no longer ends RunResponse with steering_id")
+			t.Fatal("index.d.ts no longer ends RunResponse with repeated")
 		}
-		if m := declarationMismatches(cut, table); !mentions(m, "RunResponse.steering_id") {
-			t.Errorf("mismatches %q, want one naming RunResponse.steering_id", m)
+		if m := declarationMismatches(cut, table); !mentions(m, "RunResponse.repeated") {
+			t.Errorf("mismatches %q, want one naming RunResponse.repeated", m)
 		}
 		nested := strings.Replace(dts, "    base_seq?: number;\n  };", "  };", 1)
 		if m := declarationMismatches(nested, table); !mentions(m, "SessionStatus.active_run.base_seq") {

@@ -146,6 +146,11 @@ type RunRequest struct {
 	// (docs/contract.md §11.6). It needs one of them, and cannot go with
 	// if_active "steer".
 	SetDefault bool `json:"set_default,omitempty"`
+	// Once is the caller's key for this prompt (docs/contract.md §11.7):
+	// a request repeated with the same key, by a caller that does not
+	// know whether the first got through, starts nothing and answers the
+	// first one's run with repeated set. 1 to 256 bytes.
+	Once string `json:"once,omitempty"`
 }
 
 // RunResponse is the answer of POST /v1/sessions/{id}/runs.
@@ -158,6 +163,9 @@ type RunResponse struct {
 	// SteeringID is set when if_active "steer" gave the prompt to the
 	// active run (RunID) as steering.
 	SteeringID string `json:"steering_id,omitempty"`
+	// Repeated says the request's once key was taken before: this is
+	// the run the first request started, and nothing started now.
+	Repeated bool `json:"repeated,omitempty"`
 }
 
 // Validate checks the request before any call and returns the send
@@ -172,6 +180,9 @@ func (req RunRequest) Validate() ([]client.SendOption, error) {
 		// The worker's default limit (api.Limits), refused before the
 		// session would be created: 413, as the worker answers.
 		return nil, keel.Errorf(keel.CodeTooLarge, "the prompt is %d bytes; the limit is %d", len(req.Prompt), api.MaxPromptBytes)
+	}
+	if len(req.Once) > api.MaxOnceBytes {
+		return nil, keel.Errorf(keel.CodeInvalidInput, "once: a request's key must be 1 to %d bytes, got %d", api.MaxOnceBytes, len(req.Once))
 	}
 	if bytes.Equal(bytes.TrimSpace(req.OutputSchema), []byte("null")) {
 		req.OutputSchema = nil
@@ -224,13 +235,19 @@ func (g *Gateway) postRun(w http.ResponseWriter, r *http.Request, s *client.Sess
 	}
 	ctx, cancel := g.callCtx(r)
 	defer cancel()
-	run, err := s.Send(ctx, req.Prompt, opts...)
+	send := s.Send
+	if req.Once != "" {
+		send = func(ctx context.Context, prompt string, opts ...client.SendOption) (*client.Run, error) {
+			return s.SendOnce(ctx, req.Once, prompt, opts...)
+		}
+	}
+	run, err := send(ctx, req.Prompt, opts...)
 	if err != nil {
 		WriteError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, RunResponse{RunID: run.ID, Number: run.Number, Revision: run.Revision,
-		BaseSeq: run.BaseSeq, Queued: run.Queued, SteeringID: run.SteeringID})
+		BaseSeq: run.BaseSeq, Queued: run.Queued, SteeringID: run.SteeringID, Repeated: run.Repeated})
 }
 
 func (g *Gateway) getState(w http.ResponseWriter, r *http.Request, s *client.Session) {

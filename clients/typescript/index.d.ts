@@ -50,6 +50,12 @@ export interface RunRequest {
    * defaults too, from this run on; without it they apply to this run only.
    */
   set_default?: boolean;
+  /**
+   * The caller's key for this prompt (docs/contract.md §11.7): a request
+   * repeated with the same key starts nothing and answers the first one's
+   * run with `repeated`. 1 to 256 bytes.
+   */
+  once?: string;
 }
 
 export interface RunResponse {
@@ -60,6 +66,8 @@ export interface RunResponse {
   base_seq: number;
   queued?: boolean;
   steering_id?: string;
+  /** The request's `once` key was taken before: this is the first request's run. */
+  repeated?: boolean;
 }
 
 export type SessionState =

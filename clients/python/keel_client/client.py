@@ -55,13 +55,17 @@ class Client:
              approvals: Optional[Dict[str, str]] = None, if_active: Optional[str] = None,
              set_default: bool = False, budget: Optional[Budget] = None,
              session_budget: Optional[Budget] = None,
-             output_schema: Optional[Dict[str, Any]] = None, agent: Optional[str] = None) -> RunResponse:
+             output_schema: Optional[Dict[str, Any]] = None, agent: Optional[str] = None,
+             once: Optional[str] = None) -> RunResponse:
         """Sends a prompt; the first creates the session (POST /v1/sessions/{id}/runs).
         Options left None take the session's defaults; those given apply to
-        this run only, unless set_default makes them the session's defaults."""
+        this run only, unless set_default makes them the session's defaults.
+        With once, a key of the caller's, a send repeated with the same key
+        starts nothing and answers the first send's run ("repeated")."""
         body = {"prompt": prompt, "model": model, "tools": tools, "system": system, "max_steps": max_steps,
                 "approvals": approvals, "if_active": if_active, "set_default": set_default or None,
-                "budget": budget, "session_budget": session_budget, "output_schema": output_schema, "agent": agent}
+                "budget": budget, "session_budget": session_budget, "output_schema": output_schema, "agent": agent,
+                "once": once}
         return self._json("POST", _session(session_id) + "/runs", body={k: v for k, v in body.items() if v is not None})
 
     def state(self, session_id: str) -> SessionStatus:

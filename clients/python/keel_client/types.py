@@ -86,6 +86,10 @@ class RunRequest(TypedDict):
     #: Make model, tools, system, max_steps and approvals the session's
     #: defaults too, from this run on; without it they apply to this run only.
     set_default: NotRequired[bool]
+    #: The caller's key for this prompt (docs/contract.md §11.7): a request
+    #: repeated with the same key starts nothing and answers the first
+    #: one's run with "repeated". 1 to 256 bytes.
+    once: NotRequired[str]
 
 
 class RunResponse(TypedDict):
@@ -96,6 +100,8 @@ class RunResponse(TypedDict):
     base_seq: int
     queued: NotRequired[bool]
     steering_id: NotRequired[str]
+    #: The request's "once" key was taken before: this is the first request's run.
+    repeated: NotRequired[bool]
 
 
 class ActiveRun(TypedDict, total=False):
