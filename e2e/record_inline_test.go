@@ -1,13 +1,11 @@
 package e2e_test
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel"
@@ -66,24 +64,7 @@ func TestRecordInlineHistories(t *testing.T) {
 	desc, err := c.Temporal().DescribeWorkflowExecution(ctx, sess.ID(), "")
 	require.NoError(t, err)
 	first := desc.GetWorkflowExecutionInfo().GetFirstRunId()
-	next := func(runID string) string { // waits for runID to continue as new
-		t.Helper()
-		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		it := c.Temporal().GetWorkflowHistory(wctx, sess.ID(), runID, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
-		ev, err := it.Next()
-		if err != nil {
-			all := c.Temporal().GetWorkflowHistory(ctx, sess.ID(), runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-			for all.HasNext() {
-				e, _ := all.Next()
-				t.Logf("%s %d %s", runID, e.GetEventId(), e.GetEventType())
-			}
-		}
-		require.NoError(t, err)
-		id := ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
-		require.NotEmpty(t, id, "execution %s continued as new", runID)
-		return id
-	}
+	next := func(runID string) string { return continuedAs(t, ctx, c.Temporal(), sess.ID(), runID) }
 	second := next(first)
 	third := next(second)
 	idle := next(third)

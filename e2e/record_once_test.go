@@ -1,13 +1,11 @@
 package e2e_test
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/keelrun/keel/devserver"
 	"github.com/keelrun/keel/internal/keeltest"
@@ -46,17 +44,7 @@ func TestRecordOnceHistories(t *testing.T) {
 
 	desc, err := c.Temporal().DescribeWorkflowExecution(ctx, sess.ID(), "")
 	require.NoError(t, err)
-	next := func(runID string) string { // the execution runID continued as
-		t.Helper()
-		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		it := c.Temporal().GetWorkflowHistory(wctx, sess.ID(), runID, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
-		ev, err := it.Next()
-		require.NoError(t, err)
-		id := ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
-		require.NotEmpty(t, id, "execution %s continued as new", runID)
-		return id
-	}
+	next := func(runID string) string { return continuedAs(t, ctx, c.Temporal(), sess.ID(), runID) }
 	first := desc.GetWorkflowExecutionInfo().GetFirstRunId()
 	third := next(next(first))
 	next(third)

@@ -301,3 +301,25 @@ func continuedAsNew(t *testing.T, ctx context.Context, tc sdkclient.Client, work
 	require.NotEmpty(t, next, "execution %s continued as new", runID)
 	return next
 }
+
+// continuedAs waits for execution runID of workflowID to continue as new
+// and returns the new execution's run ID; on a timeout it logs runID's
+// history.
+func continuedAs(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID, runID string) string {
+	t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	it := tc.GetWorkflowHistory(wctx, workflowID, runID, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	ev, err := it.Next()
+	if err != nil {
+		all := tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for all.HasNext() {
+			e, _ := all.Next()
+			t.Logf("%s %d %s", runID, e.GetEventId(), e.GetEventType())
+		}
+	}
+	require.NoError(t, err)
+	id := ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+	require.NotEmpty(t, id, "execution %s continued as new", runID)
+	return id
+}
