@@ -79,6 +79,11 @@ func (c *Client) firing(ctx context.Context, a client.ScheduleActionResult) api.
 		if v, err := c.tc.QueryWorkflow(ctx, wf.WorkflowID, wf.FirstExecutionRunID, api.QueryState); err == nil &&
 			v.Get(&res) == nil && res != nil {
 			f.Status, f.Result = api.FiringSent, res
+			if res.Skipped {
+				// Its workflow returns in the task that skipped; the
+				// describe above saw it before that task completed.
+				f.Status = api.FiringSkipped
+			}
 			if o := res.Outcome; o != nil && o.Status == keel.StatusFailed {
 				// Its run failed: it pauses its schedule, then fails.
 				f.Status, f.Error = api.FiringFailed, o.Error

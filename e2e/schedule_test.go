@@ -239,7 +239,7 @@ func TestScheduleOverlapPolicies(t *testing.T) {
 		}
 	}
 	if f := r.firing(skip, 1); f.Status != api.FiringSkipped || f.Result.RunID != keel.RunID("overlap", 1) {
-		t.Fatalf("skip firing: %+v", f)
+		t.Fatalf("skip firing: %+v (result %+v)", f, f.Result)
 	}
 	if f := r.firing(queue, 1); f.Status != api.FiringSent || !f.Result.Queued || f.Result.Number != 2 {
 		t.Fatalf("queue firing: %+v", f)

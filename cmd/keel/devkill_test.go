@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -186,17 +187,33 @@ func (r *devKillRig) start(pauses ...string) *devProcess {
 }
 
 // samePort makes every start of keel dev listen on one gRPC port, chosen
-// free now.
+// free now below the kernel's ephemeral range: a port from that range can
+// be taken, while keel dev is down, as the local end of any outgoing
+// connection on the machine, and the restart then finds it in use (a CI
+// run saw it).
 func (r *devKillRig) samePort() {
 	r.t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		r.t.Fatal(err)
+	below := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 2048 {
+				below = n
+			}
+		}
 	}
-	r.port = l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		r.t.Fatal(err)
+	for range 100 {
+		port := 1024 + rand.IntN(below-1024)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		if err := l.Close(); err != nil {
+			r.t.Fatal(err)
+		}
+		r.port = port
+		return
 	}
+	r.t.Fatalf("no free port below %d", below)
 }
 
 // dial connects a client to p that reads and writes values through the
