@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -92,21 +91,28 @@ func (p *promptFlags) validate(fs *flagSet, stderr io.Writer, prompt string) (in
 			return fs.usageError(stderr, "--session: %v", err), false
 		}
 	}
-	if p.agent != "" {
-		if !api.ValidAgentName(p.agent) {
-			return fs.usageError(stderr, "--agent %q: an agent name is letters, digits, '-' and '_', starting with a letter", p.agent), false
-		}
-		var clash []string
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "model" || f.Name == "tools" || f.Name == "output-schema" {
-				clash = append(clash, "--"+f.Name)
-			}
-		})
-		if len(clash) > 0 {
-			return fs.usageError(stderr, "--agent %s defines its model, tools and output schema: drop %s", p.agent, strings.Join(clash, ", ")), false
-		}
+	if err := checkAgentFlag(fs, p.agent, "model", "tools", "output-schema"); err != nil {
+		return fs.usageError(stderr, "%v", err), false
 	}
 	return exitOK, true
+}
+
+// checkAgentFlag checks --agent NAME: a name an agent can have, and none
+// of the flags clashing (those that set what an agent defines) given
+// beside it. No agent passes.
+func checkAgentFlag(fs *flagSet, agent string, clashing ...string) error {
+	if agent == "" {
+		return nil
+	}
+	if !api.ValidAgentName(agent) {
+		return fmt.Errorf("--agent %q: an agent name is letters, digits, '-' and '_', starting with a letter", agent)
+	}
+	var given []string
+	visit(fs, func(name string) { given = append(given, "--"+name) }, clashing...)
+	if len(given) > 0 {
+		return fmt.Errorf("--agent %s defines its model, instructions, tools and output schema: drop %s", agent, strings.Join(given, ", "))
+	}
+	return nil
 }
 
 // config is the run's configuration as the flags say.

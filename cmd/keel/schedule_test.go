@@ -224,7 +224,7 @@ func TestScheduleAgentFlag(t *testing.T) {
 		if err := fs.Parse(args); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.checkAgent(fs); err != nil {
+		if err := checkAgentFlag(fs, f.agent, "model", "tools"); err != nil {
 			t.Fatal(err)
 		}
 		return fs, &f

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/keelrun/keel"
@@ -89,23 +88,6 @@ func (f *scheduleFlags) config(fs *flagSet, base *api.RunConfig) *api.RunConfig 
 	return &cfg
 }
 
-// checkAgent refuses --agent beside the flags that set what an agent
-// defines.
-func (f *scheduleFlags) checkAgent(fs *flagSet) error {
-	if f.agent == "" {
-		return nil
-	}
-	if !api.ValidAgentName(f.agent) {
-		return fmt.Errorf("--agent: an agent name is letters, digits, '-' and '_', starting with a letter")
-	}
-	var clash []string
-	visit(fs, func(name string) { clash = append(clash, "--"+name) }, "model", "tools")
-	if len(clash) > 0 {
-		return fmt.Errorf("--agent %s defines its model and tools: drop %s", f.agent, strings.Join(clash, ", "))
-	}
-	return nil
-}
-
 // visit calls fn with each of names that was given on the command line.
 func visit(fs *flagSet, fn func(name string), names ...string) {
 	fs.Visit(func(fl *flag.Flag) {
@@ -186,7 +168,7 @@ func cmdScheduleCreate(ctx context.Context, args []string, stdout, stderr io.Wri
 	if !ok {
 		return code
 	}
-	if err := f.checkAgent(fs); err != nil {
+	if err := checkAgentFlag(fs, f.agent, "model", "tools"); err != nil {
 		return fs.usageError(stderr, "%v", err)
 	}
 	s := f.schedule(fs, id)
@@ -226,7 +208,7 @@ func cmdScheduleUpdate(ctx context.Context, args []string, stdout, stderr io.Wri
 	if !given {
 		return fs.usageError(stderr, "nothing to change: give the flags to change")
 	}
-	if err := f.checkAgent(fs); err != nil {
+	if err := checkAgentFlag(fs, f.agent, "model", "tools"); err != nil {
 		return fs.usageError(stderr, "%v", err)
 	}
 	kc, err := t.dial(ctx, stderr)
