@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
@@ -80,5 +83,61 @@ func TestSendOnceAcrossExecutions(t *testing.T) {
 	// key itself.
 	if _, err := sess.Send(ctx, "x", func(r *api.SendRequest) { r.Once = long }); !errors.Is(err, keel.ErrInvalidInput) {
 		t.Fatalf("a key past the limit, sent as is: %v", err)
+	}
+}
+
+// TestSendOnceRepeatIsBounded: a repeat of a key the session took (docs/
+// contract.md §11.7) starts nothing, but its request still enters the
+// session's history, so it is bounded as every send is. A caller writing
+// straight to Temporal that repeats a known key with a prompt or a run
+// config over the limits gets keel.TooLarge, and the session's history
+// and log are as they were.
+func TestSendOnceRepeatIsBounded(t *testing.T) {
+	ctx := testContext(t, 2*time.Minute)
+	srv := keeltest.StartServer(t, devserver.Config{})
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["done"]}]}`})
+	c := keeltest.Client(t, srv, nil)
+	sess := c.Session("send-once-bounded")
+	first, err := sess.SendOnce(ctx, "known", "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Outcome(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before, err := sess.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := func() int {
+		t.Helper()
+		desc, err := c.Temporal().DescribeWorkflowExecution(ctx, sess.ID(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(desc.GetWorkflowExecutionInfo().GetHistoryLength())
+	}
+	historyBefore := events()
+	for name, req := range map[string]api.SendRequest{
+		"a prompt over the limit": {Prompt: strings.Repeat("x", api.MaxPromptBytes+1), Once: "known"},
+		"a config over the limit": {Prompt: "report", Once: "known",
+			Config: &api.RunConfig{System: strings.Repeat("s", api.MaxConfigBytes+1)}},
+	} {
+		h, err := c.Temporal().UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
+			WorkflowID: sess.ID(), UpdateID: "forged-" + strings.ReplaceAll(name, " ", "-"), UpdateName: api.UpdateSend,
+			Args: []any{req}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+		})
+		if err == nil {
+			err = h.Get(ctx, nil)
+		}
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) || appErr.Type() != string(keel.CodeTooLarge) {
+			t.Errorf("%s repeating a known key: %v, want %s", name, err, keel.CodeTooLarge)
+		}
+	}
+	after, err := sess.State(ctx)
+	if err != nil || after.Runs != before.Runs || after.LastSeq != before.LastSeq || events() != historyBefore {
+		t.Fatalf("the refused repeats changed the session: runs %d -> %d, seq %d -> %d, history %d -> %d (%v)",
+			before.Runs, after.Runs, before.LastSeq, after.LastSeq, historyBefore, events(), err)
 	}
 }

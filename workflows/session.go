@@ -327,12 +327,14 @@ func (s *session) validateSend(req api.SendRequest) error {
 	if len(req.Once) > api.MaxOnceBytes {
 		return wireError(keel.Errorf(keel.CodeInvalidInput, "once: a send's key must be 1 to %d bytes, got %d", api.MaxOnceBytes, len(req.Once)))
 	}
-	if _, ok := s.takenOnce(req.Once); ok {
-		// Taken before: the handler answers what it answered then.
-		return nil
-	}
 	if err := checkText("prompt", req.Prompt, s.rules.limits().PromptBytes); err != nil {
 		return err
+	}
+	if _, ok := s.takenOnce(req.Once); ok {
+		// Taken before: the handler answers what it answered then, and
+		// starts nothing, so the run's checks do not apply; but the
+		// request enters history as any send does, so its size does.
+		return checkConfig(s.defaultsAhead().Merge(req.Config), s.rules.limits().ConfigBytes)
 	}
 	switch req.IfActive {
 	case "", api.IfActiveReject, api.IfActiveQueue:
