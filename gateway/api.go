@@ -235,13 +235,12 @@ func (g *Gateway) postRun(w http.ResponseWriter, r *http.Request, s *client.Sess
 	}
 	ctx, cancel := g.callCtx(r)
 	defer cancel()
-	send := s.Send
+	var run *client.Run
 	if req.Once != "" {
-		send = func(ctx context.Context, prompt string, opts ...client.SendOption) (*client.Run, error) {
-			return s.SendOnce(ctx, req.Once, prompt, opts...)
-		}
+		run, err = s.SendOnce(ctx, req.Once, req.Prompt, opts...)
+	} else {
+		run, err = s.Send(ctx, req.Prompt, opts...)
 	}
-	run, err := send(ctx, req.Prompt, opts...)
 	if err != nil {
 		WriteError(w, err)
 		return
