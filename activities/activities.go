@@ -31,13 +31,11 @@ type ModelLabeler interface {
 	ModelLabel(spec, model string) string
 }
 
-// RunReader reads a Run workflow's state from Temporal: the transcript
+// RunReader reads a session's active run from Temporal: the transcript
 // prefix a turn needs when the worker's cache does not hold it (after a
-// restart, or when turns land on different workers), and the events of a
-// run that ended without reporting them.
+// restart, or when turns land on different workers).
 type RunReader interface {
 	Transcript(ctx context.Context, ref TranscriptRef) ([]keel.Message, error)
-	Events(ctx context.Context, workflowID, runID string, after int64) ([]keel.Envelope, error)
 }
 
 // DefaultHeartbeatEvery is the default Activities.HeartbeatEvery: a rate

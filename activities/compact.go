@@ -15,7 +15,7 @@ const compactSystem = `You compact conversations between a user and an AI agent.
 	`from tools (file names, values, errors), work done and work still open. Be complete about facts and brief in words.`
 
 // Compact asks the run's model for a summary of the first in.Cut messages
-// of the conversation, which the Run workflow puts in their place.
+// of the conversation, which the run puts in their place.
 func (a *Activities) Compact(ctx context.Context, in CompactInput) (*CompactResult, error) {
 	p, model, messages, err := a.prepare(ctx, in.Model, in.Transcript, in.Tail)
 	if err != nil {

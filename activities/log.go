@@ -90,8 +90,6 @@ func runLogger(l *zap.Logger, arg any, info activity.Info) *zap.Logger {
 		return logging.ForRun(l, in.SessionID, in.RunID, in.Step, attempt)
 	case CompactInput:
 		return logging.ForRun(l, in.SessionID, in.RunID, in.Step, attempt)
-	case RecoverRunInput:
-		return logging.ForWorkflow(l, in.WorkflowID)
 	}
 	return logging.ForWorkflow(l, info.WorkflowExecution.ID)
 }

@@ -15,7 +15,7 @@ import (
 
 // ModelTurn makes one provider request: it streams the response, publishes
 // each delta to the live channel, heartbeats once a HeartbeatEvery, and
-// returns the assembled response. It never retries: the Run workflow owns the retry
+// returns the assembled response. It never retries: the run (workflow code) owns the retry
 // budget so it can record every attempt. Failures are ApplicationErrors of
 // type keel.ProviderError or keel.MalformedResponse with a TurnFailure as
 // detail; cancellation returns a CanceledError carrying the partial text.

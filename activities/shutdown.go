@@ -14,9 +14,8 @@ import (
 // sessions and runs and signals them. The worker implements it with the
 // Temporal client.
 type Lifecycle interface {
-	// ActiveRuns returns the IDs of the workflows running a run: Run
-	// workflows, and inline sessions in the middle of one. A cancel signal
-	// to either cancels that run.
+	// ActiveRuns returns the IDs of the sessions in the middle of a run. A
+	// cancel signal to one cancels that run.
 	ActiveRuns(ctx context.Context) ([]string, error)
 	// Sessions returns the IDs of running Session workflows.
 	Sessions(ctx context.Context) ([]string, error)

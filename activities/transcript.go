@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 
 	"go.temporal.io/sdk/temporal"
@@ -15,7 +14,7 @@ import (
 )
 
 // transcript rebuilds the conversation a turn refers to: from the worker's
-// cache when it holds the prefix, from the Run workflow otherwise.
+// cache when it holds the prefix, from the session's workflow otherwise.
 func (a *Activities) transcript(ctx context.Context, ref TranscriptRef, tail []keel.Message) ([]keel.Message, error) {
 	if a.cache == nil {
 		a.initCache()
@@ -69,11 +68,10 @@ type cacheEntry struct {
 	msgs []keel.Message
 }
 
-// cacheKey returns the session a transcript belongs to (a Run workflow's
-// ID is "<session>/run-<n>") and the identity of the transcript itself.
+// cacheKey returns the session a transcript belongs to (the workflow ID
+// is the session ID) and the identity of the transcript itself.
 func cacheKey(ref TranscriptRef) (session, of string) {
-	session, _, _ = strings.Cut(ref.WorkflowID, "/")
-	return session, ref.WorkflowID + "\x00" + ref.RunID + "\x00" + strconv.Itoa(ref.Generation)
+	return ref.WorkflowID, ref.WorkflowID + "\x00" + ref.RunID + "\x00" + strconv.Itoa(ref.Generation)
 }
 
 func (c *transcriptCache) get(ref TranscriptRef, tail []keel.Message) ([]keel.Message, bool) {

@@ -11,16 +11,16 @@ import (
 
 // Activity names, as registered on the worker.
 const (
-	ModelTurnName  = "ModelTurn"
-	ToolName       = "Tool"
-	RecoverRunName = "RecoverRun"
+	ModelTurnName = "ModelTurn"
+	ToolName      = "Tool"
 )
 
-// QueryTranscript is the Run workflow's query for its transcript (api).
+// QueryTranscript is the session's query for its active run's transcript
+// (api).
 const QueryTranscript = api.QueryTranscript
 
-// TranscriptRef names a prefix of a Run workflow's transcript: the first Len
-// messages of workflow execution (WorkflowID, RunID). Model turns carry a
+// TranscriptRef names a prefix of a run's transcript: the first Len
+// messages of the session's execution (WorkflowID, RunID). Model turns carry a
 // reference plus the messages added since the previous turn, so history
 // grows with the conversation instead of with its square.
 type TranscriptRef struct {
@@ -175,18 +175,6 @@ type ToolOutput struct {
 	// Sampling is the usage of each request the call made to the run's
 	// model, in order; the run counts it.
 	Sampling []keel.Usage `json:"sampling,omitempty"`
-}
-
-// RecoverRunInput names a Run workflow to read back.
-type RecoverRunInput struct {
-	WorkflowID string `json:"workflow_id"`
-	RunID      string `json:"run_id"`
-	AfterSeq   int64  `json:"after_seq"`
-}
-
-// RecoverRunResult is what a Run workflow had recorded.
-type RecoverRunResult struct {
-	Events []keel.Envelope `json:"events"`
 }
 
 // MaxToolOutput caps the output a tool call returns to the model (and to

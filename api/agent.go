@@ -115,13 +115,10 @@ func (l DelegationLimits) WithDefaults() DelegationLimits {
 type Delegation struct {
 	// Parent and ParentRun name the delegating session and run;
 	// ToolCallID the call that delegated.
-	Parent    string `json:"parent"`
-	ParentRun string `json:"parent_run"`
-	// ParentWorkflow is the workflow the child reports to: the parent
-	// session's, or its Run workflow in the two-workflow shape.
-	ParentWorkflow string `json:"parent_workflow,omitempty"`
-	ToolCallID     string `json:"tool_call_id"`
-	Agent          string `json:"agent"`
+	Parent     string `json:"parent"`
+	ParentRun  string `json:"parent_run"`
+	ToolCallID string `json:"tool_call_id"`
+	Agent      string `json:"agent"`
 	// Path names the child from its parent ("researcher-3").
 	Path string `json:"path"`
 	// Depth is 1 for a child of a client's session, 2 below that, ...

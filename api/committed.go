@@ -6,8 +6,8 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 )
 
-// Committed is the value of the marker Session and Run workflows record
-// in their history whenever their log grew: the last durable sequence of
+// Committed is the value of the marker a Session workflow records in its
+// history whenever its log grew: the last durable sequence of
 // the log. A marker is part of the workflow task that emitted the events,
 // so once it is visible in history the events up to that sequence are
 // committed.

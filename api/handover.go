@@ -2,41 +2,21 @@ package api
 
 import "github.com/keelrun/keel"
 
-// HandOverLimits bound one execution of a Session workflow. Past any of
-// them, or when Temporal suggests it, the session continues as new at the
-// next quiet point (docs/contract.md, sessions without end). Zero fields
-// take the defaults below.
+// HandOverLimits bound what a session hands from one execution to the
+// next (docs/contract.md, sessions without end). Zero fields take the
+// defaults below.
 type HandOverLimits struct {
-	// Events is the history length (events) of one execution. Default
-	// DefaultHandOverEvents.
-	Events int `json:"events,omitempty"`
-	// Bytes is the history size of one execution. Default
-	// DefaultHandOverBytes.
-	Bytes int `json:"bytes,omitempty"`
 	// TailBytes is how many bytes of durable events the session keeps in
 	// memory before it moves them to the content store as a segment.
 	// Default DefaultHandOverTailBytes.
 	TailBytes int `json:"tail_bytes,omitempty"`
 }
 
-// Defaults of HandOverLimits. With large values in the content store a run
-// adds a few kilobytes and about a dozen events to its session's history,
-// so an execution hands over after a few hundred runs at most, far below
-// Temporal's limits (50 MB, 51,200 events).
-const (
-	DefaultHandOverEvents    = 4000
-	DefaultHandOverBytes     = 4 << 20
-	DefaultHandOverTailBytes = 1 << 20
-)
+// DefaultHandOverTailBytes is the default of HandOverLimits.TailBytes.
+const DefaultHandOverTailBytes = 1 << 20
 
 // WithDefaults returns l with its unset fields set to the defaults.
 func (l HandOverLimits) WithDefaults() HandOverLimits {
-	if l.Events <= 0 {
-		l.Events = DefaultHandOverEvents
-	}
-	if l.Bytes <= 0 {
-		l.Bytes = DefaultHandOverBytes
-	}
 	if l.TailBytes <= 0 {
 		l.TailBytes = DefaultHandOverTailBytes
 	}
@@ -48,11 +28,15 @@ func (l HandOverLimits) WithDefaults() HandOverLimits {
 // Large values in it (the transcript) reach history as content-store
 // references through the payload codec.
 type SessionCarry struct {
-	Revision  int64             `json:"revision"`
-	Seq       int64             `json:"seq"`
-	Runs      int               `json:"runs"`
-	Usage     keel.Usage        `json:"usage"`
+	Revision int64      `json:"revision"`
+	Seq      int64      `json:"seq"`
+	Runs     int        `json:"runs"`
+	Usage    keel.Usage `json:"usage"`
+	// Last is the latest run's outcome; Outcomes are the last
+	// OutcomesRemembered, newest last, as the outcome update answers them
+	// (OutcomeRequest).
 	Last      *keel.Outcome     `json:"last_outcome,omitempty"`
+	Outcomes  []keel.Outcome    `json:"outcomes,omitempty"`
 	State     keel.SessionState `json:"state"`
 	Shutdown  bool              `json:"shutdown,omitempty"`
 	HandOvers int               `json:"hand_overs"`
@@ -63,10 +47,11 @@ type SessionCarry struct {
 	// of them on a worker without a content store).
 	Segments []EventSegment  `json:"segments,omitempty"`
 	Tail     []keel.Envelope `json:"tail,omitempty"`
-	// Queue holds the prompts accepted with IfActiveQueue and not started.
+	// Queue holds the prompts accepted with IfActiveQueue and not
+	// started.
 	Queue []SendRequest `json:"queue,omitempty"`
 	// Marks locate the committed runs in Transcript, in order (fork and
-	// rewind points). Runs committed before marks existed have none.
+	// rewind points).
 	Marks []RunMark `json:"marks,omitempty"`
 	// Origin is where the session was forked from, nil for no fork.
 	Origin *ForkOrigin `json:"origin,omitempty"`

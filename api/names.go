@@ -18,32 +18,26 @@ var (
 // TaskQueue is the task queue keel's workers poll.
 const TaskQueue = "keel"
 
-// Task priorities, on Temporal's scale of 1 (first) to 5. A Session
-// workflow takes SessionPriority and its runs RunPriority (their
-// activities inherit it): when workflow tasks queue up under load, a
-// session's tasks (a send, a run's start and commit) are handed out before
-// the runs' own, so a send does not wait behind hundreds of model turns.
-const (
-	SessionPriority = 1
-	RunPriority     = 3
-)
+// SessionPriority is the task priority, on Temporal's scale of 1 (first)
+// to 5, that keel's clients start sessions with (their activities inherit
+// it), and the rate-limit workflows take.
+const SessionPriority = 1
 
 // Workflow, update, signal and query names: stable surfaces that the
 // temporal CLI and other clients rely on.
 const (
 	SessionWorkflowName = "Session"
-	RunWorkflowName     = "Run"
 
 	UpdateSend            = "send"
 	UpdateSteer           = "steer"
 	UpdateRetractSteering = "retract_steering"
 	UpdateRespond         = "respond"
-	// UpdateOutcome waits for a run of an inline session to be committed
-	// and answers its keel.Outcome (OutcomeRequest).
+	// UpdateOutcome waits for a run of the session to be committed and
+	// answers its keel.Outcome (OutcomeRequest).
 	UpdateOutcome  = "outcome"
 	SignalCancel   = "cancel"
 	SignalShutdown = "shutdown"
-	// SignalMove makes an idle inline session continue as new at once, so
+	// SignalMove makes an idle session continue as new at once, so
 	// that its next execution starts on the deployment's current build
 	// (keel upgrade). A session running a run moves after it anyway.
 	SignalMove = "move"
@@ -53,8 +47,9 @@ const (
 	QueryEvents  = "events"
 )
 
-// QueryTranscript is the Run workflow's query for its transcript, used when
-// a worker's transcript cache misses. It takes the number of messages wanted.
+// QueryTranscript is the session's query for its active run's transcript,
+// used when a worker's transcript cache misses. It takes the number of
+// messages wanted.
 const QueryTranscript = "transcript"
 
 // ErrTypeMoved is the error type of an "outcome" update that the session's

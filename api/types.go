@@ -193,13 +193,6 @@ type SessionInput struct {
 	// Carry is what the previous execution of the session handed over when
 	// it continued as new; nil for a new session.
 	Carry *SessionCarry `json:"carry,omitempty"`
-	// Inline runs each of the session's runs in the session's own
-	// execution, which continues as new after it: one workflow per
-	// session, one execution per run (docs/ARCHITECTURE.md). Without it
-	// the session starts a Run child workflow per run, as sessions begun
-	// before it did. An execution keeps the shape it started with; a
-	// session that began inline stays inline.
-	Inline bool `json:"inline,omitempty"`
 	// Fork starts the session as a fork of another (docs/contract.md
 	// §19); nil for a new session and for every later execution, which
 	// takes what it needs from Carry.
@@ -326,47 +319,12 @@ type SendResult struct {
 	// BaseSeq is the last durable sequence before the run's first event.
 	BaseSeq int64 `json:"base_seq"`
 	Queued  bool  `json:"queued,omitempty"`
-	// Inline says the run executes in the session's own workflow
-	// (SessionInput.Inline): address the session, not a Run workflow.
-	Inline bool `json:"inline,omitempty"`
 	// Execution is the Temporal run ID of the session's execution that
-	// runs it (inline, started runs only): its page in the Web UI.
+	// runs it (started runs only): its page in the Web UI.
 	Execution string `json:"execution,omitempty"`
 	// Repeated says the send's key (SendRequest.Once) was taken before:
 	// this is that send's result, and nothing was started now.
 	Repeated bool `json:"repeated,omitempty"`
-}
-
-// RunInput starts a Run workflow.
-type RunInput struct {
-	SessionID  string         `json:"session_id"`
-	RunID      string         `json:"run_id"`
-	Number     int            `json:"number"`
-	Revision   int64          `json:"revision"`
-	BaseSeq    int64          `json:"base_seq"`
-	Prompt     string         `json:"prompt"`
-	Transcript []keel.Message `json:"transcript,omitempty"`
-	Config     RunConfig      `json:"config"`
-	// SessionSpent is what the session's runs before this one spent, for
-	// its session budget (docs/contract.md §20). Nil from a session
-	// started before budgets: the run counts from zero.
-	SessionSpent *keel.Usage `json:"session_spent,omitempty"`
-	// Delegations counts the session's delegations before this run, so
-	// that its children's paths never repeat (docs/contract.md §21.3).
-	Delegations int `json:"delegations,omitempty"`
-}
-
-// RunResult is what a Run workflow returns to its session.
-type RunResult struct {
-	Outcome keel.Outcome `json:"outcome"`
-	// Messages are the messages the run adds to the transcript or, when
-	// Replaced is set (the run compacted it), the whole new transcript.
-	Messages []keel.Message `json:"messages"`
-	Replaced bool           `json:"replaced,omitempty"`
-	// Events are the run's durable events, numbered from BaseSeq+1.
-	Events []keel.Envelope `json:"events"`
-	// Delegations counts the session's delegations once the run ended.
-	Delegations int `json:"delegations,omitempty"`
 }
 
 // EventsQuery is the argument of the "events" query: the events after
@@ -393,11 +351,8 @@ type EventsPage struct {
 	// Events: they are in the content store (EventSegment.Key), read with
 	// the client's data converter. The next page continues after its Last.
 	Segment *EventSegment `json:"segment,omitempty"`
-	// Done says the log will not grow: the run ended (Run workflow only).
-	Done bool `json:"done,omitempty"`
-	// ActiveRun is the run in progress (Session only). Unless it is
-	// Inline, its events are not in the session's log yet: read them from
-	// that Run workflow.
+	// ActiveRun is the run in progress, whose events the log holds as
+	// they happen.
 	ActiveRun *RunRef `json:"active_run,omitempty"`
 }
 
@@ -422,6 +377,10 @@ type OutcomeRequest struct {
 }
 
 const (
+	// OutcomesRemembered is how many of its latest runs' outcomes a
+	// session answers with the outcome update; an older run's outcome is
+	// its terminal event in the log.
+	OutcomesRemembered = 64
 	// MaxOutcomeWaiters is how many outcome updates may wait in one
 	// session execution at once (OutcomeRequest).
 	MaxOutcomeWaiters = 5
@@ -436,10 +395,6 @@ type RunRef struct {
 	RunID   string `json:"run_id"`
 	Number  int    `json:"number"`
 	BaseSeq int64  `json:"base_seq"`
-	// Inline says the run executes in the session's own workflow: its
-	// commands go to the session, and the session's log already holds
-	// its events. Otherwise it is a Run workflow whose ID is RunID.
-	Inline bool `json:"inline,omitempty"`
 }
 
 // SessionStatus is the answer of the Session's "state" query.
@@ -447,10 +402,9 @@ type SessionStatus struct {
 	SessionID string            `json:"session_id"`
 	State     keel.SessionState `json:"state"`
 	Revision  int64             `json:"revision"`
-	// LastSeq is the last sequence in the session's own log, which takes
-	// a run's events when the run ends. The active run's events follow it,
-	// numbered from ActiveRun.BaseSeq+1; the run's state query reports how
-	// far they go (RunStatus.LastSeq), and EventsFrom reads both.
+	// LastSeq is the last committed sequence of the session's log. The
+	// active run's events follow it, numbered from ActiveRun.BaseSeq+1, up
+	// to Run.LastSeq.
 	LastSeq   int64         `json:"last_seq"`
 	Runs      int           `json:"runs"`
 	ActiveRun *RunRef       `json:"active_run,omitempty"`
@@ -460,12 +414,8 @@ type SessionStatus struct {
 	Shutdown  bool          `json:"shutdown,omitempty"`
 	// HandOvers counts the times the session continued as new.
 	HandOvers int `json:"hand_overs,omitempty"`
-	// Run is the state of the active run when it executes in the
-	// session's workflow (ActiveRun.Inline); nil otherwise.
+	// Run is the state of the active run; nil while the session is idle.
 	Run *RunStatus `json:"run,omitempty"`
-	// Inline says the session runs its runs in its own workflow
-	// (SessionInput.Inline).
-	Inline bool `json:"inline,omitempty"`
 	// Closed is set when the Session workflow is no longer running
 	// (terminated by an operator or by a Temporal limit, or failed): State
 	// is then StateTerminated or StateFailed. Only clients fill it in.
@@ -487,7 +437,7 @@ type ClosedSession struct {
 	At     time.Time `json:"at"`
 }
 
-// RunStatus is the answer of the Run's "state" query.
+// RunStatus is the state of a session's active run (SessionStatus.Run).
 type RunStatus struct {
 	RunID string            `json:"run_id"`
 	State keel.SessionState `json:"state"`
@@ -571,7 +521,7 @@ type RespondRequest struct {
 }
 
 // CancelRequest is the optional payload of the "cancel" signal. With RunID
-// set, an inline session cancels its active run only if it is that run, so
+// set, the session cancels its active run only if it is that run, so
 // a late cancel of a run that ended never reaches the next one. Without a
 // payload the active run is cancelled, whichever it is.
 type CancelRequest struct {

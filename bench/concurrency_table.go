@@ -156,7 +156,7 @@ func (r *ConcurrencyReport) writePoint(w io.Writer, p ConcurrencyPoint) {
 		return fmt.Sprintf("%s events, %s workflow tasks", trim(per(wh.Events, f.History.Runs)), trim(per(wh.WorkflowTasks, f.History.Runs)))
 	}
 	for _, wh := range k.History.Workflows {
-		if wh.Events > 0 { // an inline session's runs have no Run workflow
+		if wh.Events > 0 {
 			row("  "+wh.Kind+" workflow", wf(k, wh), "", 0)
 		}
 	}

@@ -45,7 +45,7 @@ type phase struct {
 	// streamActivity is the activity type that streams.
 	streamActivity string
 	// settle, when set, waits after the sessions for what their runs
-	// still cause on the server (an inline session's next execution), and
+	// still cause on the server (a session's next execution), and
 	// may rename their executions; the billable actions are counted until
 	// it returns.
 	settle func(ctx context.Context, results []sessionResult) error

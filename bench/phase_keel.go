@@ -10,7 +10,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/serviceerror"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
@@ -78,7 +77,7 @@ func (s *stack) keel(ctx context.Context) (PhaseFigures, error) {
 	}
 	if err == nil {
 		// Settled, so that what it still bills is not a measured run's.
-		err = s.settleInline(ctx, []sessionResult{{workflows: []execution{{id: run.Session().ID()}, {id: run.ID}}}})
+		err = s.settleSessions(ctx, []sessionResult{{workflows: []execution{{id: run.Session().ID()}}}})
 	}
 	if err != nil {
 		return PhaseFigures{}, fmt.Errorf("warm-up run: %w", err)
@@ -90,44 +89,34 @@ func (s *stack) keel(ctx context.Context) (PhaseFigures, error) {
 		defer stop()
 		return keelSession(ctx, kc, deltas, fmt.Sprintf("bench-%d-%04d", s.n, i), runCfg, cancel)
 	}
-	ph.settle = s.settleInline
+	ph.settle = s.settleSessions
 	f, results, err := s.run(ctx, ph)
 	if err != nil {
 		return f, err
 	}
-	err = s.phaseHistories(ctx, &f, results, []string{"Session", "Run"}, len(StreamTurns()))
+	err = s.phaseHistories(ctx, &f, results, []string{"Session"}, len(StreamTurns()))
 	return f, err
 }
 
-// settleTimeout bounds settleInline: a session whose run's execution
+// settleTimeout bounds settleSessions: a session whose run's execution
 // does not continue as new fails the measurement instead of hanging it.
 const settleTimeout = 5 * time.Minute
 
-// settleInline finds the runs that ran inline and waits until their
-// sessions settled. A session of the two-workflow shape runs a run in a
-// Run workflow of the run's ID beside its Session workflow; an inline
-// session (one execution per run) runs it in its own execution, for the
-// benchmark's new sessions the first, which continues as new after the
-// run. The next execution's first workflow task (its version markers)
-// comes after the run's outcome, but every run of a long session starts
-// with one, so it counts as the run's: this waits for it, with history
-// long polls, then names the first execution for the run's history.
-func (s *stack) settleInline(ctx context.Context, results []sessionResult) error {
+// settleSessions waits until the sessions of the runs settled. A run runs
+// in its session's execution, for the benchmark's new sessions the first,
+// which continues as new after the run. The next execution's first
+// workflow task comes after the run's outcome, but every run of a long
+// session starts with one, so it counts as the run's: this waits for it,
+// with history long polls, then names the first execution for the run's
+// history.
+func (s *stack) settleSessions(ctx context.Context, results []sessionResult) error {
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	for i, r := range results {
-		if len(r.workflows) != 2 {
+		if len(r.workflows) != 1 {
 			continue
 		}
-		session, run := r.workflows[0].id, r.workflows[1].id
-		_, err := s.tc.DescribeWorkflowExecution(ctx, run, "")
-		var nf *serviceerror.NotFound
-		if !errors.As(err, &nf) {
-			if err != nil {
-				return fmt.Errorf("run %s: %w", run, err)
-			}
-			continue
-		}
+		session := r.workflows[0].id
 		d, err := s.tc.DescribeWorkflowExecution(ctx, session, "")
 		if err != nil {
 			return fmt.Errorf("session %s: %w", session, err)
@@ -189,7 +178,7 @@ func keelSession(ctx context.Context, kc *client.Client, deltas live.Channel, id
 		r.outcome, r.err = outcomeFailed, fmt.Errorf("send: %w", err)
 		return r
 	}
-	r.workflows = []execution{{id: id}, {id: run.ID}}
+	r.workflows = []execution{{id: id}}
 	if !cancel {
 		out, err := run.Outcome(ctx)
 		r.run = time.Since(t0)

@@ -102,7 +102,7 @@ func MeasureKeelStepPhases(ctx context.Context, c *client.Client, runs, n int) (
 	return all, nil
 }
 
-// runExecutionHistory reads the history of an inline session's first
+// runExecutionHistory reads the history of a session's first
 // execution, which ran its run 1: the execution that the current one
 // continued from (the run's outcome is read from that continue-as-new, so
 // it has happened once Outcome returned).

@@ -64,8 +64,8 @@ type Options struct {
 	Logger tlog.Logger
 	// Config holds the defaults of new sessions (model, tools, ...).
 	Config api.RunConfig
-	// HandOver bounds each execution of new sessions before they continue
-	// as new. Optional; the defaults of api.HandOverLimits.
+	// HandOver bounds what new sessions keep in memory between
+	// executions. Optional; the defaults of api.HandOverLimits.
 	HandOver api.HandOverLimits
 	// DataConverter decodes what workers wrote. Workers move large values
 	// to a content store and leave references in Temporal; give the client

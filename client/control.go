@@ -104,32 +104,14 @@ func (r *Run) Requests(ctx context.Context) ([]api.HostRequest, error) {
 
 func (r *Run) update(ctx context.Context, name string, out any, arg any) error {
 	updateID := newID()
-	inline, err := r.inline(ctx)
-	if err != nil {
-		return err
-	}
-	if inline {
-		arg = forRun(arg, r.ID)
-		err := r.s.c.resumeUpdate(ctx, r.s.id, updateID, out, func() (client.WorkflowUpdateHandle, error) {
-			return r.s.c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-				WorkflowID: r.s.id, UpdateID: updateID, UpdateName: name, Args: []any{arg},
-				WaitForStage: client.WorkflowUpdateStageCompleted,
-			})
-		})
-		return r.updateError(err)
-	}
-	err = r.whenStarted(ctx, func() error {
-		return r.s.c.resumeUpdate(ctx, r.ID, updateID, out, func() (client.WorkflowUpdateHandle, error) {
-			return r.s.c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-				WorkflowID: r.ID, UpdateID: updateID, UpdateName: name, Args: []any{arg},
-				WaitForStage: client.WorkflowUpdateStageCompleted,
-			})
+	arg = forRun(arg, r.ID)
+	err := r.s.c.resumeUpdate(ctx, r.s.id, updateID, out, func() (client.WorkflowUpdateHandle, error) {
+		return r.s.c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: r.s.id, UpdateID: updateID, UpdateName: name, Args: []any{arg},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
 		})
 	})
-	if err != nil {
-		return r.updateError(err)
-	}
-	return nil
+	return r.updateError(err)
 }
 
 // updateError maps an update's failure; an update to a run that already
@@ -152,5 +134,5 @@ func (s *Session) ActiveRun(ctx context.Context) (*Run, error) {
 		return nil, err
 	}
 	a := st.ActiveRun
-	return &Run{s: s, ID: a.RunID, Number: a.Number, BaseSeq: a.BaseSeq, shape: shapeOf(a.Inline)}, nil
+	return &Run{s: s, ID: a.RunID, Number: a.Number, BaseSeq: a.BaseSeq}, nil
 }

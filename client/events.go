@@ -5,7 +5,6 @@ import (
 	"iter"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/api"
 )
 
 // EventsAfter returns every durable event of the session after sequence
@@ -37,19 +36,8 @@ func (s *Session) EventsPage(ctx context.Context, after int64, limit int) (page 
 	if err != nil {
 		return page, false, err
 	}
-	active, err := f.readLog(ctx, s.id, committed, deliver)
-	if err != nil || more {
-		return page, more, stopped(err)
-	}
-	if active != nil && !active.Inline {
-		if committed, err = s.c.committedNow(ctx, active.RunID); err != nil {
-			return page, false, err
-		}
-		if _, err := f.readLog(ctx, active.RunID, committed, deliver); err != nil {
-			return page, more, stopped(err)
-		}
-	}
-	return page, more, nil
+	err = f.readLog(ctx, committed, deliver)
+	return page, more, stopped(err)
 }
 
 // EventsFrom replays the session's durable events after sequence after and
@@ -83,15 +71,8 @@ func (s *Session) lastSeq(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if st.ActiveRun == nil {
-		return st.LastSeq, nil
-	}
 	if st.Run != nil {
 		return max(st.Run.LastSeq, st.LastSeq), nil
 	}
-	var rs api.RunStatus
-	if err := s.query(ctx, st.ActiveRun.RunID, api.QueryState, &rs); err != nil {
-		return 0, err
-	}
-	return max(rs.LastSeq, st.LastSeq), nil
+	return st.LastSeq, nil
 }

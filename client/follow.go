@@ -11,9 +11,8 @@ import (
 )
 
 // follower reads a session's durable log from a cursor and follows it as it
-// grows: the session's committed log, then the active run's own log (its
-// events reach the session only when it ends), across runs. It delivers
-// every durable event after the cursor exactly once, in sequence order.
+// grows, across runs. It delivers every durable event after the cursor
+// exactly once, in sequence order.
 type follower struct {
 	c       *Client
 	session string
@@ -50,19 +49,9 @@ func (f *follower) follow(ctx context.Context, emit func(keel.Envelope) bool) er
 		return err
 	}
 	limit := sw.committed
-	followed := map[string]bool{}
 	for {
-		active, err := f.readLog(ctx, f.session, limit, deliver)
-		if err != nil {
+		if err := f.readLog(ctx, limit, deliver); err != nil {
 			return stopped(err)
-		}
-		// An inline run's events are in the session's log already.
-		if active != nil && !active.Inline && !followed[active.RunID] {
-			followed[active.RunID] = true
-			if err := f.followRun(ctx, active.RunID, deliver); err != nil {
-				return stopped(err)
-			}
-			continue
 		}
 		closed, err := sw.wait(ctx)
 		if err != nil {
@@ -70,8 +59,7 @@ func (f *follower) follow(ctx context.Context, emit func(keel.Envelope) bool) er
 		}
 		limit = max(limit, sw.committed)
 		if closed {
-			_, err := f.readLog(ctx, f.session, limit, deliver)
-			return stopped(err)
+			return stopped(f.readLog(ctx, limit, deliver))
 		}
 	}
 }
@@ -83,119 +71,49 @@ func stopped(err error) error {
 	return err
 }
 
-// readLog delivers the events of a workflow's log after f.after and up to
-// limit, the sequence the workflow has published as committed, paging with
-// a pinned snapshot; it returns the session's active run if any. Events
-// past limit are left for a later read: they may come from state no
-// workflow task has committed.
-func (f *follower) readLog(ctx context.Context, workflowID string, limit int64, deliver func(keel.Envelope) error) (*api.RunRef, error) {
+// readLog delivers the events of the session's log after f.after and up
+// to limit, the sequence the session has published as committed, paging
+// with a pinned snapshot. Events past limit are left for a later read:
+// they may come from state no workflow task has committed.
+func (f *follower) readLog(ctx context.Context, limit int64, deliver func(keel.Envelope) error) error {
 	q := api.EventsQuery{After: f.after}
-	for {
-		if q.After >= limit {
-			return f.activeRun(ctx, workflowID)
-		}
+	for q.After < limit {
 		var page api.EventsPage
-		v, err := f.c.queryWorkflow(ctx, workflowID, api.QueryEvents, q)
+		v, err := f.c.queryWorkflow(ctx, f.session, api.QueryEvents, q)
 		if err != nil {
-			return nil, fromTemporal(err, "workflow "+workflowID)
+			return fromTemporal(err, "session "+f.session)
 		}
 		if err := v.Get(&page); err != nil {
-			return nil, err
+			return err
 		}
+		evs, next := page.Events, int64(0)
 		if seg := page.Segment; seg != nil {
 			// Older events live in the content store.
-			evs, err := f.c.segment(ctx, *seg)
-			if err != nil {
-				return nil, err
+			if evs, err = f.c.segment(ctx, *seg); err != nil {
+				return err
 			}
-			for _, ev := range evs {
-				if ev.Seq <= q.After {
-					continue
-				}
-				if ev.Seq > limit || ev.Seq > page.Snapshot {
-					return page.ActiveRun, nil
-				}
-				if err := deliver(ev); err != nil {
-					return nil, err
-				}
+			next = seg.Last
+		} else if len(evs) > 0 {
+			next = evs[len(evs)-1].Seq
+		}
+		for _, ev := range evs {
+			if ev.Seq <= q.After {
+				continue
 			}
-			if !page.More {
-				return page.ActiveRun, nil
-			}
-			q = api.EventsQuery{After: seg.Last, Snapshot: page.Snapshot}
-			continue
-		}
-		for _, ev := range page.Events {
-			if ev.Seq > limit {
-				return page.ActiveRun, nil
-			}
-			if err := deliver(ev); err != nil {
-				return nil, err
-			}
-		}
-		if !page.More || len(page.Events) == 0 {
-			return page.ActiveRun, nil
-		}
-		q = api.EventsQuery{After: page.Events[len(page.Events)-1].Seq, Snapshot: page.Snapshot}
-	}
-}
-
-// activeRun asks a session for its active run, when readLog had nothing to
-// read (a Run workflow has none).
-func (f *follower) activeRun(ctx context.Context, workflowID string) (*api.RunRef, error) {
-	if workflowID != f.session {
-		return nil, nil
-	}
-	var st api.SessionStatus
-	v, err := f.c.queryWorkflow(ctx, workflowID, api.QueryState)
-	if err != nil {
-		return nil, fromTemporal(err, "workflow "+workflowID)
-	}
-	return st.ActiveRun, v.Get(&st)
-}
-
-// followRun follows a running Run workflow's log until its terminal event
-// or until it closes (a terminated run has no terminal event of its own:
-// the session records one).
-func (f *follower) followRun(ctx context.Context, runID string, deliver func(keel.Envelope) error) error {
-	rw := f.c.watch(runID)
-	if err := rw.catchUp(ctx); err != nil {
-		return err
-	}
-	limit := rw.committed
-	terminal := func(ev keel.Envelope) error {
-		if err := deliver(ev); err != nil {
-			return err
-		}
-		if ev.Terminal() {
-			return errRunDone
-		}
-		return nil
-	}
-	for {
-		_, err := f.readLog(ctx, runID, limit, terminal)
-		if errors.Is(err, errRunDone) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		closed, err := rw.wait(ctx)
-		if err != nil {
-			return err
-		}
-		limit = max(limit, rw.committed)
-		if closed {
-			_, err := f.readLog(ctx, runID, limit, terminal)
-			if errors.Is(err, errRunDone) {
+			if ev.Seq > limit || ev.Seq > page.Snapshot {
 				return nil
 			}
-			return err
+			if err := deliver(ev); err != nil {
+				return err
+			}
 		}
+		if !page.More || next == 0 {
+			return nil
+		}
+		q = api.EventsQuery{After: next, Snapshot: page.Snapshot}
 	}
+	return nil
 }
-
-var errRunDone = errors.New("run done")
 
 // stream merges a follower's durable events with live deltas into one
 // ordered stream. A delta carries the last durable sequence before it

@@ -162,8 +162,7 @@ func (s *Session) sendUpdate(ctx context.Context, req api.SendRequest, updateID 
 			TypedSearchAttributes: temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(s.id)),
 			StaticSummary:         "keel session " + s.id,
 			Priority:              temporal.Priority{PriorityKey: api.SessionPriority},
-		}, api.SessionWorkflowName, api.SessionInput{SessionID: s.id, Config: s.c.config, HandOver: s.c.handOver,
-			Inline: true})
+		}, api.SessionWorkflowName, api.SessionInput{SessionID: s.id, Config: s.c.config, HandOver: s.c.handOver})
 	}
 	// The update has an ID of our own so that a call that timed out while
 	// the server was busy can be resumed, never sent twice.
@@ -185,7 +184,7 @@ func (s *Session) sendUpdate(ctx context.Context, req api.SendRequest, updateID 
 		return nil, fromTemporal(err, "session "+s.id)
 	}
 	return &Run{s: s, ID: res.RunID, Number: res.Number, Revision: res.Revision, BaseSeq: res.BaseSeq, Queued: res.Queued,
-		Repeated: res.Repeated, shape: shapeOf(res.Inline), execution: res.Execution}, nil
+		Repeated: res.Repeated, execution: res.Execution}, nil
 }
 
 // Run returns a handle on run number n of the session.

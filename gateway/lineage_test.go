@@ -185,7 +185,7 @@ func TestDelegationLineageOutsideAKeysPrefix(t *testing.T) {
 		t.Fatalf("the unlimited key's view of the delegation: %+v", whole)
 	}
 	seen := state(child).Delegated
-	if seen.Parent != "" || seen.ParentRun != "" || seen.ParentWorkflow != "" || seen.ToolCallID != "" || len(seen.Relay) != 0 {
+	if seen.Parent != "" || seen.ParentRun != "" || seen.ToolCallID != "" || len(seen.Relay) != 0 {
 		t.Errorf("a key limited to the child learns of its parent: %+v", seen)
 	}
 	if seen.Agent != "researcher" || seen.Path != "researcher-1" || seen.Depth != 1 || seen.Prompt != whole.Prompt {

@@ -42,14 +42,14 @@ func ForWorkflow(l *zap.Logger, workflowID string) *zap.Logger {
 	return l.With(fields...)
 }
 
-// runSeparator splits a Run workflow's ID into its session's ID and the
-// run number (keel.RunID); a session ID never holds a '/'.
+// runSeparator splits a run ID into its session's ID and the run number
+// (keel.RunID); a session ID never holds a '/'.
 const runSeparator = "/run-"
 
 // WorkflowFields returns the session_id and run_id fields of a keel
-// workflow ID: a Run workflow's ID is its run ID, and the part before
-// "/run-" its session's; a Session workflow's ID is its session ID. The
-// Runtime workflow and IDs that are not keel's give none.
+// workflow ID or run ID: a Session workflow's ID is its session ID; a run
+// ID is "<session>/run-<n>". The Runtime workflow and IDs that are not
+// keel's give none.
 func WorkflowFields(workflowID string) []zap.Field {
 	if workflowID == "" || workflowID == api.RuntimeWorkflowID {
 		return nil

@@ -85,7 +85,7 @@ func (t AgentTask) Prompt() string {
 // ParseAgentTask reads a delegation call's arguments. It returns an
 // *ArgumentError for anything but {"task": non-empty string, "context":
 // optional string of at most MaxAgentContextBytes}. It is deterministic,
-// for use in the Run workflow.
+// for use in workflow code.
 func ParseAgentTask(name string, args json.RawMessage) (AgentTask, error) {
 	bad := func(format string, a ...any) (AgentTask, error) {
 		return AgentTask{}, &ArgumentError{Tool: name, Problems: []string{fmt.Sprintf(format, a...)}}

@@ -59,7 +59,7 @@ func (askUserTool) Call(ctx context.Context, args json.RawMessage) (Result, erro
 // "schema": optional JSON Schema}, into the question to put to the host.
 // It returns an *ArgumentError for an empty question or a schema that does
 // not compile, so that a later ValidateJSON of the answer fails only on the
-// answer. It is deterministic, for use in the Run workflow.
+// answer. It is deterministic, for use in workflow code.
 func AskUserQuestion(args json.RawMessage) (Question, error) {
 	bad := func(format string, a ...any) (Question, error) {
 		return Question{}, &ArgumentError{Tool: NativeAskUser, Problems: []string{fmt.Sprintf(format, a...)}}

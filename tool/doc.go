@@ -2,7 +2,7 @@
 // tools. A tool has a spec (name, description, JSON Schema of its
 // arguments) and a Call method; optional interfaces add traits such as
 // running detached. Each call runs as its own Temporal activity, except the
-// workflow-native tools (sleep, ask_user) that the Run workflow performs
+// workflow-native tools (sleep, ask_user) that a run's workflow code performs
 // itself.
 //
 // Typed tools derive their schema from a Go type and get their arguments

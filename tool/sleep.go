@@ -23,7 +23,7 @@ var sleepSchema = json.RawMessage(`{"type":"object","properties":{"seconds":{"ty
 	`"required":["seconds"],"additionalProperties":false}`)
 
 // Sleep returns the sleep tool: it waits {"seconds": number} before
-// returning. It is workflow-native (NativeSleep): the Run workflow turns it
+// returning. It is workflow-native (NativeSleep): the run turns it
 // into a durable timer, using SleepDuration to read the arguments. Its Call,
 // for use outside a workflow, waits on a plain timer.
 func Sleep() Tool { return sleepTool{} }
@@ -61,7 +61,7 @@ func (sleepTool) Call(ctx context.Context, args json.RawMessage) (Result, error)
 // SleepDuration reads the sleep tool's arguments, {"seconds": number},
 // rounded to the millisecond. It returns an *ArgumentError unless the
 // duration is within [MinSleep, MaxSleep]. It is deterministic, for use in
-// the Run workflow.
+// the run's workflow code.
 func SleepDuration(args json.RawMessage) (time.Duration, error) {
 	bad := func(format string, a ...any) (time.Duration, error) {
 		return 0, &ArgumentError{Tool: NativeSleep, Problems: []string{fmt.Sprintf(format, a...)}}

@@ -37,7 +37,7 @@ type Timeouter interface {
 	Timeout() time.Duration
 }
 
-// Native is implemented by the tools the Run workflow performs itself
+// Native is implemented by the tools a run's workflow code performs itself
 // instead of in an activity (a durable timer, a question to the host).
 // NativeKind returns which.
 type Native interface {

@@ -19,14 +19,12 @@ import (
 //     code it did not start with. Its continue-as-new starts the next
 //     execution on the current build (workflows, handOver). An idle
 //     execution stays on its build until its next prompt has run;
-//   - a Run workflow (sessions begun before inline sessions) is pinned too;
 //   - the Runtime workflow moves to the current build at its next task: it
 //     lives for months, and every change in what it does is guarded with
 //     workflow.GetVersion and checked by the replay tests;
 //   - a RateLimit workflow moves too: every worker asks it, whatever its
 //     build, and it continues as new often (docs/contract.md §20.5).
 const (
-	RunVersioning     = workflow.VersioningBehaviorPinned
 	SessionVersioning = workflow.VersioningBehaviorPinned
 	RuntimeVersioning = workflow.VersioningBehaviorAutoUpgrade
 	// ScheduledSendVersioning pins a schedule's firing, which may wait for

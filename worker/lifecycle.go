@@ -32,11 +32,9 @@ func newLifecycle(c client.Client, namespace string) lifecycle {
 }
 
 func (l lifecycle) ActiveRuns(ctx context.Context) ([]string, error) {
-	// Run workflows of sessions begun in the two-workflow shape, and
-	// inline sessions whose execution is running a run (its state says so).
-	return l.list(ctx, fmt.Sprintf("ExecutionStatus = 'Running' AND (WorkflowType = '%s' OR "+
-		"(WorkflowType = '%s' AND %s IN ('%s', '%s', '%s')))", api.RunWorkflowName, api.SessionWorkflowName,
-		api.AttrState.GetName(), keel.StateRunning, keel.StateWaitingForHostInput, keel.StateCancelling))
+	// Sessions whose execution is running a run (its state says so).
+	return l.list(ctx, fmt.Sprintf("ExecutionStatus = 'Running' AND WorkflowType = '%s' AND %s IN ('%s', '%s', '%s')",
+		api.SessionWorkflowName, api.AttrState.GetName(), keel.StateRunning, keel.StateWaitingForHostInput, keel.StateCancelling))
 }
 
 func (l lifecycle) Sessions(ctx context.Context) ([]string, error) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel"
@@ -95,16 +96,19 @@ func TestWorkerRefusesUnofferedModelsAtSend(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, keel.StatusCompleted, out.Status)
 
-	// Around the session: a Run workflow started by hand with a file as
-	// its model fails at its first model turn with unknown_model.
+	// Around the client: a session started by hand with a file as its
+	// default model is refused at its first send by the session's own
+	// validator, before anything opens the file.
 	tc := keeltest.Dial(t, srv)
-	wr, err := tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{ID: "direct/run-1", TaskQueue: api.TaskQueue},
-		api.RunWorkflowName, api.RunInput{SessionID: "direct", RunID: "direct/run-1", Number: 1, Prompt: "x",
-			Config: api.RunConfig{Model: "scripted:" + outside}})
-	require.NoError(t, err)
-	var res api.RunResult
-	require.NoError(t, wr.Get(ctx, &res))
-	require.Equal(t, keel.StatusFailed, res.Outcome.Status)
-	require.NotNil(t, res.Outcome.Error)
-	require.Contains(t, res.Outcome.Error.Message, "not offered by this worker")
+	start := tc.NewWithStartWorkflowOperation(sdkclient.StartWorkflowOptions{ID: "direct", TaskQueue: api.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
+		api.SessionWorkflowName, api.SessionInput{SessionID: "direct", Config: api.RunConfig{Model: "scripted:" + outside}})
+	up, err := tc.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start,
+		UpdateOptions: sdkclient.UpdateWorkflowOptions{UpdateName: api.UpdateSend, Args: []any{api.SendRequest{Prompt: "x"}},
+			WaitForStage: sdkclient.WorkflowUpdateStageCompleted}})
+	if err == nil {
+		err = up.Get(ctx, nil)
+	}
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "not offered by this worker")
 }

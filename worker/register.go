@@ -36,8 +36,6 @@ func Register(r Registrar, acts *activities.Activities) {
 func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows.Rules) {
 	r.RegisterWorkflowWithOptions(rules.Session(), workflow.RegisterOptions{Name: api.SessionWorkflowName,
 		VersioningBehavior: SessionVersioning})
-	r.RegisterWorkflowWithOptions(rules.Run(), workflow.RegisterOptions{Name: api.RunWorkflowName,
-		VersioningBehavior: RunVersioning})
 	r.RegisterActivityWithOptions(acts.ModelTurn, activity.RegisterOptions{Name: activities.ModelTurnName})
 	r.RegisterActivityWithOptions(acts.Tool, activity.RegisterOptions{Name: activities.ToolName})
 	r.RegisterActivityWithOptions(acts.Compact, activity.RegisterOptions{Name: activities.CompactName})
@@ -45,7 +43,6 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 		VersioningBehavior: RuntimeVersioning})
 	r.RegisterWorkflowWithOptions(workflows.RateLimitWorkflow, workflow.RegisterOptions{Name: api.RateLimitWorkflowName,
 		VersioningBehavior: RateLimitVersioning})
-	r.RegisterActivityWithOptions(acts.RecoverRun, activity.RegisterOptions{Name: activities.RecoverRunName})
 	r.RegisterActivityWithOptions(acts.Shutdown, activity.RegisterOptions{Name: activities.ShutdownName})
 	r.RegisterActivityWithOptions(acts.RuntimeState, activity.RegisterOptions{Name: activities.RuntimeStateName})
 	r.RegisterActivityWithOptions(acts.StoreEvents, activity.RegisterOptions{Name: activities.StoreEventsName})

@@ -9,8 +9,8 @@ import (
 	"github.com/keelrun/keel/api"
 )
 
-// A child session (SessionInput.Delegated, docs/contract.md §21.3) is an
-// inline session whose first and only run is its delegation's task. It
+// A child session (SessionInput.Delegated, docs/contract.md §21.3) is a
+// session whose first and only run is its delegation's task. It
 // takes no prompts; once that run is committed it returns the run's
 // outcome to its parent and ends, so it never continues as new. Its log,
 // transcript and state stay readable like any session's.
@@ -18,7 +18,6 @@ import (
 // startDelegated makes the session a child: the task is its first run.
 func (s *session) startDelegated(in api.SessionInput) {
 	s.delegated = in.Delegated
-	s.inline = true
 	// The parent knows keel is not shut down, or it would not run: a
 	// shutdown that comes later cancels the parent's run, and with it
 	// this child. Asking again (a local activity that queries the
@@ -37,7 +36,7 @@ func (s *session) admitDelegated(ctx workflow.Context) bool {
 		s.endUnrun(keel.StatusCancelled, nil)
 		return false
 	}
-	if s.shutdown {
+	if s.st.Shutdown {
 		s.endUnrun(keel.StatusFailed, keel.ErrRuntimeShutdown)
 		return false
 	}
@@ -50,7 +49,7 @@ func (s *session) endUnrun(status keel.RunStatus, err *keel.Error) {
 		return
 	}
 	s.result = &api.DelegationResult{Outcome: keel.Outcome{RunID: keel.RunID(s.id, 1), Number: 1,
-		Status: status, Revision: s.revision, Error: err}}
+		Status: status, Revision: s.st.Revision, Error: err}}
 }
 
 // reportRequests tells the parent the host-input requests open in this
@@ -67,12 +66,8 @@ func (s *session) reportRequests(ctx workflow.Context, r *run) {
 		return
 	}
 	s.reported = ids
-	target := d.ParentWorkflow
-	if target == "" {
-		target = d.Parent
-	}
 	// Fire and forget: the parent only lists them; a cancelled run still
 	// reports its closed requests.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	workflow.SignalExternalWorkflow(dctx, target, "", api.SignalChildRequests, api.ChildRequests{Path: d.Path, Requests: reqs})
+	workflow.SignalExternalWorkflow(dctx, d.Parent, "", api.SignalChildRequests, api.ChildRequests{Path: d.Path, Requests: reqs})
 }

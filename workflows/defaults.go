@@ -15,13 +15,6 @@ import (
 // they were sent under, and those behind it under the new ones
 // (docs/contract.md §11.6).
 
-// setDefaultChange versions the send that changes the session's defaults.
-// Code before it ignored SendRequest.SetDefault (a field it did not know),
-// so a history it recorded with such a send replays without the change:
-// GetVersion is asked only for a send that sets the defaults, and answers
-// DefaultVersion for a history without the marker.
-const setDefaultChange = "set-default"
-
 // startConfig returns the configuration of the run p starts: the
 // session's defaults with p's own config over them, after p, if it sets
 // the defaults, has made its config theirs.
@@ -29,8 +22,7 @@ const setDefaultChange = "set-default"
 // A run that names an agent takes the agent's spec, which the worker
 // resolves as the run starts and history records (startAgent).
 func (s *session) startConfig(ctx workflow.Context, p *pendingRun) (api.RunConfig, *keel.Error) {
-	if p.req.SetDefault && p.req.Config != nil &&
-		workflow.GetVersion(ctx, setDefaultChange, workflow.DefaultVersion, 1) == 1 {
+	if p.req.SetDefault && p.req.Config != nil {
 		s.cfg = s.cfg.Merge(p.req.Config)
 	}
 	cfg := s.cfg.Merge(p.req.Config)
@@ -47,8 +39,7 @@ func (s *session) startConfig(ctx workflow.Context, p *pendingRun) (api.RunConfi
 // startAgent resolves the agent a run starts as from the worker's agents
 // (Rules.Agents) in a side effect, so history records the spec the run
 // ran and a replay takes it from there, whatever the worker offers by
-// then. Runs that name no agent record nothing: histories from before
-// agents replay unchanged.
+// then. Runs that name no agent record nothing.
 func (s *session) startAgent(ctx workflow.Context, name string) (api.AgentSpec, *keel.Error) {
 	var found struct {
 		Spec *api.AgentSpec `json:"spec"`

@@ -40,11 +40,8 @@ type delegations struct {
 	// for a client's session) and relay where its session's deltas are
 	// relayed (a child's ancestors).
 	sessionID, runID string
-	// workflowID is the workflow children report to (the session's, or
-	// the Run workflow's in the two-workflow shape).
-	workflowID string
-	depth      int
-	relay      []api.RelayTarget
+	depth int
+	relay []api.RelayTarget
 	// count is the session's delegations so far: the next child is
 	// count+1, so paths never repeat within a session.
 	count int
@@ -111,8 +108,8 @@ func (t *tools) delegate(ctx workflow.Context, s *slot) (keel.ToolStatus, string
 	if cfg.MaxSteps <= 0 || cfg.MaxSteps > steps {
 		cfg.MaxSteps = steps
 	}
-	in := api.SessionInput{SessionID: childID, Inline: true, Config: cfg, Delegated: &api.Delegation{
-		Parent: k.sessionID, ParentRun: k.runID, ParentWorkflow: k.workflowID, ToolCallID: s.call.ID, Agent: plan.Spec.Name,
+	in := api.SessionInput{SessionID: childID, Config: cfg, Delegated: &api.Delegation{
+		Parent: k.sessionID, ParentRun: k.runID, ToolCallID: s.call.ID, Agent: plan.Spec.Name,
 		Path: path, Depth: k.depth + 1, Prompt: prompt, Relay: k.relayFor(path, t.lastSeq()),
 	}}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{

@@ -1,16 +1,24 @@
-// Package workflows holds keel's two Temporal workflows.
+// Package workflows holds keel's Temporal workflows.
 //
-// Session (workflow ID = session ID) is the authority for a conversation:
-// its transcript, revision, state, durable event log, run index and usage.
-// The "send" update (sent with update-with-start, so the first prompt
-// creates the session) starts one Run child workflow per prompt.
+// Session (workflow ID = session ID) is a conversation, and the authority
+// for it: its transcript, revision, state, durable event log and usage.
+// Each run of the session is one execution of the workflow: the execution
+// waits for a prompt (the "send" update, sent with update-with-start so
+// that the first prompt creates the session), runs it (model turns, the
+// tool calls they ask for, and so on until the model ends its turn),
+// commits it, and continues as new with the session's state
+// (api.SessionCarry). A prompt sent while a run is active is queued and
+// runs in the next execution.
 //
-// Run (workflow ID "<session>/run-<n>") is one run's loop: a model turn,
-// the tool calls it asked for, and so on until the model ends its turn or
-// the step limit is reached. It numbers its durable events from the
-// sequence the session handed it, so the session's log stays dense, and
-// returns its messages, events and outcome to the session.
+// A run is made of parts with narrow interfaces (run.go): the journal of
+// durable events, the transcript, steering, host input, tools, model turns
+// and compaction. The session's handlers (handlers.go) route steering,
+// answers and cancellation to the active run.
 //
-// Both are deterministic: time comes from workflow.Now, concurrency from
-// workflow.Go, and all I/O happens in activities.
+// Runtime holds keel's shutdown state, RateLimit the pace of one rate
+// limit shared by all workers, and ScheduledSend one firing of a
+// schedule.
+//
+// All of them are deterministic: time comes from workflow.Now, concurrency
+// from workflow.Go, and all I/O happens in activities.
 package workflows

@@ -22,11 +22,11 @@ import (
 // and the run has no step points.
 func (s *session) markRun(mark api.RunMark, replaced bool) {
 	if replaced {
-		s.marks = s.marks[:0:0]
+		s.st.Marks = s.st.Marks[:0:0]
 		mark.Start = -1
 	}
-	mark.End, mark.Revision, mark.Seq = len(s.transcript), s.revision, s.seq
-	s.marks = append(s.marks, mark)
+	mark.End, mark.Revision, mark.Seq = len(s.st.Transcript), s.st.Revision, s.st.Seq
+	s.st.Marks = append(s.st.Marks, mark)
 }
 
 // startFork makes this new session a fork: its transcript is the source's
@@ -38,9 +38,9 @@ func (s *session) startFork(ctx workflow.Context, f *api.ForkInput) error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), string(keel.CodeInvalidInput), nil)
 	}
 	origin := f.Origin
-	s.origin = &origin
-	s.transcript = f.Transcript
-	s.revision = origin.Revision
+	s.st.Origin = &origin
+	s.st.Transcript = f.Transcript
+	s.st.Revision = origin.Revision
 	ev, err := keel.Seal(keel.SessionForked{Source: origin.Source, Run: origin.Run, Step: origin.Step,
 		Revision: origin.Revision, Seq: origin.Seq, Messages: len(f.Transcript)}, s.id, "", workflow.Now(ctx))
 	if err != nil {
@@ -48,34 +48,20 @@ func (s *session) startFork(ctx workflow.Context, f *api.ForkInput) error {
 	}
 	s.appendEvent(ev)
 	// Run 0 of the fork is the point it was forked at.
-	s.marks = []api.RunMark{{Run: 0, Start: 0, End: len(s.transcript), BaseRevision: s.revision,
-		BaseSeq: s.seq, Revision: s.revision, Seq: s.seq}}
+	s.st.Marks = []api.RunMark{{Run: 0, Start: 0, End: len(s.st.Transcript), BaseRevision: s.st.Revision,
+		BaseSeq: s.st.Seq, Revision: s.st.Revision, Seq: s.st.Seq}}
 	return nil
 }
 
-// appendEvent adds one of the session's own events to its log.
-func (s *session) appendEvent(ev keel.Envelope) {
-	ev.Seq = s.seq + 1
-	s.events = append(s.events, ev)
-	s.seq = ev.Seq
-	s.tailBytesHere += ev.Size()
-}
-
-// registerForkHandlers installs the fork_point query and the rewind
-// update.
-func (s *session) registerForkHandlers(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, api.QueryForkPoint, func(q api.ForkPointQuery) (api.ForkPoint, error) {
-		at, err := s.locate(q.Point)
-		if err != nil {
-			return api.ForkPoint{}, err
-		}
-		return api.ForkPoint{Origin: api.ForkOrigin{Source: s.id, Point: q.Point, Revision: at.revision, Seq: at.seq},
-			Config: s.cfg, Transcript: s.transcript[:at.messages]}, nil
-	}); err != nil {
-		return err
+// forkPoint answers the fork_point query: what a fork at a point starts
+// from.
+func (s *session) forkPoint(q api.ForkPointQuery) (api.ForkPoint, error) {
+	at, err := s.locate(q.Point)
+	if err != nil {
+		return api.ForkPoint{}, err
 	}
-	return workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateRewind, s.rewind,
-		workflow.UpdateHandlerOptions{Validator: s.validateRewind})
+	return api.ForkPoint{Origin: api.ForkOrigin{Source: s.id, Point: q.Point, Revision: at.revision, Seq: at.seq},
+		Config: s.cfg, Transcript: s.st.Transcript[:at.messages]}, nil
 }
 
 // validateRewind refuses a rewind while a run is active or waiting, and a
@@ -89,7 +75,7 @@ func (s *session) validateRewind(req api.RewindRequest) error {
 }
 
 func (s *session) idleForRewind() error {
-	if s.active != nil || s.current != nil || len(s.queue) > 0 || s.admitting > 0 {
+	if s.run != nil || len(s.queue) > 0 || s.admitting > 0 {
 		return wireError(&keel.Error{Code: keel.CodeRunActive,
 			Message: "session " + s.id + " has a run active or waiting; rewind it once the run is committed"})
 	}
@@ -109,7 +95,7 @@ func (s *session) rewind(ctx workflow.Context, req api.RewindRequest) (api.Rewin
 	if err != nil {
 		return api.RewindResult{}, err
 	}
-	res := api.RewindResult{FromRun: s.runs, FromRevision: s.revision, Revision: s.revision + 1, Messages: at.messages}
+	res := api.RewindResult{FromRun: s.st.Runs, FromRevision: s.st.Revision, Revision: s.st.Revision + 1, Messages: at.messages}
 	ev, err := keel.Seal(keel.SessionRewound{FromRun: res.FromRun, FromRevision: res.FromRevision, ToRun: req.Run,
 		ToStep: req.Step, Revision: res.Revision, Messages: res.Messages}, s.id, "", workflow.Now(ctx))
 	if err != nil {
@@ -117,17 +103,17 @@ func (s *session) rewind(ctx workflow.Context, req api.RewindRequest) (api.Rewin
 	}
 	// Clipped, so that the next run's messages never overwrite the old
 	// ones in a shared array.
-	s.transcript = s.transcript[:at.messages:at.messages]
+	s.st.Transcript = s.st.Transcript[:at.messages:at.messages]
 	keep := 0
-	for _, m := range s.marks {
+	for _, m := range s.st.Marks {
 		if m.Run < req.Run || m.Run == req.Run && req.Step == 0 {
 			keep++
 		}
 	}
-	s.marks = append([]api.RunMark(nil), s.marks[:keep]...)
-	s.revision = res.Revision
+	s.st.Marks = append([]api.RunMark(nil), s.st.Marks[:keep]...)
+	s.st.Revision = res.Revision
 	s.appendEvent(ev)
-	res.Seq = s.seq
+	res.Seq = s.st.Seq
 	s.setState(keel.StateIdle)
 	return res, nil
 }
@@ -149,12 +135,12 @@ func (s *session) locate(p api.Point) (pointState, error) {
 	if p.Run < 0 || p.Step < 0 {
 		return pointState{}, wireError(keel.Errorf(keel.CodeInvalidInput, "run %d, step %d: a point is a run number and a step, 0 or more", p.Run, p.Step))
 	}
-	if ref := s.activeRef(); ref != nil && p.Run >= ref.Number || s.current != nil && p.Run >= s.current.in.Number {
+	if s.run != nil && p.Run >= s.run.in.Number {
 		return pointState{}, wireError(&keel.Error{Code: keel.CodeRunActive,
 			Message: keel.RunID(s.id, p.Run) + " is not committed yet; fork or rewind at a committed run"})
 	}
-	if p.Run > s.runs {
-		return pointState{}, wireError(keel.Errorf(keel.CodeNotFound, "session %s has %d runs; run %d does not exist", s.id, s.runs, p.Run))
+	if p.Run > s.st.Runs {
+		return pointState{}, wireError(keel.Errorf(keel.CodeNotFound, "session %s has %d runs; run %d does not exist", s.id, s.st.Runs, p.Run))
 	}
 	m, ok := s.mark(p.Run)
 	if !ok {
@@ -167,7 +153,7 @@ func (s *session) locate(p api.Point) (pointState, error) {
 	if p.Run == 0 || m.Start < 0 {
 		return pointState{}, wireError(keel.Errorf(keel.CodeNotFound, "run %d of session %s has no step points", p.Run, s.id))
 	}
-	end, ok := stepEnd(s.transcript[m.Start:m.End], p.Step)
+	end, ok := stepEnd(s.st.Transcript[m.Start:m.End], p.Step)
 	if !ok {
 		return pointState{}, wireError(keel.Errorf(keel.CodeNotFound, "run %d of session %s has fewer than %d steps", p.Run, s.id, p.Step))
 	}
@@ -177,12 +163,12 @@ func (s *session) locate(p api.Point) (pointState, error) {
 // mark returns the mark of run n. Run 0 of a session that is no fork is
 // the empty conversation before its first run.
 func (s *session) mark(n int) (api.RunMark, bool) {
-	for _, m := range s.marks {
+	for _, m := range s.st.Marks {
 		if m.Run == n {
 			return m, true
 		}
 	}
-	if n == 0 && s.origin == nil {
+	if n == 0 && s.st.Origin == nil {
 		return api.RunMark{}, true
 	}
 	return api.RunMark{}, false

@@ -22,7 +22,7 @@ type journal struct {
 	events    []keel.Envelope
 }
 
-func newJournal(ctx workflow.Context, in api.RunInput) *journal {
+func newJournal(ctx workflow.Context, in runInput) *journal {
 	return &journal{sessionID: in.SessionID, runID: in.RunID, clock: ctx, base: in.BaseSeq, seq: in.BaseSeq}
 }
 
@@ -48,35 +48,25 @@ type meter struct {
 	emit  emitFunc
 	kept  keel.Usage
 	total keel.Usage
-	// session is what the session's earlier runs spent (nil: unknown, a
-	// run of a session from before budgets).
-	session *keel.Usage
+	// session is what the session's earlier runs spent.
+	session keel.Usage
 	// limits are the budget limits the worker held the last turn to, as
 	// recorded with its result; warned holds those already warned of.
 	limits []activities.BudgetLimit
 	warned map[activities.BudgetLimit]bool
-	// money says the run recorded money (§20): a request priced or
-	// counted as unpriced, or a turn held to a budget.
-	money bool
 }
 
 // request counts one physical request of step (attempt 0 for requests
 // outside the model-turn budget, such as compaction) and reports it.
 func (m *meter) request(step, attempt int, u keel.Usage) {
 	u.Requests = 1
-	m.money = m.money || len(u.Cost) > 0 || u.Unpriced > 0
 	m.total = m.total.Add(u)
 	m.emit(keel.UsageUpdated{Step: step, Attempt: attempt, Usage: u, Total: m.total})
 	m.warn(step)
 }
 
 // sessionTotal is what the session has spent, this run included.
-func (m *meter) sessionTotal() keel.Usage {
-	if m.session == nil {
-		return m.total
-	}
-	return m.session.Add(m.total)
-}
+func (m *meter) sessionTotal() keel.Usage { return m.session.Add(m.total) }
 
 // budget is the budget check the next model request carries.
 func (m *meter) budget(cfg api.RunConfig) *activities.BudgetCheck {

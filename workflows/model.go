@@ -70,7 +70,6 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 		}
 		if err == nil {
 			m.meter.limits = res.Limits
-			m.meter.money = m.meter.money || len(res.Limits) > 0
 			answer, bad, kerr := checkAnswer(m.cfg.OutputSchema, res)
 			if kerr != nil {
 				m.meter.request(step, attempt, res.Response.Usage)
@@ -90,7 +89,6 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 		if fail.Budget != nil {
 			// Refused before it was sent: nothing to count, and the run
 			// ends here with what it has (docs/contract.md §20).
-			m.meter.money = true
 			return nil, "", &keel.Error{Code: keel.CodeBudgetExceeded, Message: fail.Budget.Message}
 		}
 		if !fail.Unsent { // cancelled before its request was sent: nothing to count

@@ -68,23 +68,24 @@ func snapshotOf(q api.EventsQuery, last int64) (int64, error) {
 // tail, or with the segment of the content store that holds the events
 // after the cursor.
 func (s *session) pageEvents(q api.EventsQuery) (api.EventsPage, error) {
-	if q.After >= s.tailBase || len(s.segments) == 0 {
-		tail := s.events
-		if s.current != nil {
-			// An inline run's events follow the tail in the same log.
-			tail = append(tail[:len(tail):len(tail)], s.current.journal.events...)
+	if q.After >= s.tailBase() || len(s.st.Segments) == 0 {
+		tail := s.st.Tail
+		if s.run != nil {
+			// The active run's events follow the tail in the same log.
+			tail = append(tail[:len(tail):len(tail)], s.run.journal.events...)
 		}
-		return pageEvents(tail, s.tailBase, s.lastSeq(), q)
+		return pageEvents(tail, s.tailBase(), s.lastSeq(), q)
 	}
 	snap, err := snapshotOf(q, s.lastSeq())
 	if err != nil {
 		return api.EventsPage{}, err
 	}
-	i := sort.Search(len(s.segments), func(i int) bool { return s.segments[i].Last > q.After })
-	if i == len(s.segments) {
+	segs := s.st.Segments
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].Last > q.After })
+	if i == len(segs) {
 		return api.EventsPage{}, fmt.Errorf("no segment holds event %d", q.After+1)
 	}
-	seg := s.segments[i]
+	seg := segs[i]
 	return api.EventsPage{Events: []keel.Envelope{}, Snapshot: snap, Segment: &seg, More: seg.Last < snap}, nil
 }
 

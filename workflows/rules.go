@@ -17,7 +17,7 @@ import (
 // update arrives and never on replay: a worker whose rules changed still
 // replays every history. A check that a signal handler applies runs on
 // replay too, so it must not read Rules (signals apply the defaults of
-// api.Limits, see signalLimitsChange).
+// api.Limits).
 type Rules struct {
 	// AdmitModel reports whether the worker offers the model spec a run
 	// would use (after the session's defaults are merged in). Optional:
@@ -37,7 +37,7 @@ type Rules struct {
 	RunBudget, SessionBudget *api.Budget
 	// Agents are the agents the worker offers, by name (docs/contract.md
 	// §21.2): a send naming another is refused. A run started as an
-	// agent records the agent's spec as it starts (agentChange), so a
+	// agent records the agent's spec as it starts (startAgent), so a
 	// replay runs the agent the run ran, whatever the worker offers now.
 	// Optional.
 	Agents map[string]api.AgentSpec
@@ -131,25 +131,17 @@ func (r Rules) Session() func(workflow.Context, api.SessionInput) (*api.Delegati
 	}
 }
 
-// Run returns the Run workflow function under these rules, for
-// registration as api.RunWorkflowName.
-func (r Rules) Run() func(workflow.Context, api.RunInput) (*api.RunResult, error) {
-	return func(ctx workflow.Context, in api.RunInput) (*api.RunResult, error) { return runWorkflow(ctx, in, r) }
-}
-
-// signalLimitsChange versions the limits that the steer and respond
-// signals apply on top of their older checks: the count of staged
-// steering and the size of an answer. Signal handlers run on replay, so a
-// history recorded before these limits replays as it ran: GetVersion is
-// asked only when a limit would refuse a signal, and an old history,
-// which holds no marker, gets DefaultVersion and accepts it as before.
-const signalLimitsChange = "signal-limits"
-
-// signalLimited reports whether a signal that a limit would refuse is
-// refused: always in an execution that runs this code (a marker records
-// it the first time), never when replaying one that ran before it.
-func signalLimited(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, signalLimitsChange, workflow.DefaultVersion, 1) == 1
+// checkText refuses an empty text (keel.InvalidInput) or one over limit
+// bytes (keel.TooLarge); what names it in the error ("prompt", "steering
+// text").
+func checkText(what, text string, limit int) error {
+	switch {
+	case text == "":
+		return wireError(keel.Errorf(keel.CodeInvalidInput, "%s is empty", what))
+	case len(text) > limit:
+		return tooLarge(what, len(text), limit)
+	}
+	return nil
 }
 
 // tooLarge is the error of a value of n bytes over its limit.

@@ -8,15 +8,14 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/instrument"
 )
 
-// run is one Run workflow execution: the loop, and the parts it drives.
-// Each part keeps its own state and reaches the rest of the run only
-// through what it was given (the event log's emit, the contexts, and the
-// parts it needs):
+// run is one run of a session: the loop, and the parts it drives. Each
+// part keeps its own state and reaches the rest of the run only through
+// what it was given (the event log's emit, the contexts, and the parts it
+// needs):
 //
 //   - journal: the durable events; meter: the usage.
 //   - transcript: the messages the model reads.
@@ -27,17 +26,15 @@ import (
 //   - compactor: summarizing the older transcript (compact.go).
 //
 // The run itself decides the loop, the state the session displays, and the
-// terminal commit.
+// terminal commit. The session commits what the run leaves (session.go).
 type run struct {
-	in    api.RunInput
+	in    runInput
 	cfg   api.RunConfig
 	rules Rules
-	// root is the workflow's context; work is cancelled when the run is.
+	// root is the execution's context; work is cancelled when the run is.
 	root, work workflow.Context
 	cancelWork workflow.CancelFunc
-	parent     *workflow.Execution
-	// onState, when set, receives the run's state changes instead of the
-	// parent session (a run inline in its session's execution).
+	// onState receives the run's state changes: the session shows them.
 	onState func(keel.SessionState)
 	// began is when the run started (its execution may have waited idle
 	// for its prompt before).
@@ -68,32 +65,29 @@ type run struct {
 	reportUp func()
 }
 
-// RunWorkflow runs one prompt to its end: model turn, tool calls, model
-// turn, ... until the model ends its turn, the step limit is reached, a
-// failure exhausts its retries, or the run is cancelled. Every path ends
-// with exactly one terminal event and returns a RunResult (cancellation and
-// failure are outcomes, not workflow errors).
-func RunWorkflow(ctx workflow.Context, in api.RunInput) (*api.RunResult, error) {
-	return runWorkflow(ctx, in, Rules{})
+// runInput is what a run starts from: its prompt and configuration, and
+// the session's state before it.
+type runInput struct {
+	SessionID  string
+	RunID      string
+	Number     int
+	Revision   int64
+	BaseSeq    int64
+	Prompt     string
+	Transcript []keel.Message
+	Config     api.RunConfig
+	// SessionSpent is what the session's earlier runs spent, for its
+	// session budget (docs/contract.md §20).
+	SessionSpent keel.Usage
+	// Delegations counts the session's delegations before this run, so
+	// that its children's paths never repeat (docs/contract.md §21.3).
+	Delegations int
 }
 
-func runWorkflow(ctx workflow.Context, in api.RunInput, rules Rules) (*api.RunResult, error) {
-	r := newRun(ctx, in)
-	r.rules = rules
-	if err := r.registerHandlers(ctx); err != nil {
-		return nil, err
-	}
-	announce(ctx, r.journal.lastSeq, nil)
-	r.loop()
-	res := &api.RunResult{Outcome: *r.outcome, Events: r.journal.events, Delegations: r.tools.kids.count}
-	res.Messages, res.Replaced = r.transcript.result()
-	return res, nil
-}
-
-func newRun(ctx workflow.Context, in api.RunInput) *run {
+func newRun(ctx workflow.Context, in runInput, rules Rules, onState func(keel.SessionState)) *run {
 	info := workflow.GetInfo(ctx)
-	r := &run{in: in, cfg: in.Config.WithDefaults(), root: ctx, state: keel.StateRunning,
-		parent: info.ParentWorkflowExecution, began: workflow.Now(ctx)}
+	r := &run{in: in, cfg: in.Config.WithDefaults(), rules: rules, root: ctx, onState: onState,
+		state: keel.StateRunning, began: workflow.Now(ctx)}
 	r.work, r.cancelWork = workflow.WithCancel(ctx)
 	r.journal = newJournal(ctx, in)
 	emit := r.journal.emit
@@ -103,8 +97,7 @@ func newRun(ctx workflow.Context, in api.RunInput) *run {
 	r.host = newHostInput(in.RunID, emit, r.requestsChanged)
 	r.tools = &tools{cfg: r.cfg, sessionID: in.SessionID, runID: in.RunID, root: ctx, work: r.work,
 		emit: emit, lastSeq: r.journal.lastSeq, host: r.host, meter: r.meter,
-		kids: &delegations{sessionID: in.SessionID, runID: in.RunID, workflowID: info.WorkflowExecution.ID,
-			count: in.Delegations, changed: r.requestsChanged},
+		kids: &delegations{sessionID: in.SessionID, runID: in.RunID, count: in.Delegations, changed: r.requestsChanged},
 		stepsLeft: func() int { return r.stepLimit() - r.step - r.tools.kids.steps }}
 	r.model = &modelTurns{cfg: r.cfg, sessionID: in.SessionID, runID: in.RunID, root: ctx, work: r.work,
 		emit: emit, lastSeq: r.journal.lastSeq, meter: r.meter, transcript: r.transcript}
@@ -113,33 +106,11 @@ func newRun(ctx workflow.Context, in api.RunInput) *run {
 	return r
 }
 
-func (r *run) registerHandlers(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, api.QueryState, r.status); err != nil {
-		return err
-	}
-	if err := workflow.SetQueryHandler(ctx, api.QueryEvents, func(q api.EventsQuery) (api.EventsPage, error) {
-		page, err := pageEvents(r.journal.events, r.journal.base, r.journal.seq, q)
-		page.Done = r.outcome != nil
-		return page, err
-	}); err != nil {
-		return err
-	}
-	if err := workflow.SetQueryHandler(ctx, activities.QueryTranscript, r.transcript.prefix); err != nil {
-		return err
-	}
-	if err := workflow.SetQueryHandler(ctx, api.QueryHistory, func(q api.HistoryQuery) (api.HistoryPage, error) {
-		return pageHistory(r.transcript.messages, r.revision(), q), nil
-	}); err != nil {
-		return err
-	}
-	return r.registerCommands(ctx)
-}
-
-func (r *run) status() (api.RunStatus, error) {
+func (r *run) status() api.RunStatus {
 	return api.RunStatus{RunID: r.in.RunID, State: r.state, Step: r.step, LastSeq: r.journal.seq,
 		Outcome: r.outcome, Usage: r.meter.total, Revision: r.revision(),
 		Requests: append(r.host.open(), r.tools.kids.open()...), Staged: r.steering.stagedIDs(), Jobs: r.tools.jobIDs(),
-		Children: r.tools.kids.refs()}, nil
+		Children: r.tools.kids.refs()}
 }
 
 // cancelled reports whether the run is being cancelled, by the cancel
@@ -153,26 +124,15 @@ func (r *run) revision() int64 {
 	return r.in.Revision
 }
 
-// setState changes the run's state and tells the session, which shows it
-// in its own state query. Only transitions are sent.
+// setState changes the run's state; the session shows it until the run
+// ends.
 func (r *run) setState(st keel.SessionState) {
 	if r.state == st {
 		return
 	}
 	r.state = st
-	if r.onState != nil {
-		if r.outcome == nil {
-			r.onState(st)
-		}
-		return
-	}
-	// Cancelling is not sent: a signal costs this run an extra workflow
-	// task right when it should wind down fast, and the run commits in
-	// moments anyway (a cancel sent through the session sets it there).
-	if r.parent != nil && r.outcome == nil && st != keel.StateCancelling {
-		// Fire and forget: the session only displays it.
-		workflow.SignalExternalWorkflow(r.root, r.parent.ID, "", signalRunState,
-			runStateSignal{RunID: r.in.RunID, State: st})
+	if r.outcome == nil {
+		r.onState(st)
 	}
 }
 
@@ -263,7 +223,7 @@ func (r *run) loop() {
 
 // stepLimit is the run's step limit: its own, or the worker's if smaller.
 // The worker's comes recorded with each turn's result, so a replay sees
-// the limit the run saw (and histories from before it carry none).
+// the limit the run saw.
 func (r *run) stepLimit() int {
 	if r.workerMaxSteps > 0 && r.workerMaxSteps < r.cfg.MaxSteps {
 		return r.workerMaxSteps
@@ -321,15 +281,8 @@ func (r *run) finishFailed(err *keel.Error, partial string) {
 }
 
 // terminalUsage is the usage_total of the run's terminal event: what the
-// run spent, abandoned attempts included (docs/contract.md §20.2). A run
-// carries it when it recorded money: a priced or unpriced request, or a
-// turn held to a budget. Runs recorded before money have none of these in
-// their history, so they replay with their logs as they were, without a
-// version marker (which would cost every run a search-attribute upsert).
+// run spent, abandoned attempts included (docs/contract.md §20.2).
 func (r *run) terminalUsage() *keel.Usage {
-	if !r.meter.money {
-		return nil
-	}
 	u := r.meter.total
 	return &u
 }
@@ -357,11 +310,6 @@ func (r *run) finish(status keel.RunStatus, rev int64, text string, err *keel.Er
 		r.state = keel.StateFailed
 	default:
 		r.state = keel.StateIdle
-	}
-	if r.onState == nil {
-		// Search attributes are best effort: the worker registers them at
-		// start. A run inline in its session leaves them to the session.
-		_ = workflow.UpsertTypedSearchAttributes(r.root, api.AttrState.ValueSet(string(status)))
 	}
 	// The SDK's workflow metrics handler records nothing while replaying,
 	// and metrics leave no trace in history.

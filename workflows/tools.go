@@ -16,10 +16,6 @@ import (
 	"github.com/keelrun/keel/tool"
 )
 
-// toolSamplingChange versions passing the run's model to Tool activities
-// and counting the usage of their sampling requests.
-const toolSamplingChange = "tool-sampling"
-
 const (
 	// interruptedOutput is the result every unresolved call gets when its
 	// run ends first, so the next prompt never replays an unanswered call.
@@ -50,9 +46,6 @@ type tools struct {
 	// meter counts the usage of the run's model that calls ask for
 	// (sampling).
 	meter *meter
-	// current is set in an inline session's execution, which began after
-	// every change versioned here: it records no version marker for them.
-	current bool
 	// kids are the run's child sessions (delegate.go); stepsLeft is how
 	// many steps the run has left for a child.
 	kids      *delegations
@@ -141,7 +134,7 @@ func (t *tools) start(s *slot) {
 	ctx, cancel := workflow.WithCancel(t.work)
 	s.cancel = cancel
 	// The worker's policy comes with the turn's result (CallPlan), so a
-	// replay decides as the run did; histories from before it carry none.
+	// replay decides as the run did.
 	needsApproval := t.cfg.ApprovalFor(s.call.Name) == api.ApprovalAsk || s.plan.Approval == api.ApprovalAsk
 	if !needsApproval {
 		t.started(s)
@@ -267,13 +260,10 @@ func (t *tools) activity(ctx workflow.Context, s *slot, answers map[string]json.
 			MaximumInterval: 4 * time.Second, MaximumAttempts: MaxRequestsPerTurn},
 		Summary: "tool " + s.call.Name,
 	})
+	// The model is the run's: a call may ask it (an MCP server's sampling
+	// request).
 	in := activities.ToolInput{SessionID: t.sessionID, RunID: t.runID, Step: s.step, Call: s.call, Answers: answers,
-		AfterSeq: t.lastSeq()}
-	// Calls may ask the run's model (an MCP server's sampling request);
-	// runs recorded before that never did.
-	if t.current || workflow.GetVersion(ctx, toolSamplingChange, workflow.DefaultVersion, 1) >= 1 {
-		in.Model = t.cfg.Model
-	}
+		AfterSeq: t.lastSeq(), Model: t.cfg.Model}
 	var out activities.ToolOutput
 	if err := workflow.ExecuteActivity(actx, activities.ToolName, in).Get(ctx, &out); err != nil {
 		return nil, err

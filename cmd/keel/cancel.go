@@ -49,8 +49,8 @@ func cmdCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	run := sess.Run(n)
 	if n > st.Runs {
-		// Not started (queued behind the active run) or never sent. An
-		// inline session takes a cancel naming its run and drops it unless
+		// Not started (queued behind the active run) or never sent. A
+		// session takes a cancel naming its run and drops it unless
 		// that run is the active one (api.CancelRequest), so the signal
 		// would vanish without a word: say so here.
 		if n <= st.Runs+st.Queued {

@@ -137,9 +137,6 @@ type devKillRig struct {
 	st        *store.Store // closed when the test ends
 	codec     *store.Codec
 	model     string // plays devKillScript
-	// handOver is the hand-over limits of the clients dial makes; zero
-	// leaves the defaults.
-	handOver api.HandOverLimits
 	// flags are more flags for keel dev (--config).
 	flags []string
 	// port is keel dev's gRPC port, the same at every start when set
@@ -221,8 +218,7 @@ func (r *devKillRig) samePort() {
 func (r *devKillRig) dial(p *devProcess) *client.Client {
 	r.t.Helper()
 	c, err := client.Dial(r.ctx, client.Options{HostPort: p.address, DataConverter: store.NewDataConverter(r.codec),
-		Config:   api.RunConfig{Model: r.model, Tools: []string{"read_file"}},
-		HandOver: r.handOver})
+		Config: api.RunConfig{Model: r.model, Tools: []string{"read_file"}}})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -239,7 +235,6 @@ func (r *devKillRig) dial(p *devProcess) *client.Client {
 func TestKillDevAcrossHandOvers(t *testing.T) {
 	rig := newDevKillRig(t, 6*time.Minute)
 	ctx := rig.ctx
-	rig.handOver = api.HandOverLimits{Events: 20}
 
 	var prompts []string
 	send := func(c *client.Client, opts ...client.SendOption) *client.Run {

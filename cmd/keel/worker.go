@@ -18,7 +18,7 @@ import (
 const workerDesc = `Runs a keel worker: it polls the "keel" task queue of the Temporal server at
 --address (with TLS, a client certificate or an API key as the --tls* and
 --api-key flags, Temporal's TEMPORAL_* environment variables or its
-configuration profile say) and runs the Session and Run workflows, model
+configuration profile say) and runs the Session workflows, model
 turns and tools, with the file tools confined to --workspace (created if
 missing). Model API keys are read here, from the environment
 (OPENAI_API_KEY, ANTHROPIC_API_KEY), and never travel through Temporal.

@@ -20,17 +20,15 @@ import (
 // activities) to what a workflow or activity records.
 const (
 	// RunsTotal counts finished runs; label outcome (completed, failed,
-	// cancelled). Recorded by the Run workflow at its terminal commit, or
-	// by the Session workflow (outcome failed) for a Run workflow that
-	// ended without one (terminated, say).
+	// cancelled). Recorded by the session at the run's terminal commit.
 	RunsTotal = "keel_runs_total"
 	// RunDuration is a run's time from start to terminal commit, by outcome.
 	RunDuration = "keel_run_duration_seconds"
 	// ModelRetriesTotal counts retried model requests; label kind (the
-	// provider failure's kind, or malformed). Recorded by the Run workflow.
+	// provider failure's kind, or malformed). Recorded in workflow code.
 	ModelRetriesTotal = "keel_model_retries_total"
 	// HostInputWait is how long a tool's question waited for the host;
-	// label outcome (answered, interrupted). Recorded by the Run workflow.
+	// label outcome (answered, interrupted). Recorded in workflow code.
 	HostInputWait = "keel_host_input_wait_seconds"
 	// ModelTurnDuration is one provider request's time, streaming
 	// included; labels provider, model, outcome (ok, error, cancelled).
@@ -48,7 +46,7 @@ const (
 	// currency. Requests without a price are not counted here.
 	CostTotal = "keel_cost_total"
 	// ToolCallsTotal counts finished tool calls by tool and status (ok,
-	// error, unavailable, interrupted). Recorded by the Run workflow, which
+	// error, unavailable, interrupted). Recorded in workflow code, which
 	// runs some tools itself (ask_user, sleep).
 	ToolCallsTotal = "keel_tool_calls_total"
 	// ToolCallDuration is a tool call's time; labels tool, status.
@@ -82,12 +80,6 @@ func RunFinished(h client.MetricsHandler, outcome string, took time.Duration) {
 	h = h.WithTags(map[string]string{"outcome": outcome})
 	h.Counter(RunsTotal).Inc(1)
 	h.Timer(RunDuration).Record(took)
-}
-
-// RunLost records a run whose workflow ended without its terminal commit,
-// which the session then committed as failed.
-func RunLost(h client.MetricsHandler) {
-	h.WithTags(map[string]string{"outcome": "failed"}).Counter(RunsTotal).Inc(1)
 }
 
 // ModelRetry records a model request the run retries after a failure of

@@ -203,7 +203,7 @@ func (s *server) elicit(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitR
 }
 
 // question is the host-input question for an elicitation: a form's schema
-// as the answer's schema (the Run workflow validates the answer against
+// as the answer's schema (the run validates the answer against
 // it), or, for a URL, a yes-or-no "done?".
 func question(c *call, p *sdk.ElicitParams) (tool.Question, error) {
 	c.mu.Lock()

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
@@ -12,78 +11,14 @@ import (
 	"github.com/keelrun/keel/api"
 )
 
-// Where a run executes: in its session's own workflow (an inline session,
-// one execution per run), or in a Run workflow of its own (sessions begun
-// before inline sessions existed, until their next run moves them).
-type runShape int
-
-const (
-	shapeUnknown runShape = iota
-	shapeChild
-	shapeInline
-)
-
-func shapeOf(inline bool) runShape {
-	if inline {
-		return shapeInline
-	}
-	return shapeChild
-}
-
-// inline reports whether the run executes in its session's workflow,
-// finding out once for a handle that was not told (Session.Run).
-func (r *Run) inline(ctx context.Context) (bool, error) {
-	if r.shape != shapeUnknown {
-		return r.shape == shapeInline, nil
-	}
-	st, err := r.s.State(ctx)
-	if err != nil {
-		return false, err
-	}
-	switch a := st.ActiveRun; {
-	case a != nil && a.Number == r.Number:
-		r.shape = shapeOf(a.Inline)
-	case r.Number > st.Runs:
-		// Queued, or not sent yet: it will run in the session's shape.
-		r.shape = shapeOf(st.Inline)
-	default:
-		// It ended: a Run workflow of its ID exists unless it ran inline
-		// (or is past the namespace's retention, where the log answers
-		// either way).
-		_, derr := r.s.c.tc.DescribeWorkflowExecution(ctx, r.ID, "")
-		if derr == nil {
-			r.shape = shapeChild
-		} else if err := fromTemporal(derr, "run "+r.ID); !errors.Is(err, keel.ErrNotFound) {
-			return false, err
-		} else {
-			r.shape = shapeInline
-		}
-	}
-	return r.shape == shapeInline, nil
-}
-
-// inlineBase finds the sequence an inline run's events start after.
-func (r *Run) inlineBase(ctx context.Context) (int64, error) {
-	st, err := r.s.State(ctx)
-	if err != nil {
-		return 0, err
-	}
-	switch a := st.ActiveRun; {
-	case a != nil && a.Number == r.Number:
-		return a.BaseSeq, nil
-	case r.Number > st.Runs:
-		// Not started: its events come after everything there is now.
-		if st.Run != nil {
-			return st.Run.LastSeq, nil
-		}
-		return st.LastSeq, nil
-	}
-	// It ended: read the log from its start, keeping this run's events.
-	return 0, nil
-}
-
-// inlineOutcome waits for the run's outcome without asking the session to
-// wait (Temporal holds only a few updates in flight per execution, and
+// Outcome waits for the run to end and for its session to commit it, and
+// returns its outcome: after it returns, the session's state, history and
+// log include the run. The error is nil for a completed run,
+// keel.ErrCancelled for a cancelled one and the typed failure otherwise
+// (match with errors.Is / errors.As). It works from any process at any time
+// after the run started.
+//
+// It waits without asking the session to wait (Temporal holds only a few updates in flight per execution, and
 // Outcome may have many waiters), and without queries where it can (each
 // is a billable action). When Send learned the execution running the run,
 // it long-polls that execution's close: the continue-as-new that follows
@@ -93,7 +28,7 @@ func (r *Run) inlineBase(ctx context.Context) (int64, error) {
 // the execution ran another run after it), it asks the session once
 // without waiting and, failing that, reads the terminal event from the
 // committed log.
-func (r *Run) inlineOutcome(ctx context.Context) (keel.Outcome, error) {
+func (r *Run) Outcome(ctx context.Context) (keel.Outcome, error) {
 	if r.execution != "" {
 		o, ok, err := r.carriedOutcome(ctx)
 		if err != nil || ok {
@@ -236,8 +171,8 @@ func (r *Run) closedOutcome(st api.SessionStatus) (keel.Outcome, error) {
 	return o, e
 }
 
-// inlineState is the run's state from its session's state query.
-func (r *Run) inlineState(ctx context.Context) (api.RunStatus, error) {
+// State returns the run's state, from its session's state query.
+func (r *Run) State(ctx context.Context) (api.RunStatus, error) {
 	st, err := r.s.State(ctx)
 	if err != nil {
 		return api.RunStatus{}, err
@@ -270,8 +205,8 @@ func stateOf(s keel.RunStatus) keel.SessionState {
 	return keel.StateIdle
 }
 
-// forRun names the run in a command sent to an inline session, so that
-// the session refuses it once another run is active.
+// forRun names the run in a command sent to its session, so that the
+// session refuses it once another run is active.
 func forRun(arg any, runID string) any {
 	switch a := arg.(type) {
 	case api.SteerRequest:
