@@ -21,7 +21,7 @@ import (
 // retention) still has its outcome, read from the session's log.
 func TestTerminatedSessionStaysReadable(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
-	c, _ := readStack(t, 0)
+	c, _ := readStack(t)
 	sess := c.Session("terminated")
 	for _, p := range []string{"one", "two"} {
 		run, err := sess.Send(ctx, p)

@@ -29,9 +29,8 @@ const readScript = `{"repeat":true,"turns":[
 ]}`
 
 // readStack is a server and a worker whose workspace holds a 64 KiB
-// big.txt, and a client whose sessions hand over after handOverEvents
-// history events.
-func readStack(t *testing.T, handOverEvents int) (*client.Client, string) {
+// big.txt, and a client of them.
+func readStack(t *testing.T) (*client.Client, string) {
 	t.Helper()
 	srv := keeltest.StartServer(t, devserver.Config{})
 	workspace := t.TempDir()
@@ -42,8 +41,7 @@ func readStack(t *testing.T, handOverEvents int) (*client.Client, string) {
 	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: readScript, Tools: tools})
 	c, err := client.Dial(context.Background(), client.Options{Temporal: keeltest.Dial(t, srv),
 		DataConverter: store.NewDataConverter(keeltest.Codec(t, srv)),
-		Config:        api.RunConfig{Tools: []string{"read_file"}},
-		HandOver:      api.HandOverLimits{Events: handOverEvents}})
+		Config:        api.RunConfig{Tools: []string{"read_file"}}})
 	require.NoError(t, err)
 	return c, big
 }
@@ -55,7 +53,7 @@ func readStack(t *testing.T, handOverEvents int) (*client.Client, string) {
 // executions and reads the same through EventsAfter and EventsFrom.
 func TestSessionHandOverLosesNothing(t *testing.T) {
 	ctx := testContext(t, 4*time.Minute)
-	c, big := readStack(t, 30)
+	c, big := readStack(t)
 	sess := c.Session("hand-over")
 
 	const queued, direct = 8, 6

@@ -20,10 +20,10 @@ import (
 //
 //	KEEL_RECORD=1 go test -run TestRecordDelegationHistory ./e2e
 //
-// It writes inline_delegation_parent.json (a run started as the planner
+// It writes session_delegation_parent.json (a run started as the planner
 // agent: its spec's side effect, two children started in one batch,
 // their requests reported by signal, their ends, the commit and the
-// continue-as-new) and inline_delegation_child.json (researcher-1: the
+// continue-as-new) and session_delegation_child.json (researcher-1: the
 // task's run, an ask_user answered through the parent, an answer that
 // fails its schema and its retry, the reports to the parent, the
 // workflow's end with its outcome).
@@ -72,6 +72,6 @@ func TestRecordDelegationHistory(t *testing.T) {
 	require.NoError(t, err)
 	dir := filepath.Join("..", "workflows", "testdata")
 	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), desc.GetWorkflowExecutionInfo().GetFirstRunId(),
-		filepath.Join(dir, "inline_delegation_parent.json"))
-	writeHistoryOf(t, ctx, c.Temporal(), "replay-delegation--researcher-1", "", filepath.Join(dir, "inline_delegation_child.json"))
+		filepath.Join(dir, "session_delegation_parent.json"))
+	writeHistoryOf(t, ctx, c.Temporal(), "replay-delegation--researcher-1", "", filepath.Join(dir, "session_delegation_child.json"))
 }

@@ -19,9 +19,9 @@ import (
 //
 //	KEEL_RECORD=1 go test -run TestRecordForkHistories ./e2e
 //
-// It writes workflows/testdata/inline_fork.json (a session started as a
+// It writes workflows/testdata/session_fork.json (a session started as a
 // fork of another at its run 1: session.forked, then its own run 1 and
-// the continue-as-new) and inline_rewind.json (the source's execution
+// the continue-as-new) and session_rewind.json (the source's execution
 // after its run 1: the rewind update back to run 0, then run 2 and the
 // continue-as-new), and the store objects they reference.
 func TestRecordForkHistories(t *testing.T) {
@@ -49,8 +49,8 @@ func TestRecordForkHistories(t *testing.T) {
 	require.NoError(t, err)
 
 	dir := filepath.Join("..", "workflows", "testdata")
-	writeHistoryOf(t, ctx, c.Temporal(), fork.ID(), runExecution(t, ctx, c.Temporal(), fork.ID(), 1), filepath.Join(dir, "inline_fork.json"))
-	writeHistoryOf(t, ctx, c.Temporal(), src.ID(), runExecution(t, ctx, c.Temporal(), src.ID(), 2), filepath.Join(dir, "inline_rewind.json"))
+	writeHistoryOf(t, ctx, c.Temporal(), fork.ID(), runExecution(t, ctx, c.Temporal(), fork.ID(), 1), filepath.Join(dir, "session_fork.json"))
+	writeHistoryOf(t, ctx, c.Temporal(), src.ID(), runExecution(t, ctx, c.Temporal(), src.ID(), 2), filepath.Join(dir, "session_rewind.json"))
 	copyStore(t, filepath.Join(data, "store"), filepath.Join(dir, "store"))
 	t.Logf("store objects in %s", filepath.Join(data, "store"))
 	listStore(t, filepath.Join(data, "store"))

@@ -26,7 +26,7 @@ import (
 //	KEEL_RECORD=1 go test -run TestRecordSignalLimitsHistory ./e2e
 //
 // A run executes in its session's workflow, so the signals go to the
-// session (workflow ID = session ID). It writes inline_signal_limits.json,
+// session (workflow ID = session ID). It writes session_signal_limits.json,
 // the execution that ran the run: the signal-limits version marker, the
 // 33rd steer and the answer dropped, then a proper answer, with the store
 // objects it references. It never writes run_signal_limits.json: that
@@ -72,7 +72,7 @@ func TestRecordSignalLimitsHistory(t *testing.T) {
 	_, err = run.Outcome(ctx)
 	require.NoError(t, err)
 	dir := filepath.Join("..", "workflows", "testdata")
-	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), runExecution(t, ctx, c.Temporal(), sess.ID(), 1), filepath.Join(dir, "inline_signal_limits.json"))
+	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), runExecution(t, ctx, c.Temporal(), sess.ID(), 1), filepath.Join(dir, "session_signal_limits.json"))
 	copyStore(t, filepath.Join(r.data, "store"), filepath.Join(dir, "store"))
 	listStore(t, filepath.Join(r.data, "store"))
 }

@@ -36,7 +36,7 @@ const moneyScript = `{"turns":[
 //
 //	KEEL_RECORD=1 go test -run TestRecordMoneyHistory ./e2e
 //
-// It writes workflows/testdata/inline_money.json and the store objects it
+// It writes workflows/testdata/session_money.json and the store objects it
 // references.
 func TestRecordMoneyHistory(t *testing.T) {
 	price := keel.Price{Currency: "USD", Input: 3, Output: 15, CachedInput: 0.3, CacheWrite: 3.75, Prices: "keel.yaml"}
@@ -60,6 +60,6 @@ func TestRecordMoneyHistory(t *testing.T) {
 	first := runExecution(t, ctx, c.Temporal(), sess.ID(), 1)
 
 	dir := filepath.Join("..", "workflows", "testdata")
-	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), first, filepath.Join(dir, "inline_money.json"))
+	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), first, filepath.Join(dir, "session_money.json"))
 	copyStore(t, filepath.Join(data, "store"), filepath.Join(dir, "store"))
 }

@@ -16,8 +16,8 @@ import (
 //
 //	KEEL_RECORD=1 go test -run TestRecordOnceHistories ./e2e
 //
-// It writes inline_once_sent.json (run 1 sent under the key "firing-1",
-// the key carried in the continue-as-new) and inline_once_repeated.json
+// It writes session_once_sent.json (run 1 sent under the key "firing-1",
+// the key carried in the continue-as-new) and session_once_repeated.json
 // (the third execution: the same key sent again, answered with run 1
 // and starting nothing, then run 3).
 func TestRecordOnceHistories(t *testing.T) {
@@ -49,7 +49,7 @@ func TestRecordOnceHistories(t *testing.T) {
 	third := next(next(first))
 	next(third)
 	dir := filepath.Join("..", "workflows", "testdata")
-	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), first, filepath.Join(dir, "inline_once_sent.json"))
-	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), third, filepath.Join(dir, "inline_once_repeated.json"))
+	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), first, filepath.Join(dir, "session_once_sent.json"))
+	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), third, filepath.Join(dir, "session_once_repeated.json"))
 	copyStore(t, filepath.Join(r.data, "store"), filepath.Join(dir, "store"))
 }

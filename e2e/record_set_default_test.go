@@ -21,7 +21,7 @@ import (
 //
 //	KEEL_RECORD=1 go test -run TestRecordSetDefaultHistory ./e2e
 //
-// It writes workflows/testdata/inline_set_default.json and the store
+// It writes workflows/testdata/session_set_default.json and the store
 // objects it references.
 func TestRecordSetDefaultHistory(t *testing.T) {
 	r := recordStack(t, 2*time.Minute, devserver.Config{DataDir: t.TempDir()}, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["Brief."]}]}`})
@@ -36,7 +36,7 @@ func TestRecordSetDefaultHistory(t *testing.T) {
 	first := runExecution(t, ctx, c.Temporal(), sess.ID(), 1)
 
 	dir := filepath.Join("..", "workflows", "testdata")
-	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), first, filepath.Join(dir, "inline_set_default.json"))
+	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), first, filepath.Join(dir, "session_set_default.json"))
 	copyStore(t, filepath.Join(data, "store"), filepath.Join(dir, "store"))
 }
 

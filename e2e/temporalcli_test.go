@@ -240,19 +240,19 @@ func TestTemporalCLIWire(t *testing.T) {
 		run, events := s.send(t, ctx, "cli-wire", cliAskScript, "ask_user")
 		events.until(keel.TypeHostInputRequested)
 
-		// The run executes in the session's own workflow (an inline
-		// session): the session's state holds the run's, and the commands
-		// go to the session. There is no workflow S/run-1.
+		// The run executes in the session's own workflow: the session's
+		// state holds the run's, and the commands go to the session. There
+		// is no workflow S/run-1.
 		runState := func() api.RunStatus {
 			t.Helper()
 			ss := cliQuery[api.SessionStatus](t, ctx, w, "cli-wire", "state")
-			if ss.ActiveRun == nil || ss.ActiveRun.RunID != run.ID || !ss.ActiveRun.Inline || ss.Run == nil || ss.Run.RunID != run.ID {
+			if ss.ActiveRun == nil || ss.ActiveRun.RunID != run.ID || ss.Run == nil || ss.Run.RunID != run.ID {
 				t.Fatalf("session state: %+v", ss)
 			}
 			return *ss.Run
 		}
 		ss := cliQuery[api.SessionStatus](t, ctx, w, "cli-wire", "state")
-		if ss.State != keel.StateWaitingForHostInput || !ss.Inline {
+		if ss.State != keel.StateWaitingForHostInput {
 			t.Fatalf("session state: %+v", ss)
 		}
 		rs := runState()

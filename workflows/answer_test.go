@@ -134,7 +134,7 @@ func TestHostileOutputSchemasAreRefusedAtSend(t *testing.T) {
 		}
 	}, 0)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Inline: true})
+	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1"})
 	require.Empty(t, u.accepted)
 	for name, c := range cases {
 		e := u.rejected[name]

@@ -51,7 +51,7 @@ func TestBudgetsHoldAcrossHandOvers(t *testing.T) {
 	wantLeft := []string{"0.00 USD left of 2.00", "0.00 USD left of 2.00", "0.00 USD left of 2.00",
 		"0.50 USD left of 7.50", "0.50 USD left of 7.50"}
 
-	in := api.SessionInput{SessionID: "s1", Inline: true}
+	in := api.SessionInput{SessionID: "s1"}
 	var spent int64
 	for i := range wantRequests {
 		var suite testsuite.WorkflowTestSuite

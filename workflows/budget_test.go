@@ -289,7 +289,7 @@ func TestHostileBudgetsRefusedBeforeHistory(t *testing.T) {
 		}
 	}, 0)
 	env.RegisterDelayedCallback(func() {}, time.Second)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig, Inline: true})
+	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig})
 
 	require.Empty(t, u.accepted)
 	require.Len(t, u.rejected, 2*len(hostile))

@@ -40,8 +40,8 @@ type delegations struct {
 	// for a client's session) and relay where its session's deltas are
 	// relayed (a child's ancestors).
 	sessionID, runID string
-	depth int
-	relay []api.RelayTarget
+	depth            int
+	relay            []api.RelayTarget
 	// count is the session's delegations so far: the next child is
 	// count+1, so paths never repeat within a session.
 	count int

@@ -98,25 +98,25 @@ func handOverOnce(t *testing.T, script string, segs *memSegments) (in api.Sessio
 	e.RegisterDelayedCallback(func() {
 		e.send(t, "queued", api.SendRequest{Prompt: "and then", IfActive: api.IfActiveQueue}, &queued)
 	}, time.Second)
-	e.SetCurrentHistoryLength(100)
 	e.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig,
-		HandOver: api.HandOverLimits{Events: 1}})
+		HandOver: api.HandOverLimits{TailBytes: 1}})
 	return continuedAs(t, e), first, queued
 }
 
-// A session past its limits hands over after the run that crossed them:
-// everything it carries is checked field by field, the prompt queued during
-// that run is carried (not lost, not run twice), and the events move to
+// A session hands over after each run: everything it carries is checked
+// field by field, the prompt queued during that run is carried (not lost,
+// not run twice), and the events, past the session's tail limit, move to
 // the content store as one segment.
 func TestSessionHandOverCarriesState(t *testing.T) {
 	segs := &memSegments{}
 	in, first, queued := handOverOnce(t, napThen(`{"text":["one"],"usage":{"input_tokens":5,"output_tokens":2}}`), segs)
+	require.NotEmpty(t, first.Execution)
+	first.Execution = ""
 	require.Equal(t, api.SendResult{RunID: "s1/run-1", Number: 1, Revision: 0, BaseSeq: 0}, first)
 	require.Equal(t, api.SendResult{RunID: "s1/run-2", Number: 2, Queued: true}, queued)
 
 	require.Equal(t, "s1", in.SessionID)
-	require.Equal(t, api.HandOverLimits{Events: 1, Bytes: api.DefaultHandOverBytes,
-		TailBytes: api.DefaultHandOverTailBytes}, in.HandOver, "the limits travel on")
+	require.Equal(t, api.HandOverLimits{TailBytes: 1}, in.HandOver, "the limits travel on")
 	c := in.Carry
 	require.NotNil(t, c)
 	require.Equal(t, int64(1), c.Revision)
@@ -152,7 +152,6 @@ func TestSessionResumesFromCarry(t *testing.T) {
 
 	// The second execution runs run 2 and moves on; the third, idle, is
 	// read when the test environment's clock passes the check below.
-	require.True(t, in.Inline, "the hand-over moved the session to the inline shape")
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), segs)
 	e.ExecuteWorkflow(api.SessionWorkflowName, in)
 	in = continuedAs(t, e)
@@ -202,9 +201,7 @@ func TestSessionHandOverCarriesShutdown(t *testing.T) {
 		e.send(t, "queued", api.SendRequest{Prompt: "later", IfActive: api.IfActiveQueue}, &queued)
 		e.SignalWorkflow(api.SignalShutdown, nil)
 	}, time.Second)
-	e.SetCurrentHistoryLength(100)
-	e.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig,
-		HandOver: api.HandOverLimits{Events: 1}})
+	e.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig})
 	c := continuedAs(t, e).Carry
 	require.True(t, c.Shutdown)
 	require.Empty(t, c.Queue)
@@ -220,9 +217,8 @@ func TestSessionHandOverWithoutStoreCarriesEvents(t *testing.T) {
 	e := newEnvOf(t, &suite, scriptedProvider(t, napThen(`{"text":["one"]}`)))
 	var first api.SendResult
 	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &first) }, 0)
-	e.SetCurrentHistoryLength(100)
 	e.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig,
-		HandOver: api.HandOverLimits{Events: 1}})
+		HandOver: api.HandOverLimits{TailBytes: 1}})
 	c := continuedAs(t, e).Carry
 	require.Empty(t, c.Segments)
 	checkLog(t, 0, c.Tail)

@@ -8,7 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -19,7 +18,7 @@ import (
 
 // inlineInput starts an inline session (one execution per run).
 func inlineInput() api.SessionInput {
-	return api.SessionInput{SessionID: "s1", Config: napConfig, Inline: true}
+	return api.SessionInput{SessionID: "s1", Config: napConfig}
 }
 
 // query runs a query and decodes its answer.
@@ -62,7 +61,6 @@ func keelCode(err error) keel.Code {
 // execution needs; no Run workflow is started.
 func TestInlineRunContinuesAsNew(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"],"usage":{"input_tokens":5,"output_tokens":2}}`), &memSegments{})
-	e.OnWorkflow(api.RunWorkflowName, mock.Anything, mock.Anything).Return(nil, errors.New("an inline session started a Run workflow"))
 	var sent api.SendResult
 	var during api.SessionStatus
 	var live api.EventsPage
@@ -75,8 +73,8 @@ func TestInlineRunContinuesAsNew(t *testing.T) {
 
 	require.NotEmpty(t, sent.Execution)
 	sent.Execution = ""
-	require.Equal(t, api.SendResult{RunID: "s1/run-1", Number: 1, Revision: 0, BaseSeq: 0, Inline: true}, sent)
-	require.Equal(t, &api.RunRef{RunID: "s1/run-1", Number: 1, BaseSeq: 0, Inline: true}, during.ActiveRun)
+	require.Equal(t, api.SendResult{RunID: "s1/run-1", Number: 1, Revision: 0, BaseSeq: 0}, sent)
+	require.Equal(t, &api.RunRef{RunID: "s1/run-1", Number: 1, BaseSeq: 0}, during.ActiveRun)
 	require.Equal(t, keel.StateRunning, during.State)
 	require.NotNil(t, during.Run, "the state query shows the active run")
 	require.Equal(t, 1, during.Run.Step)
@@ -86,7 +84,6 @@ func TestInlineRunContinuesAsNew(t *testing.T) {
 	require.Equal(t, keel.TypeToolStarted, live.Events[len(live.Events)-1].Type)
 
 	in := continuedAs(t, e)
-	require.True(t, in.Inline, "the next execution is inline too")
 	c := in.Carry
 	require.Equal(t, 1, c.Runs)
 	require.Equal(t, int64(1), c.Revision)
@@ -111,7 +108,7 @@ func TestInlineQueuedPromptRunsInTheNextExecution(t *testing.T) {
 		e.send(t, "queued", api.SendRequest{Prompt: "and then", IfActive: api.IfActiveQueue}, &queued)
 	}, time.Second)
 	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
-	require.Equal(t, api.SendResult{RunID: "s1/run-2", Number: 2, Queued: true, Inline: true}, queued)
+	require.Equal(t, api.SendResult{RunID: "s1/run-2", Number: 2, Queued: true}, queued)
 	in := continuedAs(t, e)
 	require.Equal(t, []api.SendRequest{{Prompt: "and then", IfActive: api.IfActiveQueue}}, in.Carry.Queue)
 	seq := in.Carry.Seq
@@ -291,20 +288,7 @@ func TestInlineMoveSignal(t *testing.T) {
 	idle.RegisterDelayedCallback(func() { idle.SignalWorkflow(api.SignalMove, nil) }, time.Minute)
 	idle.ExecuteWorkflow(api.SessionWorkflowName, in)
 	moved := continuedAs(t, idle)
-	require.True(t, moved.Inline)
 	require.Equal(t, in.Carry.HandOvers+1, moved.Carry.HandOvers)
 	moved.Carry.HandOvers = in.Carry.HandOvers
 	require.Equal(t, in.Carry, moved.Carry, "an idle move carries everything on unchanged")
-}
-
-// A two-workflow session asked to move while idle moves to the inline
-// shape with what it holds.
-func TestTwoWorkflowSessionMovesInlineWhenIdle(t *testing.T) {
-	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
-	e.RegisterDelayedCallback(func() { e.SignalWorkflow(api.SignalMove, nil) }, time.Minute)
-	e.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig})
-	moved := continuedAs(t, e)
-	require.True(t, moved.Inline)
-	require.Equal(t, 0, moved.Carry.Runs)
-	require.Equal(t, 1, moved.Carry.HandOvers)
 }

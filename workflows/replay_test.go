@@ -28,8 +28,8 @@ import (
 // Replay tests guard determinism: today's workflow code must make the same
 // commands, in the same order, as the code that wrote these histories, or
 // every session and run in flight during a deploy would fail. The histories
-// were recorded from real runs on the embedded server by TestRecordHistories
-// in e2e/record_test.go; docs/testing.md says when and how to re-record.
+// were recorded from real runs on the embedded server by the TestRecord
+// tests of e2e; docs/testing.md says when and how to re-record.
 
 // recordedHistory is one file of testdata and what it must cover, so a
 // re-recording cannot silently drop a code path from the guard.
@@ -44,12 +44,12 @@ type recordedHistory struct {
 }
 
 var recordedHistories = []recordedHistory{
-	// An inline session's executions (e2e TestRecordInlineHistories): run
+	// A session's executions (e2e TestRecordSessionHistories): run
 	// 1 with a retried model turn and a tool; run 2 steered, with a prompt
 	// queued, cancelled, then (a young execution) the queued run 3 and the
 	// wait for Temporal's minimal interval; an idle execution moved by the
 	// move signal.
-	{file: "inline_run_tools.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+	{file: "session_run_tools.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		activities.ModelTurnName:                                        3,
 		activities.ToolName:                                             1,
 		enumspb.EVENT_TYPE_TIMER_STARTED.String():                       1,
@@ -57,7 +57,7 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 		enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES.String():   2,
 	}, check: noChildWorkflows},
-	{file: "inline_run_cancelled.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+	{file: "session_run_cancelled.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // cancel
 		enumspb.EVENT_TYPE_TIMER_CANCELED.String():                      1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 4, // send, queued send, steer, outcome
@@ -71,23 +71,22 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 3,
 	}},
 	// A run sent with set_default (e2e TestRecordSetDefaultHistory): the
-	// set-default version marker, the run, the continue-as-new with the
-	// new defaults.
-	{file: "inline_set_default.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+	// run, the continue-as-new with the new defaults.
+	{file: "session_set_default.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		activities.ModelTurnName: 1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 1, // send
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
-	}, check: all(noChildWorkflows, hasVersionMarker("set-default"))},
+	}, check: noChildWorkflows},
 	// A fork and a rewind (e2e TestRecordForkHistories): a session
 	// started as a fork (session.forked from its input), its run 1 and
 	// the continue-as-new; the source's execution after its run 1, with
 	// the rewind update back to run 0, then run 2.
-	{file: "inline_fork.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+	{file: "session_fork.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		activities.ModelTurnName: 1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 1, // send
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: all(noChildWorkflows, startedAsFork)},
-	{file: "inline_rewind.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+	{file: "session_rewind.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		activities.ModelTurnName: 1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 2, // rewind, send
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
@@ -96,7 +95,7 @@ var recordedHistories = []recordedHistory{
 	// docs/contract.md §20): a billed malformed attempt, two priced turns,
 	// the turn the budget refused before it was sent, the continue-as-new
 	// carrying the cost and run.failed with its usage_total.
-	{file: "inline_money.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+	{file: "session_money.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		activities.ModelTurnName:                                        4,
 		activities.ToolName:                                             2,
 		enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED.String():                2,
@@ -105,24 +104,22 @@ var recordedHistories = []recordedHistory{
 	// A run that took, as signals sent without keel's codec, more
 	// steering than api.MaxStagedSteers and an answer over
 	// api.MaxAnswerBytes while it waited for the host (e2e
-	// TestRecordSignalLimitsHistory): the signal-limits version marker,
-	// the 33rd steer and the answer dropped, then the answer as an
-	// update and the run's end. run_signal_limits.json, below, is the
-	// same before the limits.
-	{file: "inline_signal_limits.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+	// TestRecordSignalLimitsHistory): the 33rd steer and the answer
+	// dropped, then the answer as an update and the run's end.
+	{file: "session_signal_limits.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         api.MaxStagedSteers + 2,
 		activities.ModelTurnName:                                        2,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
-	}, check: all(noChildWorkflows, hasVersionMarker("signal-limits"))},
+	}, check: noChildWorkflows},
 	// Sends under a key (e2e TestRecordOnceHistories, docs/contract.md
 	// §11.7): run 1 sent under "firing-1", the key carried in the
 	// continue-as-new; two executions later the same key again, answered
 	// without a run, then run 3.
-	{file: "inline_once_sent.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+	{file: "session_once_sent.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		activities.ModelTurnName: 1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: all(noChildWorkflows, hasUpdate(api.UpdateSend))},
-	{file: "inline_once_repeated.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+	{file: "session_once_repeated.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 2,
 		activities.ModelTurnName: 1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
@@ -134,7 +131,7 @@ var recordedHistories = []recordedHistory{
 	// signal, their ends, the continue-as-new; the child's run with an
 	// ask_user answered through the parent, an answer that failed its
 	// schema and its retry, its reports, its end with its outcome.
-	{file: "inline_delegation_parent.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+	{file: "session_delegation_parent.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		activities.ModelTurnName:                                             2,
 		enumspb.EVENT_TYPE_MARKER_RECORDED.String():                          1, // the agent's spec
 		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 2,
@@ -142,13 +139,13 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():              2, // child_requests
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String():      1,
 	}, check: childrenAreSessions},
-	{file: "inline_delegation_child.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+	{file: "session_delegation_child.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		activities.ModelTurnName: 3, // the question, the answer that failed its schema, its retry
 		enumspb.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED.String(): 2,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String():          1, // respond
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String():                 1,
 	}},
-	{file: "inline_idle_move.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+	{file: "session_idle_move.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // move
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: noChildWorkflows},
@@ -170,67 +167,25 @@ var recordedHistories = []recordedHistory{
 		api.CheckScheduleActivity:                                1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
 	}},
-	// Sends that return at the run's start request (send-at-start): each
-	// update completes before its Run workflow is reported started.
-	{file: "session_send_at_start.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
-		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String():      2,
-		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 2,
-		enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED.String():       2,
-	}, check: updatesCompleteBeforeChildStarts},
-	// A session that starts its runs at api.RunPriority (run-priority).
-	{file: "session_run_priority.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
-		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 2,
-		enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED.String():       2,
-	}, check: runsStartAtRunPriority},
-	{file: "session.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
-		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED.String():       2,
-		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 2,
-		enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED.String():       2,
-	}},
-	{file: "run_tool_retry.json", workflowType: api.RunWorkflowName, atLeast: map[string]int{
-		activities.ModelTurnName:                                 3, // the 429, its retry, the last turn
-		enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED.String():         1,
-		enumspb.EVENT_TYPE_TIMER_STARTED.String():                1, // the wait before the retry
-		activities.ToolName:                                      1,
-		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
-	}},
-	// A session that hands over: the first execution (a run, a prompt
-	// queued during it, its events written to the content store, the
-	// continue-as-new) and the next (started from the carried state).
-	{file: "session_handover_1.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
-		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 1,
-		enumspb.EVENT_TYPE_MARKER_RECORDED.String():                          3, // committed, version, segment
-		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String():      1,
-		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String():      2,
-	}},
-	{file: "session_handover_2.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
-		enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String(): 1,
-		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String():      1,
-	}},
-	// A run whose tool asked the run's model (tool-sampling): the version
-	// marker, the Tool activity, the two model turns.
-	{file: "run_tool_sampling.json", workflowType: api.RunWorkflowName, atLeast: map[string]int{
-		activities.ModelTurnName:                                 2,
-		activities.ToolName:                                      1,
-		enumspb.EVENT_TYPE_MARKER_RECORDED.String():              1,
-		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
-	}},
-	// A run cancelled while its model streamed: the turn's cancellation
-	// recorded, then the turn's end, which hands back the partial text as
-	// a failure.
-	{file: "run_cancelled_stream.json", workflowType: api.RunWorkflowName, atLeast: map[string]int{
-		activities.ModelTurnName:                                   1,
-		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():    1, // cancel
-		enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED.String(): 1,
-		enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED.String():           1,
-		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String():   1,
-	}},
-	{file: "run_cancelled.json", workflowType: api.RunWorkflowName, atLeast: map[string]int{
-		enumspb.EVENT_TYPE_TIMER_STARTED.String():                1, // the sleep tool
-		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():  1, // cancel
-		enumspb.EVENT_TYPE_TIMER_CANCELED.String():               1,
-		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
-	}},
+	// A run whose tool asked the run's model (e2e
+	// TestRecordToolSamplingHistory): the Tool activity, two model turns,
+	// the sampling request counted in the run's usage.
+	{file: "session_tool_sampling.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+		activities.ModelTurnName: 2,
+		activities.ToolName:      1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
+	}, check: noChildWorkflows},
+	// A run cancelled while its model streamed (e2e
+	// TestRecordCancelledStreamHistory): the turn's cancellation recorded,
+	// then the turn's end, which hands back the partial text as a
+	// failure.
+	{file: "session_cancelled_stream.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+		activities.ModelTurnName:                                        1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // cancel
+		enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED.String():      1,
+		enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED.String():                1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
+	}, check: noChildWorkflows},
 }
 
 func TestReplayRecordedHistories(t *testing.T) {
@@ -309,39 +264,6 @@ func requireCoverage(t *testing.T, path string, h recordedHistory) {
 	}
 }
 
-// runsStartAtRunPriority checks that every run was started with
-// api.RunPriority, below its session's own.
-func runsStartAtRunPriority(h *historypb.History) error {
-	if p := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetPriority().GetPriorityKey(); p != api.SessionPriority {
-		return fmt.Errorf("the session started with priority %d, want %d", p, api.SessionPriority)
-	}
-	for _, ev := range h.GetEvents() {
-		if a := ev.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a != nil && a.GetPriority().GetPriorityKey() != api.RunPriority {
-			return fmt.Errorf("event %d: run %s started with priority %d, want %d",
-				ev.GetEventId(), a.GetWorkflowId(), a.GetPriority().GetPriorityKey(), api.RunPriority)
-		}
-	}
-	return nil
-}
-
-// updatesCompleteBeforeChildStarts checks that every send completed before
-// Temporal reported its run started.
-func updatesCompleteBeforeChildStarts(h *historypb.History) error {
-	completed := 0
-	for _, ev := range h.GetEvents() {
-		switch ev.GetEventType() {
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
-			completed++
-		case enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
-			if completed == 0 {
-				return fmt.Errorf("event %d: a run started before any send completed", ev.GetEventId())
-			}
-			completed--
-		}
-	}
-	return nil
-}
-
 func countEvents(h *historypb.History) map[string]int {
 	counts := map[string]int{}
 	for _, ev := range h.GetEvents() {
@@ -362,11 +284,11 @@ func oneModelTurn(h *historypb.History) error {
 	return nil
 }
 
-// noChildWorkflows checks an inline execution started no workflow: its
-// run executed in it.
+// noChildWorkflows checks an execution started no workflow: its run
+// executed in it.
 func noChildWorkflows(h *historypb.History) error {
 	if n := countEvents(h)[enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String()]; n > 0 {
-		return fmt.Errorf("%d child workflows started; an inline run executes in its session's execution", n)
+		return fmt.Errorf("%d child workflows started; a run executes in its session's execution", n)
 	}
 	return nil
 }
@@ -483,24 +405,5 @@ func all(checks ...func(*historypb.History) error) func(*historypb.History) erro
 			}
 		}
 		return nil
-	}
-}
-
-// hasVersionMarker checks the history recorded the version marker of
-// changeID, so replaying it covers the code behind that version.
-func hasVersionMarker(changeID string) func(*historypb.History) error {
-	return func(h *historypb.History) error {
-		for _, ev := range h.GetEvents() {
-			a := ev.GetMarkerRecordedEventAttributes()
-			if a.GetMarkerName() != "Version" {
-				continue
-			}
-			var id string
-			if p := a.GetDetails()["change-id"].GetPayloads(); len(p) == 1 &&
-				converter.GetDefaultDataConverter().FromPayload(p[0], &id) == nil && id == changeID {
-				return nil
-			}
-		}
-		return fmt.Errorf("no version marker of %q", changeID)
 	}
 }

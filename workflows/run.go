@@ -97,7 +97,7 @@ func newRun(ctx workflow.Context, in runInput, rules Rules, onState func(keel.Se
 	r.host = newHostInput(in.RunID, emit, r.requestsChanged)
 	r.tools = &tools{cfg: r.cfg, sessionID: in.SessionID, runID: in.RunID, root: ctx, work: r.work,
 		emit: emit, lastSeq: r.journal.lastSeq, host: r.host, meter: r.meter,
-		kids: &delegations{sessionID: in.SessionID, runID: in.RunID, count: in.Delegations, changed: r.requestsChanged},
+		kids:      &delegations{sessionID: in.SessionID, runID: in.RunID, count: in.Delegations, changed: r.requestsChanged},
 		stepsLeft: func() int { return r.stepLimit() - r.step - r.tools.kids.steps }}
 	r.model = &modelTurns{cfg: r.cfg, sessionID: in.SessionID, runID: in.RunID, root: ctx, work: r.work,
 		emit: emit, lastSeq: r.journal.lastSeq, meter: r.meter, transcript: r.transcript}

@@ -9,9 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
-	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -231,79 +229,6 @@ func TestTerminatedSessionEndsItsActiveRun(t *testing.T) {
 	require.Equal(t, keel.StateTerminated, st.State)
 	_, err = sess.Send(ctx, "next", client.WithConfig(api.RunConfig{Model: model}))
 	require.ErrorIs(t, err, keel.ErrNotAccepting)
-}
-
-// In a session begun in the two-workflow shape, an operator terminating
-// the Run workflow still gets exactly one terminal event, recorded by the
-// session; after that run the session moves to the inline shape, and its
-// next run executes in the session's workflow.
-func TestTerminatedRunGetsOneTerminalEvent(t *testing.T) {
-	c, ctx := newClient(t), testCtx(t)
-	sess := c.Session("terminated")
-	model := shared.book.Add(t, t.Name(), `{"turns":[
-	  {"tool_calls":[{"id":"s","name":"sleep","arguments":{"seconds":3600}}],"usage":{"input_tokens":7,"output_tokens":3}},
-	  {"text":["never"]},{"text":["next run"]}]}`)
-	run := sendTwoWorkflow(t, ctx, sess, "go", api.RunConfig{Model: model, Tools: []string{"sleep"}})
-	waitFor(t, ctx, run, keel.TypeToolStarted)
-	_, err := c.Temporal().DescribeWorkflowExecution(ctx, run.ID, "")
-	require.NoError(t, err, "the run has a workflow of its own")
-	require.NoError(t, c.Temporal().TerminateWorkflow(ctx, run.ID, "", "operator says stop"))
-
-	out, err := run.Outcome(ctx)
-	require.ErrorIs(t, err, keel.ErrTerminated)
-	require.Equal(t, keel.StatusFailed, out.Status)
-	evs := logOf(t, ctx, sess)
-	types := typesOf(evs, run.ID)
-	require.Equal(t, keel.TypeRunFailed, types[len(types)-1])
-	terminals := 0
-	for _, ev := range evs {
-		if ev.Terminal() {
-			terminals++
-		}
-	}
-	require.Equal(t, 1, terminals)
-	require.Contains(t, types, keel.TypeToolStarted, "the run's own events were recovered")
-	// What it spent before it was stopped counts, in its outcome and in the
-	// session's usage (docs/contract.md §20.3: the session budget holds).
-	require.Equal(t, int64(10), out.UsageTotal.Tokens())
-	require.Equal(t, 1, out.UsageTotal.Requests)
-
-	st, err := sess.State(ctx)
-	require.NoError(t, err)
-	require.Equal(t, keel.StateFailed, st.State)
-	require.Equal(t, int64(1), st.Revision)
-	require.Equal(t, out.UsageTotal.Tokens(), st.Usage.Tokens())
-	run2, err := sess.Send(ctx, "next", client.WithConfig(api.RunConfig{Model: model}))
-	require.NoError(t, err)
-	out2, err := run2.Outcome(ctx)
-	require.NoError(t, err)
-	_, err = c.Temporal().DescribeWorkflowExecution(ctx, run2.ID, "")
-	require.ErrorAs(t, err, new(*serviceerror.NotFound), "run 2 ran inline")
-	st, err = sess.State(ctx)
-	require.NoError(t, err)
-	require.True(t, st.Inline)
-	require.Equal(t, 2, st.Runs)
-	require.Equal(t, out.UsageTotal.Tokens()+out2.UsageTotal.Tokens(), st.Usage.Tokens(), "both runs' spending")
-}
-
-// sendTwoWorkflow starts a session the way clients did before inline
-// sessions (a Run workflow per run) and returns its first run, started.
-func sendTwoWorkflow(t *testing.T, ctx context.Context, sess *client.Session, prompt string, cfg api.RunConfig) *client.Run {
-	t.Helper()
-	tc := shared.tc
-	start := tc.NewWithStartWorkflowOperation(sdkclient.StartWorkflowOptions{
-		ID: sess.ID(), TaskQueue: api.TaskQueue, WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, api.SessionWorkflowName, api.SessionInput{SessionID: sess.ID()})
-	h, err := tc.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: start,
-		UpdateOptions: sdkclient.UpdateWorkflowOptions{UpdateName: api.UpdateSend,
-			Args: []any{api.SendRequest{Prompt: prompt, Config: &cfg}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted},
-	})
-	require.NoError(t, err)
-	var res api.SendResult
-	require.NoError(t, h.Get(ctx, &res))
-	require.False(t, res.Inline)
-	return sess.Run(res.Number)
 }
 
 // Shutdown is shared through Temporal: the first call cancels every active

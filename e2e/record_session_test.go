@@ -15,17 +15,17 @@ import (
 	"github.com/keelrun/keel/internal/keeltest"
 )
 
-// TestRecordInlineHistories records the executions of an inline session
-// (one execution per run), for workflows/replay_test.go:
+// TestRecordSessionHistories records the executions of a session (one
+// execution per run), for workflows/replay_test.go:
 //
-//	KEEL_RECORD=1 go test -run TestRecordInlineHistories ./e2e
+//	KEEL_RECORD=1 go test -run TestRecordSessionHistories ./e2e
 //
-// It writes inline_run_tools.json (run 1: a 429 and its retry, a tool
+// It writes session_run_tools.json (run 1: a 429 and its retry, a tool
 // call, the answer, the commit and the continue-as-new),
-// inline_run_cancelled.json (run 2: a sleep, a prompt queued meanwhile,
-// steering, an outcome update waiting, the cancel), inline_run_queued.json (run 3: the carried
-// prompt) and inline_idle_move.json (an idle execution asked to move).
-func TestRecordInlineHistories(t *testing.T) {
+// session_run_cancelled.json (run 2: a sleep, a prompt queued meanwhile,
+// steering, an outcome update waiting, the cancel), session_run_queued.json (run 3: the carried
+// prompt) and session_idle_move.json (an idle execution asked to move).
+func TestRecordSessionHistories(t *testing.T) {
 	r := recordStack(t, 3*time.Minute, devserver.Config{DataDir: t.TempDir()}, keeltest.WorkerOptions{Tools: notesTools(t), Script: `{"turns":[
 	  {"failures":[{"kind":"rate_limited","status":429,"retry_after":"1s"}],
 	   "text":["Let me look."],"tool_calls":[{"id":"ls","name":"list_files","arguments":{}}]},
@@ -33,7 +33,7 @@ func TestRecordInlineHistories(t *testing.T) {
 	  {"text":["Sleeping for an hour."],"tool_calls":[{"id":"nap","name":"sleep","arguments":{"seconds":3600}}]},
 	  {"text":["Queued, and done."]}]}`})
 	ctx, c := r.ctx, r.c
-	sess := c.Session("replay-inline")
+	sess := c.Session("replay-session")
 
 	run1, err := sess.Send(ctx, "What is in the workspace?", client.WithConfig(api.RunConfig{Tools: []string{"list_files"}}))
 	require.NoError(t, err)
@@ -73,8 +73,8 @@ func TestRecordInlineHistories(t *testing.T) {
 
 	dir := filepath.Join("..", "workflows", "testdata")
 	for runID, file := range map[string]string{
-		first: "inline_run_tools.json", second: "inline_run_cancelled.json",
-		third: "inline_run_queued.json", idle: "inline_idle_move.json",
+		first: "session_run_tools.json", second: "session_run_cancelled.json",
+		third: "session_run_queued.json", idle: "session_idle_move.json",
 	} {
 		writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), runID, filepath.Join(dir, file))
 	}
