@@ -62,6 +62,15 @@ func TestForeignTypeScriptClient(t *testing.T) {
 		checkForeignTS(t, lines, "ts-foreign", "Hello from keel.")
 	})
 
+	// Five runs, then the outcome of the first: the session answers any of
+	// its recent runs, as plain JSON (docs/contract.md §3).
+	t.Run("five runs, then run 1", func(t *testing.T) {
+		model := book.Add(t, "foreign-five", `{"repeat":true,"turns":[{"text":["Again."]}]}`)
+		lines := runForeignTS(t, ctx, node, dir, srv, "ts-foreign-five", "KEEL_MODEL="+model,
+			"KEEL_RUNS=5", "KEEL_OUTCOME_OF=1")
+		checkForeignTS(t, lines, "ts-foreign-five", "Again.")
+	})
+
 	long := strings.Repeat("keel ", 2000)
 	text, _ := json.Marshal(long)
 

@@ -29,8 +29,9 @@ import (
 	"github.com/keelrun/keel/internal/keeltest"
 )
 
-// The tests below drive keel the way the `temporal` CLI does, to hold
-// DESIGN.md's promise that `temporal workflow query/signal` just work:
+// The tests below drive keel the way the `temporal` CLI does, to hold the
+// promise that `temporal workflow query/signal` just work
+// (docs/foreign-clients.md):
 // cliPayloads built from JSON text with encoding json/plain, sent with the
 // raw WorkflowService calls (SignalWorkflowExecution, QueryWorkflow) the
 // CLI makes, never the SDK's typed helpers or data converter; answers read

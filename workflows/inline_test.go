@@ -292,3 +292,48 @@ func TestInlineMoveSignal(t *testing.T) {
 	moved.Carry.HandOvers = in.Carry.HandOvers
 	require.Equal(t, in.Carry, moved.Carry, "an idle move carries everything on unchanged")
 }
+
+// The outcome update answers any of the session's last
+// api.OutcomesRemembered runs, carried across continue-as-new, as plain
+// JSON; an older run gets a typed answer that says where its outcome is
+// (docs/contract.md §3).
+func TestOutcomeOfEarlierRuns(t *testing.T) {
+	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
+	var first api.SendResult
+	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &first) }, 0)
+	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
+	in := continuedAs(t, e)
+	require.Len(t, in.Carry.Outcomes, 1)
+	require.Equal(t, "one", in.Carry.Outcomes[0].Text)
+
+	// The session as it would be after 70 runs: it remembers the last 64.
+	c := in.Carry
+	c.Runs = 70
+	c.Outcomes = nil
+	for n := 1; n <= c.Runs; n++ {
+		o := keel.Outcome{RunID: keel.RunID("s1", n), Number: n, Status: keel.StatusCompleted, Text: fmt.Sprint("run ", n)}
+		c.Outcomes = append(c.Outcomes, o)
+		c.Last = &o
+	}
+	c.Outcomes = c.Outcomes[len(c.Outcomes)-api.OutcomesRemembered:]
+	idle := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
+	var recent, oldest, forgotten, unknown updateResult
+	idle.RegisterDelayedCallback(func() {
+		idle.update(api.UpdateOutcome, "recent", &recent, api.OutcomeRequest{Run: 69, NoWait: true})
+		idle.update(api.UpdateOutcome, "oldest", &oldest, api.OutcomeRequest{Run: 7})
+		idle.update(api.UpdateOutcome, "forgotten", &forgotten, api.OutcomeRequest{Run: 6})
+		idle.update(api.UpdateOutcome, "unknown", &unknown, api.OutcomeRequest{Run: 71})
+	}, time.Second)
+	idle.RegisterDelayedCallback(func() { idle.SignalWorkflow(api.SignalMove, nil) }, time.Minute)
+	idle.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig, Carry: &c})
+	moved := continuedAs(t, idle)
+
+	require.NoError(t, recent.rejected)
+	require.Equal(t, "run 69", recent.value.(keel.Outcome).Text)
+	require.NoError(t, oldest.rejected)
+	require.Equal(t, "run 7", oldest.value.(keel.Outcome).Text)
+	require.Equal(t, keel.CodeNotFound, keelCode(forgotten.rejected), "forgotten: %v", forgotten.rejected)
+	require.Contains(t, forgotten.rejected.Error(), "older than the last 64 runs")
+	require.Equal(t, keel.CodeNotFound, keelCode(unknown.rejected), "unknown: %v", unknown.rejected)
+	require.Equal(t, c.Outcomes, moved.Carry.Outcomes, "carried on unchanged")
+}

@@ -8,6 +8,10 @@
 //   TEMPORAL_NAMESPACE namespace (default)
 //   KEEL_SESSION       session ID, which is the workflow ID (ts-demo)
 //   KEEL_PROMPT        the prompt (Say hello.)
+//   KEEL_RUNS          how many times to send it, each after the last run
+//                      ended (1)
+//   KEEL_OUTCOME_OF    the run whose outcome to print (the last one sent);
+//                      a session answers any of its last 64 runs
 //   KEEL_MODEL         model spec of the run's config (worker's default)
 //   KEEL_CODEC_ENDPOINT keel's codec endpoint (http://127.0.0.1:7280/codec
 //                      under keel dev); unset: payloads plain JSON
@@ -34,6 +38,8 @@ const namespace = process.env.TEMPORAL_NAMESPACE || 'default';
 const sessionId = process.env.KEEL_SESSION || 'ts-demo';
 const prompt = process.env.KEEL_PROMPT || 'Say hello.';
 const model = process.env.KEEL_MODEL || '';
+const runs = Number(process.env.KEEL_RUNS || '1');
+const outcomeOf = Number(process.env.KEEL_OUTCOME_OF || '0');
 
 // Names from keel's api/names.go.
 const SESSION_WORKFLOW = 'Session';
@@ -94,36 +100,43 @@ async function main() {
     // (api.SendRequest). The answer is api.SendResult.
     const config = { tools: [] };
     if (model) config.model = model;
-    const start = new WithStartWorkflowOperation(SESSION_WORKFLOW, {
+    // A start operation is used once: each send makes its own.
+    const start = () => new WithStartWorkflowOperation(SESSION_WORKFLOW, {
       workflowId: sessionId,
       taskQueue: TASK_QUEUE,
-      args: [{ session_id: sessionId, inline: true }],
+      args: [{ session_id: sessionId }],
       workflowIdConflictPolicy: 'USE_EXISTING',
       // A closed session is not silently replaced by an empty one.
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
     });
-    const sent = await client.workflow.executeUpdateWithStart(UPDATE_SEND, {
-      args: [{ prompt, config }],
-      startWorkflowOperation: start,
-    });
-    console.log(`sent: ${JSON.stringify(sent)}`);
-
-    // Outcome: wait for the run to be committed (api.OutcomeRequest; the
+    // Outcome: wait for a run to be committed (api.OutcomeRequest; the
     // answer is keel.Outcome). The run continues the session as new when
     // it ends; an execution that moves on before answering fails the
     // update with keel.SessionMoved: send it again, it reaches the next
     // execution. The handle names no run ID, so it always addresses the
     // session's current execution.
     const session = client.workflow.getHandle(sessionId);
-    let outcome;
-    for (;;) {
-      try {
-        outcome = await session.executeUpdate(UPDATE_OUTCOME, { args: [{ run: sent.number }] });
-        break;
-      } catch (err) {
-        if (failureType(err) !== ERR_MOVED) throw err;
+    const outcomeOfRun = async (run) => {
+      for (;;) {
+        try {
+          return await session.executeUpdate(UPDATE_OUTCOME, { args: [{ run }] });
+        } catch (err) {
+          if (failureType(err) !== ERR_MOVED) throw err;
+        }
       }
+    };
+    let outcome;
+    for (let i = 0; i < runs; i++) {
+      // The first send starts the session's workflow; the later ones
+      // find it running (USE_EXISTING).
+      const sent = await client.workflow.executeUpdateWithStart(UPDATE_SEND, {
+        args: [{ prompt, config }],
+        startWorkflowOperation: start(),
+      });
+      console.log(`sent: ${JSON.stringify(sent)}`);
+      outcome = await outcomeOfRun(sent.number);
     }
+    if (outcomeOf > 0) outcome = await outcomeOfRun(outcomeOf);
     console.log(`outcome: ${JSON.stringify(outcome)}`);
 
     // Events: page through the session's log (api.EventsQuery, answered
