@@ -68,7 +68,13 @@ func TestForeignTypeScriptClient(t *testing.T) {
 		model := book.Add(t, "foreign-five", `{"repeat":true,"turns":[{"text":["Again."]}]}`)
 		lines := runForeignTS(t, ctx, node, dir, srv, "ts-foreign-five", "KEEL_MODEL="+model,
 			"KEEL_RUNS=5", "KEEL_OUTCOME_OF=1")
-		checkForeignTS(t, lines, "ts-foreign-five", "Again.")
+		var outcome keel.Outcome
+		if err := json.Unmarshal([]byte(lines["outcome"]), &outcome); err != nil {
+			t.Fatalf("outcome line: %v\n%v", err, lines)
+		}
+		if outcome.Status != keel.StatusCompleted || outcome.Text != "Again." || outcome.RunID != keel.RunID("ts-foreign-five", 1) {
+			t.Errorf("outcome = %+v, want run 1 completed", outcome)
+		}
 	})
 
 	long := strings.Repeat("keel ", 2000)
