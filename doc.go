@@ -2,7 +2,7 @@
 // agents on Temporal: messages and tool calls, the events a run emits and
 // their JSON envelope, session states, usage, and typed errors.
 //
-// The runtime itself lives in subpackages: workflows (Session and Run),
+// The runtime itself lives in subpackages: workflows (the Session workflow and its helpers),
 // activities (model turns and tool calls), client (the Go SDK), worker,
 // provider/... (model backends), tool (the tool interface and built-ins),
 // live (the channel for ephemeral deltas) and devserver (an embedded

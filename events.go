@@ -103,8 +103,7 @@ type RunCompleted struct {
 	Usage    Usage           `json:"usage"`
 	Answer   json.RawMessage `json:"answer,omitempty"`
 	// UsageTotal is what the run spent, abandoned attempts included, as
-	// its outcome's usage_total (docs/contract.md §20.2). Nil in runs
-	// recorded before it.
+	// its outcome's usage_total (docs/contract.md §20.2).
 	UsageTotal *Usage `json:"usage_total,omitempty"`
 }
 

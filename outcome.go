@@ -23,7 +23,8 @@ type Outcome struct {
 	UsageTotal Usage  `json:"usage_total"`
 	Error      *Error `json:"error,omitempty"`
 	// Seq is the sequence number of the run's terminal event in the
-	// session's log (0 in outcomes recorded before keel kept it).
+	// session's log (0 in an outcome read from the session's closed
+	// state, for a run that has none).
 	Seq int64 `json:"seq,omitempty"`
 	// TextCut says Text is only the first api.MaxOutcomeText bytes of the
 	// final text, as the session's outcome update answers a longer one so

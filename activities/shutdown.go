@@ -11,7 +11,7 @@ import (
 )
 
 // Lifecycle reaches the workflows of a whole namespace: it finds running
-// sessions and runs and signals them. The worker implements it with the
+// sessions, and those running a run, and signals them. The worker implements it with the
 // Temporal client.
 type Lifecycle interface {
 	// ActiveRuns returns the IDs of the sessions in the middle of a run. A

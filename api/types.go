@@ -479,8 +479,8 @@ type HistoryPage struct {
 // SteerRequest is the argument of the "steer" update (and signal).
 type SteerRequest struct {
 	Text string `json:"text"`
-	// RunID, when set, names the run the steering is for: an inline
-	// session refuses it (keel.NotAccepting) once another run is active.
+	// RunID, when set, names the run the steering is for: the session
+	// refuses it (keel.NotAccepting) once another run is active.
 	RunID string `json:"run_id,omitempty"`
 }
 

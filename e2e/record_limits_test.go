@@ -21,19 +21,10 @@ import (
 // TestRecordSignalLimitsHistory records a run that takes, as signals sent
 // without keel's codec (as `temporal workflow signal` sends them), more
 // steering than api.MaxStagedSteers while it waits for the host, then an
-// answer larger than api.MaxAnswerBytes, for workflows/replay_test.go:
-//
-//	KEEL_RECORD=1 go test -run TestRecordSignalLimitsHistory ./e2e
-//
-// A run executes in its session's workflow, so the signals go to the
-// session (workflow ID = session ID). It writes session_signal_limits.json,
-// the execution that ran the run: the signal-limits version marker, the
-// 33rd steer and the answer dropped, then a proper answer, with the store
-// objects it references. It never writes run_signal_limits.json: that
-// history of a Run workflow was recorded by the code before the signal
-// limits, which staged every steer and delivered the answer, and is what
-// replaying must keep deciding the same way (TestReplaySignalLimitsHistory);
-// today's code starts no Run workflow to record it again.
+// answer larger than api.MaxAnswerBytes. The signals go to the session
+// (workflow ID = session ID). It writes session_signal_limits.json, the
+// execution that ran the run: the 33rd steer and the answer dropped, then
+// a proper answer, with the store objects it references.
 func TestRecordSignalLimitsHistory(t *testing.T) {
 	tools, err := tool.NewRegistry(tool.AskUser())
 	require.NoError(t, err)

@@ -1,5 +1,5 @@
-// Package worker assembles a keel worker: it registers the Session and Run
-// workflows and keel's activities on the "keel" task queue, with the model
+// Package worker assembles a keel worker: it registers keel's workflows
+// and activities on the "keel" task queue, with the model
 // providers and tools the worker offers.
 //
 //	c, _ := client.Dial(client.Options{HostPort: "localhost:7233"})
