@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/tool"
 )
 
@@ -32,10 +33,10 @@ func TestCompactionBracketsTheCompactor(t *testing.T) {
 	// turn 11, even after compaction replaced them.
 	turns := strings.Repeat(`{"text":["old"]},`, 10)
 	env := newRunEnv(t, `{"turns":[`+turns+`{"text":["after compaction"]}]}`)
-	in := runInput("next question")
-	in.Transcript = longTranscript(10)
+	in := promptOf("next question")
+	in.Carry = &api.SessionCarry{Transcript: longTranscript(10)}
 	in.Config.CompactAt = 200
-	res := env.execRun(t, in)
+	res := env.execSession(t, in)
 
 	types := types(res.Events)
 	started := slices.Index(types, keel.TypeCompactionStarted)
@@ -81,13 +82,13 @@ func TestCompactionSkippedWhileJobsPending(t *testing.T) {
 				return "", ctx.Err()
 			}
 		}, tool.Detached()))
-	in := runInput("go", "slow_bg")
-	in.Transcript = longTranscript(4)
+	in := promptOf("go", "slow_bg")
+	in.Carry = &api.SessionCarry{Transcript: longTranscript(4)}
 	in.Config.CompactAt = 600 // passed once turn 1's long text is in history
 	// While the job runs, timers follow the wall clock: this releases it
 	// after turn 2 ended and the run waits for the job.
 	env.RegisterDelayedCallback(func() { close(release) }, time.Second)
-	res := env.execRun(t, in)
+	res := env.execSession(t, in)
 
 	types := types(res.Events)
 	var steps []int

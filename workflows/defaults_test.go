@@ -101,7 +101,7 @@ type sessionChain struct {
 }
 
 func newChain(t *testing.T, defaults api.RunConfig) *sessionChain {
-	return &sessionChain{t: t, in: api.SessionInput{SessionID: "s1", Config: defaults, Inline: true}}
+	return &sessionChain{t: t, in: sessionInput("s1", defaults)}
 }
 
 // next runs the next execution with the sends given and returns the
@@ -225,7 +225,7 @@ func TestSetDefaultRefusesModelsTheWorkerDoesNotOffer(t *testing.T) {
 		x.send(t, "behind", api.SendRequest{Prompt: "behind", IfActive: api.IfActiveQueue}, &behind)
 	}, time.Second)
 	x.ExecuteWorkflow(api.SessionWorkflowName,
-		api.SessionInput{SessionID: "s1", Config: api.RunConfig{Model: "scripted:retired"}, Inline: true})
+		sessionInput("s1", api.RunConfig{Model: "scripted:retired"}))
 	in := continuedAs(t, x.runEnv)
 
 	require.Len(t, refusals, len(hostile)+2)
@@ -258,32 +258,14 @@ func TestSetDefaultRefusesModelsTheWorkerDoesNotOffer(t *testing.T) {
 func TestSetDefaultIsVersioned(t *testing.T) {
 	x := newExecution(t, okScript, nil)
 	x.OnGetVersion("set-default", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	in := x.sendAll(t, api.SessionInput{SessionID: "s1", Config: api.RunConfig{Model: "scripted:base"}, Inline: true},
+	in := x.sendAll(t, sessionInput("s1", api.RunConfig{Model: "scripted:base"}),
 		api.SendRequest{Prompt: "one", SetDefault: true, Config: &api.RunConfig{Model: "scripted:new"}})
 	require.Equal(t, []turnSeen{{run: "s1/run-1", model: "scripted:new"}}, x.turns)
 	require.Equal(t, "scripted:base", in.Config.Model, "replaying old code's history changed the defaults")
 
 	// Today's code records the version, and the defaults change.
 	y := newExecution(t, okScript, nil)
-	in = y.sendAll(t, api.SessionInput{SessionID: "s1", Config: api.RunConfig{Model: "scripted:base"}, Inline: true},
+	in = y.sendAll(t, sessionInput("s1", api.RunConfig{Model: "scripted:base"}),
 		api.SendRequest{Prompt: "one", SetDefault: true, Config: &api.RunConfig{Model: "scripted:new"}})
 	require.Equal(t, "scripted:new", in.Config.Model)
-}
-
-// A session of the two-workflow shape (begun before inline sessions)
-// applies the same rule to the Run workflow it starts, and hands the
-// defaults on as it moves to the inline shape after the run.
-func TestSetDefaultInTheTwoWorkflowShape(t *testing.T) {
-	for _, set := range []bool{false, true} {
-		x := newExecution(t, okScript, nil)
-		in := x.sendAll(t, api.SessionInput{SessionID: "s1", Config: api.RunConfig{Model: "scripted:base"}},
-			api.SendRequest{Prompt: "one", SetDefault: set, Config: &api.RunConfig{Model: "scripted:new"}})
-		require.Equal(t, []string{"scripted:new"}, modelsOf(x.turns), "set_default %v", set)
-		want := "scripted:base"
-		if set {
-			want = "scripted:new"
-		}
-		require.Equal(t, want, in.Config.Model, "set_default %v", set)
-		require.True(t, in.Inline, "the session moved inline")
-	}
 }

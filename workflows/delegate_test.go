@@ -150,7 +150,7 @@ func TestPlannerDelegatesToTwoResearchers(t *testing.T) {
 				OnAccept: func() {}, OnComplete: func(any, error) {}},
 			api.RespondRequest{RequestID: "q1/ask_user", Answer: json.RawMessage(`"1999"`)}))
 	}, time.Minute)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Inline: true})
+	env.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", api.RunConfig{}))
 	in := continuedAs(t, env)
 	relayed := deltas()
 
@@ -241,7 +241,7 @@ func cancelParentCancelsChild(t *testing.T, signal string) {
 		u.send(api.UpdateSend, "go", api.SendRequest{Prompt: "Research", Config: &api.RunConfig{Agent: "planner"}})
 	}, 0)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(signal, nil) }, 10*time.Minute)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Inline: true})
+	env.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", api.RunConfig{}))
 	in := continuedAs(t, env)
 	evs := in.Carry.Tail
 	checkLog(t, 0, evs)
@@ -273,7 +273,7 @@ func TestAgentRefusals(t *testing.T) {
 		u.send(api.UpdateSend, "bad-name", api.SendRequest{Prompt: "x", Config: &api.RunConfig{Agent: "no spaces"}})
 	}, 0)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Inline: true})
+	env.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", api.RunConfig{}))
 	require.Empty(t, u.accepted)
 	for _, id := range []string{"ghost", "own-model", "bad-name"} {
 		require.NotNil(t, u.rejected[id], id)
@@ -313,7 +313,7 @@ func TestDelegationDepthLimit(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		u.send(api.UpdateSend, "go", api.SendRequest{Prompt: "deep", Config: &api.RunConfig{Agent: "a"}})
 	}, 0)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Inline: true})
+	env.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", api.RunConfig{}))
 	in := continuedAs(t, e)
 	outs := map[string]keel.ToolFinished{}
 	for _, f := range find[keel.ToolFinished](t, in.Carry.Tail) {
@@ -347,7 +347,7 @@ func TestDetachedDelegation(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		u.send(api.UpdateSend, "go", api.SendRequest{Prompt: "go", Config: &api.RunConfig{Agent: "planner"}})
 	}, 0)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Inline: true})
+	env.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", api.RunConfig{}))
 	in := continuedAs(t, env)
 	evs := in.Carry.Tail
 	checkLog(t, 0, evs)
