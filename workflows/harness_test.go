@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/keelrun/keel"
@@ -169,6 +172,33 @@ func (e *runEnv) execSession(t testing.TB, in sessionSend) sessionRun {
 	run.Replaced = mark.Start < 0
 	run.Messages = c.Transcript[max(mark.Start, 0):mark.End]
 	return run
+}
+
+// closeAfterTurns closes release once n model turns have completed: a
+// detachedJob waiting for it finishes while the run goes on, with no
+// wall-clock wait (while an activity runs, the test environment's clock
+// follows the wall clock).
+func (e *runEnv) closeAfterTurns(release chan struct{}, n int) {
+	var turns atomic.Int32
+	e.SetOnActivityCompletedListener(func(info *activity.Info, _ converter.EncodedValue, _ error) {
+		if info.ActivityType.Name == activities.ModelTurnName && turns.Add(1) == int32(n) {
+			close(release)
+		}
+	})
+}
+
+// detachedJob is a detached tool whose call finishes, with output, once
+// release is closed.
+func detachedJob(name, output string, release <-chan struct{}) tool.Tool {
+	type noArgs struct{}
+	return tool.New(name, "Detached; finishes when released.", func(ctx context.Context, _ noArgs) (string, error) {
+		select {
+		case <-release:
+			return output, nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}, tool.Detached())
 }
 
 // storedEvents is the session's log as c hands it over: the segments in
