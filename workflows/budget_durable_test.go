@@ -82,7 +82,7 @@ func TestBudgetsHoldAcrossHandOvers(t *testing.T) {
 		require.Len(t, failed, 1)
 		require.Equal(t, keel.CodeBudgetExceeded, failed[0].Code)
 		require.Contains(t, failed[0].Message, "the "+wantScope[i]+" budget (set by the caller) has "+wantLeft[i]+" USD")
-		require.Equal(t, keel.CodeBudgetExceeded, c.Last.Error.Code)
+		require.Equal(t, keel.CodeBudgetExceeded, failure(t, *c.Last).Code)
 		require.Equal(t, int64(wantRequests[i])*1e9, c.Last.UsageTotal.Cost.In("USD"))
 	}
 	require.Equal(t, int64(7e9), spent)
@@ -110,8 +110,8 @@ func TestAbandonedAttemptsCountTowardTheBudget(t *testing.T) {
 	require.Equal(t, []int{1, 2}, []int{ups[0].Attempt, ups[1].Attempt})
 	require.Equal(t, int64(2e9), ups[1].Total.Cost.In("USD"))
 	require.Len(t, find[keel.ProviderStreamReset](t, res.Events), 2)
-	require.Equal(t, keel.CodeBudgetExceeded, res.Outcome.Error.Code)
-	require.Contains(t, res.Outcome.Error.Message, "has 0.50 USD left of 2.50 USD")
+	require.Equal(t, keel.CodeBudgetExceeded, failure(t, res.Outcome).Code)
+	require.Contains(t, failure(t, res.Outcome).Message, "has 0.50 USD left of 2.50 USD")
 	require.Equal(t, int64(2e9), res.Outcome.UsageTotal.Cost.In("USD"))
 	require.Empty(t, res.Outcome.Usage.Cost, "nothing was kept")
 }
@@ -147,8 +147,8 @@ func TestCompactionCountsTowardTheNextCheck(t *testing.T) {
 				return
 			}
 			require.Len(t, ups, 1, "the step's request was not sent")
-			require.Equal(t, keel.CodeBudgetExceeded, res.Outcome.Error.Code)
-			require.Contains(t, res.Outcome.Error.Message, "has 0.995 USD left of 1.005 USD")
+			require.Equal(t, keel.CodeBudgetExceeded, failure(t, res.Outcome).Code)
+			require.Contains(t, failure(t, res.Outcome).Message, "has 0.995 USD left of 1.005 USD")
 		})
 	}
 }

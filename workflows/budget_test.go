@@ -89,9 +89,9 @@ func TestBudgetWarnsThenStopsAtTheRightRequest(t *testing.T) {
 	res := env.execSession(t, in)
 
 	require.Equal(t, keel.StatusFailed, res.Outcome.Status)
-	require.Equal(t, keel.CodeBudgetExceeded, res.Outcome.Error.Code)
+	require.Equal(t, keel.CodeBudgetExceeded, failure(t, res.Outcome).Code)
 	require.ErrorIs(t, res.Outcome.Error, keel.ErrBudgetExceeded)
-	require.Contains(t, res.Outcome.Error.Message, "the run budget (set by the caller) has 0.70 USD left of 4.00 USD")
+	require.Contains(t, failure(t, res.Outcome).Message, "the run budget (set by the caller) has 0.70 USD left of 4.00 USD")
 	require.Len(t, find[keel.UsageUpdated](t, res.Events), 3, "no fourth request was sent")
 	require.Equal(t, 3, res.Outcome.UsageTotal.Requests)
 
@@ -116,8 +116,8 @@ func TestWorkerCeilingHoldsEveryRun(t *testing.T) {
 	in := promptOf("hi", "echo")
 	in.Config.MaxTokens = 500
 	res := env.execSession(t, in)
-	require.Equal(t, keel.CodeBudgetExceeded, res.Outcome.Error.Code)
-	require.Contains(t, res.Outcome.Error.Message, "set by the worker")
+	require.Equal(t, keel.CodeBudgetExceeded, failure(t, res.Outcome).Code)
+	require.Contains(t, failure(t, res.Outcome).Message, "set by the worker")
 	require.Len(t, find[keel.UsageUpdated](t, res.Events), 2)
 	require.Equal(t, []keel.BudgetWarning{{Step: 2, Scope: keel.BudgetRun, Set: "worker", Limit: 2500, Spent: 2200}},
 		find[keel.BudgetWarning](t, res.Events))
@@ -131,8 +131,8 @@ func TestMoneyBudgetFailsClosedWithoutAPrice(t *testing.T) {
 	in := promptOf("hi")
 	in.Config.Budget = &api.Budget{Max: 1, Currency: "USD"}
 	res := env.execSession(t, in)
-	require.Equal(t, keel.CodeBudgetExceeded, res.Outcome.Error.Code)
-	require.Contains(t, res.Outcome.Error.Message, "has no price in USD")
+	require.Equal(t, keel.CodeBudgetExceeded, failure(t, res.Outcome).Code)
+	require.Contains(t, failure(t, res.Outcome).Message, "has no price in USD")
 	require.Empty(t, find[keel.UsageUpdated](t, res.Events))
 }
 
@@ -145,8 +145,8 @@ func TestSessionBudgetCountsEarlierRuns(t *testing.T) {
 	in.Config.SessionBudget = &api.Budget{Max: 5, Currency: "USD"}
 	in.Carry = &api.SessionCarry{Usage: keel.Usage{Requests: 9, Cost: keel.Costs{{Currency: "USD", Nanos: 4_950_000_000}}}}
 	res := env.execSession(t, in)
-	require.Equal(t, keel.CodeBudgetExceeded, res.Outcome.Error.Code)
-	require.Contains(t, res.Outcome.Error.Message, "the session budget (set by the caller) has 0.05 USD left of 5.00 USD")
+	require.Equal(t, keel.CodeBudgetExceeded, failure(t, res.Outcome).Code)
+	require.Contains(t, failure(t, res.Outcome).Message, "the session budget (set by the caller) has 0.05 USD left of 5.00 USD")
 }
 
 // A caller may lower the operator's ceiling, never raise it, and a money
@@ -216,7 +216,7 @@ func TestAbsurdUsageCannotBreakABudget(t *testing.T) {
 	require.Equal(t, want, ups[1].Total.Cost.In("USD"), "the total is the sum, not less")
 	require.Equal(t, 2*int64(most), ups[1].Total.Tokens())
 
-	require.Equal(t, keel.CodeBudgetExceeded, res.Outcome.Error.Code)
+	require.Equal(t, keel.CodeBudgetExceeded, failure(t, res.Outcome).Code)
 	require.Equal(t, want, res.Outcome.UsageTotal.Cost.In("USD"))
 	require.Len(t, find[keel.RunFailed](t, res.Events), 1)
 }

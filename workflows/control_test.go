@@ -27,6 +27,14 @@ func toolEvents(t *testing.T, evs []keel.Envelope) []string {
 	return out
 }
 
+// steeringID is the ID a steer update was answered with.
+func steeringID(t *testing.T, steer updateResult) string {
+	t.Helper()
+	res, ok := steer.value.(api.SteerResult)
+	require.True(t, ok, "the steer was refused: %v %v", steer.rejected, steer.err)
+	return res.SteeringID
+}
+
 // docs/contract.md §5.1–5.3: steering sent to the session during a tool
 // batch (naming its run, as the client does) is staged, and enters the
 // transcript after every slot of the batch closed, at the next step
@@ -46,18 +54,18 @@ func TestSteerAppliesAfterBatch(t *testing.T) {
 		env.update(api.UpdateSteer, "dropped", &dropped, api.SteerRequest{Text: "never mind", RunID: run})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		id := dropped.value.(api.SteerResult).SteeringID
+		id := steeringID(t, dropped)
 		env.update(api.UpdateRetractSteering, "retract", &retracted, api.RetractRequest{SteeringID: id, RunID: run})
 		env.update(api.UpdateRetractSteering, "unknown", &unknown, api.RetractRequest{SteeringID: "steer-99", RunID: run})
 	}, 2*time.Second)
 	env.RegisterDelayedCallback(func() { staged = query[api.SessionStatus](t, env, api.QueryState) }, 3*time.Second)
 	env.RegisterDelayedCallback(func() {
-		id := kept.value.(api.SteerResult).SteeringID
+		id := steeringID(t, kept)
 		env.update(api.UpdateRetractSteering, "late", &late, api.RetractRequest{SteeringID: id, RunID: run})
 	}, 90*time.Second)
 	res := env.execSession(t, promptOf("go", "sleep", "echo"))
 
-	id := kept.value.(api.SteerResult).SteeringID
+	id := steeringID(t, kept)
 	require.Equal(t, []string{id}, staged.Run.Staged, "staged until the boundary, the retracted one gone")
 	require.Equal(t, api.RetractResult{Result: api.Retracted}, retracted.value)
 	require.Equal(t, api.RetractResult{Result: api.NotFound}, unknown.value)

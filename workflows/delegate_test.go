@@ -279,8 +279,8 @@ func TestAgentRefusals(t *testing.T) {
 		require.NotNil(t, u.rejected[id], id)
 		require.Equal(t, keel.CodeInvalidInput, u.rejected[id].Code, id)
 	}
-	require.Contains(t, u.rejected["ghost"].Message, "not offered")
-	require.Contains(t, u.rejected["own-model"].Message, "defines its model")
+	require.Contains(t, u.refusal("ghost").Message, "not offered")
+	require.Contains(t, u.refusal("own-model").Message, "defines its model")
 }
 
 // A child of a child at the depth limit gets an error result, never a

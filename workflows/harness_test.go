@@ -174,6 +174,13 @@ func (e *runEnv) execSession(t testing.TB, in sessionSend) sessionRun {
 	return run
 }
 
+// failure is the error a run failed with; the test stops if it has none.
+func failure(t testing.TB, o keel.Outcome) *keel.Error {
+	t.Helper()
+	require.NotNil(t, o.Error, "the run ended %s, with no error", o.Status)
+	return o.Error
+}
+
 // closeAfterTurns closes release once n model turns have completed: a
 // detachedJob waiting for it finishes while the run goes on, with no
 // wall-clock wait (while an activity runs, the test environment's clock

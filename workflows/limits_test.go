@@ -56,6 +56,14 @@ func newUpdates(t *testing.T, env *runEnv) *updates {
 	return &updates{t: t, env: env, rejected: map[string]*keel.Error{}, accepted: map[string]any{}}
 }
 
+// refusal is the error update id was refused with; the test stops if it
+// was not refused.
+func (u *updates) refusal(id string) *keel.Error {
+	u.t.Helper()
+	require.Contains(u.t, u.rejected, id, "%s was refused", id)
+	return u.rejected[id]
+}
+
 func (u *updates) send(name, id string, arg any) {
 	u.env.UpdateWorkflow(name, id, &testsuite.TestUpdateCallback{
 		OnReject: func(err error) { u.rejected[id] = keelErrorOf(u.t, err) },
@@ -112,7 +120,7 @@ func TestSendLimits(t *testing.T) {
 		require.ErrorIs(t, e, keel.ErrTooLarge)
 		require.ErrorIs(t, e, keel.ErrInvalidInput, "an over-size value is still invalid input")
 	}
-	require.Contains(t, u.rejected["big-prompt"].Message, "prompt is 65 bytes; the limit is 64")
+	require.Contains(t, u.refusal("big-prompt").Message, "prompt is 65 bytes; the limit is 64")
 	require.Len(t, u.rejected, 3)
 
 	for id, n := range map[string]int{"first": 1, "q1": 2, "q2": 3} {
@@ -137,8 +145,8 @@ func TestSendLimitsDefaults(t *testing.T) {
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
 	env.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", api.RunConfig{}))
 	require.Empty(t, u.accepted)
-	require.Equal(t, keel.CodeTooLarge, u.rejected["big"].Code)
-	require.Equal(t, keel.CodeTooLarge, u.rejected["big-config"].Code)
+	require.Equal(t, keel.CodeTooLarge, u.refusal("big").Code)
+	require.Equal(t, keel.CodeTooLarge, u.refusal("big-config").Code)
 }
 
 func TestLimitsDefaults(t *testing.T) {
@@ -170,10 +178,10 @@ func TestSteerLimits(t *testing.T) {
 	env.RegisterDelayedCallback(func() { u.send(api.UpdateSteer, "s4", api.SteerRequest{Text: "four"}) }, 90*time.Second)
 	res := env.execSession(t, promptOf("go", "sleep"))
 
-	require.Equal(t, keel.CodeTooMany, u.rejected["s3-full"].Code)
-	require.True(t, u.rejected["s3-full"].Retryable)
-	require.Equal(t, keel.CodeTooLarge, u.rejected["s-big"].Code)
-	require.Equal(t, keel.CodeTooLarge, u.rejected["r-big"].Code)
+	require.Equal(t, keel.CodeTooMany, u.refusal("s3-full").Code)
+	require.True(t, u.refusal("s3-full").Retryable)
+	require.Equal(t, keel.CodeTooLarge, u.refusal("s-big").Code)
+	require.Equal(t, keel.CodeTooLarge, u.refusal("r-big").Code)
 	require.Len(t, u.rejected, 3)
 	require.Equal(t, api.RetractResult{Result: api.NotFound}, u.accepted["r-none"])
 	var texts []string
@@ -198,8 +206,8 @@ func TestRespondLimit(t *testing.T) {
 		u.send(api.UpdateRespond, "ok", api.RespondRequest{RequestID: "c1/ask_user", Answer: json.RawMessage(`"abc"`)})
 	}, time.Minute)
 	res := env.execSession(t, promptOf("go", "ask_user"))
-	require.Equal(t, keel.CodeTooLarge, u.rejected["big"].Code)
-	require.Contains(t, u.rejected["big"].Message, "is 10 bytes; the limit is 8")
+	require.Equal(t, keel.CodeTooLarge, u.refusal("big").Code)
+	require.Contains(t, u.refusal("big").Message, "is 10 bytes; the limit is 8")
 	require.Contains(t, u.accepted, "ok")
 	require.Len(t, find[keel.HostInputResolved](t, res.Events), 1)
 	require.Equal(t, "abc", res.Messages[2].Content)
