@@ -54,6 +54,7 @@ func newFaultEnv(t *testing.T, script string) *faultEnv {
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	calls := &faultCounter{Provider: scripted.New(parseScript(t, script))}
 	env := &faultEnv{runEnv: newEnvOf(t, &suite, calls), calls: calls}
+	env.acts.Segments = &memSegments{}
 	// Every path is priced, so every terminal event carries what the run
 	// spent (docs/contract.md §20.2).
 	env.acts.Policy.Prices = map[string]keel.Price{"scripted:test": testPrice}

@@ -60,11 +60,14 @@ type runEnv struct {
 	acts *activities.Activities
 }
 
-// newRunEnv returns a test environment running script with the test tools.
+// newRunEnv returns a test environment running script with the test
+// tools, whose worker has a content store for the session's events.
 func newRunEnv(t *testing.T, script string, extra ...tool.Tool) *runEnv {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
-	return newEnvOf(t, &suite, scripted.New(parseScript(t, script)), extra...)
+	e := newEnvOf(t, &suite, scripted.New(parseScript(t, script)), extra...)
+	e.acts.Segments = &memSegments{}
+	return e
 }
 
 // scriptedProvider returns the scripted provider playing script.
