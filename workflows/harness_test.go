@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
@@ -22,6 +24,16 @@ import (
 	"github.com/keelrun/keel/tool"
 	"github.com/keelrun/keel/worker"
 )
+
+// TestMain names the test binary's build for the Temporal test
+// environment, which otherwise hashes the whole binary (over 100 MB with
+// -race) when the first activity is scheduled, inside workflow code: on a
+// loaded machine that passed the SDK's 1 s deadlock detector and failed
+// whichever test ran first (TMPRL1101).
+func TestMain(m *testing.M) {
+	sdkworker.SetBinaryChecksum("keel-workflows-test")
+	os.Exit(m.Run())
+}
 
 // scriptModels resolves every spec to one script.
 type scriptModels struct{ p provider.Provider }
@@ -133,9 +145,11 @@ type sessionRun struct {
 }
 
 // execSession runs in as users do: a session started as clients start
-// one, the send update at time 0, and the session's own commands from the
-// test's callbacks. It returns the run once the session committed it and
-// continued as new, having checked the run's log (checkLog).
+// one, the send update at time 0 (answered once the run started,
+// docs/contract.md §11.1), and the session's own commands from the test's
+// callbacks. It returns the run once the session committed it and
+// continued as new, having checked the run's log (checkLog) and the
+// commit (§3.2, §10.1).
 func (e *runEnv) execSession(t testing.TB, in sessionSend) sessionRun {
 	t.Helper()
 	var sent api.SendResult
@@ -168,6 +182,9 @@ func (e *runEnv) execSession(t testing.TB, in sessionSend) sessionRun {
 	}
 	checkLog(t, before.Seq, evs)
 	require.Equal(t, c.Last.Seq, evs[len(evs)-1].Seq, "the outcome names the terminal event")
+	require.Equal(t, c.Last.Revision, c.Revision, "the run's revision is the session's")
+	require.Equal(t, before.Usage.Add(c.Last.UsageTotal), c.Usage, "what the run spent counts as the session's")
+	require.Equal(t, stateAfter[c.Last.Status], c.State, "the session's state after a %s run", c.Last.Status)
 
 	run := sessionRun{Sent: sent, Outcome: *c.Last, Events: evs, Carry: c}
 	mark := c.Marks[len(c.Marks)-1]
@@ -176,6 +193,10 @@ func (e *runEnv) execSession(t testing.TB, in sessionSend) sessionRun {
 	run.Messages = c.Transcript[max(mark.Start, 0):mark.End]
 	return run
 }
+
+// stateAfter is a session's state once it committed a run that ended so.
+var stateAfter = map[keel.RunStatus]keel.SessionState{keel.StatusCompleted: keel.StateCompleted,
+	keel.StatusFailed: keel.StateFailed, keel.StatusCancelled: keel.StateIdle}
 
 // failure is the error a run failed with; the test stops if it has none.
 func failure(t testing.TB, o keel.Outcome) *keel.Error {
