@@ -82,7 +82,7 @@ func (h captureHandler) Timer(name string) client.MetricsTimer {
 	return timerFunc(func(d time.Duration) { h.c.mu.Lock(); h.c.timings[k] = append(h.c.timings[k], d); h.c.mu.Unlock() })
 }
 
-// The Run workflow records its outcome, its retries, its tool calls and
+// A run records its outcome, its retries, its tool calls and
 // its questions' waits, in workflow time.
 func TestRunRecordsMetrics(t *testing.T) {
 	got, h := newCapture()

@@ -52,6 +52,7 @@ func TestRunCompletesWithToolCall(t *testing.T) {
 func TestRunStartedFirstWithRevision(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[{"text":["hi"]}]}`)
 	in := promptOf("hello")
+	// The session committed two runs before: revision 7, its log at 41.
 	in.Carry = &api.SessionCarry{Revision: 7, Seq: 41, Runs: 2}
 	res := env.execSession(t, in)
 	started := find[keel.RunStarted](t, res.Events)
