@@ -19,8 +19,8 @@ import (
 var factsSchema = json.RawMessage(`{"type":"object","required":["facts"],` +
 	`"properties":{"facts":{"type":"array","items":{"type":"string"}}},"additionalProperties":false}`)
 
-func typedInput(prompt string) api.RunInput {
-	in := runInput(prompt)
+func typedInput(prompt string) sessionSend {
+	in := promptOf(prompt)
 	in.Config.OutputSchema = factsSchema
 	return in
 }
@@ -34,7 +34,7 @@ func TestTypedAnswerFailsValidationOnceThenPasses(t *testing.T) {
 	  "failures":[{"kind":"text","text":["{\"facts\": \"not a list\"}"],"usage":{"input_tokens":7,"output_tokens":3}}],
 	  "text":["`+"```json\\n"+`{\"facts\": [\"a\", ", "\"b\"]}\n`+"```"+`"],
 	  "usage":{"input_tokens":9,"output_tokens":4}}]}`)
-	res := env.execRun(t, typedInput("facts please"))
+	res := env.execSession(t, typedInput("facts please"))
 
 	resets := find[keel.ProviderStreamReset](t, res.Events)
 	require.Len(t, resets, 1)
@@ -67,10 +67,10 @@ func TestTypedAnswerFailsValidationOnceThenPasses(t *testing.T) {
 func TestTypedAnswerThatNeverMatchesFailsTheRun(t *testing.T) {
 	bad := `{"kind":"text","text":["not json at all"]}`
 	env := newRunEnv(t, `{"turns":[{"failures":[`+bad+`,`+bad+`,`+bad+`],"text":["{\"facts\":[]}"]}]}`)
-	res := env.execRun(t, typedInput("facts please"))
+	res := env.execSession(t, typedInput("facts please"))
 	require.Equal(t, keel.StatusFailed, res.Outcome.Status)
-	require.Equal(t, keel.CodeMalformedResponse, res.Outcome.Error.Code)
-	require.Contains(t, res.Outcome.Error.Message, "malformed response after 3 attempts")
+	require.Equal(t, keel.CodeMalformedResponse, failure(t, res.Outcome).Code)
+	require.Contains(t, failure(t, res.Outcome).Message, "malformed response after 3 attempts")
 	require.Len(t, find[keel.ProviderStreamReset](t, res.Events), 2)
 	require.Len(t, find[keel.UsageUpdated](t, res.Events), 3)
 	require.Nil(t, res.Outcome.Answer)
@@ -85,7 +85,7 @@ func TestTypedAnswerIgnoresToolSteps(t *testing.T) {
 	  {"text":["{\"facts\":[\"x\"]}"]}]}`)
 	in := typedInput("facts please")
 	in.Config.Tools = []string{"echo"}
-	res := env.execRun(t, in)
+	res := env.execSession(t, in)
 	require.Equal(t, keel.StatusCompleted, res.Outcome.Status)
 	require.Empty(t, find[keel.ProviderStreamReset](t, res.Events))
 	require.Equal(t, `{"facts":["x"]}`, string(res.Outcome.Answer))
@@ -94,7 +94,7 @@ func TestTypedAnswerIgnoresToolSteps(t *testing.T) {
 // A run without a schema has no answer, whatever its text.
 func TestUntypedRunHasNoAnswer(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[{"text":["{\"facts\":[]}"]}]}`)
-	res := env.execRun(t, runInput("hi"))
+	res := env.execSession(t, promptOf("hi"))
 	require.Nil(t, res.Outcome.Answer)
 	require.Nil(t, find[keel.RunCompleted](t, res.Events)[0].Answer)
 }
@@ -134,7 +134,7 @@ func TestHostileOutputSchemasAreRefusedAtSend(t *testing.T) {
 		}
 	}, 0)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1"})
+	env.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", api.RunConfig{}))
 	require.Empty(t, u.accepted)
 	for name, c := range cases {
 		e := u.rejected[name]

@@ -16,7 +16,7 @@ import (
 )
 
 // BenchmarkRunCostAccounting measures what docs/contract.md §20 adds to a
-// run, workflow and worker together: the same Run workflow of ten model
+// run, workflow and worker together: the same run of ten model
 // turns and ten tool calls, in Temporal's test environment, with a price
 // table, run and session budgets (money and tokens) and the worker's
 // ceilings, and without, the two run back to back in alternating order.
@@ -35,22 +35,23 @@ func BenchmarkRunCostAccounting(b *testing.B) {
 		var suite testsuite.WorkflowTestSuite
 		suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 		env := newEnvOf(b, &suite, scripted.New(s))
-		in := runInput("go", "echo")
+		in := promptOf("go", "echo")
 		in.Config.MaxTokens = 1000
+		// A session with what its earlier runs spent, priced or not.
+		in.Carry = &api.SessionCarry{}
 		if priced {
 			env.acts.Policy.Prices = map[string]keel.Price{"scripted:test": {Currency: "USD", Input: 3, Output: 15, CachedInput: 0.3, Prices: "bench"}}
 			env.acts.Policy.RunBudget = &api.Budget{Max: 1000, Currency: "USD"}
 			env.acts.Policy.SessionBudget = &api.Budget{MaxTokens: 1e12}
 			in.Config.Budget = &api.Budget{Max: 100, Currency: "USD", MaxTokens: 1e9}
 			in.Config.SessionBudget = &api.Budget{Max: 500, Currency: "USD"}
-			in.SessionSpent = &keel.Usage{InputTokens: 40_000, Requests: 10, Cost: keel.Costs{{Currency: "USD", Nanos: 126_000_000}}}
+			in.Carry.Usage = keel.Usage{InputTokens: 40_000, Requests: 10, Cost: keel.Costs{{Currency: "USD", Nanos: 126_000_000}}}
 		}
 		start := time.Now()
-		env.ExecuteWorkflow(api.RunWorkflowName, in)
+		res := env.execSession(b, in)
 		took := time.Since(start)
-		var res api.RunResult
-		if err := env.GetWorkflowResult(&res); err != nil || res.Outcome.Status != keel.StatusCompleted {
-			b.Fatalf("run: %v %+v", err, res.Outcome)
+		if res.Outcome.Status != keel.StatusCompleted {
+			b.Fatalf("run: %+v", res.Outcome)
 		}
 		if priced != (len(res.Outcome.UsageTotal.Cost) == 1) || res.Outcome.UsageTotal.Requests != requests {
 			b.Fatalf("priced %v: usage %+v", priced, res.Outcome.UsageTotal)

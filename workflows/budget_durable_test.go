@@ -51,7 +51,7 @@ func TestBudgetsHoldAcrossHandOvers(t *testing.T) {
 	wantLeft := []string{"0.00 USD left of 2.00", "0.00 USD left of 2.00", "0.00 USD left of 2.00",
 		"0.50 USD left of 7.50", "0.50 USD left of 7.50"}
 
-	in := api.SessionInput{SessionID: "s1"}
+	var carry *api.SessionCarry
 	var spent int64
 	for i := range wantRequests {
 		var suite testsuite.WorkflowTestSuite
@@ -60,27 +60,15 @@ func TestBudgetsHoldAcrossHandOvers(t *testing.T) {
 		// Temporal suggests a hand-over all along: the run goes on to its
 		// end in this execution regardless.
 		e.SetContinueAsNewSuggested(true)
-		var sent api.SendResult
-		e.RegisterDelayedCallback(func() {
-			e.send(t, "send", api.SendRequest{Prompt: fmt.Sprintf("prompt %d", i+1),
-				Config: budgetRunConfig(runBudget, sessionBudget)}, &sent)
-		}, 0)
-		e.ExecuteWorkflow(api.SessionWorkflowName, in)
-		in = continuedAs(t, e)
-		c := in.Carry
-		require.Equal(t, i+1, c.Runs)
+		res := e.execSession(t, sessionSend{Prompt: fmt.Sprintf("prompt %d", i+1),
+			Config: *budgetRunConfig(runBudget, sessionBudget), Carry: carry})
+		c := res.Carry
+		carry = c
 		require.Equal(t, i+1, c.HandOvers)
-		require.Equal(t, keel.RunID("s1", i+1), sent.RunID)
 
 		// This run's events: its usage facts, one per request, each 1.00
 		// USD, their running total within the run, and one terminal event.
-		var run []keel.Envelope
-		for _, ev := range c.Tail {
-			if ev.RunID == sent.RunID {
-				run = append(run, ev)
-			}
-		}
-		checkLog(t, run[0].Seq-1, run)
+		run := res.Events
 		ups := find[keel.UsageUpdated](t, run)
 		require.Len(t, ups, wantRequests[i], "run %d's requests", i+1)
 		for n, u := range ups {
@@ -94,7 +82,7 @@ func TestBudgetsHoldAcrossHandOvers(t *testing.T) {
 		require.Len(t, failed, 1)
 		require.Equal(t, keel.CodeBudgetExceeded, failed[0].Code)
 		require.Contains(t, failed[0].Message, "the "+wantScope[i]+" budget (set by the caller) has "+wantLeft[i]+" USD")
-		require.Equal(t, keel.CodeBudgetExceeded, c.Last.Error.Code)
+		require.Equal(t, keel.CodeBudgetExceeded, failure(t, *c.Last).Code)
 		require.Equal(t, int64(wantRequests[i])*1e9, c.Last.UsageTotal.Cost.In("USD"))
 	}
 	require.Equal(t, int64(7e9), spent)
@@ -112,18 +100,18 @@ func TestAbandonedAttemptsCountTowardTheBudget(t *testing.T) {
 		`"tool_calls":[{"id":"c","name":"echo","arguments":{"text":"x"}}],"usage":{"output_tokens":1}},`+
 		`{"text":["never"]}]}`)
 	env.acts.Policy.Prices = map[string]keel.Price{"scripted:test": flatPrice}
-	in := runInput("hi", "echo")
+	in := promptOf("hi", "echo")
 	in.Config.MaxTokens = 1000
 	in.Config.Budget = &api.Budget{Max: 2.5, Currency: "USD"}
-	res := env.execRun(t, in)
+	res := env.execSession(t, in)
 
 	ups := find[keel.UsageUpdated](t, res.Events)
 	require.Len(t, ups, 2, "two abandoned attempts, no third")
 	require.Equal(t, []int{1, 2}, []int{ups[0].Attempt, ups[1].Attempt})
 	require.Equal(t, int64(2e9), ups[1].Total.Cost.In("USD"))
 	require.Len(t, find[keel.ProviderStreamReset](t, res.Events), 2)
-	require.Equal(t, keel.CodeBudgetExceeded, res.Outcome.Error.Code)
-	require.Contains(t, res.Outcome.Error.Message, "has 0.50 USD left of 2.50 USD")
+	require.Equal(t, keel.CodeBudgetExceeded, failure(t, res.Outcome).Code)
+	require.Contains(t, failure(t, res.Outcome).Message, "has 0.50 USD left of 2.50 USD")
 	require.Equal(t, int64(2e9), res.Outcome.UsageTotal.Cost.In("USD"))
 	require.Empty(t, res.Outcome.Usage.Cost, "nothing was kept")
 }
@@ -141,12 +129,12 @@ func TestCompactionCountsTowardTheNextCheck(t *testing.T) {
 		t.Run(fmt.Sprint(c.budget), func(t *testing.T) {
 			env := newRunEnv(t, `{"turns":[`+strings.Repeat(`{"text":["old"]},`, 10)+`{"text":["after compaction"]}]}`)
 			env.acts.Policy.Prices = map[string]keel.Price{"scripted:test": flatPrice}
-			in := runInput("next question")
-			in.Transcript = longTranscript(10)
+			in := promptOf("next question")
+			in.Carry = &api.SessionCarry{Transcript: longTranscript(10)}
 			in.Config.CompactAt = 200
 			in.Config.MaxTokens = 1000
 			in.Config.Budget = &api.Budget{Max: c.budget, Currency: "USD"}
-			res := env.execRun(t, in)
+			res := env.execSession(t, in)
 
 			ups := find[keel.UsageUpdated](t, res.Events)
 			require.NotEmpty(t, ups)
@@ -159,8 +147,8 @@ func TestCompactionCountsTowardTheNextCheck(t *testing.T) {
 				return
 			}
 			require.Len(t, ups, 1, "the step's request was not sent")
-			require.Equal(t, keel.CodeBudgetExceeded, res.Outcome.Error.Code)
-			require.Contains(t, res.Outcome.Error.Message, "has 0.995 USD left of 1.005 USD")
+			require.Equal(t, keel.CodeBudgetExceeded, failure(t, res.Outcome).Code)
+			require.Contains(t, failure(t, res.Outcome).Message, "has 0.995 USD left of 1.005 USD")
 		})
 	}
 }

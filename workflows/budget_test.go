@@ -33,7 +33,7 @@ func TestCostOnEveryUsageFact(t *testing.T) {
 		`{"text":["done"],"usage":{"input_tokens":1200,"output_tokens":50}}]}`
 	env := newRunEnv(t, script)
 	env.acts.Policy.Prices = map[string]keel.Price{"scripted:test": testPrice}
-	res := env.execRun(t, runInput("hi", "echo"))
+	res := env.execSession(t, promptOf("hi", "echo"))
 
 	ups := find[keel.UsageUpdated](t, res.Events)
 	require.Len(t, ups, 3, "one usage.updated per physical request, the failed one included")
@@ -61,7 +61,7 @@ func TestCostOnEveryUsageFact(t *testing.T) {
 func TestUnpricedModelShowsTokensOnly(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[{"text":["hi"],"usage":{"input_tokens":10,"output_tokens":2,"cost":[{"currency":"USD","nanos":99}]}}]}`)
 	env.acts.Policy.Prices = map[string]keel.Price{"openai:other": testPrice}
-	res := env.execRun(t, runInput("hi"))
+	res := env.execSession(t, promptOf("hi"))
 	u := find[keel.UsageUpdated](t, res.Events)[0]
 	require.Empty(t, u.Usage.Cost, "the provider's claimed cost is not kept")
 	require.Equal(t, 1, u.Usage.Unpriced)
@@ -83,15 +83,15 @@ func TestBudgetWarnsThenStopsAtTheRightRequest(t *testing.T) {
 		echoTurn("c4", usage) + `,{"text":["never"]}]}`
 	env := newRunEnv(t, script)
 	env.acts.Policy.Prices = map[string]keel.Price{"scripted:test": testPrice}
-	in := runInput("hi", "echo")
+	in := promptOf("hi", "echo")
 	in.Config.MaxTokens = 1000
 	in.Config.Budget = &api.Budget{Max: 4, Currency: "USD"}
-	res := env.execRun(t, in)
+	res := env.execSession(t, in)
 
 	require.Equal(t, keel.StatusFailed, res.Outcome.Status)
-	require.Equal(t, keel.CodeBudgetExceeded, res.Outcome.Error.Code)
+	require.Equal(t, keel.CodeBudgetExceeded, failure(t, res.Outcome).Code)
 	require.ErrorIs(t, res.Outcome.Error, keel.ErrBudgetExceeded)
-	require.Contains(t, res.Outcome.Error.Message, "the run budget (set by the caller) has 0.70 USD left of 4.00 USD")
+	require.Contains(t, failure(t, res.Outcome).Message, "the run budget (set by the caller) has 0.70 USD left of 4.00 USD")
 	require.Len(t, find[keel.UsageUpdated](t, res.Events), 3, "no fourth request was sent")
 	require.Equal(t, 3, res.Outcome.UsageTotal.Requests)
 
@@ -113,11 +113,11 @@ func TestWorkerCeilingHoldsEveryRun(t *testing.T) {
 	usage := `{"input_tokens":1000,"output_tokens":100}`
 	env := newRunEnv(t, `{"turns":[`+echoTurn("c1", usage)+`,`+echoTurn("c2", usage)+`,{"text":["never"]}]}`)
 	env.acts.Policy.RunBudget = &api.Budget{MaxTokens: 2500}
-	in := runInput("hi", "echo")
+	in := promptOf("hi", "echo")
 	in.Config.MaxTokens = 500
-	res := env.execRun(t, in)
-	require.Equal(t, keel.CodeBudgetExceeded, res.Outcome.Error.Code)
-	require.Contains(t, res.Outcome.Error.Message, "set by the worker")
+	res := env.execSession(t, in)
+	require.Equal(t, keel.CodeBudgetExceeded, failure(t, res.Outcome).Code)
+	require.Contains(t, failure(t, res.Outcome).Message, "set by the worker")
 	require.Len(t, find[keel.UsageUpdated](t, res.Events), 2)
 	require.Equal(t, []keel.BudgetWarning{{Step: 2, Scope: keel.BudgetRun, Set: "worker", Limit: 2500, Spent: 2200}},
 		find[keel.BudgetWarning](t, res.Events))
@@ -128,11 +128,11 @@ func TestWorkerCeilingHoldsEveryRun(t *testing.T) {
 func TestMoneyBudgetFailsClosedWithoutAPrice(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[{"text":["never"]}]}`)
 	env.acts.Policy.Prices = map[string]keel.Price{"scripted:test": {Currency: "EUR", Input: 1, Output: 1}}
-	in := runInput("hi")
+	in := promptOf("hi")
 	in.Config.Budget = &api.Budget{Max: 1, Currency: "USD"}
-	res := env.execRun(t, in)
-	require.Equal(t, keel.CodeBudgetExceeded, res.Outcome.Error.Code)
-	require.Contains(t, res.Outcome.Error.Message, "has no price in USD")
+	res := env.execSession(t, in)
+	require.Equal(t, keel.CodeBudgetExceeded, failure(t, res.Outcome).Code)
+	require.Contains(t, failure(t, res.Outcome).Message, "has no price in USD")
 	require.Empty(t, find[keel.UsageUpdated](t, res.Events))
 }
 
@@ -140,13 +140,13 @@ func TestMoneyBudgetFailsClosedWithoutAPrice(t *testing.T) {
 func TestSessionBudgetCountsEarlierRuns(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[{"text":["never"]}]}`)
 	env.acts.Policy.Prices = map[string]keel.Price{"scripted:test": testPrice}
-	in := runInput("hi")
+	in := promptOf("hi")
 	in.Config.MaxTokens = 100
 	in.Config.SessionBudget = &api.Budget{Max: 5, Currency: "USD"}
-	in.SessionSpent = &keel.Usage{Requests: 9, Cost: keel.Costs{{Currency: "USD", Nanos: 4_950_000_000}}}
-	res := env.execRun(t, in)
-	require.Equal(t, keel.CodeBudgetExceeded, res.Outcome.Error.Code)
-	require.Contains(t, res.Outcome.Error.Message, "the session budget (set by the caller) has 0.05 USD left of 5.00 USD")
+	in.Carry = &api.SessionCarry{Usage: keel.Usage{Requests: 9, Cost: keel.Costs{{Currency: "USD", Nanos: 4_950_000_000}}}}
+	res := env.execSession(t, in)
+	require.Equal(t, keel.CodeBudgetExceeded, failure(t, res.Outcome).Code)
+	require.Contains(t, failure(t, res.Outcome).Message, "the session budget (set by the caller) has 0.05 USD left of 5.00 USD")
 }
 
 // A caller may lower the operator's ceiling, never raise it, and a money
@@ -167,7 +167,7 @@ func TestBudgetAboveTheCeilingIsRefused(t *testing.T) {
 		u.send(api.UpdateSend, "lower", with(&api.Budget{Max: 0.5, Currency: "USD"}, &api.Budget{MaxTokens: 10}))
 	}, 0)
 	env.RegisterDelayedCallback(func() {}, time.Second)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig})
+	env.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", napConfig))
 
 	for id, want := range map[string]string{
 		"raise":          "budget of 5.01 USD is above this worker's ceiling of 5.00 USD",
@@ -195,10 +195,10 @@ func TestAbsurdUsageCannotBreakABudget(t *testing.T) {
 		`{"text":["never"]}]}`
 	env := newRunEnv(t, script)
 	env.acts.Policy.Prices = map[string]keel.Price{"scripted:test": testPrice}
-	in := runInput("hi", "echo")
+	in := promptOf("hi", "echo")
 	in.Config.MaxTokens = 100
 	in.Config.Budget = &api.Budget{Max: 5, Currency: "USD", MaxTokens: 10_000}
-	res := env.execRun(t, in)
+	res := env.execSession(t, in)
 
 	ups := find[keel.UsageUpdated](t, res.Events)
 	require.Len(t, ups, 2, "the third request was never sent")
@@ -216,35 +216,32 @@ func TestAbsurdUsageCannotBreakABudget(t *testing.T) {
 	require.Equal(t, want, ups[1].Total.Cost.In("USD"), "the total is the sum, not less")
 	require.Equal(t, 2*int64(most), ups[1].Total.Tokens())
 
-	require.Equal(t, keel.CodeBudgetExceeded, res.Outcome.Error.Code)
+	require.Equal(t, keel.CodeBudgetExceeded, failure(t, res.Outcome).Code)
 	require.Equal(t, want, res.Outcome.UsageTotal.Cost.In("USD"))
 	require.Len(t, find[keel.RunFailed](t, res.Events), 1)
 }
 
-// docs/contract.md §20.2: a run that recorded money ends with usage_total
-// on its terminal event, even one a budget refused before it spent
-// anything; a run that recorded none (no price table, no budget: as every
-// run recorded before money) ends as it always did, so such histories
-// replay with their logs unchanged.
-func TestTerminalEventCarriesUsageTotalWithMoney(t *testing.T) {
+// docs/contract.md §20.2: every run ends with usage_total on its terminal
+// event, with or without prices or budgets, even one a budget refused
+// before it spent anything.
+func TestTerminalEventCarriesUsageTotal(t *testing.T) {
 	script := `{"turns":[{"text":["hi"],"usage":{"input_tokens":10,"output_tokens":2}}]}`
 	for name, c := range map[string]struct {
 		prices map[string]keel.Price
 		budget *api.Budget
-		want   bool
 	}{
-		"no money":            {want: false},
-		"priced":              {prices: map[string]keel.Price{"scripted:test": testPrice}, want: true},
-		"unpriced on a table": {prices: map[string]keel.Price{"openai:other": testPrice}, want: true},
-		"a token budget":      {budget: &api.Budget{MaxTokens: 100_000}, want: true},
-		"refused at once":     {budget: &api.Budget{MaxTokens: 10}, want: true},
+		"no money":            {},
+		"priced":              {prices: map[string]keel.Price{"scripted:test": testPrice}},
+		"unpriced on a table": {prices: map[string]keel.Price{"openai:other": testPrice}},
+		"a token budget":      {budget: &api.Budget{MaxTokens: 100_000}},
+		"refused at once":     {budget: &api.Budget{MaxTokens: 10}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			env := newRunEnv(t, script)
 			env.acts.Policy.Prices = c.prices
-			in := runInput("hi")
+			in := promptOf("hi")
 			in.Config.Budget = c.budget
-			res := env.execRun(t, in)
+			res := env.execSession(t, in)
 			var total *keel.Usage
 			switch e := decode(t, res.Events)[len(res.Events)-1].(type) {
 			case keel.RunCompleted:
@@ -254,10 +251,6 @@ func TestTerminalEventCarriesUsageTotalWithMoney(t *testing.T) {
 				total = e.UsageTotal
 			default:
 				t.Fatalf("ended with %T", e)
-			}
-			if !c.want {
-				require.Nil(t, total)
-				return
 			}
 			require.Equal(t, &res.Outcome.UsageTotal, total)
 		})
@@ -289,7 +282,7 @@ func TestHostileBudgetsRefusedBeforeHistory(t *testing.T) {
 		}
 	}, 0)
 	env.RegisterDelayedCallback(func() {}, time.Second)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig})
+	env.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", napConfig))
 
 	require.Empty(t, u.accepted)
 	require.Len(t, u.rejected, 2*len(hostile))

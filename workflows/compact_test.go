@@ -1,16 +1,14 @@
 package workflows_test
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/tool"
+	"github.com/keelrun/keel/api"
 )
 
 // longTranscript is a committed session transcript of n exchanges.
@@ -32,10 +30,10 @@ func TestCompactionBracketsTheCompactor(t *testing.T) {
 	// turn 11, even after compaction replaced them.
 	turns := strings.Repeat(`{"text":["old"]},`, 10)
 	env := newRunEnv(t, `{"turns":[`+turns+`{"text":["after compaction"]}]}`)
-	in := runInput("next question")
-	in.Transcript = longTranscript(10)
+	in := promptOf("next question")
+	in.Carry = &api.SessionCarry{Transcript: longTranscript(10)}
 	in.Config.CompactAt = 200
-	res := env.execRun(t, in)
+	res := env.execSession(t, in)
 
 	types := types(res.Events)
 	started := slices.Index(types, keel.TypeCompactionStarted)
@@ -66,28 +64,19 @@ func TestCompactionBracketsTheCompactor(t *testing.T) {
 // the first boundary after it finished.
 func TestCompactionSkippedWhileJobsPending(t *testing.T) {
 	release := make(chan struct{})
-	type noArgs struct{}
 	long := strings.Repeat("lots of words ", 100)
 	// Four earlier exchanges played four turns.
 	env := newRunEnv(t, `{"turns":[`+strings.Repeat(`{"text":["old"]},`, 4)+`
 	  {"text":["`+long+`"],"tool_calls":[{"id":"j","name":"slow_bg","arguments":{}}]},
 	  {"text":["waiting for the job"]},
 	  {"text":["job done"]}]}`,
-		tool.New("slow_bg", "Detached and slow.", func(ctx context.Context, _ noArgs) (string, error) {
-			select {
-			case <-release:
-				return "finished", nil
-			case <-ctx.Done():
-				return "", ctx.Err()
-			}
-		}, tool.Detached()))
-	in := runInput("go", "slow_bg")
-	in.Transcript = longTranscript(4)
+		detachedJob("slow_bg", "finished", release))
+	in := promptOf("go", "slow_bg")
+	in.Carry = &api.SessionCarry{Transcript: longTranscript(4)}
 	in.Config.CompactAt = 600 // passed once turn 1's long text is in history
-	// While the job runs, timers follow the wall clock: this releases it
-	// after turn 2 ended and the run waits for the job.
-	env.RegisterDelayedCallback(func() { close(release) }, time.Second)
-	res := env.execRun(t, in)
+	// The job finishes after turn 2 ended, while the run waits for it.
+	env.closeAfterTurns(release, 2)
+	res := env.execSession(t, in)
 
 	types := types(res.Events)
 	var steps []int

@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
@@ -101,7 +100,7 @@ type sessionChain struct {
 }
 
 func newChain(t *testing.T, defaults api.RunConfig) *sessionChain {
-	return &sessionChain{t: t, in: api.SessionInput{SessionID: "s1", Config: defaults}}
+	return &sessionChain{t: t, in: sessionInput("s1", defaults)}
 }
 
 // next runs the next execution with the sends given and returns the
@@ -225,7 +224,7 @@ func TestSetDefaultRefusesModelsTheWorkerDoesNotOffer(t *testing.T) {
 		x.send(t, "behind", api.SendRequest{Prompt: "behind", IfActive: api.IfActiveQueue}, &behind)
 	}, time.Second)
 	x.ExecuteWorkflow(api.SessionWorkflowName,
-		api.SessionInput{SessionID: "s1", Config: api.RunConfig{Model: "scripted:retired"}})
+		sessionInput("s1", api.RunConfig{Model: "scripted:retired"}))
 	in := continuedAs(t, x.runEnv)
 
 	require.Len(t, refusals, len(hostile)+2)

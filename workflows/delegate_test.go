@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/keelrun/keel"
@@ -74,6 +75,9 @@ func newDelegationEnv(t *testing.T, models specModels, agents map[string]api.Age
 	}
 	acts := &activities.Activities{Models: models, Tools: tools, Live: mem, Agents: agents, Delegation: limits}
 	worker.RegisterWithRules(env, acts, workflows.Rules{Agents: agents})
+	// The session's workflow ID is its session ID, as clients start it: a
+	// child reports to its parent by that ID.
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "s1"})
 	return &runEnv{TestWorkflowEnvironment: env, live: mem, acts: acts}
 }
 
@@ -130,13 +134,9 @@ func TestPlannerDelegatesToTwoResearchers(t *testing.T) {
 	env := newDelegationEnv(t, specModels{"scripted:planner": planner,
 		"scripted:researcher": byPrompt{"ask the user": asker, "facts on B": plain}}, delegationAgents, api.DelegationLimits{})
 	deltas := collectDeltas(t, env.live, "s1")
-	u := newUpdates(t, env)
 
 	var waiting api.SessionStatus
 	var child api.SessionStatus
-	env.RegisterDelayedCallback(func() {
-		u.send(api.UpdateSend, "go", api.SendRequest{Prompt: "Research A and B", Config: &api.RunConfig{Agent: "planner"}})
-	}, 0)
 	env.RegisterDelayedCallback(func() {
 		v, err := env.QueryWorkflow(api.QueryState)
 		require.NoError(t, err)
@@ -150,8 +150,7 @@ func TestPlannerDelegatesToTwoResearchers(t *testing.T) {
 				OnAccept: func() {}, OnComplete: func(any, error) {}},
 			api.RespondRequest{RequestID: "q1/ask_user", Answer: json.RawMessage(`"1999"`)}))
 	}, time.Minute)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1"})
-	in := continuedAs(t, env)
+	res := env.execSession(t, sessionSend{Prompt: "Research A and B", Config: api.RunConfig{Agent: "planner"}})
 	relayed := deltas()
 
 	// While the child waited, the parent listed its request.
@@ -169,8 +168,7 @@ func TestPlannerDelegatesToTwoResearchers(t *testing.T) {
 	require.Equal(t, "s1", child.Delegated.Parent)
 	require.Equal(t, "researcher-1", child.Delegated.Path)
 
-	evs := in.Carry.Tail
-	checkLog(t, 0, evs)
+	evs := res.Events
 	require.Equal(t, "planner", find[keel.RunStarted](t, evs)[0].Agent)
 	started := find[keel.AgentStarted](t, evs)
 	require.Len(t, started, 2)
@@ -196,12 +194,12 @@ func TestPlannerDelegatesToTwoResearchers(t *testing.T) {
 	require.Equal(t, `{"facts":["B is blue"]}`, outs["c2"])
 
 	// Usage rolls up: the planner's two requests and the children's three.
-	o := in.Carry.Last
+	o := res.Outcome
 	require.Equal(t, keel.StatusCompleted, o.Status)
 	require.Equal(t, int64(10+20+3+4+5), o.UsageTotal.InputTokens)
 	require.Equal(t, 5, o.UsageTotal.Requests)
-	require.Equal(t, o.UsageTotal, in.Carry.Usage, "and into the session's")
-	require.Equal(t, 2, in.Carry.Delegations, "the count goes on across hand-overs")
+	require.Equal(t, o.UsageTotal, res.Carry.Usage, "and into the session's")
+	require.Equal(t, 2, res.Carry.Delegations, "the count goes on across hand-overs")
 
 	// The children's deltas reached the parent's stream with their paths.
 	paths := map[string]string{}
@@ -236,15 +234,9 @@ func cancelParentCancelsChild(t *testing.T, signal string) {
 	  {"tool_calls":[{"id":"z","name":"sleep","arguments":{"seconds":3600}}],"usage":{"input_tokens":3,"output_tokens":1}},
 	  {"text":["{\"facts\":[]}"]}]}`)
 	env := newDelegationEnv(t, specModels{"scripted:planner": planner, "scripted:researcher": slow}, delegationAgents, api.DelegationLimits{})
-	u := newUpdates(t, env)
-	env.RegisterDelayedCallback(func() {
-		u.send(api.UpdateSend, "go", api.SendRequest{Prompt: "Research", Config: &api.RunConfig{Agent: "planner"}})
-	}, 0)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(signal, nil) }, 10*time.Minute)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1"})
-	in := continuedAs(t, env)
-	evs := in.Carry.Tail
-	checkLog(t, 0, evs)
+	res := env.execSession(t, sessionSend{Prompt: "Research", Config: api.RunConfig{Agent: "planner"}})
+	evs := res.Events
 	fin := find[keel.AgentFinished](t, evs)
 	require.Len(t, fin, 1)
 	require.Equal(t, keel.StatusCancelled, fin[0].Status, "the child committed its run as cancelled")
@@ -254,8 +246,8 @@ func cancelParentCancelsChild(t *testing.T, signal string) {
 	_, agentEnd := at(evs, keel.TypeAgentFinished, 0)
 	_, runEnd := at(evs, keel.TypeRunCancelled, 0)
 	require.Less(t, agentEnd, runEnd, "the child ended before the parent committed")
-	require.Equal(t, keel.StatusCancelled, in.Carry.Last.Status)
-	require.Equal(t, int64(3), in.Carry.Last.UsageTotal.InputTokens)
+	require.Equal(t, keel.StatusCancelled, res.Outcome.Status)
+	require.Equal(t, int64(3), res.Outcome.UsageTotal.InputTokens)
 }
 
 // docs/contract.md §21.2: a send naming an agent the worker lacks, or
@@ -273,14 +265,14 @@ func TestAgentRefusals(t *testing.T) {
 		u.send(api.UpdateSend, "bad-name", api.SendRequest{Prompt: "x", Config: &api.RunConfig{Agent: "no spaces"}})
 	}, 0)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1"})
+	env.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", api.RunConfig{}))
 	require.Empty(t, u.accepted)
 	for _, id := range []string{"ghost", "own-model", "bad-name"} {
 		require.NotNil(t, u.rejected[id], id)
 		require.Equal(t, keel.CodeInvalidInput, u.rejected[id].Code, id)
 	}
-	require.Contains(t, u.rejected["ghost"].Message, "not offered")
-	require.Contains(t, u.rejected["own-model"].Message, "defines its model")
+	require.Contains(t, u.refusal("ghost").Message, "not offered")
+	require.Contains(t, u.refusal("own-model").Message, "defines its model")
 }
 
 // A child of a child at the depth limit gets an error result, never a
@@ -309,22 +301,23 @@ func TestDelegationDepthLimit(t *testing.T) {
 		Agents: agents, Delegation: api.DelegationLimits{Depth: 1}}
 	worker.RegisterWithRules(env, acts, workflows.Rules{Agents: agents})
 	e := &runEnv{TestWorkflowEnvironment: env, acts: acts}
-	u := newUpdates(t, e)
-	env.RegisterDelayedCallback(func() {
-		u.send(api.UpdateSend, "go", api.SendRequest{Prompt: "deep", Config: &api.RunConfig{Agent: "a"}})
-	}, 0)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1"})
-	in := continuedAs(t, e)
+	// The session delegated twice before: its next child is its third.
+	res := e.execSession(t, sessionSend{Prompt: "deep", Config: api.RunConfig{Agent: "a"},
+		Carry: &api.SessionCarry{Delegations: 2}})
 	outs := map[string]keel.ToolFinished{}
-	for _, f := range find[keel.ToolFinished](t, in.Carry.Tail) {
+	for _, f := range find[keel.ToolFinished](t, res.Events) {
 		outs[f.ToolCallID] = f
 	}
 	require.Equal(t, keel.ToolOK, outs["ab"].Status)
 	require.Equal(t, "b done", outs["ab"].Output, "b answered, having been refused c: depth 2 is past the limit of 1")
 	require.Equal(t, keel.ToolError, outs["bad"].Status)
 	require.Contains(t, outs["bad"].Output, `unknown field "nope"`)
-	require.Len(t, find[keel.AgentStarted](t, in.Carry.Tail), 1, "the bad call started no child")
-	require.Equal(t, int64(20), in.Carry.Last.UsageTotal.InputTokens, "b's two requests count, and no request of c's: it never ran")
+	started := find[keel.AgentStarted](t, res.Events)
+	require.Len(t, started, 1, "the bad call started no child")
+	require.Equal(t, keel.AgentStarted{ToolCallID: "ab", Agent: "b", SessionID: "s1--b-3", Path: "b-3"}, started[0],
+		"child paths never repeat within a session")
+	require.Equal(t, 3, res.Carry.Delegations)
+	require.Equal(t, int64(20), res.Outcome.UsageTotal.InputTokens, "b's two requests count, and no request of c's: it never ran")
 }
 
 // A detached agent's delegation runs as a detached tool does
@@ -343,14 +336,8 @@ func TestDetachedDelegation(t *testing.T) {
 	  {"tool_calls":[{"id":"z","name":"sleep","arguments":{"seconds":60}}]},
 	  {"text":["background answer"]}]}`)
 	env := newDelegationEnv(t, specModels{"scripted:planner": planner, "scripted:bg": bg}, agents, api.DelegationLimits{})
-	u := newUpdates(t, env)
-	env.RegisterDelayedCallback(func() {
-		u.send(api.UpdateSend, "go", api.SendRequest{Prompt: "go", Config: &api.RunConfig{Agent: "planner"}})
-	}, 0)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1"})
-	in := continuedAs(t, env)
-	evs := in.Carry.Tail
-	checkLog(t, 0, evs)
+	res := env.execSession(t, sessionSend{Prompt: "go", Config: api.RunConfig{Agent: "planner"}})
+	evs := res.Events
 	require.Len(t, find[keel.ToolDetached](t, evs), 1)
 	_, detached := at(evs, keel.TypeToolDetached, 0)
 	_, second := at(evs, keel.TypeStepStarted, 0)
@@ -358,9 +345,9 @@ func TestDetachedDelegation(t *testing.T) {
 	_, finished := at(evs, keel.TypeAgentFinished, 0)
 	require.Less(t, detached, second, "the parent went on while the child ran")
 	require.Less(t, second, finished)
-	require.Equal(t, "all done", in.Carry.Last.Text)
+	require.Equal(t, "all done", res.Outcome.Text)
 	var sawResult bool
-	for _, m := range in.Carry.Transcript {
+	for _, m := range res.Messages {
 		sawResult = sawResult || (m.ToolCallID == "d1" && strings.Contains(m.Content, "background answer"))
 	}
 	require.True(t, sawResult, "the child's answer entered the transcript as the job's result")

@@ -40,7 +40,7 @@ func (c *faultCounter) Stream(ctx context.Context, req provider.Request) iter.Se
 	return c.Provider.Stream(ctx, req)
 }
 
-// faultEnv is a Run workflow test environment whose provider is counted.
+// faultEnv is a session test environment whose provider is counted.
 type faultEnv struct {
 	*runEnv
 	calls *faultCounter
@@ -54,6 +54,7 @@ func newFaultEnv(t *testing.T, script string) *faultEnv {
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	calls := &faultCounter{Provider: scripted.New(parseScript(t, script))}
 	env := &faultEnv{runEnv: newEnvOf(t, &suite, calls), calls: calls}
+	env.acts.Segments = &memSegments{}
 	// Every path is priced, so every terminal event carries what the run
 	// spent (docs/contract.md §20.2).
 	env.acts.Policy.Prices = map[string]keel.Price{"scripted:test": testPrice}
@@ -365,7 +366,7 @@ func TestFaultMatrix(t *testing.T) {
 	for _, tc := range faultMatrix {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newFaultEnv(t, `{"turns":[{"failures":`+tc.failures+`,`+faultTurn+`}]}`)
-			res := env.execRun(t, runInput("go"))
+			res := env.execSession(t, promptOf("go"))
 			waits := checkFaultCase(t, tc, env, res)
 			// The row shows what was measured (it equals the case's
 			// expectation once the checks passed).
@@ -384,7 +385,7 @@ func TestFaultMatrix(t *testing.T) {
 }
 
 // checkFaultCase checks one case and returns the measured waits.
-func checkFaultCase(t *testing.T, tc faultCase, env *faultEnv, res api.RunResult) []time.Duration {
+func checkFaultCase(t *testing.T, tc faultCase, env *faultEnv, res sessionRun) []time.Duration {
 	// The exact event sequence.
 	if diff := cmp.Diff(faultSeq(t, tc.events), types(res.Events)); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)
@@ -564,7 +565,7 @@ func TestCancelDuringRetryWait(t *testing.T) {
 					}
 				}, 10*time.Second)
 			})
-			res := env.execRun(t, runInput("go"))
+			res := env.execSession(t, promptOf("go"))
 
 			if diff := cmp.Diff(faultSeq(t, "started step usage reset retry cancelled"), types(res.Events)); diff != "" {
 				t.Fatalf("events (-want +got):\n%s", diff)
@@ -612,7 +613,7 @@ func TestCancelDuringStream(t *testing.T) {
 		cancelAt.Store(&now)
 		env.SignalWorkflow(api.SignalCancel, nil)
 	}()
-	res := env.execRun(t, runInput("go"))
+	res := env.execSession(t, promptOf("go"))
 
 	if diff := cmp.Diff(faultSeq(t, "started step usage cancelled"), types(res.Events)); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)
@@ -665,12 +666,9 @@ func TestFaultWorkerStopIsRetried(t *testing.T) {
 					}
 					return res, err
 				})
-			env.ExecuteWorkflow(api.RunWorkflowName, runInput("go"))
-			require.True(t, env.IsWorkflowCompleted())
-			require.NoError(t, env.GetWorkflowError(), "the Run workflow itself must not fail")
-			var res api.RunResult
-			require.NoError(t, env.GetWorkflowResult(&res))
-			checkLog(t, 0, res.Events)
+			// The session's workflow itself must not fail: it continues
+			// as new with the run committed.
+			res := env.execSession(t, promptOf("go"))
 			if diff := cmp.Diff(faultSeq(t, "started step usage reset retry usage call completed"), types(res.Events)); diff != "" {
 				t.Fatalf("events (-want +got):\n%s", diff)
 			}

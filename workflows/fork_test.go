@@ -81,15 +81,16 @@ func forkPoint(t *testing.T, e *runEnv, p api.Point) (api.ForkPoint, error) {
 }
 
 func forkInput(id string, fp api.ForkPoint) api.SessionInput {
-	return api.SessionInput{SessionID: id, Config: fp.Config,
-		Fork: &api.ForkInput{Origin: fp.Origin, Transcript: fp.Transcript}}
+	in := sessionInput(id, fp.Config)
+	in.Fork = &api.ForkInput{Origin: fp.Origin, Transcript: fp.Transcript}
+	return in
 }
 
 // docs/contract.md §19.1: a fork at every run boundary of a multi-run
 // session holds exactly the source's transcript after that run, with the
 // source's revision and sequence there; the source is untouched.
 func TestForkAtEveryRunBoundary(t *testing.T) {
-	src := api.SessionInput{SessionID: "s1", Config: echoConfig}
+	src := sessionInput("s1", echoConfig)
 	idle, after := sessionOfRuns(t, src, 3)
 	points := make([]api.ForkPoint, 4)
 	moved := idleSession(t, idle, func(e *runEnv) {
@@ -122,7 +123,7 @@ func TestForkAtEveryRunBoundary(t *testing.T) {
 // next prompt runs on top of the source's conversation at the point and
 // from its revision, and its state names its parent.
 func TestForkRunsOnTopOfThePoint(t *testing.T) {
-	idle, after := sessionOfRuns(t, api.SessionInput{SessionID: "s1", Config: echoConfig}, 2)
+	idle, after := sessionOfRuns(t, sessionInput("s1", echoConfig), 2)
 	var fp api.ForkPoint
 	idleSession(t, idle, func(e *runEnv) {
 		var err error
@@ -178,7 +179,7 @@ func TestForkRunsOnTopOfThePoint(t *testing.T) {
 // assistant turns and their tool results, and none of its later work; its
 // revision is the one the run started from.
 func TestForkAtAStep(t *testing.T) {
-	idle, after := sessionOfRuns(t, api.SessionInput{SessionID: "s1", Config: echoConfig}, 2)
+	idle, after := sessionOfRuns(t, sessionInput("s1", echoConfig), 2)
 	var step1, step2 api.ForkPoint
 	var err3 error
 	idleSession(t, idle, func(e *runEnv) {
@@ -225,7 +226,7 @@ func threeStepRuns(runs int) string {
 // is refused.
 func TestForkAtEveryStepBoundary(t *testing.T) {
 	const runs, steps = 3, 3
-	idle, after := sessionOfScriptedRuns(t, threeStepRuns(runs), api.SessionInput{SessionID: "s1", Config: echoConfig}, runs)
+	idle, after := sessionOfScriptedRuns(t, threeStepRuns(runs), sessionInput("s1", echoConfig), runs)
 	points := map[api.Point]api.ForkPoint{}
 	idleSession(t, idle, func(e *runEnv) {
 		for n := 1; n <= runs; n++ {
@@ -270,7 +271,7 @@ func TestForkAtEveryStepBoundary(t *testing.T) {
 // the log whole and dense with session.rewound, and the next run goes on
 // from the point with the next run number.
 func TestRewindThenANewRun(t *testing.T) {
-	idle, after := sessionOfRuns(t, api.SessionInput{SessionID: "s1", Config: echoConfig}, 3)
+	idle, after := sessionOfRuns(t, sessionInput("s1", echoConfig), 3)
 	var res updateResult
 	var hist api.HistoryPage
 	rewound := idleSession(t, idle, func(e *runEnv) {
@@ -320,7 +321,7 @@ func TestRewindThenANewRun(t *testing.T) {
 
 // docs/contract.md §19.2: a rewind to a step keeps the run's work up to it.
 func TestRewindToAStep(t *testing.T) {
-	idle, after := sessionOfRuns(t, api.SessionInput{SessionID: "s1", Config: echoConfig}, 2)
+	idle, after := sessionOfRuns(t, sessionInput("s1", echoConfig), 2)
 	var res updateResult
 	rewound := idleSession(t, idle, func(e *runEnv) {
 		e.update(api.UpdateRewind, "rw", &res, api.RewindRequest{Point: api.Point{Run: 2, Step: 1}})
@@ -346,7 +347,7 @@ func TestForkAndRewindRefusals(t *testing.T) {
 		_, negative = forkPoint(t, e, api.Point{Run: -1})
 		e.update(api.UpdateRewind, "rw", &rw, api.RewindRequest{Point: api.Point{Run: 0}})
 	}, 30*time.Second)
-	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", napConfig))
 	require.Equal(t, keel.CodeRunActive, keelCode(active), "%v", active)
 	require.Equal(t, keel.CodeRunActive, keelCode(missing), "a run after the active one: %v", missing)
 	require.Equal(t, keel.CodeInvalidInput, keelCode(negative), "%v", negative)
@@ -365,7 +366,8 @@ func TestForkAndRewindRefusals(t *testing.T) {
 
 	// A fork whose source is no session ID fails at its start.
 	h := newSessionEnv(t, `{"turns":[{"text":["unused"]}]}`, &memSegments{})
-	h.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "f1",
-		Fork: &api.ForkInput{Origin: api.ForkOrigin{Source: "../s1\n"}}})
+	forged := sessionInput("f1", api.RunConfig{})
+	forged.Fork = &api.ForkInput{Origin: api.ForkOrigin{Source: "../s1\n"}}
+	h.ExecuteWorkflow(api.SessionWorkflowName, forged)
 	require.Equal(t, keel.CodeInvalidInput, keelCode(h.GetWorkflowError()), "%v", h.GetWorkflowError())
 }

@@ -64,7 +64,7 @@ func newSessionEnv(t *testing.T, script string, segs *memSegments) *runEnv {
 }
 
 // send delivers a "send" update and records its answer.
-func (e *runEnv) send(t *testing.T, id string, req api.SendRequest, out *api.SendResult) {
+func (e *runEnv) send(t testing.TB, id string, req api.SendRequest, out *api.SendResult) {
 	e.UpdateWorkflow(api.UpdateSend, id, &testsuite.TestUpdateCallback{
 		OnReject: func(err error) { t.Errorf("send %s rejected: %v", id, err) },
 		OnAccept: func() {},
@@ -76,7 +76,7 @@ func (e *runEnv) send(t *testing.T, id string, req api.SendRequest, out *api.Sen
 }
 
 // continuedAs returns the input the workflow continued as new with.
-func continuedAs(t *testing.T, e *runEnv) api.SessionInput {
+func continuedAs(t testing.TB, e *runEnv) api.SessionInput {
 	t.Helper()
 	require.True(t, e.IsWorkflowCompleted())
 	var can *workflow.ContinueAsNewError
@@ -150,8 +150,10 @@ func TestSessionResumesFromCarry(t *testing.T) {
 	in, _, _ := handOverOnce(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), segs)
 	carried := in.Carry.Seq
 
-	// The second execution runs run 2 and moves on; the third, idle, is
-	// read when the test environment's clock passes the check below.
+	// The second execution runs run 2 and moves on, its events kept in
+	// memory under the default tail limit; the third, idle, is read when
+	// the test environment's clock passes the check below.
+	in.HandOver = api.HandOverLimits{}
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), segs)
 	e.ExecuteWorkflow(api.SessionWorkflowName, in)
 	in = continuedAs(t, e)

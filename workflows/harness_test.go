@@ -4,11 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
@@ -19,6 +24,16 @@ import (
 	"github.com/keelrun/keel/tool"
 	"github.com/keelrun/keel/worker"
 )
+
+// TestMain names the test binary's build for the Temporal test
+// environment, which otherwise hashes the whole binary (over 100 MB with
+// -race) when the first activity is scheduled, inside workflow code: on a
+// loaded machine that passed the SDK's 1 s deadlock detector and failed
+// whichever test ran first (TMPRL1101).
+func TestMain(m *testing.M) {
+	sdkworker.SetBinaryChecksum("keel-workflows-test")
+	os.Exit(m.Run())
+}
 
 // scriptModels resolves every spec to one script.
 type scriptModels struct{ p provider.Provider }
@@ -57,11 +72,14 @@ type runEnv struct {
 	acts *activities.Activities
 }
 
-// newRunEnv returns a test environment running script with the test tools.
+// newRunEnv returns a test environment running script with the test
+// tools, whose worker has a content store for the session's events.
 func newRunEnv(t *testing.T, script string, extra ...tool.Tool) *runEnv {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
-	return newEnvOf(t, &suite, scripted.New(parseScript(t, script)), extra...)
+	e := newEnvOf(t, &suite, scripted.New(parseScript(t, script)), extra...)
+	e.acts.Segments = &memSegments{}
+	return e
 }
 
 // scriptedProvider returns the scripted provider playing script.
@@ -89,29 +107,148 @@ func newEnvOf(t testing.TB, suite *testsuite.WorkflowTestSuite, p provider.Provi
 	return &runEnv{TestWorkflowEnvironment: env, live: mem, acts: acts}
 }
 
-// runInput is a Run workflow input for tests.
-func runInput(prompt string, tools ...string) api.RunInput {
-	return api.RunInput{
-		SessionID: "s1", RunID: keel.RunID("s1", 1), Number: 1, Revision: 0, BaseSeq: 0,
-		Prompt: prompt, Config: api.RunConfig{Model: "scripted:test", Tools: tools},
-	}
+// sessionInput is the input keel's clients start a session with
+// (client/session.go, update-with-start of the send update): the session's
+// defaults. Every test session starts from it.
+func sessionInput(id string, defaults api.RunConfig) api.SessionInput {
+	return api.SessionInput{SessionID: id, Config: defaults}
 }
 
-// execRun runs a Run workflow to its end and returns its result.
-func (e *runEnv) execRun(t *testing.T, in api.RunInput) api.RunResult {
+// sessionSend is a prompt a test sends to a session, with its run config,
+// and what the session holds from its earlier runs.
+type sessionSend struct {
+	Prompt string
+	Config api.RunConfig
+	// Carry is the state an earlier execution handed over (transcript,
+	// revision, sequence, spend, delegations); nil for a new session.
+	Carry *api.SessionCarry
+}
+
+// promptOf is a prompt to the scripted test model offering tools.
+func promptOf(prompt string, tools ...string) sessionSend {
+	return sessionSend{Prompt: prompt, Config: api.RunConfig{Model: "scripted:test", Tools: tools}}
+}
+
+// sessionRun is what one run of a session left: the send's answer, the
+// run's outcome, events and messages, and the state the session handed
+// over after it.
+type sessionRun struct {
+	Sent    api.SendResult
+	Outcome keel.Outcome
+	Events  []keel.Envelope
+	// Messages are the run's own messages, or the whole transcript when
+	// the run replaced it (Replaced: it compacted).
+	Messages []keel.Message
+	Replaced bool
+	Carry    *api.SessionCarry
+}
+
+// execSession runs in as users do: a session started as clients start
+// one, the send update at time 0 (answered once the run started,
+// docs/contract.md §11.1), and the session's own commands from the test's
+// callbacks. It returns the run once the session committed it and
+// continued as new, having checked the run's log (checkLog) and the
+// commit (§3.2, §10.1).
+func (e *runEnv) execSession(t testing.TB, in sessionSend) sessionRun {
 	t.Helper()
-	e.ExecuteWorkflow(api.RunWorkflowName, in)
-	require.True(t, e.IsWorkflowCompleted())
-	require.NoError(t, e.GetWorkflowError())
-	var res api.RunResult
-	require.NoError(t, e.GetWorkflowResult(&res))
-	checkLog(t, in.BaseSeq, res.Events)
-	return res
+	var sent api.SendResult
+	e.RegisterDelayedCallback(func() {
+		e.send(t, "send", api.SendRequest{Prompt: in.Prompt, Config: &in.Config}, &sent)
+	}, 0)
+	start := sessionInput("s1", api.RunConfig{})
+	start.Carry = in.Carry
+	e.ExecuteWorkflow(api.SessionWorkflowName, start)
+	c := continuedAs(t, e).Carry
+
+	var before api.SessionCarry
+	if in.Carry != nil {
+		before = *in.Carry
+	}
+	require.NotEmpty(t, sent.Execution)
+	require.Equal(t, keel.RunID("s1", before.Runs+1), sent.RunID, "the send answered with the run it started")
+	require.Equal(t, before.Runs+1, sent.Number)
+	require.Equal(t, before.Revision, sent.Revision)
+	require.Equal(t, before.Seq, sent.BaseSeq)
+	require.False(t, sent.Queued)
+	require.Equal(t, before.Runs+1, c.Runs)
+	require.NotNil(t, c.Last)
+	require.Equal(t, sent.RunID, c.Last.RunID, "the session committed the run")
+	var evs []keel.Envelope
+	for _, ev := range e.storedEvents(t, c) {
+		if ev.Seq > before.Seq {
+			evs = append(evs, ev)
+		}
+	}
+	checkLog(t, before.Seq, evs)
+	require.Equal(t, c.Last.Seq, evs[len(evs)-1].Seq, "the outcome names the terminal event")
+	require.Equal(t, c.Last.Revision, c.Revision, "the run's revision is the session's")
+	require.Equal(t, before.Usage.Add(c.Last.UsageTotal), c.Usage, "what the run spent counts as the session's")
+	require.Equal(t, stateAfter[c.Last.Status], c.State, "the session's state after a %s run", c.Last.Status)
+
+	run := sessionRun{Sent: sent, Outcome: *c.Last, Events: evs, Carry: c}
+	mark := c.Marks[len(c.Marks)-1]
+	require.Equal(t, before.Runs+1, mark.Run)
+	run.Replaced = mark.Start < 0
+	run.Messages = c.Transcript[max(mark.Start, 0):mark.End]
+	return run
+}
+
+// stateAfter is a session's state once it committed a run that ended so.
+var stateAfter = map[keel.RunStatus]keel.SessionState{keel.StatusCompleted: keel.StateCompleted,
+	keel.StatusFailed: keel.StateFailed, keel.StatusCancelled: keel.StateIdle}
+
+// failure is the error a run failed with; the test stops if it has none.
+func failure(t testing.TB, o keel.Outcome) *keel.Error {
+	t.Helper()
+	require.NotNil(t, o.Error, "the run ended %s, with no error", o.Status)
+	return o.Error
+}
+
+// closeAfterTurns closes release once n model turns have completed: a
+// detachedJob waiting for it finishes while the run goes on, with no
+// wall-clock wait (while an activity runs, the test environment's clock
+// follows the wall clock).
+func (e *runEnv) closeAfterTurns(release chan struct{}, n int) {
+	var turns atomic.Int32
+	e.SetOnActivityCompletedListener(func(info *activity.Info, _ converter.EncodedValue, _ error) {
+		if info.ActivityType.Name == activities.ModelTurnName && turns.Add(1) == int32(n) {
+			close(release)
+		}
+	})
+}
+
+// detachedJob is a detached tool whose call finishes, with output, once
+// release is closed.
+func detachedJob(name, output string, release <-chan struct{}) tool.Tool {
+	type noArgs struct{}
+	return tool.New(name, "Detached; finishes when released.", func(ctx context.Context, _ noArgs) (string, error) {
+		select {
+		case <-release:
+			return output, nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}, tool.Detached())
+}
+
+// storedEvents is the session's log as c hands it over: the segments in
+// the test's content store, then the tail.
+func (e *runEnv) storedEvents(t testing.TB, c *api.SessionCarry) []keel.Envelope {
+	t.Helper()
+	var evs []keel.Envelope
+	for _, seg := range c.Segments {
+		store, ok := e.acts.Segments.(*memSegments)
+		require.True(t, ok, "segments without a test store")
+		store.mu.Lock()
+		evs = append(evs, store.segs[seg.Key]...)
+		store.mu.Unlock()
+	}
+	return append(evs, c.Tail...)
 }
 
 // checkLog asserts the invariants every run's log keeps: dense sequence
 // from base+1, run.started first, exactly one terminal event, last.
-func checkLog(t *testing.T, base int64, evs []keel.Envelope) {
+func checkLog(t testing.TB, base int64, evs []keel.Envelope) {
 	t.Helper()
 	require.NotEmpty(t, evs)
 	for i, ev := range evs {

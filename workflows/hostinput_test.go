@@ -34,7 +34,7 @@ func TestReusedRequestIDIsRejected(t *testing.T) {
 			OnComplete: func(any, error) {},
 		}, api.RespondRequest{RequestID: "c1/q", Answer: json.RawMessage(`"yes"`)})
 	}, time.Minute)
-	res := env.execRun(t, runInput("go", "stubborn"))
+	res := env.execSession(t, promptOf("go", "stubborn"))
 
 	require.Equal(t, 2, asks, "asked, answered, asked again")
 	reqs := find[keel.HostInputRequested](t, res.Events)
@@ -75,7 +75,7 @@ func TestRespondValidation(t *testing.T) {
 		respond("good", "c1/ask_user", `3`, true)
 		respond("again", "c1/ask_user", `4`, false)
 	}, time.Minute)
-	res := env.execRun(t, runInput("go", "ask_user"))
+	res := env.execSession(t, promptOf("go", "ask_user"))
 	require.Len(t, rejections, 3)
 	require.Contains(t, rejections[0], "answer to \"c1/ask_user\"")
 	require.Contains(t, rejections[1], "no host-input request \"c9/ask_user\"")

@@ -56,6 +56,14 @@ func newUpdates(t *testing.T, env *runEnv) *updates {
 	return &updates{t: t, env: env, rejected: map[string]*keel.Error{}, accepted: map[string]any{}}
 }
 
+// refusal is the error update id was refused with; the test stops if it
+// was not refused.
+func (u *updates) refusal(id string) *keel.Error {
+	u.t.Helper()
+	require.Contains(u.t, u.rejected, id, "%s was refused", id)
+	return u.rejected[id]
+}
+
 func (u *updates) send(name, id string, arg any) {
 	u.env.UpdateWorkflow(name, id, &testsuite.TestUpdateCallback{
 		OnReject: func(err error) { u.rejected[id] = keelErrorOf(u.t, err) },
@@ -95,7 +103,7 @@ func TestSendLimits(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&queued))
 	}, 2*time.Second)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig})
+	env.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", napConfig))
 	carried := continuedAs(t, env)
 
 	require.Equal(t, 2, queued.Queued, "the refused prompts were not queued")
@@ -112,7 +120,7 @@ func TestSendLimits(t *testing.T) {
 		require.ErrorIs(t, e, keel.ErrTooLarge)
 		require.ErrorIs(t, e, keel.ErrInvalidInput, "an over-size value is still invalid input")
 	}
-	require.Contains(t, u.rejected["big-prompt"].Message, "prompt is 65 bytes; the limit is 64")
+	require.Contains(t, u.refusal("big-prompt").Message, "prompt is 65 bytes; the limit is 64")
 	require.Len(t, u.rejected, 3)
 
 	for id, n := range map[string]int{"first": 1, "q1": 2, "q2": 3} {
@@ -135,10 +143,10 @@ func TestSendLimitsDefaults(t *testing.T) {
 			Config: &api.RunConfig{System: strings.Repeat("s", api.MaxConfigBytes)}})
 	}, 0)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1"})
+	env.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", api.RunConfig{}))
 	require.Empty(t, u.accepted)
-	require.Equal(t, keel.CodeTooLarge, u.rejected["big"].Code)
-	require.Equal(t, keel.CodeTooLarge, u.rejected["big-config"].Code)
+	require.Equal(t, keel.CodeTooLarge, u.refusal("big").Code)
+	require.Equal(t, keel.CodeTooLarge, u.refusal("big-config").Code)
 }
 
 func TestLimitsDefaults(t *testing.T) {
@@ -168,12 +176,12 @@ func TestSteerLimits(t *testing.T) {
 		u.send(api.UpdateRetractSteering, "r-none", api.RetractRequest{SteeringID: "steer-99"})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() { u.send(api.UpdateSteer, "s4", api.SteerRequest{Text: "four"}) }, 90*time.Second)
-	res := env.execRun(t, runInput("go", "sleep"))
+	res := env.execSession(t, promptOf("go", "sleep"))
 
-	require.Equal(t, keel.CodeTooMany, u.rejected["s3-full"].Code)
-	require.True(t, u.rejected["s3-full"].Retryable)
-	require.Equal(t, keel.CodeTooLarge, u.rejected["s-big"].Code)
-	require.Equal(t, keel.CodeTooLarge, u.rejected["r-big"].Code)
+	require.Equal(t, keel.CodeTooMany, u.refusal("s3-full").Code)
+	require.True(t, u.refusal("s3-full").Retryable)
+	require.Equal(t, keel.CodeTooLarge, u.refusal("s-big").Code)
+	require.Equal(t, keel.CodeTooLarge, u.refusal("r-big").Code)
 	require.Len(t, u.rejected, 3)
 	require.Equal(t, api.RetractResult{Result: api.NotFound}, u.accepted["r-none"])
 	var texts []string
@@ -197,9 +205,9 @@ func TestRespondLimit(t *testing.T) {
 		u.send(api.UpdateRespond, "big", api.RespondRequest{RequestID: "c1/ask_user", Answer: json.RawMessage(`"abcdefgh"`)})
 		u.send(api.UpdateRespond, "ok", api.RespondRequest{RequestID: "c1/ask_user", Answer: json.RawMessage(`"abc"`)})
 	}, time.Minute)
-	res := env.execRun(t, runInput("go", "ask_user"))
-	require.Equal(t, keel.CodeTooLarge, u.rejected["big"].Code)
-	require.Contains(t, u.rejected["big"].Message, "is 10 bytes; the limit is 8")
+	res := env.execSession(t, promptOf("go", "ask_user"))
+	require.Equal(t, keel.CodeTooLarge, u.refusal("big").Code)
+	require.Contains(t, u.refusal("big").Message, "is 10 bytes; the limit is 8")
 	require.Contains(t, u.accepted, "ok")
 	require.Len(t, find[keel.HostInputResolved](t, res.Events), 1)
 	require.Equal(t, "abc", res.Messages[2].Content)
@@ -228,7 +236,7 @@ func TestSignalsApplyFixedLimits(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		u.send(api.UpdateRespond, "ok", api.RespondRequest{RequestID: "c1/ask_user", Answer: json.RawMessage(`"Ann"`)})
 	}, 2*time.Minute)
-	res := env.execRun(t, runInput("go", "ask_user"))
+	res := env.execSession(t, promptOf("go", "ask_user"))
 	require.Len(t, find[keel.SteeringAccepted](t, res.Events), api.MaxStagedSteers)
 	require.Empty(t, u.rejected, "the good answer found the request open")
 	require.Len(t, find[keel.HostInputResolved](t, res.Events), 1)

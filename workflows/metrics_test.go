@@ -82,7 +82,7 @@ func (h captureHandler) Timer(name string) client.MetricsTimer {
 	return timerFunc(func(d time.Duration) { h.c.mu.Lock(); h.c.timings[k] = append(h.c.timings[k], d); h.c.mu.Unlock() })
 }
 
-// The Run workflow records its outcome, its retries, its tool calls and
+// A run records its outcome, its retries, its tool calls and
 // its questions' waits, in workflow time.
 func TestRunRecordsMetrics(t *testing.T) {
 	got, h := newCapture()
@@ -100,7 +100,7 @@ func TestRunRecordsMetrics(t *testing.T) {
 			OnComplete: func(any, error) {},
 		}, api.RespondRequest{RequestID: "q/ask_user", Answer: json.RawMessage(`"blue"`)})
 	}, time.Hour)
-	res := env.execRun(t, runInput("go", "echo", "fail", "ask_user"))
+	res := env.execSession(t, promptOf("go", "echo", "fail", "ask_user"))
 	require.Equal(t, "done", res.Outcome.Text)
 
 	require.Equal(t, int64(1), got.counts[instrument.RunsTotal+"{outcome=completed}"])
@@ -126,7 +126,7 @@ func TestCancelledRunRecordsMetrics(t *testing.T) {
 	  {"tool_calls":[{"id":"q","name":"ask_user","arguments":{"question":"Colour?"}}]},
 	  {"text":["never"]}]}`), tool.AskUser())
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(api.SignalCancel, nil) }, 10*time.Minute)
-	res := env.execRun(t, runInput("go", "ask_user"))
+	res := env.execSession(t, promptOf("go", "ask_user"))
 	require.Equal(t, "cancelled", string(res.Outcome.Status))
 	require.Equal(t, int64(1), got.counts[instrument.RunsTotal+"{outcome=cancelled}"])
 	require.Len(t, got.timings[instrument.HostInputWait+"{outcome=interrupted}"], 1)

@@ -73,7 +73,7 @@ func TestRunWaitsForItsRateLimitWithATimer(t *testing.T) {
 	gate := &longWaitGate{wait: 3 * time.Minute}
 	e := newRateWaitEnv(t, gate)
 	start := e.Now()
-	res := e.execRun(t, runInput("go"))
+	res := e.execSession(t, promptOf("go"))
 	require.Equal(t, keel.StatusCompleted, res.Outcome.Status)
 	require.GreaterOrEqual(t, e.Now().Sub(start), 3*time.Minute, "the run waited on its clock")
 	require.Equal(t, []string{keel.TypeRunStarted, keel.TypeStepStarted, keel.TypeUsageUpdated,
@@ -96,7 +96,7 @@ func TestRunCancelledWhileItsTimerWaitsGivesThePlaceBack(t *testing.T) {
 	gate := &longWaitGate{wait: time.Hour}
 	e := newRateWaitEnv(t, gate)
 	e.RegisterDelayedCallback(func() { e.SignalWorkflow(api.SignalCancel, nil) }, time.Minute)
-	res := e.execRun(t, runInput("go"))
+	res := e.execSession(t, promptOf("go"))
 	require.Equal(t, keel.StatusCancelled, res.Outcome.Status)
 	require.Equal(t, []string{keel.TypeRunStarted, keel.TypeStepStarted, keel.TypeRunCancelled}, types(res.Events))
 	require.Zero(t, res.Outcome.UsageTotal.Requests)

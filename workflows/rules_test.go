@@ -88,8 +88,7 @@ func TestSendRefusesModelsTheWorkerDoesNotOffer(t *testing.T) {
 		send("scripted:ok", func(err error) { t.Errorf("an offered model was refused: %v", err) })
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Hour)
-	env.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1",
-		Config: api.RunConfig{Model: "scripted:/etc/shadow"}})
+	env.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", api.RunConfig{Model: "scripted:/etc/shadow"}))
 
 	require.Len(t, messages, len(hostile))
 	for _, m := range messages {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 )
 
 const twoStepScript = `{"turns":[
@@ -18,7 +19,7 @@ const twoStepScript = `{"turns":[
 
 func TestRunCompletesWithToolCall(t *testing.T) {
 	env := newRunEnv(t, twoStepScript)
-	res := env.execRun(t, runInput("say hi", "echo"))
+	res := env.execSession(t, promptOf("say hi", "echo"))
 
 	want := []string{
 		keel.TypeRunStarted,
@@ -50,9 +51,10 @@ func TestRunCompletesWithToolCall(t *testing.T) {
 // docs/contract.md §2.1: Started is first and carries the starting revision.
 func TestRunStartedFirstWithRevision(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[{"text":["hi"]}]}`)
-	in := runInput("hello")
-	in.Revision, in.BaseSeq, in.Number = 7, 41, 3
-	res := env.execRun(t, in)
+	in := promptOf("hello")
+	// The session committed two runs before: revision 7, its log at 41.
+	in.Carry = &api.SessionCarry{Revision: 7, Seq: 41, Runs: 2}
+	res := env.execSession(t, in)
 	started := find[keel.RunStarted](t, res.Events)
 	require.Len(t, started, 1)
 	require.Equal(t, keel.RunStarted{Number: 3, Revision: 7, Prompt: "hello", Model: "scripted:test"}, started[0])
@@ -64,7 +66,7 @@ func TestRunStartedFirstWithRevision(t *testing.T) {
 // estimate that grows with the conversation.
 func TestStepStartedBeforeEachTurn(t *testing.T) {
 	env := newRunEnv(t, twoStepScript)
-	res := env.execRun(t, runInput("say hi", "echo"))
+	res := env.execSession(t, promptOf("say hi", "echo"))
 	steps := find[keel.StepStarted](t, res.Events)
 	require.Len(t, steps, 2)
 	require.Equal(t, 1, steps[0].Step)
@@ -85,7 +87,7 @@ func TestStepStartedBeforeEachTurn(t *testing.T) {
 // every per-call event carrying the call ID.
 func TestToolLifecycle(t *testing.T) {
 	env := newRunEnv(t, twoStepScript)
-	res := env.execRun(t, runInput("say hi", "echo"))
+	res := env.execSession(t, promptOf("say hi", "echo"))
 	var seen []string
 	for _, ev := range decode(t, res.Events) {
 		switch e := ev.(type) {
@@ -106,7 +108,7 @@ func TestUnavailableTool(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[
 	  {"tool_calls":[{"id":"c1","name":"nope","arguments":{}}]},
 	  {"text":["ok"]}]}`)
-	res := env.execRun(t, runInput("go", "echo"))
+	res := env.execSession(t, promptOf("go", "echo"))
 	require.Empty(t, find[keel.ToolStarted](t, res.Events))
 	fin := find[keel.ToolFinished](t, res.Events)
 	require.Len(t, fin, 1)
@@ -125,7 +127,7 @@ func TestParallelCallsProposedInModelOrder(t *testing.T) {
 	     {"id":"b","name":"echo","arguments":{"text":"B"}},
 	     {"id":"c","name":"fail","arguments":{"text":"C"}}]},
 	  {"text":["ok"]}]}`)
-	res := env.execRun(t, runInput("go", "sleep", "echo", "fail"))
+	res := env.execSession(t, promptOf("go", "sleep", "echo", "fail"))
 	var order []string
 	for _, ev := range decode(t, res.Events) {
 		switch e := ev.(type) {
@@ -161,7 +163,7 @@ func TestToolPanicIsAnErrorResult(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[
 	  {"tool_calls":[{"id":"c1","name":"boom","arguments":{}}]},
 	  {"text":["recovered"]}]}`)
-	res := env.execRun(t, runInput("go", "boom"))
+	res := env.execSession(t, promptOf("go", "boom"))
 	fin := find[keel.ToolFinished](t, res.Events)
 	require.Len(t, fin, 1)
 	require.Equal(t, keel.ToolError, fin[0].Status)
@@ -174,9 +176,9 @@ func TestToolPanicIsAnErrorResult(t *testing.T) {
 func TestMaxSteps(t *testing.T) {
 	turn := `{"tool_calls":[{"id":"c","name":"echo","arguments":{"text":"again"}}]}`
 	env := newRunEnv(t, `{"turns":[`+turn+`,`+turn+`,`+turn+`,`+turn+`]}`)
-	in := runInput("loop", "echo")
+	in := promptOf("loop", "echo")
 	in.Config.MaxSteps = 3
-	res := env.execRun(t, in)
+	res := env.execSession(t, in)
 	require.Equal(t, keel.StatusFailed, res.Outcome.Status)
 	require.ErrorIs(t, res.Outcome.Err(), keel.ErrMaxSteps)
 	require.Len(t, find[keel.StepStarted](t, res.Events), 3)
@@ -190,9 +192,9 @@ func TestMaxSteps(t *testing.T) {
 // the cache: the second turn of a run gets both earlier messages.
 func TestRunSeesSessionTranscript(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[{"text":["one"]},{"text":["two"]}]}`)
-	in := runInput("second prompt")
-	in.Transcript = []keel.Message{keel.UserMessage("first prompt"), {Role: keel.RoleAssistant, Content: "one"}}
-	res := env.execRun(t, in)
+	in := promptOf("second prompt")
+	in.Carry = &api.SessionCarry{Transcript: []keel.Message{keel.UserMessage("first prompt"), {Role: keel.RoleAssistant, Content: "one"}}}
+	res := env.execSession(t, in)
 	// The scripted provider plays the turn numbered by the assistant
 	// messages it sees: "two" proves it saw the session's transcript.
 	require.Equal(t, "two", res.Outcome.Text)

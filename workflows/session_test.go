@@ -16,11 +16,6 @@ import (
 	"github.com/keelrun/keel/api"
 )
 
-// inlineInput starts an inline session (one execution per run).
-func inlineInput() api.SessionInput {
-	return api.SessionInput{SessionID: "s1", Config: napConfig}
-}
-
 // query runs a query and decodes its answer.
 func query[T any](t *testing.T, e *runEnv, name string, args ...any) T {
 	t.Helper()
@@ -59,7 +54,7 @@ func keelCode(err error) keel.Code {
 // execution, its log shows the run's events while it runs, and it
 // continues as new right after the commit with everything the next
 // execution needs; no Run workflow is started.
-func TestInlineRunContinuesAsNew(t *testing.T) {
+func TestSessionRunContinuesAsNew(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"],"usage":{"input_tokens":5,"output_tokens":2}}`), &memSegments{})
 	var sent api.SendResult
 	var during api.SessionStatus
@@ -69,7 +64,7 @@ func TestInlineRunContinuesAsNew(t *testing.T) {
 		during = query[api.SessionStatus](t, e, api.QueryState)
 		live = query[api.EventsPage](t, e, api.QueryEvents, api.EventsQuery{})
 	}, 30*time.Second)
-	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", napConfig))
 
 	require.NotEmpty(t, sent.Execution)
 	sent.Execution = ""
@@ -99,7 +94,7 @@ func TestInlineRunContinuesAsNew(t *testing.T) {
 
 // A prompt queued during the run is carried, and the next execution runs
 // it as run 2, numbered after the carried log, then moves on again.
-func TestInlineQueuedPromptRunsInTheNextExecution(t *testing.T) {
+func TestSessionQueuedPromptRunsInTheNextExecution(t *testing.T) {
 	script := napThen(`{"text":["one"]}`, `{"text":["two"]}`)
 	e := newSessionEnv(t, script, &memSegments{})
 	var first, queued api.SendResult
@@ -107,7 +102,7 @@ func TestInlineQueuedPromptRunsInTheNextExecution(t *testing.T) {
 	e.RegisterDelayedCallback(func() {
 		e.send(t, "queued", api.SendRequest{Prompt: "and then", IfActive: api.IfActiveQueue}, &queued)
 	}, time.Second)
-	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", napConfig))
 	require.Equal(t, api.SendResult{RunID: "s1/run-2", Number: 2, Queued: true}, queued)
 	in := continuedAs(t, e)
 	require.Equal(t, []api.SendRequest{{Prompt: "and then", IfActive: api.IfActiveQueue}}, in.Carry.Queue)
@@ -128,7 +123,7 @@ func TestInlineQueuedPromptRunsInTheNextExecution(t *testing.T) {
 // The run's commands are addressed to the session: steering reaches the
 // active run, an idle session refuses it with keel.NotAccepting, and the
 // cancel signal cancels the run while the session lives on.
-func TestInlineCommandsReachTheRun(t *testing.T) {
+func TestSessionCommandsReachTheRun(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), &memSegments{})
 	var sent api.SendResult
 	var idle, steer, stale, huge updateResult
@@ -152,7 +147,7 @@ func TestInlineCommandsReachTheRun(t *testing.T) {
 		require.Equal(t, []string{steer.value.(api.SteerResult).SteeringID}, st.Run.Staged)
 		e.SignalWorkflow(api.SignalCancel, nil)
 	}, 3*time.Second)
-	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", napConfig))
 
 	require.True(t, idle.done)
 	require.Equal(t, keel.CodeNotAccepting, keelCode(idle.rejected), "idle: %v", idle.rejected)
@@ -169,12 +164,12 @@ func TestInlineCommandsReachTheRun(t *testing.T) {
 
 // The Web UI's Cancel (a Temporal cancellation of the current execution)
 // cancels the run cooperatively; the session continues as new.
-func TestInlineTemporalCancelCancelsTheRunOnly(t *testing.T) {
+func TestSessionTemporalCancelCancelsTheRunOnly(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
 	var sent api.SendResult
 	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &sent) }, 0)
 	e.RegisterDelayedCallback(e.CancelWorkflow, time.Second)
-	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", napConfig))
 	c := continuedAs(t, e).Carry
 	require.Equal(t, keel.StatusCancelled, c.Last.Status)
 	checkLog(t, 0, c.Tail)
@@ -183,7 +178,7 @@ func TestInlineTemporalCancelCancelsTheRunOnly(t *testing.T) {
 // The outcome update answers a run's outcome once it is committed; for a
 // queued run, which a later execution runs, it says to ask again; for a
 // run the session never accepted, it is refused before history.
-func TestInlineOutcome(t *testing.T) {
+func TestSessionOutcome(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
 	var first, queued api.SendResult
 	var own, later, unknown, nowait updateResult
@@ -195,7 +190,7 @@ func TestInlineOutcome(t *testing.T) {
 		e.update(api.UpdateOutcome, "unknown", &unknown, api.OutcomeRequest{Run: 3})
 		e.update(api.UpdateOutcome, "nowait", &nowait, api.OutcomeRequest{Run: 1, NoWait: true})
 	}, time.Second)
-	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", napConfig))
 	continuedAs(t, e)
 
 	require.NoError(t, own.rejected)
@@ -215,7 +210,7 @@ func TestInlineOutcome(t *testing.T) {
 // A final text longer than api.MaxOutcomeText comes cut from the outcome
 // update, flagged, with the sequence of the terminal event that holds it
 // whole; the carried outcome keeps it whole.
-func TestInlineOutcomeCutsALongText(t *testing.T) {
+func TestSessionOutcomeCutsALongText(t *testing.T) {
 	long := strings.Repeat("é", api.MaxOutcomeText) // two bytes a character
 	e := newSessionEnv(t, napThen(`{"text":["`+long+`"]}`), &memSegments{})
 	var first api.SendResult
@@ -224,7 +219,7 @@ func TestInlineOutcomeCutsALongText(t *testing.T) {
 		e.send(t, "first", api.SendRequest{Prompt: "hello"}, &first)
 		e.update(api.UpdateOutcome, "own", &own, api.OutcomeRequest{Run: 1})
 	}, 0)
-	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", napConfig))
 	c := continuedAs(t, e).Carry
 
 	require.NoError(t, own.err)
@@ -246,7 +241,7 @@ func TestInlineOutcomeCutsALongText(t *testing.T) {
 // limit is full would leave no room for sends and commands. The session
 // lets api.MaxOutcomeWaiters wait and refuses the next with keel.TooMany;
 // one that does not wait, or waits for a run that has ended, still passes.
-func TestInlineOutcomeWaitersAreBounded(t *testing.T) {
+func TestSessionOutcomeWaitersAreBounded(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
 	var first api.SendResult
 	waiting := make([]updateResult, api.MaxOutcomeWaiters)
@@ -259,7 +254,7 @@ func TestInlineOutcomeWaitersAreBounded(t *testing.T) {
 		e.update(api.UpdateOutcome, "over", &over, api.OutcomeRequest{Run: 1})
 		e.update(api.UpdateSteer, "steer", &steer, api.SteerRequest{Text: "still heard"})
 	}, time.Second)
-	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", napConfig))
 	continuedAs(t, e)
 
 	for i, w := range waiting {
@@ -274,12 +269,12 @@ func TestInlineOutcomeWaitersAreBounded(t *testing.T) {
 // The move signal makes an idle execution continue as new at once with
 // what it holds (keel upgrade); during a run it changes nothing, and the
 // execution moves on after the run as always.
-func TestInlineMoveSignal(t *testing.T) {
+func TestSessionMoveSignal(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
 	var sent api.SendResult
 	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &sent) }, 0)
 	e.RegisterDelayedCallback(func() { e.SignalWorkflow(api.SignalMove, nil) }, time.Second)
-	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", napConfig))
 	in := continuedAs(t, e)
 	require.Equal(t, 1, in.Carry.Runs, "the run finished first")
 	require.Equal(t, keel.StatusCompleted, in.Carry.Last.Status)
@@ -301,13 +296,13 @@ func TestOutcomeOfEarlierRuns(t *testing.T) {
 	e := newSessionEnv(t, napThen(`{"text":["one"]}`), &memSegments{})
 	var first api.SendResult
 	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &first) }, 0)
-	e.ExecuteWorkflow(api.SessionWorkflowName, inlineInput())
+	e.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", napConfig))
 	in := continuedAs(t, e)
 	require.Len(t, in.Carry.Outcomes, 1)
 	require.Equal(t, "one", in.Carry.Outcomes[0].Text)
 
 	// The session as it would be after 70 runs: it remembers the last 64.
-	c := in.Carry
+	c := *in.Carry
 	c.Runs = 70
 	c.Outcomes = nil
 	for n := 1; n <= c.Runs; n++ {
