@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/keelrun/keel"
@@ -19,21 +20,24 @@ func TestTranscriptCacheKeepsOneEntryASession(t *testing.T) {
 		}
 		return out
 	}
+	// A run is one execution of its session's workflow: the run ID of
+	// the execution names it.
+	exec := func(n int) string { return fmt.Sprint("exec-", n) }
 	for n := 1; n <= 20; n++ {
-		ref := TranscriptRef{WorkflowID: keel.RunID("s1", n), RunID: "r", Len: n}
+		ref := TranscriptRef{WorkflowID: "s1", RunID: exec(n), Len: n}
 		c.put(ref, msgs(n))
 	}
-	c.put(TranscriptRef{WorkflowID: keel.RunID("s2", 1), RunID: "r", Len: 1}, msgs(1))
+	c.put(TranscriptRef{WorkflowID: "s2", RunID: exec(1), Len: 1}, msgs(1))
 	if got := c.entries.Len(); got != 2 {
 		t.Fatalf("cache holds %d entries for 2 sessions", got)
 	}
-	if _, ok := c.get(TranscriptRef{WorkflowID: keel.RunID("s1", 20), RunID: "r", Len: 21}, msgs(21)[20:]); !ok {
+	if _, ok := c.get(TranscriptRef{WorkflowID: "s1", RunID: exec(20), Len: 21}, msgs(21)[20:]); !ok {
 		t.Error("the latest run's transcript plus its tail missed")
 	}
-	if _, ok := c.get(TranscriptRef{WorkflowID: keel.RunID("s1", 19), RunID: "r", Len: 19}, nil); ok {
+	if _, ok := c.get(TranscriptRef{WorkflowID: "s1", RunID: exec(19), Len: 19}, nil); ok {
 		t.Error("an earlier run of the session was served from the latest run's entry")
 	}
-	if _, ok := c.get(TranscriptRef{WorkflowID: keel.RunID("s1", 20), RunID: "r", Len: 5, Generation: 1}, nil); ok {
+	if _, ok := c.get(TranscriptRef{WorkflowID: "s1", RunID: exec(20), Len: 5, Generation: 1}, nil); ok {
 		t.Error("a later compaction generation was served from the older one")
 	}
 }
