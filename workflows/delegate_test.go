@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -434,7 +435,10 @@ type takeOut struct {
 
 func (o *takeOut) ExecuteChildWorkflow(ctx workflow.Context, name string, args ...any) workflow.ChildWorkflowFuture {
 	if name == api.SessionWorkflowName {
-		o.Next.ExecuteChildWorkflow(ctx, "squatter")
+		// Not the parent's to cancel as it closes: it is someone else's.
+		opts := workflow.GetChildWorkflowOptions(ctx)
+		opts.ParentClosePolicy = enumspb.PARENT_CLOSE_POLICY_ABANDON
+		o.Next.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), "squatter")
 	}
 	return o.Next.ExecuteChildWorkflow(ctx, name, args...)
 }
