@@ -95,7 +95,7 @@ func (s *Session) sendAs(ctx context.Context, updateID, prompt string, opts []Se
 		// session under a child's ID, existing or not (docs/contract.md
 		// §21.3); the answer is the one a child gives.
 		return nil, keel.Errorf(keel.CodeNotAccepting,
-			"session %s is a child session's: only its parent's delegation starts it, and it takes no prompts", s.id)
+			"%s is a child session's ID: only a parent's delegation starts a session so named, and a child takes no prompts", s.id)
 	}
 	req := api.SendRequest{Prompt: prompt}
 	for _, o := range opts {
