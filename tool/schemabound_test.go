@@ -84,7 +84,7 @@ var worstCases = []struct {
 		return descendingSchema, string(nestedArray(n, "1"))
 	}},
 	{"in-place expansion", func(n int) (string, string) {
-		return string(expandingSchema(7)), `[` + strings.TrimSuffix(strings.Repeat(`1,`, n), ",") + `]`
+		return `{"$defs":{` + expandingDefs(7) + `},"items":{"$ref":"#/$defs/l7"}}`, `[` + strings.TrimSuffix(strings.Repeat(`1,`, n), ",") + `]`
 	}},
 	{"deep failing recursion", func(n int) (string, string) {
 		return `{"type":"array","items":{"$ref":"#"},"minItems":2}`, string(nestedArray(n, ""))
@@ -150,6 +150,9 @@ func largestWithinBudget(t testing.TB, build func(int) (string, string)) (int, i
 	for {
 		if _, ok := fits(hi); !ok {
 			break
+		}
+		if hi > 1<<20 {
+			t.Fatalf("still within the budget at n=%d", hi)
 		}
 		lo, hi = hi, hi*2
 	}
