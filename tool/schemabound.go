@@ -12,7 +12,7 @@ import (
 )
 
 // Limits on what checking a value against a JSON Schema may cost
-// (docs/contract.md §21.1). The Run workflow validates answers in workflow
+// (docs/contract.md §21.1). A run validates answers in its own workflow
 // code, where work must be bounded and deterministic, and schemas come
 // from callers, models and MCP servers: a 1.4 KB schema whose $defs each
 // reference the one below twice made one check evaluate 2^20 subschemas.
@@ -98,9 +98,7 @@ type refGroup struct {
 func bound(root *jsonschema.Schema) (*schemaBound, error) {
 	b := &schemaBound{index: map[*jsonschema.Schema]int32{}}
 	b.collect(root)
-	if err := b.link(root); err != nil {
-		return nil, err
-	}
+	b.link(root)
 	for i := range b.nodes {
 		if err := b.expand(int32(i)); err != nil {
 			return nil, err
@@ -171,7 +169,7 @@ func (b *schemaBound) collect(root *jsonschema.Schema) {
 }
 
 // link records each node's in-place children and dynamic references.
-func (b *schemaBound) link(root *jsonschema.Schema) error {
+func (b *schemaBound) link(root *jsonschema.Schema) {
 	byAnchor := map[string]int32{}
 	recursive := int32(-1)
 	group := func(key string, members func(*jsonschema.Schema) bool) int32 {
@@ -227,7 +225,6 @@ func (b *schemaBound) link(root *jsonschema.Schema) error {
 			n.dynamic = append(n.dynamic, e)
 		}
 	}
-	return nil
 }
 
 // expand computes a node's in-place expansion and chain, refusing a cycle.

@@ -19,8 +19,9 @@ const (
 	workUneval     = 500  // per property or item copied to track what was evaluated
 	workMatch      = 600  // per match of a pattern
 	workPatternOp  = 1    // per byte matched per instruction of a pattern
-	workByte       = 2    // per byte of a string compared, counted or quoted
-	workFormatByte = 60   // per byte of a string checked against a format
+	workByte       = 1    // per byte of a string compared or counted
+	workQuoteByte  = 20   // per byte of a string quoted in a problem
+	workFormatByte = 60   // per byte of a string checked against a format, and quoted
 	workNumber     = 800  // an exact rational of a short number
 )
 
@@ -321,12 +322,13 @@ func (w *costWalk) own(n *boundNode, at int32) int64 {
 		}
 	case string:
 		l := int64(len(v)) + 1
-		work += workByte * l * (1 + n.wanted)
+		work += workByte * l * n.wanted // compared with each wanted value
 		if s.MinLength != nil || s.MaxLength != nil {
-			work += workByte * l
+			work += workByte * l // its runes counted
 		}
 		if s.Pattern != nil {
-			work += workMatch + workPatternOp*patternSize(s.Pattern)*l
+			// Matched, and quoted in the problem if it does not match.
+			work += workMatch + (workPatternOp*patternSize(s.Pattern)+workQuoteByte)*l
 		}
 		if s.Format != nil {
 			work += workFormatByte * l
