@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -72,8 +73,8 @@ func ValidateJSON(schema, value json.RawMessage) error {
 // CheckSchema reports whether schema is a JSON Schema that ValidateJSON can
 // use. Check schemas where they enter (a tool's spec, an ask_user request)
 // so that later validation fails only on values. A schema over the limits
-// MaxInPlaceSubschemas, MaxPatternSize, MaxSchemaPatternSize or
-// MaxSchemaNumberDigits is refused with an error wrapping
+// MaxSchemaDepth, MaxInPlaceSubschemas, MaxPatternSize,
+// MaxSchemaPatternSize or MaxSchemaNumberDigits is refused with an error wrapping
 // ErrSchemaTooCostly.
 func CheckSchema(schema json.RawMessage) error {
 	_, err := compiled(schema)
@@ -135,8 +136,10 @@ func compile(schema json.RawMessage) (*jsonschema.Schema, *schemaBound, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: not valid JSON: %v", ErrInvalidSchema, err)
 	}
-	// Numbers first: compiling reads them as exact rationals.
-	if err := checkNumbers(doc); err != nil {
+	// Before compiling: checking the schema against its metaschema costs
+	// the square of its depth or more, and reads numbers as exact
+	// rationals.
+	if err := checkDocument(doc, 1); err != nil {
 		return nil, nil, err
 	}
 	patterns := &patternEngine{}
@@ -171,23 +174,29 @@ func compile(schema json.RawMessage) (*jsonschema.Schema, *schemaBound, error) {
 	return sch, b, nil
 }
 
-// checkNumbers refuses a schema holding a number over
-// MaxSchemaNumberDigits, wherever it is.
-func checkNumbers(doc any) error {
+// checkDocument refuses a schema nested deeper than MaxSchemaDepth or
+// holding a number over MaxSchemaNumberDigits, wherever it is.
+func checkDocument(doc any, depth int) error {
+	switch doc.(type) {
+	case map[string]any, []any:
+		if depth > MaxSchemaDepth {
+			return fmt.Errorf("%w: it nests deeper than %d levels (tool.MaxSchemaDepth)", ErrSchemaTooCostly, MaxSchemaDepth)
+		}
+	}
 	switch v := doc.(type) {
 	case json.Number:
 		if numberScale(string(v)) > MaxSchemaNumberDigits {
 			return fmt.Errorf("%w: a number has more than %d digits with its exponent (tool.MaxSchemaNumberDigits)", ErrSchemaTooCostly, MaxSchemaNumberDigits)
 		}
 	case map[string]any:
-		for _, c := range v {
-			if err := checkNumbers(c); err != nil {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			if err := checkDocument(v[k], depth+1); err != nil {
 				return err
 			}
 		}
 	case []any:
 		for _, c := range v {
-			if err := checkNumbers(c); err != nil {
+			if err := checkDocument(c, depth+1); err != nil {
 				return err
 			}
 		}

@@ -20,6 +20,11 @@ import (
 // evaluates at one place of a value is bounded, and before each check
 // ValidateJSON bounds the whole check's work over the given value.
 const (
+	// MaxSchemaDepth bounds the nesting of a schema's objects and arrays:
+	// checking a schema against its metaschema costs more than the square
+	// of its depth (an invalid schema 1,000 deep took seconds and
+	// gigabytes).
+	MaxSchemaDepth = 64
 	// MaxInPlaceSubschemas bounds the subschemas a schema evaluates at one
 	// place of a value through $ref, allOf, anyOf, oneOf, not,
 	// if/then/else, dependentSchemas and dynamic references, each counted

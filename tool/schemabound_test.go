@@ -215,6 +215,8 @@ func TestSchemaLimits(t *testing.T) {
 		refused bool
 		want    string // substring of the refusal
 	}{
+		{"nesting at the limit", repeat(`{"items":`, 63) + `{}` + repeat(`}`, 63), false, ""},
+		{"nesting past the limit", repeat(`{"items":`, 64) + `{}` + repeat(`}`, 64), true, "tool.MaxSchemaDepth"},
 		{"expansion at the limit", string(expandingSchema(7)), false, ""},
 		{"expansion past the limit", string(expandingSchema(8)), true, "more than 1000 subschemas at one place"},
 		{"expansion under a property", `{"$defs":{` + expandingDefs(8) + `},"properties":{"a":{"$ref":"#/$defs/l8"}}}`, true, "the subschema at #/"},
