@@ -22,7 +22,7 @@ const (
 // makes ValidateJSON report it invalid. Its seeds (testdata/fuzz) hold the
 // costly shapes known: issue 34's schema, nesting that multiplies, huge
 // numbers, patterns and regular expressions, uniqueItems, unevaluated
-// properties, dynamic references.
+// properties, dynamic references, a deeply nested invalid schema.
 func FuzzValidateJSON(f *testing.F) {
 	f.Add(personSchema, `{"name":"Ada","age":36,"tags":["x"],"address":{"city":"London"}}`)
 	f.Fuzz(func(t *testing.T, schema, value string) {
