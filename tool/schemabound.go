@@ -48,7 +48,7 @@ const (
 	// units of about a nanosecond of the validator's work, as estimated
 	// before the check (tool/schemacost.go). A value whose check could cost
 	// more is refused unchecked.
-	MaxValidationWork = 10_000_000
+	MaxValidationWork = 100_000_000
 )
 
 // ErrSchemaTooCostly reports a schema refused because checking a value

@@ -149,7 +149,7 @@ func TestHostileOutputSchemasAreRefusedAtSend(t *testing.T) {
 	require.Zero(t, hits.Load(), "no reference was fetched")
 }
 
-// expandingSchema is issue 34's attack: each level of $defs an anyOf of
+// expandingSchema is the attack of an expanding $defs: each level of $defs an anyOf of
 // two references to the level below, so that checking one value at one
 // place evaluates 2^depth subschemas.
 func expandingSchema(depth int) string {
