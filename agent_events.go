@@ -27,7 +27,9 @@ type AgentStarted struct {
 
 // AgentFinished says a child session's run was committed: how it ended,
 // and its usage (all its requests, abandoned ones included), which the
-// parent's run counts as its own.
+// parent's run counts as its own. SessionID is empty when the parent
+// could not start the child (its ID taken): whatever holds the ID that
+// AgentStarted named is not the parent's child.
 type AgentFinished struct {
 	ToolCallID string    `json:"tool_call_id"`
 	Agent      string    `json:"agent"`

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/keelrun/keel"
 )
@@ -164,17 +165,50 @@ const SignalChildRequests = "child_requests"
 // ChildPath is the path of a parent's n-th delegation to agent.
 func ChildPath(agent string, n int) string { return fmt.Sprintf("%s-%d", agent, n) }
 
-// ChildSessionID is the session ID of the child at path of session parent:
-// "<parent>--<path>", within keel.MaxIDLength. A parent whose ID leaves no
-// room is shortened to its first characters and a hash of the whole, so
-// two parents never share a child ID.
-func ChildSessionID(parent, path string) string {
-	id := parent + "--" + path
-	if len(id) <= keel.MaxIDLength {
-		return id
+// ChildNonceBytes is how many random bytes, as hex, end a child session's
+// ID: the parent draws them as it delegates, so no one can know the ID,
+// and take it, before the parent starts the child (docs/contract.md §21.3).
+const ChildNonceBytes = 8
+
+// ChildSessionID is the session ID of the child at path of session parent,
+// ending in nonce (hex of ChildNonceBytes random bytes):
+// "<parent>--<path>-<nonce>", within keel.MaxIDLength. A parent whose ID
+// leaves no room is shortened to its first characters and a hash of the
+// whole, so two parents never share a child ID.
+func ChildSessionID(parent, path, nonce string) string {
+	tail := "--" + path + "-" + nonce
+	if len(parent)+len(tail) <= keel.MaxIDLength {
+		return parent + tail
 	}
 	sum := sha256.Sum256([]byte(parent))
 	short := hex.EncodeToString(sum[:8])
-	keep := keel.MaxIDLength - len(path) - 2 - len(short) - 1
-	return parent[:keep] + "-" + short + "--" + path
+	keep := keel.MaxIDLength - len(tail) - len(short) - 1
+	return parent[:keep] + "-" + short + tail
+}
+
+// IsChildSessionID reports whether id has the form of ChildSessionID's
+// IDs. Only a parent's delegation starts a session so named: clients
+// refuse to send to one, fork into one or schedule for one, so that a
+// caller who may create sessions under a parent's prefix cannot pass one
+// off as a child (docs/contract.md §21.3).
+func IsChildSessionID(id string) bool {
+	rest, nonce, ok := cutLast(id)
+	if !ok || len(nonce) != 2*ChildNonceBytes || strings.Trim(nonce, "0123456789abcdef") != "" {
+		return false
+	}
+	rest, n, ok := cutLast(rest)
+	if !ok || n == "" || strings.Trim(n, "0123456789") != "" {
+		return false
+	}
+	// rest is "<parent>--<agent>": a "--" with something on each side.
+	return len(rest) > 3 && strings.Contains(rest[1:len(rest)-1], "--")
+}
+
+// cutLast cuts s around its last '-'.
+func cutLast(s string) (before, after string, ok bool) {
+	i := strings.LastIndexByte(s, '-')
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+1:], true
 }

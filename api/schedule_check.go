@@ -55,6 +55,9 @@ func (s Schedule) Validate(lim Limits) error {
 			return keel.Errorf(keel.CodeInvalidInput, "a schedule sends to one session or to a new one each time: not both")
 		}
 	}
+	if IsChildSessionID(s.Target()) {
+		return keel.Errorf(keel.CodeInvalidInput, "session: %s is a child session's ID, which takes no prompts", s.Target())
+	}
 	switch s.Overlap {
 	case "", OverlapSkip, OverlapQueue, OverlapSteer:
 	default:

@@ -59,6 +59,10 @@ func TestScheduleValidate(t *testing.T) {
 		"a backslash tool":    {change(func(s *api.Schedule) { s.Config = &api.RunConfig{Tools: []string{`..\x`}} }), keel.CodeInvalidInput},
 		"a negative max_steps": {change(func(s *api.Schedule) { s.Config = &api.RunConfig{MaxSteps: -1} }),
 			keel.CodeInvalidInput},
+		"a child's session": {change(func(s *api.Schedule) { s.Session = "p--researcher-1-0123456789abcdef" }),
+			keel.CodeInvalidInput},
+		"an ID of a child's form": {change(func(s *api.Schedule) { s.ID = "p--researcher-1-0123456789abcdef" }),
+			keel.CodeInvalidInput},
 	} {
 		lim := api.Limits{}
 		if strings.Contains(name, "worker's limit") {

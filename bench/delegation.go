@@ -52,13 +52,18 @@ const (
 	  {"text":["done"]}]}`
 )
 
-// streamingChildScript streams n deltas, one every gap.
+// streamingChildScript streams n deltas, one every gap, after a first
+// turn that pauses: the child's ID is drawn by its parent
+// (api.ChildSessionID), so its subscriber learns it from the parent's
+// agent.started, as any reader does, and subscribes in that pause.
 func streamingChildScript(n int, gap time.Duration) string {
 	chunks := make([]string, n)
 	for i := range chunks {
 		chunks[i] = fmt.Sprintf("%q", fmt.Sprintf("d%d ", i))
 	}
-	return fmt.Sprintf(`{"repeat":true,"chunk_delay":%q,"turns":[{"text":[%s]}]}`, gap.String(), strings.Join(chunks, ","))
+	return fmt.Sprintf(`{"repeat":true,"chunk_delay":%q,"turns":[
+	  {"chunk_delay":"300ms","tool_calls":[{"id":"w","name":"missing","arguments":{}}]},
+	  {"text":[%s]}]}`, gap.String(), strings.Join(chunks, ","))
 }
 
 // DelegationOptions configures MeasureDelegation.
@@ -250,21 +255,11 @@ func settle(ctx context.Context, counters *ServerCounters) error {
 	return nil
 }
 
-// relayedDeltas runs relay in session, following the parent's and the
-// child's live streams from before the child starts, and returns each
-// delta's latency at both: from its seal (keel.Envelope.At, the worker's
-// clock, this process's) to its arrival.
+// relayedDeltas runs relay in session, following the parent's live
+// stream from before the run and the child's from its start, and returns
+// each delta's latency at both: from its seal (keel.Envelope.At, the
+// worker's clock, this process's) to its arrival.
 func relayedDeltas(ctx context.Context, kc *client.Client, ch live.Channel, session string, n int) (toParent, toChild Latencies, err error) {
-	child := api.ChildSessionID(session, api.ChildPath("streamer", 1))
-	subs := map[string]live.Subscription{}
-	for _, id := range []string{session, child} {
-		s, err := ch.Subscribe(ctx, id, live.SubscribeOptions{Buffer: 4 * n})
-		if err != nil {
-			return nil, nil, err
-		}
-		defer s.Close()
-		subs[id] = s
-	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	errs := make([]error, 2)
@@ -291,14 +286,56 @@ func relayedDeltas(ctx context.Context, kc *client.Client, ch live.Channel, sess
 			mu.Unlock()
 		}
 	}
-	wg.Add(2)
-	go collect(0, subs[session], true, &toParent)
-	go collect(1, subs[child], false, &toChild)
-	if _, err := timedRun(ctx, kc, session, "relay"); err != nil {
+	follow := func(id string, relayed bool, into *Latencies, i int) (func() error, error) {
+		s, err := ch.Subscribe(ctx, id, live.SubscribeOptions{Buffer: 4 * n})
+		if err != nil {
+			return nil, err
+		}
+		wg.Add(1)
+		go collect(i, s, relayed, into)
+		return s.Close, nil
+	}
+	stop, err := follow(session, true, &toParent, 0)
+	if err != nil {
 		return nil, nil, err
+	}
+	defer stop()
+	run, err := kc.Session(session).Send(ctx, "go", client.WithConfig(api.RunConfig{Agent: "relay"}))
+	if err != nil {
+		return nil, nil, err
+	}
+	child, err := firstChild(ctx, kc, session)
+	if err != nil {
+		return nil, nil, err
+	}
+	stopChild, err := follow(child, false, &toChild, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer stopChild()
+	if out, err := run.Outcome(ctx); err != nil || out.Text != "done" {
+		return nil, nil, fmt.Errorf("run as relay: %q, %v", out.Text, err)
 	}
 	wg.Wait()
 	return toParent, toChild, errors.Join(errs...)
+}
+
+// firstChild reads the ID of the session's first child from its log.
+func firstChild(ctx context.Context, kc *client.Client, session string) (string, error) {
+	for ev, err := range kc.Session(session).EventsFrom(ctx, 0) {
+		if err != nil {
+			return "", err
+		}
+		if ev.Type != keel.TypeAgentStarted {
+			continue
+		}
+		e, err := ev.Event()
+		if err != nil {
+			return "", err
+		}
+		return e.(keel.AgentStarted).SessionID, nil
+	}
+	return "", fmt.Errorf("bench: %s started no child", session)
 }
 
 // Print writes the report as a table with the ratios against inline.

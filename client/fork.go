@@ -29,13 +29,19 @@ import (
 // the session does not have, or no longer has in its history, with
 // keel.ErrNotFound. Forking again into the same ID at the same point
 // answers the fork made before (a crash or a retry never makes two);
-// into an ID taken by anything else fails with keel.ErrInvalidInput.
+// into an ID taken by anything else, or of a child session's form
+// (api.IsChildSessionID, docs/contract.md §21.3), fails with
+// keel.ErrInvalidInput.
 func (s *Session) Fork(ctx context.Context, p api.Point, into string) (*Session, api.ForkOrigin, error) {
 	if into == "" {
 		into = s.c.NewSession().id
 	}
 	if err := keel.ValidateSessionID(into); err != nil {
 		return nil, api.ForkOrigin{}, err
+	}
+	if api.IsChildSessionID(into) {
+		return nil, api.ForkOrigin{}, keel.Errorf(keel.CodeInvalidInput,
+			"%s is a child session's ID: only a parent's delegation starts a session so named", into)
 	}
 	if into == s.id {
 		return nil, api.ForkOrigin{}, keel.Errorf(keel.CodeInvalidInput, "a fork needs an ID of its own, not its source's (%s)", s.id)

@@ -61,7 +61,8 @@ const ifActiveSteer api.IfActive = "steer"
 
 // Send submits a prompt and returns its run once the run has started (or,
 // with Queue, once it is queued). The first Send creates the session.
-// While a run is active Send fails with keel.ErrRunActive.
+// While a run is active Send fails with keel.ErrRunActive; to an ID of a
+// child session's form (api.IsChildSessionID), with keel.ErrNotAccepting.
 func (s *Session) Send(ctx context.Context, prompt string, opts ...SendOption) (*Run, error) {
 	return s.sendAs(ctx, newID(), prompt, opts)
 }
@@ -88,6 +89,13 @@ const MaxSendIDBytes = api.MaxOnceBytes
 func (s *Session) sendAs(ctx context.Context, updateID, prompt string, opts []SendOption) (*Run, error) {
 	if err := keel.ValidateSessionID(s.id); err != nil {
 		return nil, err
+	}
+	if api.IsChildSessionID(s.id) {
+		// Refused before Temporal is asked, so that a send never starts a
+		// session under a child's ID, existing or not (docs/contract.md
+		// §21.3); the answer is the one a child gives.
+		return nil, keel.Errorf(keel.CodeNotAccepting,
+			"%s is a child session's ID: only a parent's delegation starts a session so named, and a child takes no prompts", s.id)
 	}
 	req := api.SendRequest{Prompt: prompt}
 	for _, o := range opts {

@@ -73,5 +73,18 @@ func TestRecordDelegationHistory(t *testing.T) {
 	dir := filepath.Join("..", "workflows", "testdata")
 	writeHistoryOf(t, ctx, c.Temporal(), sess.ID(), desc.GetWorkflowExecutionInfo().GetFirstRunId(),
 		filepath.Join(dir, "session_delegation_parent.json"))
-	writeHistoryOf(t, ctx, c.Temporal(), "replay-delegation--researcher-1", "", filepath.Join(dir, "session_delegation_child.json"))
+	writeHistoryOf(t, ctx, c.Temporal(), childAt(t, reqs, "researcher-1"), "", filepath.Join(dir, "session_delegation_child.json"))
+}
+
+// childAt returns the session of the child at path, as the parent's
+// requests name it: its ID ends in what the parent drew.
+func childAt(t *testing.T, reqs []api.HostRequest, path string) string {
+	t.Helper()
+	for _, q := range reqs {
+		if q.Path == path {
+			return q.SessionID
+		}
+	}
+	t.Fatalf("no request of %s among %+v", path, reqs)
+	return ""
 }

@@ -40,14 +40,17 @@ func TestGatewayRunsAnAgent(t *testing.T) {
 	evs = append(evs, st.until(t, keel.TypeRunCompleted)...)
 	var relayed strings.Builder
 	var started, finished bool
+	var child string
 	for _, ev := range evs {
 		env := ev.envelope(t)
 		switch env.Type {
 		case keel.TypeAgentStarted:
 			started = true
-			if !strings.Contains(ev.data, `"session_id":"gw-agent--researcher-1"`) {
+			var e keel.AgentStarted
+			if err := json.Unmarshal(env.Data, &e); err != nil || !strings.HasPrefix(e.SessionID, "gw-agent--researcher-1-") {
 				t.Errorf("agent.started %s", ev.data)
 			}
+			child = e.SessionID
 		case keel.TypeAgentFinished:
 			finished = true
 		case keel.TypeTextDelta:
@@ -67,7 +70,7 @@ func TestGatewayRunsAnAgent(t *testing.T) {
 		t.Errorf("relayed text %q", relayed.String())
 	}
 	// The child's own log is whole, and its state says whose child it is.
-	r := s.call(t, http.MethodGet, "/v1/sessions/gw-agent--researcher-1", nil).must(t, http.StatusOK)
+	r := s.call(t, http.MethodGet, "/v1/sessions/"+child, nil).must(t, http.StatusOK)
 	var state struct {
 		State     string          `json:"state"`
 		Delegated json.RawMessage `json:"delegated"`
@@ -75,7 +78,7 @@ func TestGatewayRunsAnAgent(t *testing.T) {
 	if err := json.Unmarshal(r.raw, &state); err != nil || state.State != "completed" || !strings.Contains(string(state.Delegated), `"parent":"gw-agent"`) {
 		t.Errorf("child state %s (%v)", r.raw, err)
 	}
-	page := s.call(t, http.MethodGet, "/v1/sessions/gw-agent--researcher-1/events", nil).must(t, http.StatusOK)
+	page := s.call(t, http.MethodGet, "/v1/sessions/"+child+"/events", nil).must(t, http.StatusOK)
 	if !strings.Contains(string(page.raw), `"run.completed"`) || !strings.Contains(string(page.raw), "Hello from the child.") {
 		t.Errorf("child log %s", page.raw)
 	}
@@ -113,7 +116,7 @@ func TestWebPageShowsNestedAgentCard(t *testing.T) {
 	if status := eval[string](b, card+`.dataset.status`); status != "completed" {
 		t.Fatalf("card status %q", status)
 	}
-	if link := eval[string](b, card+`.querySelector(".session-link").textContent`); link != "web-agent--researcher-1" {
+	if link := eval[string](b, card+`.querySelector(".session-link").textContent`); link != firstChild(t, "web-agent") {
 		t.Fatalf("card links %q", link)
 	}
 	b.screenshot("nested-agent")
@@ -147,7 +150,7 @@ func TestAGUIRunsAnAgentWithNestedMessages(t *testing.T) {
 			break
 		}
 	}
-	if meta["path"] != "researcher-1" || meta["session_id"] != "agui-agent--researcher-1" || meta["tool_call_id"] != "d1" {
+	if meta["path"] != "researcher-1" || meta["session_id"] != firstChild(t, "agui-agent") || meta["tool_call_id"] != "d1" {
 		t.Fatalf("nested message metadata %v", meta)
 	}
 	if last := evs[len(evs)-1]; last.str("type") != "RUN_FINISHED" {

@@ -20,8 +20,8 @@ import (
 // conversation begins, which its history and revision show anyway.
 //
 // A child session (docs/contract.md §21.3) is named after its parent
-// ("<parent>--researcher-1"), so a key covering a parent covers its
-// children; one covering a child need not cover its parent. Such a key
+// ("<parent>--researcher-1-<drawn>"), so a key covering a parent covers
+// its children; one covering a child need not cover its parent. Such a key
 // reads the child, whose run is its own, but not which run and call of
 // the parent delegated to it, the workflow it reports to, or the
 // sessions its deltas are relayed to outside the prefix (visibleDelegation).

@@ -155,8 +155,8 @@ func TestWebPageLineageOutsideThePrefix(t *testing.T) {
 }
 
 // A child session is named after its parent, so a key limited to
-// dlin-team-- covers the child dlin-team--researcher-1 of the session
-// dlin-team but not the parent. It reads the child's state, whose run is
+// dlin-team-- covers the child dlin-team--researcher-1-<drawn> of the
+// session dlin-team but not the parent. It reads the child's state, whose run is
 // its own (the agent, its path and depth, the task), but not which run
 // and call of the parent delegated to it, the workflow it reports to, or
 // where its deltas are relayed; the parent itself is not found. An
@@ -170,10 +170,11 @@ func TestDelegationLineageOutsideAKeysPrefix(t *testing.T) {
 	shared.gates.open("dlin-team")
 	as(full).send(t, "dlin-team", map[string]any{"prompt": "research", "agent": "planner"})
 	waitForEvent(t, testCtx(t), "dlin-team", keel.TypeRunCompleted, 1)
+	childID := firstChild(t, "dlin-team")
 
 	state := func(key string) api.SessionStatus {
 		t.Helper()
-		r := as(key).call(t, http.MethodGet, "/v1/sessions/dlin-team--researcher-1", nil).must(t, http.StatusOK)
+		r := as(key).call(t, http.MethodGet, "/v1/sessions/"+childID, nil).must(t, http.StatusOK)
 		var st api.SessionStatus
 		if err := json.Unmarshal(r.raw, &st); err != nil || st.Delegated == nil {
 			t.Fatalf("child state %s (%v)", r.raw, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -28,6 +29,12 @@ func TestAskUserQuestion(t *testing.T) {
 		{`{"question":"Pick","schema":{"$ref":"https://example.com/s.json"}}`, Question{},
 			`invalid arguments for tool "ask_user": "schema" is not usable: tool: invalid JSON Schema: ` +
 				`failing loading "https://example.com/s.json": only self-contained schemas are supported`},
+		{`{"question":"Pick","schema":` + string(expandingSchema(20)) + `}`, Question{},
+			`invalid arguments for tool "ask_user": "schema" is not usable: tool: invalid JSON Schema: too costly to evaluate: ` +
+				`the schema evaluates more than 1000 subschemas at one place of a value (tool.MaxInPlaceSubschemas)`},
+		{`{"question":"Pick","schema":` + strings.Repeat(`{"items":`, 1000) + `{"type":1}` + strings.Repeat(`}`, 1000) + `}`, Question{},
+			`invalid arguments for tool "ask_user": "schema" is not usable: tool: invalid JSON Schema: too costly to evaluate: ` +
+				`it nests deeper than 64 levels (tool.MaxSchemaDepth)`},
 		{`{"question":"Pick","choices":["a"]}`, Question{},
 			`invalid arguments for tool "ask_user": want {"question": string, "schema": optional object}: json: unknown field "choices"`},
 	}

@@ -7,7 +7,8 @@ import (
 )
 
 // Agent is the card of a child session (docs/contract.md §21.3): the
-// agent it runs, its session, how it ended, and the text it streams as its
+// agent it runs, its session (none once agent.finished says the parent
+// could not start it), how it ended, and the text it streams as its
 // deltas are relayed to the parent (§21.4). Text is what the child's live
 // attempts streamed, step after step; a relayed delta of a later attempt
 // of a step replaces that step's text, as a reset would (the child's own
@@ -59,6 +60,11 @@ func (r *Run) agentFinished(e keel.AgentFinished, ch *Change) Reason {
 	}
 	if a.ToolCallID == "" {
 		a.ToolCallID, a.Agent, a.SessionID = cut(e.ToolCallID, MaxField), cut(e.Agent, MaxField), cut(e.SessionID, MaxField)
+	}
+	if e.SessionID == "" {
+		// The parent could not start the child: whatever holds the ID
+		// agent.started named is not its child (docs/contract.md §21.3).
+		a.SessionID = ""
 	}
 	return ""
 }

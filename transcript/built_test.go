@@ -150,12 +150,15 @@ func TestBuildStreams(t *testing.T) {
 	// A planner's run with two children (docs/contract.md §21.3–21.4):
 	// their relayed deltas go to their cards, a later attempt's replace
 	// the earlier one's, a grandchild's make a nested card, and a delta
-	// of no child, or of a child that ended, changes nothing.
+	// of no child, or of a child that ended, changes nothing. A third
+	// call's child never started (its ID was taken): its card links to
+	// no session.
 	b = &builder{t: t, session: "p", run: "p/run-1", at: at}
 	b.durable(keel.RunStarted{Number: 1, Prompt: "Research A and B", Model: "scripted:planner", Agent: "planner"},
 		keel.StepStarted{Step: 1, EstimatedContextTokens: 30},
 		keel.ToolProposed{ToolCallID: "c1", Name: "agent__researcher", Arguments: json.RawMessage(`{"task":"A"}`), Step: 1},
 		keel.ToolProposed{ToolCallID: "c2", Name: "agent__researcher", Arguments: json.RawMessage(`{"task":"B"}`), Step: 1},
+		keel.ToolProposed{ToolCallID: "c3", Name: "agent__researcher", Arguments: json.RawMessage(`{"task":"C"}`), Step: 1},
 		keel.ToolStarted{ToolCallID: "c1", Name: "agent__researcher"},
 		keel.AgentStarted{ToolCallID: "c1", Agent: "researcher", SessionID: "p--researcher-1", Path: "researcher-1"},
 		keel.ToolStarted{ToolCallID: "c2", Name: "agent__researcher"},
@@ -173,6 +176,11 @@ func TestBuildStreams(t *testing.T) {
 		Status: keel.StatusCompleted, Steps: 1, Usage: keel.Usage{InputTokens: 5, OutputTokens: 3, Requests: 1}},
 		keel.ToolFinished{ToolCallID: "c2", Name: "agent__researcher", Status: keel.ToolOK, Output: `{"facts":["B is blue"]}`})
 	b.relay("researcher-2", keel.TextDelta{Step: 1, Attempt: 1, Text: "late"})
+	b.durable(keel.ToolStarted{ToolCallID: "c3", Name: "agent__researcher"},
+		keel.AgentStarted{ToolCallID: "c3", Agent: "researcher", SessionID: "p--researcher-3", Path: "researcher-3"},
+		keel.AgentFinished{ToolCallID: "c3", Agent: "researcher", Path: "researcher-3", Status: keel.StatusFailed,
+			Error: &keel.Error{Code: keel.CodeInternal, Message: "its session ID was taken by a workflow this run did not start"}},
+		keel.ToolFinished{ToolCallID: "c3", Name: "agent__researcher", Status: keel.ToolError, Output: "agent researcher failed"})
 	b.durable(keel.AgentFinished{ToolCallID: "c2", Agent: "researcher", SessionID: "p--researcher-2", Path: "researcher-2",
 		Status: keel.StatusCompleted},
 		keel.AgentFinished{ToolCallID: "c1", Agent: "researcher", SessionID: "p--researcher-1", Path: "researcher-1",

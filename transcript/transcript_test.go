@@ -207,8 +207,8 @@ var streamCases = map[string]func(t *testing.T, tr *transcript.Transcript){
 	},
 	"delegation": func(t *testing.T, tr *transcript.Transcript) {
 		r := onlyRun(t, tr)
-		want(t, "cards", len(r.Agents), 2)
-		a1, a2 := r.Agents[0], r.Agents[1]
+		want(t, "cards", len(r.Agents), 3)
+		a1, a2, a3 := r.Agents[0], r.Agents[1], r.Agents[2]
 		want(t, "first card", a1.Path+" "+a1.SessionID, "researcher-1 p--researcher-1")
 		want(t, "a later attempt replaced the earlier's text; the next step follows", a1.Text, "A is réd\nDone.")
 		want(t, "nested", len(a1.Nested), 1)
@@ -216,6 +216,7 @@ var streamCases = map[string]func(t *testing.T, tr *transcript.Transcript){
 		want(t, "failed", a1.Status, keel.StatusFailed)
 		want(t, "second", a2.Text, "B is blue")
 		want(t, "second usage", a2.Usage.Requests, 1)
+		want(t, "a child never started links to no session", a3.Path+" "+a3.SessionID+" "+string(a3.Status), "researcher-3  failed")
 		want(t, "the parent's own text is the parent's", r.Step(2).Text, "B is blue.")
 		want(t, "ignored", tr.View().Ignored, map[transcript.Reason]int{transcript.ReasonAbandoned: 1,
 			transcript.ReasonEmpty: 1, transcript.ReasonUnknownRun: 1, transcript.ReasonEnded: 1, transcript.ReasonDuplicate: 1})

@@ -16,10 +16,12 @@ import (
 // natively where its provider can be (the ModelTurn activity passes the
 // schema on); the run checks the final text here, in workflow code, so the
 // check is the run's own and replays as it ran (tool.ValidateJSON does no
-// I/O and reports its problems in a fixed order). An answer that does not
-// match is a malformed response of the turn: it shares the turn's budget
-// of requests and of malformed responses (§4.2), and its retry is preceded
-// by provider.stream_reset.
+// I/O, reports its problems in a fixed order, and bounds its work: an
+// answer whose check could cost more than tool.MaxValidationWork is
+// refused unchecked). An answer that does not match is a malformed
+// response of the turn: it shares the turn's budget of requests and of
+// malformed responses (§4.2), and its retry is preceded by
+// provider.stream_reset.
 
 // maxAnswerProblem bounds what a malformed answer's detail says of its
 // problems.
@@ -68,9 +70,10 @@ func answerText(text string) string {
 }
 
 // checkOutputSchema refuses, in a send's validator, an output schema that
-// does not compile: api.CheckOutputSchema has bounded its size and
-// nesting, and the compiler loads no reference (tool.ValidateJSON), so a
-// remote "$ref" is refused here, never fetched.
+// does not compile or whose checks cannot be bounded (tool.CheckSchema's
+// limits, docs/contract.md §21.1): api.CheckOutputSchema has bounded its
+// size and nesting, and the compiler loads no reference
+// (tool.ValidateJSON), so a remote "$ref" is refused here, never fetched.
 func checkOutputSchema(schema json.RawMessage) *keel.Error {
 	if len(schema) == 0 {
 		return nil

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -124,6 +125,9 @@ func TestHostileOutputSchemasAreRefusedAtSend(t *testing.T) {
 		"remote-ref":  {`{"$ref":"` + srv.URL + `/schema.json"}`, keel.CodeInvalidInput},
 		"remote-meta": {`{"$schema":"` + srv.URL + `/meta.json","type":"object"}`, keel.CodeInvalidInput},
 		"file-ref":    {`{"$ref":"file:///etc/passwd"}`, keel.CodeInvalidInput},
+		// Issue 34: 1.4 KB whose check of one value evaluates 2^20
+		// subschemas (docs/contract.md §21.1).
+		"expanding-refs": {expandingSchema(20), keel.CodeInvalidInput},
 	}
 	env := newRunEnv(t, `{"turns":[{"text":["never"]}]}`)
 	u := newUpdates(t, env)
@@ -143,4 +147,40 @@ func TestHostileOutputSchemasAreRefusedAtSend(t *testing.T) {
 		require.Less(t, len(e.Message), 1024, "%s: the message does not repeat the schema", name)
 	}
 	require.Zero(t, hits.Load(), "no reference was fetched")
+}
+
+// expandingSchema is the attack of an expanding $defs: each level of $defs an anyOf of
+// two references to the level below, so that checking one value at one
+// place evaluates 2^depth subschemas.
+func expandingSchema(depth int) string {
+	defs := []string{`"l0":{"type":"string"}`}
+	for i := 1; i <= depth; i++ {
+		defs = append(defs, fmt.Sprintf(`"l%d":{"anyOf":[{"$ref":"#/$defs/l%d"},{"$ref":"#/$defs/l%d"}]}`, i, i-1, i-1))
+	}
+	return fmt.Sprintf(`{"$defs":{%s},"$ref":"#/$defs/l%d"}`, strings.Join(defs, ","), depth)
+}
+
+// A schema bounded at every place can still multiply across a value's
+// nesting: each level checks the items twice, so an answer nested 40 deep
+// whose innermost item fails would cost 2^40 evaluations in the session's
+// workflow code. The answer is refused unchecked as a malformed response
+// (docs/contract.md §21.1), and the session goes on to the next answer.
+func TestCostlyAnswerIsMalformedInASession(t *testing.T) {
+	schema := `{"type":"array","anyOf":[{"items":{"$ref":"#"}},{"items":{"$ref":"#"}}]}`
+	deep, _ := json.Marshal(strings.Repeat("[", 40) + "1" + strings.Repeat("]", 40))
+	costly := `{"kind":"text","text":[` + string(deep) + `]}`
+	e := newSessionEnv(t, `{"turns":[{"failures":[`+costly+`],"text":["[[[]]]"]}]}`, &memSegments{})
+	var sent api.SendResult
+	e.RegisterDelayedCallback(func() {
+		e.send(t, "typed", api.SendRequest{Prompt: "nest", Config: &api.RunConfig{OutputSchema: json.RawMessage(schema)}}, &sent)
+	}, 0)
+	e.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", api.RunConfig{}))
+
+	c := continuedAs(t, e).Carry
+	require.Equal(t, keel.StatusCompleted, c.Last.Status, "%+v", c.Last.Error)
+	require.Equal(t, `[[[]]]`, string(c.Last.Answer))
+	resets := find[keel.ProviderStreamReset](t, c.Tail)
+	require.Len(t, resets, 1)
+	require.Equal(t, keel.ResetMalformed, resets[0].Reason.Kind)
+	require.Contains(t, resets[0].Reason.Detail, "too costly")
 }

@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -98,7 +100,7 @@ func (t *tools) delegate(ctx workflow.Context, s *slot) (keel.ToolStatus, string
 
 	k.count++
 	path := api.ChildPath(plan.Spec.Name, k.count)
-	childID := api.ChildSessionID(k.sessionID, path)
+	childID := api.ChildSessionID(k.sessionID, path, childNonce(ctx))
 	t.emit(keel.AgentStarted{ToolCallID: s.call.ID, Agent: plan.Spec.Name, SessionID: childID, Path: path})
 	// An agent without a model of its own runs on the parent's; the
 	// parent's approvals bind the child too.
@@ -128,6 +130,7 @@ func (t *tools) delegate(ctx workflow.Context, s *slot) (keel.ToolStatus, string
 	// The child ends on its own after a cancel (WaitForCancellation), so
 	// its future is waited for whatever ctx does.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	startErr := fut.GetChildWorkflowExecution().Get(dctx, nil)
 	var res api.DelegationResult
 	err = fut.Get(dctx, &res)
 	k.end(c)
@@ -136,9 +139,17 @@ func (t *tools) delegate(ctx workflow.Context, s *slot) (keel.ToolStatus, string
 	fin := keel.AgentFinished{ToolCallID: s.call.ID, Agent: plan.Spec.Name, SessionID: childID, Path: path,
 		Status: o.Status, Steps: o.Steps, Usage: o.UsageTotal, Error: o.Error}
 	if err != nil {
-		// The child never ran its run (its ID taken, the workflow failed
-		// or was terminated): nothing to count.
+		// The child never ran its run (the workflow failed or was
+		// terminated, or never started): nothing to count.
 		fin.Status, fin.Error = keel.StatusFailed, &keel.Error{Code: keel.CodeInternal, Message: clip(err.Error(), 400)}
+		if startErr != nil {
+			// Whatever holds the ID, this call did not start it: the log
+			// links to no session.
+			fin.SessionID = ""
+			if temporal.IsWorkflowExecutionAlreadyStartedError(startErr) {
+				fin.Error.Message = "its session ID was taken by a workflow this run did not start"
+			}
+		}
 		t.emit(fin)
 		if ctx.Err() != nil {
 			return keel.ToolInterrupted, interruptedOutput
@@ -165,6 +176,19 @@ func (t *tools) delegate(ctx workflow.Context, s *slot) (keel.ToolStatus, string
 		msg = fmt.Sprintf("failed (%s): %s", o.Error.Code, o.Error.Message)
 	}
 	return keel.ToolError, fmt.Sprintf("agent %s %s", plan.Spec.Name, msg)
+}
+
+// childNonce draws the end of a child's session ID (api.ChildSessionID):
+// random, so that no one can take the ID before the child starts, and
+// recorded in history, so that a replay starts the same child.
+func childNonce(ctx workflow.Context) string {
+	var nonce string
+	_ = workflow.SideEffect(ctx, func(workflow.Context) any {
+		b := make([]byte, api.ChildNonceBytes)
+		_, _ = rand.Read(b) // never fails (crypto/rand)
+		return hex.EncodeToString(b)
+	}).Get(&nonce)
+	return nonce
 }
 
 // relayFor is where the child at path relays its deltas: to this run's

@@ -12,8 +12,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
@@ -137,15 +141,19 @@ func TestPlannerDelegatesToTwoResearchers(t *testing.T) {
 
 	var waiting api.SessionStatus
 	var child api.SessionStatus
+	var childID string
 	env.RegisterDelayedCallback(func() {
 		v, err := env.QueryWorkflow(api.QueryState)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&waiting))
-		v, err = env.QueryWorkflowByID("s1--researcher-1", api.QueryState)
+		require.NotNil(t, waiting.Run)
+		require.NotEmpty(t, waiting.Run.Children)
+		childID = waiting.Run.Children[0].SessionID
+		v, err = env.QueryWorkflowByID(childID, api.QueryState)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&child))
 		// The question is answered where it lives: the child session.
-		require.NoError(t, env.UpdateWorkflowByID("s1--researcher-1", api.UpdateRespond, "answer",
+		require.NoError(t, env.UpdateWorkflowByID(childID, api.UpdateRespond, "answer",
 			&testsuite.TestUpdateCallback{OnReject: func(err error) { t.Errorf("answer refused: %v", err) },
 				OnAccept: func() {}, OnComplete: func(any, error) {}},
 			api.RespondRequest{RequestID: "q1/ask_user", Answer: json.RawMessage(`"1999"`)}))
@@ -160,9 +168,12 @@ func TestPlannerDelegatesToTwoResearchers(t *testing.T) {
 	r := waiting.Run.Requests[0]
 	require.Equal(t, "researcher-1:q1/ask_user", r.RequestID)
 	require.Equal(t, "researcher-1", r.Path)
-	require.Equal(t, "s1--researcher-1", r.SessionID)
+	// The child's ID ends in what the parent drew (a side effect): no one
+	// could have known it, and taken it, before the child started.
+	require.True(t, strings.HasPrefix(childID, "s1--researcher-1-") && api.IsChildSessionID(childID), childID)
+	require.Equal(t, childID, r.SessionID)
 	require.Equal(t, "Which year?", r.Prompt)
-	require.Equal(t, []api.ChildRef{{ToolCallID: "c1", Agent: "researcher", Path: "researcher-1", SessionID: "s1--researcher-1"}},
+	require.Equal(t, []api.ChildRef{{ToolCallID: "c1", Agent: "researcher", Path: "researcher-1", SessionID: childID}},
 		waiting.Run.Children, "researcher-2 answered at once; researcher-1 waits for its answer")
 	require.NotNil(t, child.Delegated)
 	require.Equal(t, "s1", child.Delegated.Parent)
@@ -172,8 +183,9 @@ func TestPlannerDelegatesToTwoResearchers(t *testing.T) {
 	require.Equal(t, "planner", find[keel.RunStarted](t, evs)[0].Agent)
 	started := find[keel.AgentStarted](t, evs)
 	require.Len(t, started, 2)
-	require.Equal(t, keel.AgentStarted{ToolCallID: "c1", Agent: "researcher", SessionID: "s1--researcher-1", Path: "researcher-1"}, started[0])
-	require.Equal(t, "s1--researcher-2", started[1].SessionID)
+	require.Equal(t, keel.AgentStarted{ToolCallID: "c1", Agent: "researcher", SessionID: childID, Path: "researcher-1"}, started[0])
+	require.True(t, strings.HasPrefix(started[1].SessionID, "s1--researcher-2-") && api.IsChildSessionID(started[1].SessionID))
+	require.NotEqual(t, childID[len("s1--researcher-1"):], started[1].SessionID[len("s1--researcher-2"):], "each child draws its own")
 	// Parallel: both started before either finished.
 	_, firstFinish := at(evs, keel.TypeAgentFinished, 0)
 	_, secondStart := at(evs, keel.TypeAgentStarted, 0)
@@ -314,7 +326,9 @@ func TestDelegationDepthLimit(t *testing.T) {
 	require.Contains(t, outs["bad"].Output, `unknown field "nope"`)
 	started := find[keel.AgentStarted](t, res.Events)
 	require.Len(t, started, 1, "the bad call started no child")
-	require.Equal(t, keel.AgentStarted{ToolCallID: "ab", Agent: "b", SessionID: "s1--b-3", Path: "b-3"}, started[0],
+	require.True(t, strings.HasPrefix(started[0].SessionID, "s1--b-3-") && api.IsChildSessionID(started[0].SessionID), started[0].SessionID)
+	started[0].SessionID = ""
+	require.Equal(t, keel.AgentStarted{ToolCallID: "ab", Agent: "b", Path: "b-3"}, started[0],
 		"child paths never repeat within a session")
 	require.Equal(t, 3, res.Carry.Delegations)
 	require.Equal(t, int64(20), res.Outcome.UsageTotal.InputTokens, "b's two requests count, and no request of c's: it never ran")
@@ -351,4 +365,69 @@ func TestDetachedDelegation(t *testing.T) {
 		sawResult = sawResult || (m.ToolCallID == "d1" && strings.Contains(m.Content, "background answer"))
 	}
 	require.True(t, sawResult, "the child's answer entered the transcript as the job's result")
+}
+
+// docs/contract.md §21.3: a child's ID taken by a workflow the parent did
+// not start for the call (here one the test starts under it just before)
+// fails the call, and the parent's log links to no session: its
+// agent.finished names none.
+func TestDelegationToATakenIDLinksNoSession(t *testing.T) {
+	planner := scriptedProvider(t, `{"turns":[
+	  {"tool_calls":[{"id":"c1","name":"agent__researcher","arguments":{"task":"facts"}}]},
+	  {"text":["went on"]}]}`)
+	env := newDelegationEnv(t, specModels{"scripted:planner": planner}, delegationAgents, api.DelegationLimits{})
+	env.RegisterWorkflowWithOptions(func(workflow.Context) error { return nil }, workflow.RegisterOptions{Name: "squatter"})
+	env.SetWorkerOptions(sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{&takeChildIDs{}}})
+	u := newUpdates(t, env)
+	env.RegisterDelayedCallback(func() {
+		u.send(api.UpdateSend, "go", api.SendRequest{Prompt: "Research", Config: &api.RunConfig{Agent: "planner"}})
+	}, 0)
+	env.ExecuteWorkflow(api.SessionWorkflowName, sessionInput("s1", api.RunConfig{}))
+	in := continuedAs(t, env)
+	evs := in.Carry.Tail
+	checkLog(t, 0, evs)
+	started := find[keel.AgentStarted](t, evs)
+	require.Len(t, started, 1)
+	require.True(t, api.IsChildSessionID(started[0].SessionID), started[0].SessionID)
+	fin := find[keel.AgentFinished](t, evs)
+	require.Len(t, fin, 1)
+	require.Equal(t, keel.StatusFailed, fin[0].Status)
+	require.Empty(t, fin[0].SessionID, "the parent did not start what holds the ID")
+	require.Contains(t, fin[0].Error.Message, "taken")
+	tf := find[keel.ToolFinished](t, evs)
+	require.Equal(t, keel.ToolError, tf[0].Status)
+	require.Contains(t, tf[0].Output, "taken")
+	require.Equal(t, "went on", in.Carry.Last.Text)
+}
+
+// takeChildIDs starts a workflow of its own under each child session's
+// ID just before the parent starts the child there.
+type takeChildIDs struct {
+	interceptor.WorkerInterceptorBase
+}
+
+func (*takeChildIDs) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &takeIn{interceptor.WorkflowInboundInterceptorBase{Next: next}}
+}
+
+type takeIn struct {
+	interceptor.WorkflowInboundInterceptorBase
+}
+
+func (i *takeIn) Init(out interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&takeOut{interceptor.WorkflowOutboundInterceptorBase{Next: out}})
+}
+
+type takeOut struct {
+	interceptor.WorkflowOutboundInterceptorBase
+}
+
+func (o *takeOut) ExecuteChildWorkflow(ctx workflow.Context, name string, args ...any) workflow.ChildWorkflowFuture {
+	if name == api.SessionWorkflowName {
+		// Not the parent's to cancel as it closes: it is someone else's.
+		opts := workflow.GetChildWorkflowOptions(ctx)
+		opts.ParentClosePolicy = enumspb.PARENT_CLOSE_POLICY_ABANDON
+		o.Next.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), "squatter")
+	}
+	return o.Next.ExecuteChildWorkflow(ctx, name, args...)
 }

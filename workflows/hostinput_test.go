@@ -46,8 +46,10 @@ func TestReusedRequestIDIsRejected(t *testing.T) {
 	require.Equal(t, "gave up", res.Outcome.Text)
 }
 
-// Answers are validated before they enter history: a wrong shape and an
-// unknown ID are refused, a good answer is delivered once.
+// Answers are validated before they enter history: a wrong shape, an
+// unknown ID and an answer too costly to check (1e999999 read as an exact
+// integer, docs/contract.md §21.1) are refused, a good answer is
+// delivered once.
 func TestRespondValidation(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[
 	  {"tool_calls":[{"id":"c1","name":"ask_user","arguments":{"question":"How many?","schema":{"type":"integer"}}}]},
@@ -72,14 +74,16 @@ func TestRespondValidation(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		respond("bad-shape", "c1/ask_user", `"three"`, false)
 		respond("unknown", "c9/ask_user", `3`, false)
+		respond("costly", "c1/ask_user", `1e999999`, false)
 		respond("good", "c1/ask_user", `3`, true)
 		respond("again", "c1/ask_user", `4`, false)
 	}, time.Minute)
 	res := env.execSession(t, promptOf("go", "ask_user"))
-	require.Len(t, rejections, 3)
+	require.Len(t, rejections, 4)
 	require.Contains(t, rejections[0], "answer to \"c1/ask_user\"")
 	require.Contains(t, rejections[1], "no host-input request \"c9/ask_user\"")
-	require.Contains(t, rejections[2], "already answered")
+	require.Contains(t, rejections[2], "too costly to check")
+	require.Contains(t, rejections[3], "already answered")
 	require.Len(t, find[keel.HostInputResolved](t, res.Events), 1)
 	require.Equal(t, "3", res.Messages[2].Content)
 }

@@ -127,7 +127,8 @@ var recordedHistories = []recordedHistory{
 	// A delegating session and one of its children (e2e
 	// TestRecordDelegationHistory, docs/contract.md §21): a run started
 	// as the planner agent (its spec's side effect), two children started
-	// in one batch as Session child workflows, their requests reported by
+	// in one batch as Session child workflows under IDs drawn in side
+	// effects, their requests reported by
 	// signal, their ends, the continue-as-new; the child's run with an
 	// ask_user answered through the parent, an answer that failed its
 	// schema and its retry, its reports, its end with its outcome.
@@ -353,8 +354,8 @@ func carriedTerminalHasUsageTotal(h *historypb.History) error {
 }
 
 // childrenAreSessions checks that every child workflow the history
-// starts is a Session whose parent close policy is REQUEST_CANCEL
-// (docs/contract.md §21.3).
+// starts is a Session whose parent close policy is REQUEST_CANCEL, under
+// an ID of the child form (docs/contract.md §21.3).
 func childrenAreSessions(h *historypb.History) error {
 	for _, ev := range h.GetEvents() {
 		a := ev.GetStartChildWorkflowExecutionInitiatedEventAttributes()
@@ -362,7 +363,7 @@ func childrenAreSessions(h *historypb.History) error {
 			continue
 		}
 		if a.GetWorkflowType().GetName() != api.SessionWorkflowName ||
-			a.GetParentClosePolicy() != enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL {
+			a.GetParentClosePolicy() != enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL || !api.IsChildSessionID(a.GetWorkflowId()) {
 			return fmt.Errorf("child %s: type %s, parent close policy %s", a.GetWorkflowId(),
 				a.GetWorkflowType().GetName(), a.GetParentClosePolicy())
 		}

@@ -61,16 +61,17 @@ func TestKillDevWhileChildRuns(t *testing.T) {
 	}
 	// The parent's history records the child's start; then follow it.
 	hist := c.Temporal().GetWorkflowHistory(ctx, "kill-agent", "", true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for hist.HasNext() {
+	var childID string
+	for hist.HasNext() && childID == "" {
 		ev, err := hist.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.GetChildWorkflowExecutionStartedEventAttributes() != nil {
-			break
+		if a := ev.GetChildWorkflowExecutionStartedEventAttributes(); a != nil {
+			childID = a.GetWorkflowExecution().GetWorkflowId()
 		}
 	}
-	child := c.Session("kill-agent--researcher-1")
+	child := c.Session(childID)
 	// The child is in its durable timer: kill everything.
 	for ev, err := range child.EventsFrom(ctx, 0) {
 		if err != nil {
@@ -115,7 +116,7 @@ func TestKillDevWhileChildRuns(t *testing.T) {
 	if started != 1 || finished != 1 {
 		t.Fatalf("%d agent.started, %d agent.finished: want one each", started, finished)
 	}
-	childLog, err := c.Session("kill-agent--researcher-1").EventsAfter(ctx, 0)
+	childLog, err := c.Session(childID).EventsAfter(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

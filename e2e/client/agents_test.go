@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -75,8 +76,10 @@ func TestAgentsDelegateAndAnswerFromTheParent(t *testing.T) {
 	if len(reqs) != 2 {
 		t.Fatalf("the parent lists %d requests, want both children's: %+v", len(reqs), reqs)
 	}
+	var children []string
 	for _, r := range reqs {
-		if r.Path == "" || r.SessionID != "e2e-agents--"+r.Path || r.RequestID != r.Path+":q/ask_user" || r.Prompt != "Which one?" {
+		children = append(children, r.SessionID)
+		if r.Path == "" || !strings.HasPrefix(r.SessionID, "e2e-agents--"+r.Path+"-") || !api.IsChildSessionID(r.SessionID) || r.RequestID != r.Path+":q/ask_user" || r.Prompt != "Which one?" {
 			t.Fatalf("request %+v", r)
 		}
 	}
@@ -114,7 +117,7 @@ func TestAgentsDelegateAndAnswerFromTheParent(t *testing.T) {
 		t.Fatalf("call results %q", results)
 	}
 	// Each child's log is whole and its own: the answer it got included.
-	for _, id := range []string{"e2e-agents--researcher-1", "e2e-agents--researcher-2"} {
+	for _, id := range children {
 		clog := logOf(t, ctx, c.Session(id))
 		if types := typesOf(clog, ""); types[0] != keel.TypeRunStarted || types[len(types)-1] != keel.TypeRunCompleted {
 			t.Fatalf("%s: %v", id, types)

@@ -751,6 +751,9 @@
       if (card) {
         card.dataset.status = d.status;
         card.querySelector(".agent-state").textContent = what;
+        // The parent could not start the child: the ID is not its child's.
+        const link = card.querySelector(".session-link");
+        if (!d.session_id && link) link.replaceWith("none");
       }
       inCard(env.run_id, d.tool_call_id, row(env, "dim", "agent " + d.agent + " (" + d.path + ") " + what));
       break;

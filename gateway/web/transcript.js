@@ -525,6 +525,8 @@
         a.agent = cut(d.agent, MAX_FIELD);
         a.session_id = cut(d.session_id, MAX_FIELD);
       }
+      // The parent could not start the child: no session is its.
+      if (!d.session_id) a.session_id = "";
       return "";
     }
     case "run.completed":
