@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +71,13 @@ func TestScheduleAcrossDevRestart(t *testing.T) {
 	rig := newDevKillRig(t, 4*time.Minute)
 	ctx := rig.ctx
 	m := writeScript(t, `{"repeat":true,"turns":[{"text":["tock"]}]}`)
+	// Firings five seconds apart, under the default least interval of a
+	// minute (docs/contract.md §22.11).
+	conf := filepath.Join(t.TempDir(), "keel.yaml")
+	if err := os.WriteFile(conf, []byte("limits:\n  schedule_min_interval: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rig.flags = []string{"--config", conf}
 	p := rig.start()
 	keel := func(args ...string) (string, string, int) {
 		var out, errOut bytes.Buffer
