@@ -14,14 +14,31 @@ import (
 	"github.com/keelrun/keel/internal/keeltest"
 )
 
-// limitedStack is a gateway over a server of its own, whose one worker
-// holds schedules to lim: the registry counts a whole namespace, which
-// the package's other tests share.
-func limitedStack(t *testing.T, lim api.ScheduleLimits, opts gateway.Options) *stack {
-	t.Helper()
+// TestScheduleLimits attacks a gateway over a server of its own, whose
+// one worker holds schedules to small limits (docs/contract.md §22.11):
+// the registry counts a whole namespace, which the package's other tests
+// share.
+func TestScheduleLimits(t *testing.T) {
+	const (
+		full  = "sched-quota-full-0123456789"
+		teamA = "sched-quota-teama-0123456789"
+		teamB = "sched-quota-teamb-0123456789"
+	)
 	srv := keeltest.StartServer(t, devserver.Config{})
-	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["ok"]}]}`, Schedules: lim})
-	return serveGateway(t, keeltest.Client(t, srv, nil), opts)
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["ok"]}]}`,
+		Schedules: api.ScheduleLimits{Schedules: 5, PerPrefix: 2, MinInterval: api.MinScheduleEvery, SessionsPerHour: 2}})
+	s := serveGateway(t, keeltest.Client(t, srv, nil),
+		gateway.Options{Keys: []gateway.APIKey{{Key: full}, {Key: teamA, Prefix: "sq-a-"}, {Key: teamB, Prefix: "sq-b-"}}})
+	admin := s.as(full)
+	t.Run("QuotasHoldAtOnce", func(t *testing.T) {
+		t.Cleanup(func() {
+			for _, id := range admin.listed(t) {
+				admin.call(t, http.MethodDelete, "/v1/schedules/"+id, nil)
+			}
+		})
+		testQuotasHoldAtOnce(t, admin, s.as(teamA), s.as(teamB))
+	})
+	t.Run("SessionsPerHour", func(t *testing.T) { testSessionsPerHour(t, admin) })
 }
 
 // createAtOnce creates n schedules named prefix0, prefix1... at once and
@@ -51,21 +68,13 @@ func (s *stack) createAtOnce(t *testing.T, prefix string, n int) int {
 	return created
 }
 
-// TestScheduleQuotasHoldAtOnce (attack 2): a prefix key that creates
-// schedules as fast as it can holds its prefix's quota and no more, and
-// the namespace's quota is never overshot: the count and the place taken
+// testQuotasHoldAtOnce (attack 2): a prefix key that creates schedules
+// as fast as it can holds its prefix's quota (2) and no more, and the
+// namespace's quota (5) is never overshot: the count and the place taken
 // are one update of the namespace's registry. A key limited to a prefix
 // then no longer fills the namespace for every other key (1,008 of 1,000
 // were held, 16 creates at a time, and the full key got 429).
-func TestScheduleQuotasHoldAtOnce(t *testing.T) {
-	const (
-		full  = "sched-quota-full-0123456789"
-		teamA = "sched-quota-teama-0123456789"
-		teamB = "sched-quota-teamb-0123456789"
-	)
-	s := limitedStack(t, api.ScheduleLimits{Schedules: 5, PerPrefix: 2},
-		gateway.Options{Keys: []gateway.APIKey{{Key: full}, {Key: teamA, Prefix: "sq-a-"}, {Key: teamB, Prefix: "sq-b-"}}})
-	admin, a, b := s.as(full), s.as(teamA), s.as(teamB)
+func testQuotasHoldAtOnce(t *testing.T, admin, a, b *stack) {
 	if n := a.createAtOnce(t, "sq-a-", 6); n != 2 {
 		t.Fatalf("prefix sq-a- created %d of 6 at once; its quota is 2", n)
 	}
@@ -95,14 +104,13 @@ func TestScheduleQuotasHoldAtOnce(t *testing.T) {
 	}
 }
 
-// TestScheduleSessionsPerHour (attack 3): a schedule that makes a new
+// testSessionsPerHour (attack 3): a schedule that makes a new
 // session each firing makes no more than its worker's
 // schedule_sessions_per_hour allows (2 here), however often it fires:
 // the third firing, a second after the second, sends nothing and shows
 // as refused (keel.TooMany), where 29 sessions of a 256 KiB prompt each
 // were made in 30 s.
-func TestScheduleSessionsPerHour(t *testing.T) {
-	s := limitedStack(t, api.ScheduleLimits{MinInterval: api.MinScheduleEvery, SessionsPerHour: 2}, gateway.Options{})
+func testSessionsPerHour(t *testing.T, s *stack) {
 	s.call(t, http.MethodPost, "/v1/schedules", map[string]any{"id": "sph", "every": "1h", "new_session": true, "prompt": "x"}).
 		must(t, http.StatusCreated)
 	var st gateway.ScheduleStatus
