@@ -314,6 +314,11 @@ func TestSchedulePauseOnFailure(t *testing.T) {
 	if st.PausedByFailure || st.Note != "fixed the model" {
 		t.Fatalf("unpaused: %+v", st)
 	}
+	// A second past the first firing, the worker's least interval
+	// between two (docs/contract.md §22.11).
+	r.waitDescribe(h, "a second past the first firing", func(api.ScheduleStatus) bool {
+		return time.Since(f.ScheduledAt) > time.Second
+	})
 	if err := h.Trigger(r.ctx); err != nil {
 		t.Fatal(err)
 	}
