@@ -111,6 +111,8 @@ type WorkerOptions struct {
 	Agents map[string]api.AgentSpec
 	// Schedules are worker.Options' (docs/contract.md §22.11).
 	Schedules api.ScheduleLimits
+	// MetricsHandler is worker.Options': keel's metrics and the SDK's.
+	MetricsHandler sdkclient.MetricsHandler
 }
 
 // StartWorker starts a keel worker on srv with its own Temporal client,
@@ -138,7 +140,7 @@ func StartWorker(tb testing.TB, srv *devserver.Server, opts WorkerOptions) sdkwo
 		Worker: &worker.Options{Models: models, Tools: tools, StopTimeout: time.Second,
 			Logger: logging.AtLeast(cfg.Logger, cfg.LogLevel), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch,
 			Policy: opts.Policy,
-			Agents: opts.Agents, Schedules: opts.Schedules},
+			Agents: opts.Agents, Schedules: opts.Schedules, MetricsHandler: opts.MetricsHandler},
 	})
 	if err != nil {
 		tb.Fatalf("worker: %v", err)
