@@ -79,12 +79,11 @@ func (c *Client) firing(ctx context.Context, a client.ScheduleActionResult) api.
 		var res *api.ScheduledSendResult
 		if v, err := c.tc.QueryWorkflow(ctx, wf.WorkflowID, wf.FirstExecutionRunID, api.QueryState); err == nil &&
 			v.Get(&res) == nil && res != nil {
-			f.Status, f.Result = api.FiringSent, res
-			if res.Skipped {
-				// Its workflow returns in the task that skipped; the
-				// describe above saw it before that task completed.
-				f.Status = api.FiringSkipped
-			}
+			// A firing that skipped or was refused returns in the task
+			// that did so; the describe above saw it before that task
+			// completed.
+			f.Result = res
+			f.Status, f.Error = sentStatus(res)
 			if o := res.Outcome; o != nil && o.Status == keel.StatusFailed {
 				// Its run failed: it pauses its schedule, then fails.
 				f.Status, f.Error = api.FiringFailed, o.Error
@@ -93,13 +92,8 @@ func (c *Client) firing(ctx context.Context, a client.ScheduleActionResult) api.
 	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
 		var res api.ScheduledSendResult
 		if err := c.tc.GetWorkflow(ctx, wf.WorkflowID, wf.FirstExecutionRunID).Get(ctx, &res); err == nil {
-			f.Status, f.Result = api.FiringSent, &res
-			switch {
-			case res.Skipped:
-				f.Status = api.FiringSkipped
-			case res.Refused != nil:
-				f.Status, f.Error = api.FiringRefused, res.Refused
-			}
+			f.Result = &res
+			f.Status, f.Error = sentStatus(&res)
 		}
 	default:
 		f.Status = api.FiringFailed
@@ -112,6 +106,18 @@ func (c *Client) firing(ctx context.Context, a client.ScheduleActionResult) api.
 		f.Run = c.runStatus(ctx, r)
 	}
 	return f
+}
+
+// sentStatus is the status of a firing whose send returned res: sent,
+// skipped, or refused by a limit (with why).
+func sentStatus(res *api.ScheduledSendResult) (string, *keel.Error) {
+	switch {
+	case res.Skipped:
+		return api.FiringSkipped, nil
+	case res.Refused != nil:
+		return api.FiringRefused, res.Refused
+	}
+	return api.FiringSent, nil
 }
 
 // firingFailure is why a firing's workflow failed: the keel error it

@@ -2,10 +2,12 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -145,15 +147,18 @@ func TestScheduleFiringLimitsByDefault(t *testing.T) {
 	}
 
 	m := model(t, `{"repeat":true,"turns":[{"text":["ok"]}]}`)
-	s.call(t, http.MethodPost, "/v1/schedules", map[string]any{"id": "sfl-twice", "every": "1h", "new_session": true, "prompt": "x",
+	// An ID of its own each time: the registry keeps a deleted
+	// schedule's pace for its ID.
+	id := fmt.Sprintf("sfl-twice-%d", time.Now().UnixNano())
+	s.call(t, http.MethodPost, "/v1/schedules", map[string]any{"id": id, "every": "1h", "new_session": true, "prompt": "x",
 		"config": map[string]any{"model": m}}).must(t, http.StatusCreated)
-	t.Cleanup(func() { s.call(t, http.MethodDelete, "/v1/schedules/sfl-twice", nil) })
-	s.call(t, http.MethodPost, "/v1/schedules/sfl-twice/trigger", nil).must(t, http.StatusAccepted)
-	s.waitSchedule(t, "sfl-twice", "the first firing", func(st gateway.ScheduleStatus) bool {
+	t.Cleanup(func() { s.call(t, http.MethodDelete, "/v1/schedules/"+id, nil) })
+	s.call(t, http.MethodPost, "/v1/schedules/"+id+"/trigger", nil).must(t, http.StatusAccepted)
+	s.waitSchedule(t, id, "the first firing", func(st gateway.ScheduleStatus) bool {
 		return len(st.Recent) == 1 && st.Recent[0].Status == api.FiringSent
 	})
-	s.call(t, http.MethodPost, "/v1/schedules/sfl-twice/trigger", nil).must(t, http.StatusAccepted)
-	st := s.waitSchedule(t, "sfl-twice", "the second firing", func(st gateway.ScheduleStatus) bool {
+	s.call(t, http.MethodPost, "/v1/schedules/"+id+"/trigger", nil).must(t, http.StatusAccepted)
+	st := s.waitSchedule(t, id, "the second firing", func(st gateway.ScheduleStatus) bool {
 		return len(st.Recent) == 2 && st.Recent[1].Status != api.FiringSending
 	})
 	f := st.Recent[1]
