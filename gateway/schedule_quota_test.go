@@ -140,7 +140,7 @@ func testQuotasHoldAtOnce(t *testing.T, admin, a, b *stack) {
 		t.Fatalf("the full key created %d of 4 at once with one place left", n)
 	}
 	r := admin.call(t, http.MethodPost, "/v1/schedules", map[string]any{"id": "sq-more", "every": "1h", "prompt": "x"})
-	if r.status != http.StatusTooManyRequests || !strings.Contains(r.body["message"].(string), "the limit is 5") {
+	if r.status != http.StatusTooManyRequests || r.body["message"] != "the namespace holds the most schedules it may: 5" {
 		t.Fatalf("past the namespace's quota: %d %s", r.status, r.raw)
 	}
 	// A place given back is free again, to the prefix it was taken from.

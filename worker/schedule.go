@@ -187,7 +187,8 @@ func (s *schedules) Reserve(ctx context.Context, r api.ScheduleReservation) erro
 }
 
 // updateRegistry sends an update to the namespace's ScheduleRegistry,
-// starting it if it is not running. An empty id is a new one.
+// starting it if it is not running, under update ID id (one per
+// request, so that Temporal applies a retried request once).
 func (s *schedules) updateRegistry(ctx context.Context, id, name string, arg, out any) error {
 	start := s.tc.NewWithStartWorkflowOperation(sdkclient.StartWorkflowOptions{
 		ID:                       api.ScheduleRegistryID,

@@ -87,7 +87,9 @@ func (g *scheduleRegistry) reserve(r api.ScheduleReservation) error {
 	}
 	switch {
 	case total >= lim.Schedules:
-		return wireError(keel.Errorf(keel.CodeTooMany, "the namespace holds %d schedules; the limit is %d", total, lim.Schedules))
+		// Not the count: a key limited to a prefix learns nothing of
+		// the schedules outside it.
+		return wireError(keel.Errorf(keel.CodeTooMany, "the namespace holds the most schedules it may: %d", lim.Schedules))
 	case r.Owner != "" && owned >= lim.PerPrefix:
 		return wireError(keel.Errorf(keel.CodeTooMany, "this key's prefix holds %d schedules; the limit is %d", owned, lim.PerPrefix))
 	}
