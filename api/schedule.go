@@ -204,7 +204,8 @@ type ScheduledRunRef struct {
 // ScheduledSendResult is what a firing did: the ScheduledSend workflow's
 // result, and the details of its failure when it failed.
 type ScheduledSendResult struct {
-	// Session is the session the firing sent to.
+	// Session is the session the firing sent to (refused, the one it
+	// would have; a new one was not made).
 	Session string `json:"session"`
 	// RunID and Number name the run that carries the prompt: the run it
 	// started or queued, or, when it steered, the active run it steered.
