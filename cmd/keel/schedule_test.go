@@ -255,3 +255,20 @@ func TestScheduleAgentFlag(t *testing.T) {
 		t.Fatalf("update away from the agent: %+v", c.Config)
 	}
 }
+
+// describe shows a firing a limit refused, with why, and no session or
+// run: it made none (docs/contract.md §22.11).
+func TestScheduleDescribeShowsRefusedFirings(t *testing.T) {
+	refused := &keelpkg.Error{Code: keelpkg.CodeTooMany, Message: "the schedule made its 12 new sessions of the hour; the limit is 12 an hour"}
+	at := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	var out bytes.Buffer
+	printScheduleStatus(&out, api.ScheduleStatus{
+		Schedule: api.Schedule{ID: "m", ScheduleSpec: api.ScheduleSpec{Every: keelpkg.Duration(time.Hour)}, Prompt: "x", NewSession: true},
+		Recent: []api.ScheduleFiring{{ScheduledAt: at, Status: api.FiringRefused, Error: refused,
+			Result: &api.ScheduledSendResult{Session: "m-20261206T090000Z", Refused: refused}}},
+	})
+	want := "    2026-12-06T09:00:00Z  refused  keel.TooMany: the schedule made its 12 new sessions of the hour; the limit is 12 an hour\n"
+	if !strings.Contains(out.String(), want) {
+		t.Fatalf("describe:\n%s\nwant the line\n%s", out.String(), want)
+	}
+}
