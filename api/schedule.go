@@ -64,10 +64,6 @@ const (
 	MaxToolNameBytes = 128
 	// MaxModelSpecBytes bounds a schedule's model spec.
 	MaxModelSpecBytes = 256
-	// MaxSchedules is the most schedules a namespace holds: create
-	// refuses one more with keel.TooMany. It is counted through
-	// Temporal's visibility, which lags by a moment.
-	MaxSchedules = 1000
 	// MaxScheduleNoteBytes bounds the note of a pause or unpause.
 	MaxScheduleNoteBytes = 1024
 )
@@ -172,6 +168,11 @@ func ScheduledSessionID(scheduleID string, at time.Time) string {
 type ScheduledSendInput struct {
 	Schedule Schedule `json:"schedule"`
 	Check    bool     `json:"check,omitempty"`
+	// Reserve, with Check, also takes the schedule's place in the
+	// registry (create does; ScheduleReservation), counted against
+	// Owner's quota and the namespace's.
+	Reserve bool   `json:"reserve,omitempty"`
+	Owner   string `json:"owner,omitempty"`
 }
 
 // ScheduledSendRequest is the input of the SendScheduled activity: the
@@ -203,7 +204,8 @@ type ScheduledRunRef struct {
 // ScheduledSendResult is what a firing did: the ScheduledSend workflow's
 // result, and the details of its failure when it failed.
 type ScheduledSendResult struct {
-	// Session is the session the firing sent to.
+	// Session is the session the firing sent to (refused, the one it
+	// would have; a new one was not made).
 	Session string `json:"session"`
 	// RunID and Number name the run that carries the prompt: the run it
 	// started or queued, or, when it steered, the active run it steered.
@@ -218,6 +220,10 @@ type ScheduledSendResult struct {
 	// Outcome is the run's outcome, when the firing waited for it
 	// (Schedule.PauseOnFailure).
 	Outcome *keel.Outcome `json:"outcome,omitempty"`
+	// Refused says a limit of the worker refused the firing
+	// (ScheduleLimits: its interval, or the sessions it may make), and
+	// why: it sent nothing.
+	Refused *keel.Error `json:"refused,omitempty"`
 }
 
 // FiringFailure is the detail of a failed ScheduledSend workflow: why it
@@ -269,6 +275,9 @@ const (
 	// FiringFailed: the send was refused, or, with PauseOnFailure, the
 	// run failed; Error says why.
 	FiringFailed = "failed"
+	// FiringRefused: a limit refused the firing (ScheduleLimits); it
+	// sent nothing, and Error says which.
+	FiringRefused = "refused"
 )
 
 // ScheduleFiring is one firing of a schedule.
@@ -279,7 +288,8 @@ type ScheduleFiring struct {
 	StartedAt   time.Time `json:"started_at"`
 	// WorkflowID is the firing's ScheduledSend workflow.
 	WorkflowID string `json:"workflow_id"`
-	// Status is FiringSending, FiringSent, FiringSkipped or FiringFailed.
+	// Status is FiringSending, FiringSent, FiringSkipped, FiringFailed
+	// or FiringRefused.
 	Status string `json:"status"`
 	// Result is what the firing did, once it sent (or skipped).
 	Result *ScheduledSendResult `json:"result,omitempty"`

@@ -40,38 +40,90 @@ func (c *Client) Schedule(id string) *Schedule { return &Schedule{c: c, id: id} 
 // ID returns the schedule's ID.
 func (h *Schedule) ID() string { return h.id }
 
+// CreateScheduleOption tunes one CreateSchedule.
+type CreateScheduleOption func(*api.ScheduledSendInput)
+
+// OwnedBy counts the schedule against prefix's quota as well as the
+// namespace's (api.ScheduleLimits.PerPrefix): the gateway passes the
+// prefix of the API key that creates it. Without it, only the
+// namespace's quota applies.
+func OwnedBy(prefix string) CreateScheduleOption {
+	return func(in *api.ScheduledSendInput) { in.Owner = prefix }
+}
+
 // CreateSchedule creates a schedule. It checks the definition
 // (api.Schedule.Validate), then has a keel worker check what only the
 // worker knows (the models and tools it offers, its limits and its budget
-// ceilings), then creates the Temporal Schedule. An ID in use is
-// keel.InvalidInput; past api.MaxSchedules schedules, keel.TooMany.
-func (c *Client) CreateSchedule(ctx context.Context, s api.Schedule) error {
+// ceilings) and take the schedule's place in the namespace's registry
+// (docs/contract.md §22.11), then creates the Temporal Schedule. An ID in
+// use is keel.InvalidInput; past a quota of the worker's
+// (api.ScheduleLimits), keel.TooMany.
+func (c *Client) CreateSchedule(ctx context.Context, s api.Schedule, opts ...CreateScheduleOption) error {
 	if err := s.Validate(api.Limits{}); err != nil {
 		return err
 	}
-	n, err := c.countSchedules(ctx)
-	if err != nil {
+	in := api.ScheduledSendInput{Schedule: s, Check: true, Reserve: true}
+	for _, o := range opts {
+		o(&in)
+	}
+	// From here the place may be taken: the caller leaving must not stop
+	// the create halfway, or the place would stay taken for nothing.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CheckTimeout)
+	defer cancel()
+	if err := c.checkSchedule(ctx, in); err != nil {
 		return err
 	}
-	if n >= api.MaxSchedules {
-		return keel.Errorf(keel.CodeTooMany, "the namespace holds %d schedules; the limit is %d", n, api.MaxSchedules)
-	}
-	if err := c.checkSchedule(ctx, s); err != nil {
-		return err
-	}
-	_, err = c.tc.ScheduleClient().Create(ctx, client.ScheduleOptions{
-		ID:             s.ID,
-		Spec:           temporalSpec(s.ScheduleSpec),
-		Action:         scheduleAction(s),
-		Overlap:        enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL,
-		CatchupWindow:  s.CatchupOrDefault().Std(),
-		PauseOnFailure: s.PauseOnFailure,
-		Note:           "created with keel",
+	_, err := c.tc.ScheduleClient().Create(ctx, client.ScheduleOptions{
+		ID:                    s.ID,
+		Spec:                  temporalSpec(s.ScheduleSpec),
+		Action:                scheduleAction(s),
+		Overlap:               enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL,
+		CatchupWindow:         s.CatchupOrDefault().Std(),
+		PauseOnFailure:        s.PauseOnFailure,
+		Note:                  "created with keel",
+		TypedSearchAttributes: scheduleAttributes(s),
 	})
-	if errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+	switch {
+	case errors.Is(err, temporal.ErrScheduleAlreadyRunning):
+		// A schedule the registry did not count (made outside keel):
+		// its place stays taken, as it exists.
 		return keel.Errorf(keel.CodeInvalidInput, "a schedule with ID %s exists", s.ID)
+	case err != nil && !timedOut(err):
+		// Not created: the place goes back. (One that timed out may
+		// have been created, and keeps it; keel schedule delete frees
+		// it.)
+		if rerr := c.releaseSchedule(ctx, s.ID); rerr != nil {
+			return errors.Join(scheduleError(err, s.ID), rerr)
+		}
 	}
 	return scheduleError(err, s.ID)
+}
+
+// scheduleAttributes index a schedule by where its firings send
+// (api.AttrSessionID): its session, or, for a new session each firing,
+// its ID, which starts each of those sessions' IDs. A list filters on it
+// without reading each schedule.
+func scheduleAttributes(s api.Schedule) temporal.SearchAttributes {
+	target := s.Target()
+	if target == "" {
+		target = s.ID
+	}
+	return temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(target))
+}
+
+// releaseSchedule gives a schedule's place in the registry back. A
+// registry that does not exist holds no place.
+func (c *Client) releaseSchedule(ctx context.Context, id string) error {
+	h, err := c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: api.ScheduleRegistryID,
+		UpdateName: api.UpdateReleaseSchedule, Args: []any{id}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil
+	}
+	return fromTemporal(err, "the schedule registry")
 }
 
 // The Temporal side of a schedule. Every firing may start while another
@@ -104,17 +156,19 @@ func schedulePolicies(s api.Schedule) *client.SchedulePolicies {
 		CatchupWindow: s.CatchupOrDefault().Std(), PauseOnFailure: s.PauseOnFailure}
 }
 
-// checkSchedule has a keel worker check s: a ScheduledSend workflow in
-// check mode, which sends nothing.
-func (c *Client) checkSchedule(ctx context.Context, s api.Schedule) error {
+// checkSchedule has a keel worker check in.Schedule (and, with
+// in.Reserve, take its place): a ScheduledSend workflow in check mode,
+// which sends nothing.
+func (c *Client) checkSchedule(ctx context.Context, in api.ScheduledSendInput) error {
 	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
 	defer cancel()
+	s := in.Schedule
 	run, err := c.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       api.ScheduleCheckIDPrefix + s.ID + ":" + newID(),
 		TaskQueue:                api.TaskQueue,
 		WorkflowExecutionTimeout: CheckTimeout,
 		StaticSummary:            "keel: check schedule " + s.ID,
-	}, api.ScheduledSendWorkflowName, api.ScheduledSendInput{Schedule: s, Check: true})
+	}, api.ScheduledSendWorkflowName, in)
 	if err == nil {
 		err = run.Get(ctx, nil)
 	}
@@ -124,13 +178,6 @@ func (c *Client) checkSchedule(ctx context.Context, s api.Schedule) error {
 			s.ID, CheckTimeout, context.DeadlineExceeded)
 	}
 	return fromTemporal(err, "schedule "+s.ID)
-}
-
-// countSchedules counts the namespace's keel schedules.
-func (c *Client) countSchedules(ctx context.Context) (int, error) {
-	n := 0
-	err := c.eachSchedule(ctx, func(*client.ScheduleListEntry) bool { n++; return true })
-	return n, err
 }
 
 // eachSchedule calls f with each keel schedule Temporal's visibility
@@ -295,14 +342,15 @@ func (h *Schedule) Update(ctx context.Context, change api.ScheduleChange) (api.S
 			if err := s.Validate(api.Limits{}); err != nil {
 				return nil, err
 			}
-			if err := h.c.checkSchedule(ctx, s); err != nil {
+			if err := h.c.checkSchedule(ctx, api.ScheduledSendInput{Schedule: s, Check: true}); err != nil {
 				return nil, err
 			}
 			next := in.Description.Schedule
 			spec := temporalSpec(s.ScheduleSpec)
 			next.Spec, next.Action, next.Policy = &spec, scheduleAction(s), schedulePolicies(s)
 			updated = s
-			return &client.ScheduleUpdate{Schedule: &next}, nil
+			attrs := scheduleAttributes(s)
+			return &client.ScheduleUpdate{Schedule: &next, TypedSearchAttributes: &attrs}, nil
 		},
 	})
 	if err != nil {
@@ -311,13 +359,22 @@ func (h *Schedule) Update(ctx context.Context, change api.ScheduleChange) (api.S
 	return updated, nil
 }
 
-// Delete deletes the schedule. Its firings' sessions, and a firing still
-// running, stay.
+// Delete deletes the schedule and gives its place in the registry back.
+// Its firings' sessions, and a firing still running, stay. A schedule
+// already gone (deleted outside keel) is keel.NotFound, and its place is
+// given back too.
 func (h *Schedule) Delete(ctx context.Context) error {
-	if _, _, err := h.definition(ctx); err != nil {
+	_, _, err := h.definition(ctx)
+	if err == nil {
+		err = scheduleError(h.c.tc.ScheduleClient().GetHandle(ctx, h.id).Delete(ctx), h.id)
+	}
+	if err != nil && !errors.Is(err, keel.ErrNotFound) {
 		return err
 	}
-	return scheduleError(h.c.tc.ScheduleClient().GetHandle(ctx, h.id).Delete(ctx), h.id)
+	if rerr := h.c.releaseSchedule(ctx, h.id); rerr != nil {
+		return rerr
+	}
+	return err
 }
 
 // scheduleError maps what Temporal's schedule calls returned to keel's

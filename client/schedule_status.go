@@ -10,6 +10,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/keelrun/keel"
@@ -78,12 +79,11 @@ func (c *Client) firing(ctx context.Context, a client.ScheduleActionResult) api.
 		var res *api.ScheduledSendResult
 		if v, err := c.tc.QueryWorkflow(ctx, wf.WorkflowID, wf.FirstExecutionRunID, api.QueryState); err == nil &&
 			v.Get(&res) == nil && res != nil {
-			f.Status, f.Result = api.FiringSent, res
-			if res.Skipped {
-				// Its workflow returns in the task that skipped; the
-				// describe above saw it before that task completed.
-				f.Status = api.FiringSkipped
-			}
+			// A firing that skipped or was refused returns in the task
+			// that did so; the describe above saw it before that task
+			// completed.
+			f.Result = res
+			f.Status, f.Error = sentStatus(res)
 			if o := res.Outcome; o != nil && o.Status == keel.StatusFailed {
 				// Its run failed: it pauses its schedule, then fails.
 				f.Status, f.Error = api.FiringFailed, o.Error
@@ -92,10 +92,8 @@ func (c *Client) firing(ctx context.Context, a client.ScheduleActionResult) api.
 	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
 		var res api.ScheduledSendResult
 		if err := c.tc.GetWorkflow(ctx, wf.WorkflowID, wf.FirstExecutionRunID).Get(ctx, &res); err == nil {
-			f.Status, f.Result = api.FiringSent, &res
-			if res.Skipped {
-				f.Status = api.FiringSkipped
-			}
+			f.Result = &res
+			f.Status, f.Error = sentStatus(&res)
 		}
 	default:
 		f.Status = api.FiringFailed
@@ -108,6 +106,18 @@ func (c *Client) firing(ctx context.Context, a client.ScheduleActionResult) api.
 		f.Run = c.runStatus(ctx, r)
 	}
 	return f
+}
+
+// sentStatus is the status of a firing whose send returned res: sent,
+// skipped, or refused by a limit (with why).
+func sentStatus(res *api.ScheduledSendResult) (string, *keel.Error) {
+	switch {
+	case res.Skipped:
+		return api.FiringSkipped, nil
+	case res.Refused != nil:
+		return api.FiringRefused, res.Refused
+	}
+	return api.FiringSent, nil
 }
 
 // firingFailure is why a firing's workflow failed: the keel error it
@@ -174,8 +184,14 @@ func (c *Client) runStatus(ctx context.Context, r *api.ScheduledSendResult) keel
 type ScheduleListOptions struct {
 	// Prefix, when set, lists only the schedules whose IDs start with it.
 	Prefix string
+	// Under, when set, lists only the schedules whose IDs and whose
+	// firings' sessions are under it: what a gateway key limited to
+	// this prefix reaches. It reads where each sends from the list
+	// itself (the schedule's api.AttrSessionID), not schedule by
+	// schedule; one without it is left out.
+	Under string
 	// Limit is the most schedules listed. Default and cap
-	// api.MaxSchedules.
+	// api.MaxSchedulesCeiling.
 	Limit int
 }
 
@@ -184,13 +200,16 @@ type ScheduleListOptions struct {
 // missing while it lags), and whether more than the limit matched.
 func (c *Client) Schedules(ctx context.Context, opts ScheduleListOptions) ([]api.ScheduleSummary, bool, error) {
 	limit := opts.Limit
-	if limit <= 0 || limit > api.MaxSchedules {
-		limit = api.MaxSchedules
+	if limit <= 0 || limit > api.MaxSchedulesCeiling {
+		limit = api.MaxSchedulesCeiling
 	}
 	out := []api.ScheduleSummary{}
 	truncated := false
 	err := c.eachSchedule(ctx, func(e *client.ScheduleListEntry) bool {
 		if !strings.HasPrefix(e.ID, opts.Prefix) || api.ValidateScheduleID(e.ID) != nil {
+			return true
+		}
+		if opts.Under != "" && !(strings.HasPrefix(e.ID, opts.Under) && strings.HasPrefix(listedTarget(e), opts.Under)) {
 			return true
 		}
 		if len(out) == limit {
@@ -209,4 +228,15 @@ func (c *Client) Schedules(ctx context.Context, opts ScheduleListOptions) ([]api
 	})
 	slices.SortFunc(out, func(a, b api.ScheduleSummary) int { return cmp.Compare(a.ID, b.ID) })
 	return out, truncated, err
+}
+
+// listedTarget is where a listed schedule's firings send, as its
+// api.AttrSessionID says (scheduleAttributes); "" when it says nothing.
+func listedTarget(e *client.ScheduleListEntry) string {
+	p := e.SearchAttributes.GetIndexedFields()[api.AttrSessionID.GetName()]
+	var target string
+	if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &target) != nil {
+		return ""
+	}
+	return target
 }

@@ -65,6 +65,7 @@ func (c *Config) Apply(opts *worker.Options) error {
 	opts.MCPServers = c.MCPServerConfigs()
 	opts.Agents = c.AgentSpecs()
 	opts.Delegation = c.Limits.Delegation
+	opts.Schedules = c.Limits.Schedules
 	return nil
 }
 

@@ -121,6 +121,11 @@ type Limits struct {
 	// has running at once (delegation_depth, delegation_fan_out).
 	// Optional; zero fields take api.DelegationLimits' defaults.
 	Delegation api.DelegationLimits
+	// Schedules bound the namespace's schedules and their firings
+	// (schedules, schedules_per_prefix, schedule_min_interval,
+	// schedule_sessions_per_hour). Optional; zero fields take
+	// api.ScheduleLimits' defaults.
+	Schedules api.ScheduleLimits
 }
 
 // position is where a field's value sits in the file.

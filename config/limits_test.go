@@ -2,9 +2,11 @@ package config
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/tool"
 	"github.com/keelrun/keel/worker"
@@ -21,6 +23,10 @@ func TestApplyLimits(t *testing.T) {
   config_bytes: 4000
   queued_prompts: 5
   staged_steers: 6
+  schedules: 40
+  schedules_per_prefix: 8
+  schedule_min_interval: 5m
+  schedule_sessions_per_hour: 3
 mcp_servers:
   s:
     command: srv
@@ -41,6 +47,10 @@ mcp_servers:
 		QueuedPrompts: 5, StagedSteers: 6}
 	if diff := cmp.Diff(want, opts.Limits); diff != "" {
 		t.Errorf("Options.Limits (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(api.ScheduleLimits{Schedules: 40, PerPrefix: 8, MinInterval: keel.Duration(5 * time.Minute),
+		SessionsPerHour: 3}, opts.Schedules); diff != "" {
+		t.Errorf("Options.Schedules (-want +got):\n%s", diff)
 	}
 	if opts.Policy.MaxSteps != 3 {
 		t.Errorf("Policy.MaxSteps = %d, want 3", opts.Policy.MaxSteps)

@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/activities"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/tool/mcp"
@@ -358,16 +359,29 @@ func (p *parser) approvals(n *yaml.Node, field string) {
 func (p *parser) limits(n *yaml.Node, field string) {
 	l := &p.cfg.Limits
 	p.fields(n, field, map[string]func(*yaml.Node, string){
-		"max_steps":          func(n *yaml.Node, f string) { l.MaxSteps = p.positive(n, f) },
-		"max_tokens":         func(n *yaml.Node, f string) { l.MaxTokens = p.positive(n, f) },
-		"prompt_bytes":       func(n *yaml.Node, f string) { l.Inputs.PromptBytes = p.positive(n, f) },
-		"steering_bytes":     func(n *yaml.Node, f string) { l.Inputs.SteeringBytes = p.positive(n, f) },
-		"answer_bytes":       func(n *yaml.Node, f string) { l.Inputs.AnswerBytes = p.positive(n, f) },
-		"config_bytes":       func(n *yaml.Node, f string) { l.Inputs.ConfigBytes = p.positive(n, f) },
-		"queued_prompts":     func(n *yaml.Node, f string) { l.Inputs.QueuedPrompts = p.positive(n, f) },
-		"staged_steers":      func(n *yaml.Node, f string) { l.Inputs.StagedSteers = p.positive(n, f) },
-		"delegation_depth":   func(n *yaml.Node, f string) { l.Delegation.Depth = p.positive(n, f) },
-		"delegation_fan_out": func(n *yaml.Node, f string) { l.Delegation.FanOut = p.positive(n, f) },
+		"max_steps":            func(n *yaml.Node, f string) { l.MaxSteps = p.positive(n, f) },
+		"max_tokens":           func(n *yaml.Node, f string) { l.MaxTokens = p.positive(n, f) },
+		"prompt_bytes":         func(n *yaml.Node, f string) { l.Inputs.PromptBytes = p.positive(n, f) },
+		"steering_bytes":       func(n *yaml.Node, f string) { l.Inputs.SteeringBytes = p.positive(n, f) },
+		"answer_bytes":         func(n *yaml.Node, f string) { l.Inputs.AnswerBytes = p.positive(n, f) },
+		"config_bytes":         func(n *yaml.Node, f string) { l.Inputs.ConfigBytes = p.positive(n, f) },
+		"queued_prompts":       func(n *yaml.Node, f string) { l.Inputs.QueuedPrompts = p.positive(n, f) },
+		"staged_steers":        func(n *yaml.Node, f string) { l.Inputs.StagedSteers = p.positive(n, f) },
+		"delegation_depth":     func(n *yaml.Node, f string) { l.Delegation.Depth = p.positive(n, f) },
+		"delegation_fan_out":   func(n *yaml.Node, f string) { l.Delegation.FanOut = p.positive(n, f) },
+		"schedules":            func(n *yaml.Node, f string) { l.Schedules.Schedules = p.atMost(n, f, api.MaxSchedulesCeiling) },
+		"schedules_per_prefix": func(n *yaml.Node, f string) { l.Schedules.PerPrefix = p.positive(n, f) },
+		"schedule_min_interval": func(n *yaml.Node, f string) {
+			d, err := time.ParseDuration(p.str(n, f))
+			if err != nil || d < api.MinScheduleEvery.Std() || d > api.MaxScheduleMinInterval.Std() {
+				p.errorf(n, f, "want a duration from %s to %s, such as 5m", api.MinScheduleEvery, api.MaxScheduleMinInterval)
+				return
+			}
+			l.Schedules.MinInterval = keel.Duration(d)
+		},
+		"schedule_sessions_per_hour": func(n *yaml.Node, f string) {
+			l.Schedules.SessionsPerHour = p.atMost(n, f, api.MaxScheduleSessionsPerHour)
+		},
 		"rate": func(n *yaml.Node, f string) {
 			l.Rate = map[string]activities.RateLimit{}
 			p.entries(n, f, func(k, v *yaml.Node, f string) {

@@ -158,7 +158,7 @@ func TestParseRefuses(t *testing.T) {
 		{name: "response cap not a number", yaml: "mcp_servers:\n  s:\n    url: https://x.example/mcp\n    max_response_bytes: 1MB\n",
 			want: "bad.yaml:4:25: mcp_servers.s.max_response_bytes: want a whole number, got a string"},
 		{name: "unknown limit", yaml: "limits:\n  max_cost: 3\n",
-			want: "bad.yaml:2:3: limits.max_cost: unknown field (known: answer_bytes, concurrency, config_bytes, delegation_depth, delegation_fan_out, max_steps, max_tokens, prompt_bytes, queued_prompts, rate, staged_steers, steering_bytes)"},
+			want: "bad.yaml:2:3: limits.max_cost: unknown field (known: answer_bytes, concurrency, config_bytes, delegation_depth, delegation_fan_out, max_steps, max_tokens, prompt_bytes, queued_prompts, rate, schedule_min_interval, schedule_sessions_per_hour, schedules, schedules_per_prefix, staged_steers, steering_bytes)"},
 		{name: "server with command and url", yaml: "mcp_servers:\n  fs:\n    command: npx\n    url: http://localhost:3000/mcp\n",
 			want: "bad.yaml:2:3: mcp_servers.fs: set command or url, not both"},
 		{name: "server with neither", yaml: "mcp_servers:\n  fs:\n    args: [x]\n",

@@ -39,7 +39,10 @@ func newSchedRig(t *testing.T, timeout time.Duration) *schedRig {
 	t.Helper()
 	r := &schedRig{t: t, ctx: testContext(t, timeout), book: &keeltest.ScriptBook{}}
 	r.srv = keeltest.StartServer(t, devserver.Config{})
-	r.worker = keeltest.StartWorker(t, r.srv, keeltest.WorkerOptions{Models: r.book})
+	// Firings a second apart: the tests trigger a schedule again soon
+	// after, and one fires every two seconds.
+	r.worker = keeltest.StartWorker(t, r.srv, keeltest.WorkerOptions{Models: r.book,
+		Schedules: api.ScheduleLimits{MinInterval: api.MinScheduleEvery}})
 	r.c = keeltest.Client(t, r.srv, nil)
 	return r
 }
@@ -311,6 +314,11 @@ func TestSchedulePauseOnFailure(t *testing.T) {
 	if st.PausedByFailure || st.Note != "fixed the model" {
 		t.Fatalf("unpaused: %+v", st)
 	}
+	// A second past the first firing, the worker's least interval
+	// between two (docs/contract.md §22.11).
+	r.waitDescribe(h, "a second past the first firing", func(api.ScheduleStatus) bool {
+		return time.Since(f.ScheduledAt) > time.Second
+	})
 	if err := h.Trigger(r.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,33 @@ func reaches(r *http.Request, id, target string) bool {
 	return strings.HasPrefix(id, k.prefix) && strings.HasPrefix(api.Schedule{ID: id, Session: target}.Target(), k.prefix)
 }
 
+// claimedPrefix returns the prefix of a key of the gateway that claims a
+// schedule with this ID that sends to target ("" for a new session each
+// firing) but does not reach it: its ID is under the prefix and its
+// firings go outside. No key may make such a schedule, the full keys
+// included, since the prefix's keys would see it as missing yet find its
+// ID taken (docs/security.md).
+func (g *Gateway) claimedPrefix(id, target string) (string, bool) {
+	if target == "" {
+		return "", false // its sessions are named after its ID
+	}
+	for _, k := range g.keys.keys {
+		if k.prefix != "" && strings.HasPrefix(id, k.prefix) && !strings.HasPrefix(target, k.prefix) {
+			return k.prefix, true
+		}
+	}
+	return "", false
+}
+
+// checkClaims refuses a schedule that claimedPrefix finds.
+func (g *Gateway) checkClaims(s api.Schedule) error {
+	if prefix, ok := g.claimedPrefix(s.ID, s.Target()); ok {
+		return keel.Errorf(keel.CodeInvalidInput,
+			"a schedule whose ID starts with %s, the prefix of an API key, must send to a session under it too", prefix)
+	}
+	return nil
+}
+
 // scheduleNotFound answers for a schedule that does not exist or that the
 // key does not reach: the same words either way.
 func scheduleNotFound(id string) error {
@@ -101,28 +128,14 @@ func (g *Gateway) listSchedules(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := g.callCtx(r)
 	defer cancel()
-	out := SchedulesResponse{Schedules: []api.ScheduleSummary{}}
-	list, truncated, err := g.c.Schedules(ctx, client.ScheduleListOptions{Prefix: prefix})
+	// What the key reaches, read from the list itself: a prefix costs
+	// no call per schedule.
+	list, truncated, err := g.c.Schedules(ctx, client.ScheduleListOptions{Prefix: prefix, Under: prefix, Limit: int(limit)})
 	if err != nil {
 		WriteError(w, err)
 		return
 	}
-	for _, sum := range list {
-		if prefix != "" {
-			// Its ID is under the prefix; its session must be too.
-			s, err := g.c.Schedule(sum.ID).Get(ctx)
-			if err != nil || !reaches(r, sum.ID, s.Target()) {
-				continue
-			}
-		}
-		if len(out.Schedules) == int(limit) {
-			truncated = true
-			break
-		}
-		out.Schedules = append(out.Schedules, sum)
-	}
-	out.Truncated = truncated
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, SchedulesResponse{Schedules: list, Truncated: truncated})
 }
 
 func (g *Gateway) postSchedule(w http.ResponseWriter, r *http.Request) {
@@ -136,14 +149,24 @@ func (g *Gateway) postSchedule(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
+	// Refused before anything is read: the answer is the same whether a
+	// schedule with this ID exists or not.
 	if !reaches(r, s.ID, s.Target()) {
 		writeError(w, apiError(http.StatusForbidden, CodeForbidden,
 			"this API key is limited to a session prefix: the schedule's ID and its session must be under it"))
 		return
 	}
+	if err := g.checkClaims(s); err != nil {
+		WriteError(w, err)
+		return
+	}
+	var owner string
+	if k := requestKey(r); k != nil {
+		owner = k.prefix
+	}
 	ctx, cancel := g.callCtx(r)
 	defer cancel()
-	if err := g.c.CreateSchedule(ctx, s); err != nil {
+	if err := g.c.CreateSchedule(ctx, s, client.OwnedBy(owner)); err != nil {
 		WriteError(w, err)
 		return
 	}
@@ -181,6 +204,10 @@ func (g *Gateway) patchSchedule(w http.ResponseWriter, r *http.Request, h *clien
 	if !reaches(r, next.ID, next.Target()) {
 		writeError(w, apiError(http.StatusForbidden, CodeForbidden,
 			"this API key is limited to a session prefix: the schedule's session must stay under it"))
+		return
+	}
+	if err := g.checkClaims(next); err != nil {
+		WriteError(w, err)
 		return
 	}
 	ctx, cancel := g.callCtx(r)

@@ -198,17 +198,21 @@ func TestScheduleKeyRules(t *testing.T) {
 	)
 	s := startGateway(t, gateway.Options{Keys: []gateway.APIKey{{Key: full}, {Key: read, Scope: gateway.ScopeRead},
 		{Key: team, Prefix: prefix}}})
-	as := func(key string) *stack { c := *s; c.key = key; return &c }
+	as := s.as
 	m := model(t, `{"repeat":true,"turns":[{"text":["ok"]}]}`)
 	cfg := map[string]any{"model": m}
 	admin, ro, tm := as(full), as(read), as(team)
 
 	// The operator's schedules: one outside the prefix, and one named
-	// under it whose firings go to a session outside it.
+	// under it whose firings go to a session outside it, which only a
+	// client of Temporal's own may make (no key may).
 	admin.call(t, http.MethodPost, "/v1/schedules", map[string]any{"id": "schk-admin", "every": "1h", "prompt": "x", "config": cfg}).
 		must(t, http.StatusCreated)
-	admin.call(t, http.MethodPost, "/v1/schedules", map[string]any{"id": prefix + "decoy", "every": "1h", "prompt": "x",
-		"session": "schk-admin-session", "config": cfg}).must(t, http.StatusCreated)
+	if err := newClient(t, 0).CreateSchedule(testCtx(t), api.Schedule{ID: prefix + "decoy",
+		ScheduleSpec: api.ScheduleSpec{Every: keel.Duration(time.Hour)}, Prompt: "x", Session: "schk-admin-session",
+		Config: &api.RunConfig{Model: m}}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Read-only.
 	ro.listed(t, "schk-admin")

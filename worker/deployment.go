@@ -31,6 +31,9 @@ const (
 	// its run's outcome as long as the run lasts, as the run is pinned.
 	ScheduledSendVersioning = workflow.VersioningBehaviorPinned
 	RateLimitVersioning     = workflow.VersioningBehaviorAutoUpgrade
+	// ScheduleRegistryVersioning moves the registry, which lives as long
+	// as the namespace, to each new deployment, as the rate limits move.
+	ScheduleRegistryVersioning = workflow.VersioningBehaviorAutoUpgrade
 )
 
 // ErrDeployment is returned (wrapped) for a deployment name without a build

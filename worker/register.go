@@ -51,6 +51,8 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 	r.RegisterWorkflowWithOptions(workflows.ScheduledSendWorkflow, workflow.RegisterOptions{
 		Name: api.ScheduledSendWorkflowName, VersioningBehavior: ScheduledSendVersioning})
 	r.RegisterActivityWithOptions(acts.RateGiveBack, activity.RegisterOptions{Name: activities.RateGiveBackName})
+	r.RegisterWorkflowWithOptions(workflows.ScheduleRegistryWorkflow, workflow.RegisterOptions{
+		Name: api.ScheduleRegistryWorkflowName, VersioningBehavior: ScheduleRegistryVersioning})
 }
 
 // rules are the workflows' rules that a worker with opts applies: its
@@ -67,8 +69,9 @@ func (o Options) rules(models activities.ModelResolver) workflows.Rules {
 }
 
 // scheduleRulesOf are the rules that a schedule's firing applies
-// (schedule.go): the same as the session's send validators apply.
-func scheduleRulesOf(r workflows.Rules) scheduleRules {
+// (schedule.go): the same as the session's send validators apply, and
+// the worker's schedule limits.
+func scheduleRulesOf(r workflows.Rules, quota api.ScheduleLimits) scheduleRules {
 	return scheduleRules{admitModel: r.AdmitModel, modelOffer: r.ModelOffer, limits: r.Limits,
-		runBudget: r.RunBudget, sessionBudget: r.SessionBudget, checkAgent: r.CheckAgent}
+		runBudget: r.RunBudget, sessionBudget: r.SessionBudget, checkAgent: r.CheckAgent, quota: quota}
 }

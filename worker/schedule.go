@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -14,6 +15,7 @@ import (
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/store"
 	"github.com/keelrun/keel/tool"
 )
@@ -24,6 +26,7 @@ import (
 // the validation every send gets), and wait for the run's outcome.
 type schedules struct {
 	keel  *client.Client
+	tc    sdkclient.Client
 	rules scheduleRules
 	tools *tool.Registry
 }
@@ -38,11 +41,16 @@ type scheduleRules struct {
 	// checkAgent refuses an agent the worker does not offer, or a
 	// config that sets what its agent defines.
 	checkAgent func(api.RunConfig) error
+	// quota bounds the namespace's schedules and their firings.
+	quota api.ScheduleLimits
 }
 
 // newSchedules returns the activities of schedules over c, the worker's
 // Temporal client.
 func newSchedules(c sdkclient.Client, opts Options, rules scheduleRules, tools *tool.Registry) (*schedules, error) {
+	if err := rules.quota.Validate(); err != nil {
+		return nil, fmt.Errorf("worker: schedule limits: %w", err)
+	}
 	dc := opts.DataConverter
 	if dc == nil && opts.Codec != nil {
 		dc = store.NewDataConverter(opts.Codec)
@@ -54,7 +62,7 @@ func newSchedules(c sdkclient.Client, opts Options, rules scheduleRules, tools *
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	return &schedules{keel: kc, rules: rules, tools: tools}, nil
+	return &schedules{keel: kc, tc: c, rules: rules, tools: tools}, nil
 }
 
 // awaitHeartbeat is how often AwaitScheduledRun heartbeats while it waits
@@ -71,6 +79,9 @@ func (s *schedules) Check(_ context.Context, sc api.Schedule) error {
 
 func (s *schedules) check(sc api.Schedule) error {
 	if err := sc.Validate(s.rules.limits); err != nil {
+		return err
+	}
+	if err := sc.CheckPace(s.rules.quota); err != nil {
 		return err
 	}
 	cfg := sc.Config
@@ -129,8 +140,12 @@ func (s *schedules) Send(ctx context.Context, req api.ScheduledSendRequest) (api
 	case overlap == api.OverlapSteer:
 		opts = append(opts, client.OrSteer())
 	}
-	sess := s.keel.Session(id)
 	res := api.ScheduledSendResult{Session: id}
+	if refused, err := s.admit(ctx, req); err != nil || refused != nil {
+		res.Refused = refused
+		return res, err
+	}
+	sess := s.keel.Session(id)
 	run, err := sess.SendOnce(ctx, req.UpdateID, sc.Prompt, opts...)
 	if errors.Is(err, keel.ErrRunActive) && overlap == api.OverlapSkip && !sc.NewSession {
 		res.Skipped = true
@@ -144,6 +159,65 @@ func (s *schedules) Send(ctx context.Context, req api.ScheduledSendRequest) (api
 	}
 	res.RunID, res.Number, res.Queued, res.SteeringID = run.ID, run.Number, run.Queued, run.SteeringID
 	return res, nil
+}
+
+// admit asks the registry whether the firing may send; a refusal is
+// counted in keel_schedule_firings_refused_total.
+func (s *schedules) admit(ctx context.Context, req api.ScheduledSendRequest) (*keel.Error, error) {
+	var v api.FiringVerdict
+	err := s.updateRegistry(ctx, req.UpdateID+"/admit", api.UpdateAdmitFiring, api.FiringAdmission{Schedule: req.Schedule.ID,
+		Firing: req.UpdateID, At: req.At, NewSession: req.Schedule.NewSession, Limits: s.rules.quota}, &v)
+	if err != nil {
+		return nil, activityError(scheduleRegistryError(err))
+	}
+	if v.Refused != nil {
+		instrument.ScheduleFiringRefused(activity.GetMetricsHandler(ctx), v.Reason)
+	}
+	return v.Refused, nil
+}
+
+// Reserve takes the place of a schedule about to be created in the
+// registry, under this worker's limits (docs/contract.md §22.11).
+func (s *schedules) Reserve(ctx context.Context, r api.ScheduleReservation) error {
+	r.Limits = s.rules.quota
+	// One update ID for every attempt: a retried attempt whose first
+	// took the place is answered as that one was.
+	id := activity.GetInfo(ctx).WorkflowExecution.ID + "/reserve"
+	return activityError(scheduleRegistryError(s.updateRegistry(ctx, id, api.UpdateReserveSchedule, r, nil)))
+}
+
+// updateRegistry sends an update to the namespace's ScheduleRegistry,
+// starting it if it is not running, under update ID id (one per
+// request, so that Temporal applies a retried request once).
+func (s *schedules) updateRegistry(ctx context.Context, id, name string, arg, out any) error {
+	start := s.tc.NewWithStartWorkflowOperation(sdkclient.StartWorkflowOptions{
+		ID:                       api.ScheduleRegistryID,
+		TaskQueue:                api.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		StaticSummary:            "keel schedules: quotas and the pace of firings",
+	}, api.ScheduleRegistryWorkflowName, api.ScheduleRegistryState{})
+	h, err := s.tc.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: sdkclient.UpdateWorkflowOptions{UpdateID: id, UpdateName: name, Args: []any{arg},
+			WaitForStage: sdkclient.WorkflowUpdateStageCompleted},
+	})
+	if err != nil {
+		return err
+	}
+	return h.Get(ctx, out)
+}
+
+// scheduleRegistryError returns the keel error the registry answered
+// with, from Temporal's wrapping of it.
+func scheduleRegistryError(err error) error {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		var ke keel.Error
+		if appErr.HasDetails() && appErr.Details(&ke) == nil && ke.Code != "" {
+			return &ke
+		}
+	}
+	return err
 }
 
 // Await waits for the run's outcome, heartbeating. A run that failed,
@@ -202,4 +276,5 @@ func registerSchedules(r Registrar, s *schedules) {
 	r.RegisterActivityWithOptions(s.Send, activity.RegisterOptions{Name: api.SendScheduledActivity})
 	r.RegisterActivityWithOptions(s.Await, activity.RegisterOptions{Name: api.AwaitScheduledRunActivity})
 	r.RegisterActivityWithOptions(s.Pause, activity.RegisterOptions{Name: api.PauseScheduleActivity})
+	r.RegisterActivityWithOptions(s.Reserve, activity.RegisterOptions{Name: api.ReserveScheduleActivity})
 }

@@ -73,6 +73,13 @@ type Options struct {
 	// delegation_fan_out). Optional: the defaults of
 	// api.DelegationLimits.
 	Delegation api.DelegationLimits
+	// Schedules bound the namespace's schedules and their firings
+	// (keel.yaml limits schedules, schedules_per_prefix,
+	// schedule_min_interval and schedule_sessions_per_hour;
+	// docs/contract.md §22.11): create and each firing ask the
+	// namespace's ScheduleRegistry with these. Optional: zero fields
+	// take the defaults of api.ScheduleLimits.
+	Schedules api.ScheduleLimits
 	// MCPServers are the MCP servers whose tools the worker offers to the
 	// model as mcp__<server>__<tool> (keel.yaml's mcp_servers). New
 	// connects them with mcp.Connect into the worker's tool registry,
@@ -245,7 +252,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	rules := opts.rules(acts.Models)
 	RegisterWithRules(w, acts, rules)
 	if c != nil {
-		sched, err := newSchedules(c, opts, scheduleRulesOf(rules), acts.Tools)
+		sched, err := newSchedules(c, opts, scheduleRulesOf(rules, opts.Schedules), acts.Tools)
 		if err != nil {
 			for _, c := range closers {
 				c()

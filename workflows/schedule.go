@@ -51,10 +51,18 @@ func ScheduledSendWorkflow(ctx workflow.Context, in api.ScheduledSendInput) (*ap
 	if in.Check {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: time.Minute,
-			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: permanent},
-			Summary:             "check schedule " + in.Schedule.ID,
+			// A quota's refusal is final for this create.
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3,
+				NonRetryableErrorTypes: append(permanent, string(keel.CodeTooMany))},
+			Summary: "check schedule " + in.Schedule.ID,
 		})
-		return nil, workflow.ExecuteActivity(actx, api.CheckScheduleActivity, in.Schedule).Get(ctx, nil)
+		if err := workflow.ExecuteActivity(actx, api.CheckScheduleActivity, in.Schedule).Get(ctx, nil); err != nil || !in.Reserve {
+			return nil, err
+		}
+		// The schedule's place in the registry (docs/contract.md §22.11),
+		// under the worker's limits; create gives it back if it fails.
+		return nil, workflow.ExecuteActivity(actx, api.ReserveScheduleActivity,
+			api.ScheduleReservation{ID: in.Schedule.ID, Owner: in.Owner}).Get(ctx, nil)
 	}
 	info := workflow.GetInfo(ctx)
 	at, ok := workflow.GetTypedSearchAttributes(ctx).GetTime(scheduledStartTime)

@@ -368,13 +368,15 @@ export interface ScheduledSendResult {
   /** A run was active and the schedule skips. */
   skipped?: boolean;
   outcome?: Record<string, unknown>;
+  /** A limit of the worker refused the firing: nothing was sent. */
+  refused?: KeelError;
 }
 
 export interface ScheduleFiring {
   scheduled_at: string;
   started_at: string;
   workflow_id: string;
-  status: "sending" | "sent" | "skipped" | "failed";
+  status: "sending" | "sent" | "skipped" | "failed" | "refused";
   result?: ScheduledSendResult;
   run?: "active" | "completed" | "failed" | "cancelled";
   error?: KeelError;

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +71,13 @@ func TestScheduleAcrossDevRestart(t *testing.T) {
 	rig := newDevKillRig(t, 4*time.Minute)
 	ctx := rig.ctx
 	m := writeScript(t, `{"repeat":true,"turns":[{"text":["tock"]}]}`)
+	// Firings five seconds apart, under the default least interval of a
+	// minute (docs/contract.md §22.11).
+	conf := filepath.Join(t.TempDir(), "keel.yaml")
+	if err := os.WriteFile(conf, []byte("limits:\n  schedule_min_interval: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rig.flags = []string{"--config", conf}
 	p := rig.start()
 	keel := func(args ...string) (string, string, int) {
 		var out, errOut bytes.Buffer
@@ -244,5 +253,22 @@ func TestScheduleAgentFlag(t *testing.T) {
 	if c := f.change(fs, api.Schedule{ID: "s1", Config: &api.RunConfig{Agent: "reporter"}}); c.Config == nil ||
 		c.Config.Agent != "" || c.Config.Model != "scripted:b" {
 		t.Fatalf("update away from the agent: %+v", c.Config)
+	}
+}
+
+// describe shows a firing a limit refused, with why, and no session or
+// run: it made none (docs/contract.md §22.11).
+func TestScheduleDescribeShowsRefusedFirings(t *testing.T) {
+	refused := &keelpkg.Error{Code: keelpkg.CodeTooMany, Message: "the schedule made its 12 new sessions of the hour; the limit is 12 an hour"}
+	at := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	var out bytes.Buffer
+	printScheduleStatus(&out, api.ScheduleStatus{
+		Schedule: api.Schedule{ID: "m", ScheduleSpec: api.ScheduleSpec{Every: keelpkg.Duration(time.Hour)}, Prompt: "x", NewSession: true},
+		Recent: []api.ScheduleFiring{{ScheduledAt: at, Status: api.FiringRefused, Error: refused,
+			Result: &api.ScheduledSendResult{Session: "m-20261206T090000Z", Refused: refused}}},
+	})
+	want := "    2026-12-06T09:00:00Z  refused  keel.TooMany: the schedule made its 12 new sessions of the hour; the limit is 12 an hour\n"
+	if !strings.Contains(out.String(), want) {
+		t.Fatalf("describe:\n%s\nwant the line\n%s", out.String(), want)
 	}
 }

@@ -126,7 +126,8 @@
     const firings = st.recent.slice().reverse().map((f) => {
       const r = f.result || {};
       const what = [];
-      if (r.session) what.push(sessionLink(r.session));
+      // A refused firing made no session.
+      if (r.session && f.status !== "refused") what.push(sessionLink(r.session));
       if (r.run_id) what.push(" " + r.run_id.replace(/^.*\//, ""));
       if (r.skipped) what.push(" (a run was active)");
       if (r.steering_id) what.push(" steered");

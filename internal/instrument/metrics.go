@@ -64,6 +64,10 @@ const (
 	// because they failed its checks (forged, malformed, plaintext on an
 	// encrypted channel); label reason (live.Reason).
 	LiveRejectedMessagesTotal = "keel_live_rejected_messages_total"
+	// ScheduleFiringsRefusedTotal counts schedule firings a limit
+	// refused (docs/contract.md §22.11); label reason (interval,
+	// sessions). Recorded by the SendScheduled activity.
+	ScheduleFiringsRefusedTotal = "keel_schedule_firings_refused_total"
 )
 
 // Names lists every metric keel records itself, for documentation and
@@ -73,6 +77,7 @@ var Names = []string{
 	ModelTurnDuration, ModelTimeToFirstToken, ModelInputTokens, ModelOutputTokens, CostTotal,
 	ToolCallsTotal, ToolCallDuration,
 	LiveDeliveryLag, LiveMissedEventsTotal, LivePublishFailuresTotal, LiveRejectedMessagesTotal,
+	ScheduleFiringsRefusedTotal,
 }
 
 // RunFinished records a run's terminal commit.
@@ -139,4 +144,10 @@ func ToolCallDone(h client.MetricsHandler, tool, status string, took time.Durati
 // LivePublishFailed records an ephemeral event that was not published.
 func LivePublishFailed(h client.MetricsHandler) {
 	h.Counter(LivePublishFailuresTotal).Inc(1)
+}
+
+// ScheduleFiringRefused records a schedule's firing that a limit refused,
+// for reason (api.RefusedInterval, api.RefusedSessions).
+func ScheduleFiringRefused(h client.MetricsHandler, reason string) {
+	h.WithTags(map[string]string{"reason": reason}).Counter(ScheduleFiringsRefusedTotal).Inc(1)
 }

@@ -109,6 +109,10 @@ type WorkerOptions struct {
 	Policy activities.Policy
 	// Agents are worker.Options' (docs/contract.md §21.2).
 	Agents map[string]api.AgentSpec
+	// Schedules are worker.Options' (docs/contract.md §22.11).
+	Schedules api.ScheduleLimits
+	// MetricsHandler is worker.Options': keel's metrics and the SDK's.
+	MetricsHandler sdkclient.MetricsHandler
 }
 
 // StartWorker starts a keel worker on srv with its own Temporal client,
@@ -136,7 +140,7 @@ func StartWorker(tb testing.TB, srv *devserver.Server, opts WorkerOptions) sdkwo
 		Worker: &worker.Options{Models: models, Tools: tools, StopTimeout: time.Second,
 			Logger: logging.AtLeast(cfg.Logger, cfg.LogLevel), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch,
 			Policy: opts.Policy,
-			Agents: opts.Agents},
+			Agents: opts.Agents, Schedules: opts.Schedules, MetricsHandler: opts.MetricsHandler},
 	})
 	if err != nil {
 		tb.Fatalf("worker: %v", err)

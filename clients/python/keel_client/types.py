@@ -336,13 +336,15 @@ class ScheduledSendResult(TypedDict):
     #: A run was active and the schedule skips.
     skipped: NotRequired[bool]
     outcome: NotRequired[Dict[str, Any]]
+    #: A limit of the worker refused the firing: nothing was sent.
+    refused: NotRequired[KeelError]
 
 
 class ScheduleFiring(TypedDict):
     scheduled_at: str
     started_at: str
     workflow_id: str
-    status: Literal["sending", "sent", "skipped", "failed"]
+    status: Literal["sending", "sent", "skipped", "failed", "refused"]
     result: NotRequired[ScheduledSendResult]
     run: NotRequired[Literal["active", "completed", "failed", "cancelled"]]
     error: NotRequired[KeelError]
