@@ -27,6 +27,8 @@ import (
 //	                           AwaitScheduledRun, the run's failure,
 //	                           PauseSchedule, and the workflow failing
 //	scheduled_send_check.json  the check that create runs
+//	schedule_registry.json     the registry's execution: the places the
+//	                           two schedules took, their firings admitted
 func TestRecordScheduleHistories(t *testing.T) {
 	book := &keeltest.ScriptBook{}
 	ok := book.Add(t, "ok", `{"repeat":true,"turns":[{"text":["done"]}]}`)
@@ -66,4 +68,5 @@ func TestRecordScheduleHistories(t *testing.T) {
 		Config: &api.RunConfig{Model: ok}}, "scheduled_send.json")
 	record(api.Schedule{ID: "replay-wait", ScheduleSpec: every, Prompt: "Report.", Session: "replay-wait",
 		PauseOnFailure: true, Config: &api.RunConfig{Model: bad}}, "scheduled_send_wait.json")
+	writeHistoryOf(t, ctx, c.Temporal(), api.ScheduleRegistryID, "", filepath.Join(dir, "schedule_registry.json"))
 }

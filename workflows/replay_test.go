@@ -168,6 +168,11 @@ var recordedHistories = []recordedHistory{
 		api.CheckScheduleActivity:                                1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
 	}},
+	// The schedule registry (docs/contract.md §22.11): the places two
+	// schedules took at create, and their firings admitted.
+	{file: "schedule_registry.json", workflowType: api.ScheduleRegistryWorkflowName, atLeast: map[string]int{
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 4,
+	}, check: all(hasUpdate(api.UpdateReserveSchedule), hasUpdate(api.UpdateAdmitFiring))},
 	// A run whose tool asked the run's model (e2e
 	// TestRecordToolSamplingHistory): the Tool activity, two model turns,
 	// the sampling request counted in the run's usage.
