@@ -226,3 +226,27 @@ func TestSessionHandOverWithoutStoreCarriesEvents(t *testing.T) {
 	checkLog(t, 0, c.Tail)
 	require.Equal(t, c.Seq, c.Tail[len(c.Tail)-1].Seq)
 }
+
+// docs/contract.md §13: a send that comes after a shutdown signal to an
+// idle execution is refused, and no run starts. (In one workflow task a
+// real worker validates the send before the signal's goroutine runs, so
+// the session also looks at the signal waiting in its channel; the test
+// environment runs the goroutine first, and e2e TestShutdown meets that
+// order.)
+func TestSendAfterShutdownIsRefused(t *testing.T) {
+	in, _, _ := handOverOnce(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), &memSegments{})
+	in.Carry.Queue = nil
+	e := newSessionEnv(t, napThen(`{"text":["one"]}`, `{"text":["two"]}`), &memSegments{})
+	u := newUpdates(t, e)
+	e.RegisterDelayedCallback(func() {
+		e.SignalWorkflow(api.SignalShutdown, nil)
+		u.send(api.UpdateSend, "after", api.SendRequest{Prompt: "after the shutdown"})
+	}, time.Minute)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(api.SignalMove, nil) }, time.Hour)
+	e.ExecuteWorkflow(api.SessionWorkflowName, in)
+	c := continuedAs(t, e).Carry
+	require.Empty(t, u.accepted)
+	require.ErrorIs(t, u.rejected["after"], keel.ErrRuntimeShutdown, "%v", u.rejected["after"])
+	require.True(t, c.Shutdown)
+	require.Equal(t, 1, c.Runs, "no run started after the shutdown")
+}

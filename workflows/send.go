@@ -67,6 +67,16 @@ func (s *session) validateSend(req api.SendRequest) error {
 	return s.checkSendLimits(req)
 }
 
+// shuttingDown reports whether keel is shut down for this session, or a
+// shutdown signal waits in its channel: when a signal and a send arrive in
+// one workflow task (the shutdown came while the session continued as
+// new, the send right after it), the send's validator and handler run
+// before the goroutine that takes the signal, and a validator cannot look
+// at a channel (docs/contract.md §13).
+func (s *session) shuttingDown(ctx workflow.Context) bool {
+	return s.st.Shutdown || workflow.GetSignalChannel(ctx, api.SignalShutdown).Len() > 0
+}
+
 // send accepts a prompt. It returns once the run has started, or at once
 // with Queued set when it waits behind another run.
 func (s *session) send(ctx workflow.Context, req api.SendRequest) (api.SendResult, error) {
@@ -116,7 +126,7 @@ func (s *session) admit(ctx workflow.Context, req api.SendRequest) (api.SendResu
 	if err != nil {
 		return api.SendResult{}, err
 	}
-	if s.st.Shutdown {
+	if s.shuttingDown(ctx) {
 		return api.SendResult{}, wireError(keel.ErrRuntimeShutdown)
 	}
 	p := &pendingRun{number: s.st.Runs + len(s.queue) + 1, req: req, trace: ctx.Value(instrument.SpanContextKey)}
