@@ -119,7 +119,11 @@ func requirePinnedSoon(t *testing.T, ctx context.Context, tc sdkclient.Client, w
 
 // waitRouted waits until the server has propagated the deployment's
 // routing to its task queues: until then a new execution may still start
-// on the version that was current before (docs/operations.md).
+// on the version that was current before (docs/operations.md). The
+// server propagates with an activity of a minute's timeout, retried: an
+// attempt that waits on a task queue partition that missed the change
+// (seen in about one run in four on a clean clone) ends only at that
+// timeout, and the retry completes it. So the wait outlasts one attempt.
 func waitRouted(t *testing.T, ctx context.Context, tc sdkclient.Client, deployment string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
@@ -127,7 +131,7 @@ func waitRouted(t *testing.T, ctx context.Context, tc sdkclient.Client, deployme
 			Namespace: devserver.DefaultNamespace, DeploymentName: deployment})
 		return err == nil && resp.GetWorkerDeploymentInfo().GetRoutingConfigUpdateState() ==
 			enumspb.ROUTING_CONFIG_UPDATE_STATE_COMPLETED
-	}, time.Minute, 20*time.Millisecond, "the routing of %s reaches its task queues", deployment)
+	}, 3*time.Minute, 20*time.Millisecond, "the routing of %s reaches its task queues", deployment)
 }
 
 // startBuild starts a worker that is build buildID of deployment, playing
