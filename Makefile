@@ -6,11 +6,12 @@
 export GOTOOLCHAIN := go1.27.3
 
 GO      ?= go
-# keel is several Go modules in one workspace (go.work; docs/ARCHITECTURE.md,
-# "Modules"): the root module is the light client, the heavy parts have
-# modules of their own. In workspace mode ./... stops at a module boundary,
-# so targets name every package by import path.
+# keel is two Go modules in one workspace (go.work; docs/ARCHITECTURE.md,
+# "Modules"): the root module is the light client, ./server is everything
+# that runs keel. In workspace mode ./... stops at a module boundary, so
+# targets name packages by import path.
 PKGS    := github.com/keelrun/keel/...
+SERVER  := github.com/keelrun/keel/server
 MODULES  = $(shell $(GO) work edit -json | sed -n 's/.*"DiskPath": "\(.*\)".*/\1/p')
 BIN     ?= bin/keel
 BENCH_BIN ?= bin/keel-bench
@@ -22,12 +23,12 @@ TIMEOUT ?= 40m
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/keel
+	$(GO) build -o $(BIN) $(SERVER)/cmd/keel
 
 # keel for a production worker or gateway (the Dockerfile's): -tags nodev
 # leaves out `keel dev`'s embedded Temporal server, Web UI and NATS server.
 build-production:
-	$(GO) build -tags nodev -trimpath -o bin/keel-production ./cmd/keel
+	$(GO) build -tags nodev -trimpath -o bin/keel-production $(SERVER)/cmd/keel
 
 # The embedded Temporal server (SQLite under $(DATA)), its Web UI, NATS, a
 # worker, and a demo run streaming to the terminal. Ctrl-C stops it all.
@@ -49,25 +50,26 @@ test: lint
 
 # keel on more than one machine: the embedded server on PostgreSQL and two
 # `keel worker` processes of $(BIN), one killed with SIGKILL mid-turn, then
-# the server restarted (e2e/cluster). Needs a PostgreSQL URL whose user may
+# the server restarted (server/e2e/cluster). Needs a PostgreSQL URL whose user may
 # create databases, e.g.
 # KEEL_POSTGRES_DSN='postgres://keel:keel@127.0.0.1:5432/?sslmode=disable';
 # .ci/run starts Debian's PostgreSQL for it.
 .PHONY: test-postgres
 test-postgres: build
 	@test -n "$$KEEL_POSTGRES_DSN" || { echo "test-postgres: set KEEL_POSTGRES_DSN (see the Makefile)"; exit 1; }
-	KEEL_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -p 1 -timeout 15m -run 'Postgres' -v ./devserver/ ./cmd/keel/ ./e2e/cluster/
+	KEEL_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -p 1 -timeout 15m -run 'Postgres' -v $(SERVER)/devserver $(SERVER)/cmd/keel $(SERVER)/e2e/cluster
 
-# The release gate alone: workflows/testdata as committed at the release
-# RELEASE names, replayed with today's workflows (make test runs it too,
-# as TestReplayPreviousRelease in ./workflows/).
+# The release gate alone: the workflows' testdata as committed at the
+# release RELEASE names, replayed with today's workflows (make test runs it
+# too, as TestReplayPreviousRelease in server/workflows).
 replay-release:
-	$(GO) test -count=1 -run TestReplayPreviousRelease -v ./workflows/
+	$(GO) test -count=1 -run TestReplayPreviousRelease -v $(SERVER)/workflows
 
 lint: fmt vet tidy-check
 
-# Every module's go.mod and go.sum as `go mod tidy` would write them; each
-# module is tidied on its own (GOWORK=off), through its replace directives.
+# Both modules' go.mod and go.sum as `go mod tidy` would write them; each
+# is tidied on its own (GOWORK=off), the server module through its one
+# replace directive.
 tidy:
 	@set -e; for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy); done
 
@@ -88,15 +90,15 @@ vet:
 # its baseline measured in the same run; then the HTTP gateway's delta
 # latency against NATS and its 1,000 concurrent event streams.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 200x ./devserver/ ./bench/
-	$(GO) test -run '^$$' -bench . -benchtime 10x ./gateway/
+	$(GO) test -run '^$$' -bench . -benchtime 200x $(SERVER)/devserver $(SERVER)/bench
+	$(GO) test -run '^$$' -bench . -benchtime 10x $(SERVER)/gateway
 
 # keel-bench, the measurement command, apart from keel (which links no
 # measurement code): `$(BENCH_BIN) --worker-process` prints keel's
 # overheads against bare Temporal with their targets, and
 # `$(BENCH_BIN) concurrency` many streaming sessions (docs/performance.md).
 keel-bench:
-	$(GO) build -o $(BENCH_BIN) ./bench/cmd/keel-bench
+	$(GO) build -o $(BENCH_BIN) $(SERVER)/bench/cmd/keel-bench
 
 # keel-bench's whole table, with deltas crossing processes.
 bench-table: keel-bench

@@ -4,7 +4,7 @@
 //
 // The runtime itself lives in subpackages: workflows (the Session workflow and its helpers),
 // activities (model turns and tool calls), client (the Go SDK), worker,
-// provider/... (model backends), tool (the tool interface and built-ins),
+// server/provider/... (model backends), tool (the tool interface and built-ins),
 // live (the channel for ephemeral deltas) and devserver (an embedded
 // Temporal server).
 //

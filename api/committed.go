@@ -24,7 +24,7 @@ import (
 // search attribute would add a visibility write to every step.
 //
 // In history it reads (this is the encoding CommittedSeq accepts, and
-// the recorded histories in workflows/testdata pin it):
+// the recorded histories in server/workflows/testdata pin it):
 //
 //	MarkerRecorded
 //	  markerName: "SideEffect"

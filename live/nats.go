@@ -20,6 +20,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/crypt"
+	"github.com/keelrun/keel/internal/livehook"
 	"github.com/keelrun/keel/internal/lru"
 )
 
@@ -172,9 +173,6 @@ type NATS struct {
 	rejects atomic.Int64
 
 	closeOnce sync.Once
-
-	// hooks for tests: called around the handling of each received message.
-	beforeHandle, afterHandle func()
 }
 
 type pubStream struct {
@@ -462,12 +460,11 @@ func (c *NATS) Subscribe(ctx context.Context, sessionID string, opts SubscribeOp
 		return nil, err
 	}
 	s := &natsSub{
-		c:            c,
-		session:      sessionID,
-		buf:          newBuffer(opts.Buffer),
-		streams:      lru.New[uint64](maxSubStreams),
-		beforeHandle: c.beforeHandle,
-		afterHandle:  c.afterHandle,
+		c:           c,
+		session:     sessionID,
+		buf:         newBuffer(opts.Buffer),
+		streams:     lru.New[uint64](maxSubStreams),
+		afterHandle: livehook.Handled(ctx),
 	}
 	if c.opts.Decoder != nil && c.opts.Encryption == nil {
 		s.batch = newDecodeQueue(c.opts.PendingLimit)
@@ -568,7 +565,9 @@ type natsSub struct {
 	sub   *nats.Subscription
 	ended bool
 
-	beforeHandle, afterHandle func()
+	// afterHandle is a test's hook (internal/livehook), called after each
+	// received message is handled.
+	afterHandle func()
 }
 
 func (s *natsSub) attach(ns *nats.Subscription) bool {
@@ -599,9 +598,6 @@ func (s *natsSub) end(abandon bool) {
 }
 
 func (s *natsSub) handle(m *nats.Msg) {
-	if s.beforeHandle != nil {
-		s.beforeHandle()
-	}
 	r := received{data: m.Data, counter: m.Header.Get(headerLive)}
 	if s.batch != nil {
 		// Decoded in order on decodeLoop; what does not fit is lost, and

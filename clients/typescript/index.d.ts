@@ -1,6 +1,6 @@
 // Types of @keelrun/client. Field names are the wire's (docs/gateway.md,
-// gateway/openapi.json); each interface named after an OpenAPI schema has
-// exactly that schema's fields, which e2e/clients_test.go checks.
+// server/gateway/openapi.json); each interface named after an OpenAPI schema has
+// exactly that schema's fields, which server/e2e/clients_test.go checks.
 
 /** An error body of the gateway. */
 export interface Error {

@@ -1,9 +1,9 @@
 """Types of the gateway's bodies and events.
 
-Field names are the wire's (docs/gateway.md, gateway/openapi.json). Each
+Field names are the wire's (docs/gateway.md, server/gateway/openapi.json). Each
 TypedDict named after an OpenAPI schema has exactly that schema's fields
 (tests/test_routes.py checks them against routes.json, and
-e2e/clients_test.go checks routes.json against the document).
+server/e2e/clients_test.go checks routes.json against the document).
 """
 
 from __future__ import annotations

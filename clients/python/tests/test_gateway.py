@@ -1,4 +1,4 @@
-"""The client against a running gateway: e2e/clients_test.go starts one
+"""The client against a running gateway: server/e2e/clients_test.go starts one
 (an embedded Temporal server, a worker with scripted models, the gateway
 with an API key) and runs these with KEEL_GATEWAY_URL and the scripts'
 model specs in the environment. Without KEEL_GATEWAY_URL they are
@@ -43,7 +43,7 @@ def durable(items: List[Item]) -> List[Event]:
     return [e for e in items if isinstance(e, Event) and e.durable]
 
 
-@unittest.skipUnless(URL, "KEEL_GATEWAY_URL is not set (e2e/clients_test.go sets it)")
+@unittest.skipUnless(URL, "KEEL_GATEWAY_URL is not set (server/e2e/clients_test.go sets it)")
 class GatewayTest(unittest.TestCase):
     def setUp(self) -> None:
         self.client = Client(URL or "", api_key=os.environ.get("KEEL_API_KEY") or None)

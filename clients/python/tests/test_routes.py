@@ -1,7 +1,7 @@
 """The client's calls and types against routes.json: every operation the
 table lists is one the client makes, with exactly its query parameters,
 headers and body fields, and every TypedDict named after a schema has
-exactly the table's fields. e2e/clients_test.go checks the table against
+exactly the table's fields. server/e2e/clients_test.go checks the table against
 the gateway's OpenAPI document."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-// The client against a running gateway: e2e/clients_test.go starts one
+// The client against a running gateway: server/e2e/clients_test.go starts one
 // (an embedded Temporal server, a worker with scripted models, the
 // gateway with an API key) and runs these with KEEL_GATEWAY_URL and the
 // scripts' model specs in the environment. Without KEEL_GATEWAY_URL they
@@ -11,7 +11,7 @@ import {
 } from "../src/index.js";
 
 const url = process.env.KEEL_GATEWAY_URL;
-const skip = url ? false : "KEEL_GATEWAY_URL is not set (e2e/clients_test.go sets it)";
+const skip = url ? false : "KEEL_GATEWAY_URL is not set (server/e2e/clients_test.go sets it)";
 const client = url && new KeelClient(url, { apiKey: process.env.KEEL_API_KEY || undefined });
 const prefix = process.env.KEEL_SESSION_PREFIX || `ts-${Date.now()}`;
 const model = (name) => {

@@ -1,6 +1,6 @@
 // The client's calls against routes.json: every operation the table lists
 // is one the client makes, with exactly the table's query parameters,
-// headers and body fields, and it makes no other. e2e/clients_test.go
+// headers and body fields, and it makes no other. server/e2e/clients_test.go
 // checks the table against the gateway's OpenAPI document.
 
 import { test } from "node:test";

@@ -1,0 +1,63 @@
+package e2e_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	sdkclient "go.temporal.io/sdk/client"
+
+	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/server/devserver"
+	"github.com/keelrun/keel/server/internal/keeltest"
+)
+
+// TestRecordRateLimitHistory records a RateLimit workflow (docs/contract.md
+// §20.5) for server/workflows/replay_test.go:
+//
+//	KEEL_RECORD=1 go test -run TestRecordRateLimitHistory ./e2e
+//
+// It writes rate_limit.json: the limit started by the first rate update
+// (update-with-start, as workers send it), reservations of requests and
+// tokens, a reservation given back before it was sent, two settled to what
+// their requests used (less and more than reserved), a reservation asked
+// again, a give-back of what the limit never held, and an update the
+// validator refused (which leaves no trace).
+func TestRecordRateLimitHistory(t *testing.T) {
+	r := recordStack(t, 2*time.Minute, devserver.Config{}, keeltest.WorkerOptions{Script: `{"turns":[{"text":["unused"]}]}`})
+	ctx, tc := r.ctx, r.c.Temporal()
+	const key = "scripted:recorded"
+	limit := api.RateLimit{RequestsPerMinute: 60, TokensPerMinute: 6000}
+	rate := func(id string, req api.RateRequest) (api.RateGrant, error) {
+		start := tc.NewWithStartWorkflowOperation(sdkclient.StartWorkflowOptions{
+			ID: api.RateLimitWorkflowID(key), TaskQueue: api.TaskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		}, api.RateLimitWorkflowName, api.RateLimitInput{Key: key})
+		var grant api.RateGrant
+		h, err := tc.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start,
+			UpdateOptions: sdkclient.UpdateWorkflowOptions{UpdateID: id, UpdateName: api.UpdateRate, Args: []any{req},
+				WaitForStage: sdkclient.WorkflowUpdateStageCompleted}})
+		if err == nil {
+			err = h.Get(ctx, &grant)
+		}
+		return grant, err
+	}
+	g, err := rate("u1", api.RateRequest{Limit: limit, Reserve: []api.RateReservation{{ID: "a", Tokens: 1000}, {ID: "b", Tokens: 1000}, {ID: "c", Tokens: 5000}}})
+	require.NoError(t, err)
+	require.Len(t, g.Waits, 3)
+	_, err = rate("u2", api.RateRequest{Limit: limit, GiveBack: []api.RateGiveBack{{ID: "b"}}, Reserve: []api.RateReservation{{ID: "d", Tokens: 100}}})
+	require.NoError(t, err)
+	_, err = rate("u3", api.RateRequest{Limit: limit, GiveBack: []api.RateGiveBack{{ID: "a", Sent: true, Used: 200}, {ID: "c", Sent: true, Used: 9000}, {ID: "nobody"}},
+		Reserve: []api.RateReservation{{ID: "d", Tokens: 100}}})
+	require.NoError(t, err)
+	_, err = rate("refused", api.RateRequest{Limit: limit, Reserve: []api.RateReservation{{ID: ""}}})
+	require.Error(t, err, "an empty reservation ID is refused")
+	v, err := tc.QueryWorkflow(ctx, api.RateLimitWorkflowID(key), "", api.QueryState)
+	require.NoError(t, err)
+	var st api.RateLimitStatus
+	require.NoError(t, v.Get(&st))
+	require.Equal(t, 3, st.Updates)
+	writeHistory(t, ctx, tc, api.RateLimitWorkflowID(key), filepath.Join("..", "workflows", "testdata", "rate_limit.json"))
+}

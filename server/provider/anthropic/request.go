@@ -1,0 +1,152 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	sdk "github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/packages/param"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/server/provider"
+)
+
+// params maps a keel request onto Messages parameters.
+func (p *Provider) params(req provider.Request) (sdk.MessageNewParams, error) {
+	if req.Model == "" {
+		return sdk.MessageNewParams{}, &keel.ProviderError{Provider: Name,
+			Kind: keel.ProviderUnknownModel, Message: "no model given (use anthropic:MODEL)"}
+	}
+	msgs, err := messages(req.Messages)
+	if err != nil {
+		return sdk.MessageNewParams{}, err
+	}
+	tools, err := toolParams(req.Tools)
+	if err != nil {
+		return sdk.MessageNewParams{}, err
+	}
+	system := req.System
+	native := provider.AnswerSchema(req.OutputSchema)
+	if native == nil {
+		system = provider.WithInstruction(system, req.OutputSchema)
+	}
+	params := sdk.MessageNewParams{
+		Model:     req.Model,
+		MaxTokens: int64(p.cfg.MaxTokens),
+		Messages:  msgs,
+		Tools:     tools,
+	}
+	if native != nil {
+		// The Messages API has no structured-output mode here: the answer
+		// is the input of a tool the model must call (docs/contract.md
+		// §21.1). With tools of its own the model must call one of them
+		// or the answer tool; without, the answer tool.
+		t := sdk.ToolParam{Name: provider.AnswerTool, Description: param.NewOpt(provider.AnswerToolDescription),
+			InputSchema: param.Override[sdk.ToolInputSchemaParam](native)}
+		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &t})
+		params.ToolChoice = sdk.ToolChoiceUnionParam{OfAny: &sdk.ToolChoiceAnyParam{}}
+		if len(tools) == 0 {
+			params.ToolChoice = sdk.ToolChoiceParamOfTool(provider.AnswerTool)
+		}
+	}
+	if req.MaxTokens > 0 {
+		params.MaxTokens = int64(req.MaxTokens)
+	}
+	if system != "" {
+		params.System = []sdk.TextBlockParam{{Text: system}}
+	}
+	p.markCache(&params, req)
+	return params, nil
+}
+
+// messages maps a transcript. Consecutive messages of one role become one
+// message (the tool results of a batch, and steering that follows them, form
+// a single user turn with the results first, as the API requires). An
+// aborted assistant message goes as plain text; tool results whose call was
+// not announced by an earlier assistant message are left out, since the API
+// rejects a result without its call. Empty text is left out too: the API
+// rejects empty text blocks.
+func messages(in []keel.Message) ([]sdk.MessageParam, error) {
+	var out []sdk.MessageParam
+	add := func(role sdk.MessageParamRole, blocks ...sdk.ContentBlockParamUnion) {
+		if len(blocks) == 0 {
+			return
+		}
+		if n := len(out); n > 0 && out[n-1].Role == role {
+			out[n-1].Content = append(out[n-1].Content, blocks...)
+			return
+		}
+		out = append(out, sdk.MessageParam{Role: role, Content: blocks})
+	}
+	announced := map[string]bool{}
+	for i, m := range in {
+		switch m.Role {
+		case keel.RoleUser:
+			if m.Content != "" {
+				add(sdk.MessageParamRoleUser, sdk.NewTextBlock(m.Content))
+			}
+		case keel.RoleAssistant:
+			var blocks []sdk.ContentBlockParamUnion
+			if m.Content != "" {
+				blocks = append(blocks, sdk.NewTextBlock(m.Content))
+			}
+			if !m.Aborted {
+				for _, c := range m.ToolCalls {
+					args := bytes.TrimSpace(c.Arguments)
+					if len(args) == 0 {
+						args = []byte("{}")
+					}
+					if !json.Valid(args) {
+						return nil, &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
+							Message: fmt.Sprintf("message %d: tool call %s has arguments that are not JSON", i, c.ID)}
+					}
+					blocks = append(blocks, sdk.NewToolUseBlock(c.ID, json.RawMessage(args), c.Name))
+					announced[c.ID] = true
+				}
+			}
+			add(sdk.MessageParamRoleAssistant, blocks...)
+		case keel.RoleTool:
+			if !announced[m.ToolCallID] {
+				continue
+			}
+			r := sdk.ToolResultBlockParam{ToolUseID: m.ToolCallID}
+			if m.Content != "" {
+				r.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: m.Content}}}
+			}
+			if m.ToolStatus != "" && m.ToolStatus != keel.ToolOK {
+				r.IsError = param.NewOpt(true)
+			}
+			add(sdk.MessageParamRoleUser, sdk.ContentBlockParamUnion{OfToolResult: &r})
+		default:
+			return nil, &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
+				Message: fmt.Sprintf("message %d has unknown role %q", i, m.Role)}
+		}
+	}
+	return out, nil
+}
+
+// toolParams maps tool specs; each spec's JSON Schema is sent as it is.
+func toolParams(specs []keel.ToolSpec) ([]sdk.ToolUnionParam, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	out := make([]sdk.ToolUnionParam, 0, len(specs))
+	for _, s := range specs {
+		schema := json.RawMessage(`{"type":"object","properties":{}}`)
+		if len(s.Parameters) > 0 {
+			var probe map[string]json.RawMessage
+			if json.Unmarshal(s.Parameters, &probe) != nil {
+				return nil, &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
+					Message: fmt.Sprintf("tool %s: parameters are not a JSON object schema", s.Name)}
+			}
+			schema = s.Parameters
+		}
+		t := sdk.ToolParam{Name: s.Name, InputSchema: param.Override[sdk.ToolInputSchemaParam](schema)}
+		if s.Description != "" {
+			t.Description = param.NewOpt(s.Description)
+		}
+		out = append(out, sdk.ToolUnionParam{OfTool: &t})
+	}
+	return out, nil
+}

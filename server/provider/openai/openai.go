@@ -1,0 +1,144 @@
+package openai
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"net/http"
+	"os"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/server/provider"
+)
+
+// Name is the provider's name in model specs ("openai:MODEL") and errors.
+const Name = "openai"
+
+// DefaultBaseURL is OpenAI's own API.
+const DefaultBaseURL = "https://api.openai.com/v1"
+
+// The environment variables FromEnv reads.
+const (
+	EnvBaseURL = "OPENAI_BASE_URL"
+	EnvAPIKey  = "OPENAI_API_KEY"
+)
+
+// Errors from New.
+var (
+	ErrNoAPIKey        = errors.New("openai: no API key (set " + EnvAPIKey + "; only local servers may go without)")
+	ErrBadBaseURL      = errors.New("openai: base URL must be an absolute http or https URL")
+	ErrBadCacheKeyMode = errors.New("openai: prompt cache key mode must be empty (auto), " +
+		string(CacheKeyOn) + " or " + string(CacheKeyOff))
+)
+
+// Config configures a Provider.
+type Config struct {
+	// BaseURL is the API root that "chat/completions" is appended to.
+	// Optional; default: DefaultBaseURL. Ollama serves
+	// http://localhost:11434/v1, vLLM http://localhost:8000/v1, the llama.cpp
+	// server http://localhost:8080/v1.
+	BaseURL string
+	// APIKey is sent as a bearer token in the Authorization header and
+	// nowhere else. Optional only when BaseURL names a local or
+	// private-network host (loopback, a private IP, localhost, *.local,
+	// *.internal, or a single-label name such as a compose service).
+	APIKey string
+	// MaxTokens caps a response when the request itself sets no cap.
+	// Optional; default: 0, the server's own limit.
+	MaxTokens int
+	// LegacyMaxTokens sends the cap as "max_tokens" instead of
+	// "max_completion_tokens", for servers that only know the older field.
+	// Optional; default: false.
+	LegacyMaxTokens bool
+	// PromptCacheKey says when requests carry a prompt_cache_key, the same
+	// for every request of a conversation, which helps the server find the
+	// conversation's cached prefix: CacheKeyAuto (only to api.openai.com),
+	// CacheKeyOn (any server; for compatible servers that take the field)
+	// or CacheKeyOff. Optional; default: CacheKeyAuto.
+	PromptCacheKey CacheKeyMode
+	// HTTPClient makes the requests. Optional; default: a client without an
+	// overall timeout, since the request's context bounds it.
+	HTTPClient *http.Client
+}
+
+// FromEnv returns a Config from OPENAI_BASE_URL and OPENAI_API_KEY.
+func FromEnv() Config {
+	return Config{BaseURL: os.Getenv(EnvBaseURL), APIKey: os.Getenv(EnvAPIKey)}
+}
+
+// Provider streams Chat Completions from an OpenAI-compatible server.
+type Provider struct {
+	cfg  Config
+	chat oai.ChatCompletionService
+	// cacheKey says whether requests carry a prompt_cache_key.
+	cacheKey bool
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New returns a Provider for cfg. The SDK's own retries are off: the Run
+// workflow owns retrying, so each Stream makes exactly one HTTP request.
+func New(cfg Config) (*Provider, error) {
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	if err := provider.CheckEndpoint(cfg.BaseURL, cfg.APIKey, ErrBadBaseURL, ErrNoAPIKey); err != nil {
+		return nil, err
+	}
+	switch cfg.PromptCacheKey {
+	case CacheKeyAuto, CacheKeyOn, CacheKeyOff:
+	default:
+		return nil, ErrBadCacheKeyMode
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{}
+	}
+	// The service is built from explicit options only, so ambient OPENAI_*
+	// variables (an admin key, custom headers) never leak into requests.
+	chat := oai.NewChatCompletionService(
+		option.WithHTTPClient(cfg.HTTPClient),
+		option.WithBaseURL(cfg.BaseURL),
+		option.WithAPIKey(cfg.APIKey),
+		option.WithMaxRetries(0),
+	)
+	return &Provider{cfg: cfg, chat: chat, cacheKey: sendsCacheKey(cfg.PromptCacheKey, cfg.BaseURL)}, nil
+}
+
+// Name returns "openai".
+func (p *Provider) Name() string { return Name }
+
+// Stream sends req as one streaming Chat Completions request and yields its
+// chunks. Failures are yielded once, last: a *keel.ProviderError, a
+// *provider.MalformedError for a chunk that is not valid JSON, or the
+// context's error when ctx ends.
+func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Chunk, error] {
+	// Whatever the server echoes, its text never carries the key.
+	return provider.WithoutSecret(func(yield func(provider.Chunk, error) bool) {
+		params, err := p.params(req)
+		if err != nil {
+			yield(provider.Chunk{}, err)
+			return
+		}
+		var failed failedResponse
+		var res *http.Response
+		_, err = p.chat.New(ctx, params,
+			option.WithJSONSet("stream", true),
+			option.WithResponseBodyInto(&res),
+			option.WithMiddleware(failed.capture),
+		)
+		if err != nil {
+			yield(provider.Chunk{}, failure(ctx, err, &failed))
+			return
+		}
+		if res == nil || res.Body == nil {
+			yield(provider.Chunk{}, &keel.ProviderError{Provider: Name, Kind: keel.ProviderServer,
+				Retryable: true, Message: "empty response"})
+			return
+		}
+		defer res.Body.Close()
+		readStream(ctx, res, yield)
+	}, p.cfg.APIKey)
+}

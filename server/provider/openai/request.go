@@ -1,0 +1,149 @@
+package openai
+
+import (
+	"encoding/json"
+	"fmt"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/server/provider"
+)
+
+// params maps a keel request onto Chat Completions parameters.
+func (p *Provider) params(req provider.Request) (oai.ChatCompletionNewParams, error) {
+	if req.Model == "" {
+		return oai.ChatCompletionNewParams{}, &keel.ProviderError{Provider: Name,
+			Kind: keel.ProviderUnknownModel, Message: "no model given (use openai:MODEL)"}
+	}
+	native := provider.AnswerSchema(req.OutputSchema)
+	system := req.System
+	if native == nil {
+		system = provider.WithInstruction(system, req.OutputSchema)
+	}
+	msgs, err := messages(system, req.Messages)
+	if err != nil {
+		return oai.ChatCompletionNewParams{}, err
+	}
+	tools, err := toolParams(req.Tools)
+	if err != nil {
+		return oai.ChatCompletionNewParams{}, err
+	}
+	params := oai.ChatCompletionNewParams{
+		Model:    req.Model,
+		Messages: msgs,
+		Tools:    tools,
+		// The usage chunk before [DONE] is the only place a stream reports
+		// token counts.
+		StreamOptions: oai.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)},
+	}
+	if limit := cmpOr(req.MaxTokens, p.cfg.MaxTokens); limit > 0 {
+		if p.cfg.LegacyMaxTokens {
+			params.MaxTokens = param.NewOpt(int64(limit))
+		} else {
+			params.MaxCompletionTokens = param.NewOpt(int64(limit))
+		}
+	}
+	if native != nil {
+		// Structured outputs, not strict: strict mode takes only a
+		// subset of JSON Schema, and keel validates the answer anyway
+		// (docs/contract.md §21.1).
+		var schema map[string]any
+		if err := json.Unmarshal(native, &schema); err != nil {
+			return oai.ChatCompletionNewParams{}, &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
+				Message: "output schema is not a JSON object"}
+		}
+		params.ResponseFormat = oai.ChatCompletionNewParamsResponseFormatUnion{
+			OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
+				Name: "answer", Schema: schema, Strict: param.NewOpt(false)}},
+		}
+	}
+	if p.cacheKey {
+		params.PromptCacheKey = param.NewOpt(cacheKey(req))
+	}
+	return params, nil
+}
+
+func cmpOr(a, b int) int {
+	if a > 0 {
+		return a
+	}
+	return b
+}
+
+// messages maps a transcript. An aborted assistant message goes as plain
+// text: its tool calls never ran to completion. Tool results whose call was
+// not announced by an earlier assistant message (the calls of an aborted
+// message) are left out, since the API rejects a result without its call.
+func messages(system string, in []keel.Message) ([]oai.ChatCompletionMessageParamUnion, error) {
+	out := make([]oai.ChatCompletionMessageParamUnion, 0, len(in)+1)
+	if system != "" {
+		out = append(out, oai.SystemMessage(system))
+	}
+	announced := map[string]bool{}
+	for i, m := range in {
+		switch m.Role {
+		case keel.RoleUser:
+			out = append(out, oai.UserMessage(m.Content))
+		case keel.RoleAssistant:
+			if m.Aborted || len(m.ToolCalls) == 0 {
+				if m.Content != "" {
+					out = append(out, oai.AssistantMessage(m.Content))
+				}
+				continue
+			}
+			a := oai.ChatCompletionAssistantMessageParam{}
+			if m.Content != "" {
+				a.Content.OfString = param.NewOpt(m.Content)
+			}
+			for _, c := range m.ToolCalls {
+				args := string(c.Arguments)
+				if args == "" {
+					args = "{}"
+				}
+				a.ToolCalls = append(a.ToolCalls, oai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &oai.ChatCompletionMessageFunctionToolCallParam{
+						ID:       c.ID,
+						Function: oai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Name, Arguments: args},
+					},
+				})
+				announced[c.ID] = true
+			}
+			out = append(out, oai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+		case keel.RoleTool:
+			if announced[m.ToolCallID] {
+				out = append(out, oai.ToolMessage(m.Content, m.ToolCallID))
+			}
+		default:
+			return nil, &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
+				Message: fmt.Sprintf("message %d has unknown role %q", i, m.Role)}
+		}
+	}
+	return out, nil
+}
+
+// toolParams maps tool specs onto function tools.
+func toolParams(specs []keel.ToolSpec) ([]oai.ChatCompletionToolUnionParam, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	out := make([]oai.ChatCompletionToolUnionParam, 0, len(specs))
+	for _, s := range specs {
+		schema := oai.FunctionParameters{"type": "object", "properties": map[string]any{}}
+		if len(s.Parameters) > 0 {
+			schema = oai.FunctionParameters{}
+			if err := json.Unmarshal(s.Parameters, &schema); err != nil {
+				return nil, &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
+					Message: fmt.Sprintf("tool %s: parameters are not a JSON object schema", s.Name)}
+			}
+		}
+		fn := oai.FunctionDefinitionParam{Name: s.Name, Parameters: schema}
+		if s.Description != "" {
+			fn.Description = param.NewOpt(s.Description)
+		}
+		out = append(out, oai.ChatCompletionFunctionTool(fn))
+	}
+	return out, nil
+}
