@@ -19,7 +19,7 @@ import (
 
 // Run with (docs/devserver.md has the figures):
 //
-//	go test ./devserver -run '^$' -bench RoundTrip -benchtime 200x
+//	go test ./server/devserver -run '^$' -bench RoundTrip -benchtime 200x
 //
 // Both servers run side by side in the process, each on its own SQLite file
 // as keel dev does, and every probe (package bench) is measured on both in

@@ -18,7 +18,7 @@ import (
 // TestRecordDelegationHistory records a delegating session and one of its
 // children, for server/workflows/replay_test.go (docs/contract.md §21):
 //
-//	KEEL_RECORD=1 go test -run TestRecordDelegationHistory ./e2e
+//	KEEL_RECORD=1 go test -run TestRecordDelegationHistory ./server/e2e
 //
 // It writes session_delegation_parent.json (a run started as the planner
 // agent: its spec's side effect, two children started in one batch,

@@ -17,7 +17,7 @@ import (
 // TestRecordForkHistories records, for server/workflows/replay_test.go, the
 // executions of a fork and of a rewind (docs/contract.md §19):
 //
-//	KEEL_RECORD=1 go test -run TestRecordForkHistories ./e2e
+//	KEEL_RECORD=1 go test -run TestRecordForkHistories ./server/e2e
 //
 // It writes server/workflows/testdata/session_fork.json (a session started as a
 // fork of another at its run 1: session.forked, then its own run 1 and

@@ -34,7 +34,7 @@ const moneyScript = `{"turns":[
 // with keel.BudgetExceeded before it was sent), and the continue-as-new
 // carrying the session's cost and run.failed with its usage_total.
 //
-//	KEEL_RECORD=1 go test -run TestRecordMoneyHistory ./e2e
+//	KEEL_RECORD=1 go test -run TestRecordMoneyHistory ./server/e2e
 //
 // It writes server/workflows/testdata/session_money.json and the store objects it
 // references.

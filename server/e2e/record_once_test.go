@@ -14,7 +14,7 @@ import (
 // TestRecordOnceHistories records a session's sends under a key
 // (docs/contract.md §11.7), for server/workflows/replay_test.go:
 //
-//	KEEL_RECORD=1 go test -run TestRecordOnceHistories ./e2e
+//	KEEL_RECORD=1 go test -run TestRecordOnceHistories ./server/e2e
 //
 // It writes session_once_sent.json (run 1 sent under the key "firing-1",
 // the key carried in the continue-as-new) and session_once_repeated.json

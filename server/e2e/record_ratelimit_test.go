@@ -17,7 +17,7 @@ import (
 // TestRecordRateLimitHistory records a RateLimit workflow (docs/contract.md
 // §20.5) for server/workflows/replay_test.go:
 //
-//	KEEL_RECORD=1 go test -run TestRecordRateLimitHistory ./e2e
+//	KEEL_RECORD=1 go test -run TestRecordRateLimitHistory ./server/e2e
 //
 // It writes rate_limit.json: the limit started by the first rate update
 // (update-with-start, as workers send it), reservations of requests and

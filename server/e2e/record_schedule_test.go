@@ -17,7 +17,7 @@ import (
 // TestRecordScheduleHistories records, for server/workflows/replay_test.go, the
 // ScheduledSend workflows of a schedule's firings (docs/contract.md §22):
 //
-//	KEEL_RECORD=1 go test -run TestRecordScheduleHistories ./e2e
+//	KEEL_RECORD=1 go test -run TestRecordScheduleHistories ./server/e2e
 //
 // It writes, into server/workflows/testdata:
 //

@@ -18,7 +18,7 @@ import (
 // TestRecordSessionHistories records the executions of a session (one
 // execution per run), for server/workflows/replay_test.go:
 //
-//	KEEL_RECORD=1 go test -run TestRecordSessionHistories ./e2e
+//	KEEL_RECORD=1 go test -run TestRecordSessionHistories ./server/e2e
 //
 // It writes session_run_tools.json (run 1: a 429 and its retry, a tool
 // call, the answer, the commit and the continue-as-new),

@@ -19,7 +19,7 @@ import (
 // (docs/contract.md §11.6): the set-default version marker, the run under
 // the send's config, and the continue-as-new handing the new defaults on.
 //
-//	KEEL_RECORD=1 go test -run TestRecordSetDefaultHistory ./e2e
+//	KEEL_RECORD=1 go test -run TestRecordSetDefaultHistory ./server/e2e
 //
 // It writes server/workflows/testdata/session_set_default.json and the store
 // objects it references.

@@ -26,7 +26,7 @@ import (
 // replays, from real runs on the embedded server. They run only when
 // asked, because re-recording is a decision (docs/testing.md):
 //
-//	KEEL_RECORD=1 go test -run TestRecord ./e2e
+//	KEEL_RECORD=1 go test -run TestRecord ./server/e2e
 const recordEnv = "KEEL_RECORD"
 
 // skipUnlessRecording skips a recorder unless recordEnv is 1.
