@@ -27,6 +27,19 @@ import (
 	"time"
 )
 
+// Mode is how a build completes the program's requirements.
+type Mode int
+
+const (
+	// Tidy runs go mod tidy first, as a user who tidies does: it also
+	// fetches the go.mod of every module in the graph and the modules the
+	// dependencies' tests import.
+	Tidy Mode = iota
+	// BuildOnly lets go build add what the build needs (-mod=mod), as
+	// go get does.
+	BuildOnly
+)
+
 // Result is what a build needed.
 type Result struct {
 	// Downloaded is the bytes fetched into the build's module cache.
@@ -36,21 +49,18 @@ type Result struct {
 	// Sources are those of them whose source the build downloaded (not
 	// only their go.mod), sorted: the modules it compiles from.
 	Sources []string
-	// BuildList are the paths of the modules of the program's build list
-	// (go list -m all), its own first.
-	BuildList []string
 	// SumLines is the number of lines of the program's go.sum.
 	SumLines int
-	// Go is the program's go directive after go mod tidy.
+	// Go is the program's go directive after the build.
 	Go string
 }
 
 // Build writes main.go and a go.mod that requires each module of
 // replace (module path to the directory of its go.mod in this checkout)
-// at v0.0.0 and replaces it with that directory, then runs go mod tidy
-// and go build with the Go that runs the test and GOTOOLCHAIN=local, so
-// the program must build with that Go.
-func Build(t *testing.T, mainGo string, replace map[string]string) Result {
+// at v0.0.0 and replaces it with that directory, then builds it as mode
+// says with the Go that runs the test and GOTOOLCHAIN=local, so the
+// program must build with that Go.
+func Build(t *testing.T, mainGo string, replace map[string]string, mode Mode) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
@@ -73,25 +83,22 @@ func Build(t *testing.T, mainGo string, replace map[string]string) Result {
 	write(t, filepath.Join(dir, "go.mod"), mod)
 	write(t, filepath.Join(dir, "main.go"), mainGo)
 
-	goCmd := func(args ...string) string {
+	goCmd := func(args ...string) {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOWORK=off", "GOROOT=",
-			"GOFLAGS=-modcacherw", "GOMODCACHE="+cache, "GOPROXY="+proxy, "GOSUMDB=off")
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+			"GOFLAGS=-modcacherw -mod=mod", "GOMODCACHE="+cache, "GOPROXY="+proxy, "GOSUMDB=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
-		return string(out)
 	}
-	goCmd("mod", "tidy")
+	if mode == Tidy {
+		goCmd("mod", "tidy")
+	}
 	goCmd("build", "-o", filepath.Join(dir, "program"), ".")
 
 	var r Result
-	r.BuildList = strings.Fields(goCmd("list", "-m", "-f", "{{.Path}}", "all"))
 	r.Downloaded = treeBytes(t, filepath.Join(cache, "cache", "download"))
 	sum := lines(t, filepath.Join(dir, "go.sum"))
 	r.SumLines = len(sum)
