@@ -15,7 +15,7 @@ import (
 // CommittedSeq, rising as the run's events are recorded: the encoding it
 // documents is the one the workflows write.
 func TestCommittedSeqReadsRecordedMarkers(t *testing.T) {
-	f, err := os.Open("../workflows/testdata/session_run_tools.json")
+	f, err := os.Open("../server/workflows/testdata/session_run_tools.json")
 	if err != nil {
 		t.Fatal(err)
 	}
