@@ -14,7 +14,7 @@ import (
 // measurement in docs/ARCHITECTURE.md ("Modules"): 75.1 MiB downloaded,
 // 49 modules and 122 lines in go.sum, go 1.26.0. While live's tests still
 // brought the NATS server into the root module's graph, the same program
-// took 80.1 MiB, 54 modules and 132 lines; before the client had a module
+// took 79.5 MiB, 54 modules and 132 lines; before the client had a module
 // of its own it downloaded the Temporal server, the Web UI server and the
 // cloud SDKs: 254 modules, 535 lines, and a forced Go 1.27.3.
 const (
