@@ -42,11 +42,18 @@ dev: build
 # Test binaries are built in parallel first; then packages run one at a
 # time (-p 1), because several end-to-end packages each run an embedded
 # Temporal server and some tests hold real-time bounds (a cancel must end a
-# run within a second).
+# run within a second). Each phase prints its time, and the test phase its
+# slowest packages.
 test: lint
-	$(GO) test -race -count=1 -run '^$$' $(PKGS) > /dev/null
-	$(GO) test -race -count=1 -p 1 -timeout $(TIMEOUT) $(PKGS)
-	$(MAKE) --no-print-directory fuzz FUZZTIME=3s
+	@t=$$(date +%s); $(GO) test -race -count=1 -run '^$$' $(PKGS) > /dev/null && \
+	echo "make test: test binaries built in $$(( $$(date +%s) - t ))s"
+	@t=$$(date +%s); log=$$(mktemp); \
+	{ $(GO) test -race -count=1 -p 1 -timeout $(TIMEOUT) $(PKGS); echo $$? > $$log.rc; } | tee $$log; \
+	echo "make test: tests ran in $$(( $$(date +%s) - t ))s; the slowest packages:"; \
+	awk '($$1 == "ok" || $$1 == "FAIL") && NF >= 3 { print $$3, $$2 }' $$log | sort -rn | head -8; \
+	rc=$$(cat $$log.rc); rm -f $$log $$log.rc; exit $$rc
+	@t=$$(date +%s); $(MAKE) --no-print-directory fuzz FUZZTIME=3s && \
+	echo "make test: fuzzing took $$(( $$(date +%s) - t ))s"
 
 # keel on more than one machine: the embedded server on PostgreSQL and two
 # `keel worker` processes of $(BIN), one killed with SIGKILL mid-turn, then
@@ -108,14 +115,19 @@ bench-table: keel-bench
 # envelopes, the live channel, the SSE writer, request bodies and cursors,
 # AG-UI input, API key lines, Host and Content-Type, keel.yaml, scripted
 # scripts, MCP results, the encryption codec), FUZZTIME each. make test
-# runs their seed corpora (testdata/fuzz) as ordinary tests.
+# runs their seed corpora (testdata/fuzz) as ordinary tests. Each package's
+# instrumented test binary is built once and runs each of its targets, with
+# the corpus go test would keep (GOCACHE/fuzz).
 FUZZTIME ?= 30s
 fuzz:
-	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
-	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
-	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | cut -d' ' -f2); do \
+	@set -e; bin=$$(mktemp -d); trap 'rm -rf $$bin' EXIT; cache=$$($(GO) env GOCACHE)/fuzz; \
+	$(GO) list -f '{{.ImportPath}} {{.Dir}}' $(PKGS) | while read -r pkg dir; do \
+	  targets=$$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | cut -d' ' -f2); \
+	  [ -n "$$targets" ] || continue; \
+	  $(GO) test -c -fuzz . -o $$bin/fuzz.test $$pkg; \
+	  for t in $$targets; do \
 	    echo "== $$pkg $$t ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    (cd $$dir && $$bin/fuzz.test -test.run '^$$' -test.fuzz "^$$t$$" -test.fuzztime $(FUZZTIME) -test.fuzzcachedir $$cache/$$pkg); \
 	  done; \
 	done
 
