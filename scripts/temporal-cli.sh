@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # temporal-cli.sh: drive keel sessions with nothing but the `temporal` CLI.
 #
-# keel's workflows speak plain JSON on Temporal (DESIGN.md, "Surfaces that
-# others rely on"), so an operator without `keel` can inspect and control
-# sessions with the stock Temporal CLI. This script is a cheat sheet that
+# keel's workflows speak plain JSON on Temporal (docs/cli.md, "Without
+# keel: the `temporal` CLI"), so an operator without `keel` can inspect and
+# control sessions with the stock Temporal CLI. This script is a cheat sheet that
 # runs: it prints each `temporal` command (on stderr, prefixed with "+")
 # before running it, so you can copy it, and --dry-run only prints.
 #

@@ -24,11 +24,11 @@ import (
 )
 
 // These tests kill -9 a worker process in the middle of a run, start a new
-// one, and check the reliability bar of DESIGN.md: the run ends with
-// exactly one terminal event, the session's durable log is dense with no
-// event skipped or repeated (also as a client following the run across the
-// kill saw it), and no tool call ran again once the server had recorded it
-// as finished.
+// one, and check what docs/contract.md promises across it: the run ends
+// with exactly one terminal event (§3.1), the session's durable log is
+// dense with no event skipped or repeated, also as a client following the
+// run across the kill saw it (§14.1, §14.3), and no tool call ran again
+// once the server had recorded it as finished (§4.7).
 
 // killConfig is the run configuration of the kill tests. A short heartbeat
 // timeout makes the server notice a dead worker's activity in 2 s instead
