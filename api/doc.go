@@ -2,9 +2,11 @@
 // clients, the temporal CLI and other-language SDKs use to talk to keel's
 // workflows through Temporal. The task queue, workflow types, update,
 // signal and query names, their arguments and answers, the search
-// attributes, and the committed-sequence marker all live here, and nothing
-// else: the package depends on no workflow, activity, provider or server
-// code, so a program that only submits prompts compiles none of them.
+// attributes, the committed-sequence marker, and the limits and checks of
+// what callers send (Limits, CheckOutputSchema, ValidateScheduleID) all
+// live here. The package depends on no workflow, activity, provider or
+// server code, so a program that only submits prompts compiles none of
+// them.
 //
 // A prompt is the "send" update on the Session workflow (ID = session ID),
 // sent with update-with-start so the first one creates the session:

@@ -9,5 +9,5 @@
 // the offloading codec on top of it.
 //
 //	dc := claimcheck.NewRemoteDataConverter("http://127.0.0.1:7280/codec")
-//	c, err := client.Dial(client.Options{DataConverter: dc})
+//	c, err := client.Dial(ctx, client.Options{DataConverter: dc})
 package claimcheck

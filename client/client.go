@@ -1,6 +1,9 @@
 // Package client is keel's Go SDK: open a session, send prompts, follow a
 // run's events live from the durable log (and its deltas from the live
-// channel), read its authoritative outcome, inspect state and history.
+// channel), read its authoritative outcome, inspect state and history;
+// steer, answer and cancel a run; fork and rewind a session; manage
+// schedules (Temporal Schedules); shut keel down and move idle sessions
+// to a new build.
 //
 // Handles are cheap values. Closing or dropping one never cancels a run:
 // runs are durable and outlive clients; cancelling is always explicit.

@@ -20,7 +20,7 @@
 //		return err
 //	}
 //	dc := crypt.NewDataConverter(crypt.NewCodec(keys))
-//	c, err := client.Dial(client.Options{DataConverter: dc})
+//	c, err := client.Dial(ctx, client.Options{DataConverter: dc})
 //
 // The codec decodes only ciphertext: a payload that is not encrypted
 // fails with ErrPlaintext, so whoever writes to Temporal without the keys

@@ -11,6 +11,11 @@
 // two, and after a *LaggedError resumes durable events from the last
 // sequence it saw.
 //
+// No subscriber receives an envelope that fails Check (another session's,
+// a type that is not ephemeral, one with a sequence number); NATS encrypts
+// what it carries with NATSOptions.Encryption; and both channels carry
+// the workers' cancel notices (CancelNotice) beside the events.
+//
 //	ch := live.NewMemory() // or live.DialNATS("nats://127.0.0.1:4222", live.NATSOptions{})
 //	defer ch.Close()
 //

@@ -12,7 +12,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	c, err := client.Dial(client.Options{Logger: logging.Temporal(l)})
+//	c, err := client.Dial(ctx, client.Options{Logger: logging.Temporal(l)})
 //	…
 //	logging.ForRun(l, "s1", "s1/run-1", 2, 1).Info("model turn finished")
 package logging
