@@ -1,6 +1,8 @@
 // Package config reads keel.yaml, a worker's configuration file: named
-// models, the default model, the workspace, the enabled built-in tools,
-// approval policies per tool, limits and MCP servers (docs/config.md).
+// models, the default model, scripts and the models clients may name, the
+// workspace, the enabled built-in tools, approval policies per tool,
+// limits, prices and budget ceilings, named agents and MCP servers
+// (docs/config.md).
 //
 // Load reads and checks a file; every unknown field and bad value is
 // refused with the file, line and field named (*Error). Apply turns the

@@ -1,8 +1,9 @@
 // Package devserver runs a real Temporal server inside the current process:
-// SQLite persistence (a file, or memory for tests), the namespace keel uses
-// with its search attributes, the Temporal Web UI, and dynamic config tuned
-// for the latency of one agent step. It backs `keel dev`, keel's end-to-end
-// tests and its benchmarks.
+// SQLite persistence (a file, or memory for tests) or PostgreSQL
+// (Config.Postgres), the namespace keel uses with its search attributes,
+// the Temporal Web UI, optional TLS, and dynamic config tuned for the
+// latency of one agent step (TunedDynamicConfig). It backs `keel dev`,
+// keel's end-to-end tests and its benchmarks.
 //
 //	s, err := devserver.Start(ctx, devserver.Config{DataDir: ".keel"})
 //	if err != nil {

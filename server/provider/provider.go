@@ -1,8 +1,11 @@
 // Package provider defines how keel talks to a model: a Provider streams one
-// request as an iterator of Chunks, and Assemble folds a stream into one
-// normalized Response. Backends live in subpackages (scripted, openai,
-// anthropic); Classify is the one place that turns their failures into
-// *keel.ProviderError.
+// request as an iterator of Chunks, and an Assembler folds a stream into
+// one normalized Response. Backends live in subpackages (scripted, openai,
+// anthropic). Classify turns the failures of their HTTP requests and
+// streams (HTTP statuses, cut streams, transport errors) into
+// *keel.ProviderError; a backend builds one itself for what Classify
+// cannot see (a request it refuses before sending, a response that is no
+// stream). RetryDelay is the wait before a retry.
 package provider
 
 import (

@@ -29,7 +29,7 @@
 //	}
 //	defer s.Close()
 //	dc := store.NewDataConverter(store.NewCodec(s, store.CodecOptions{}))
-//	c, err := client.Dial(client.Options{DataConverter: dc})
+//	c, err := client.Dial(ctx, client.Options{DataConverter: dc})
 //
 // Processes that cannot reach the store (a CLI, the Temporal Web UI) decode
 // through an HTTP endpoint served by Codec.Handler, the UI directly and Go

@@ -2,7 +2,8 @@
 // tools. A tool has a spec (name, description, JSON Schema of its
 // arguments) and a Call method; optional interfaces add traits such as
 // running detached. Each call runs as its own Temporal activity, except the
-// workflow-native tools (sleep, ask_user) that a run's workflow code performs
+// workflow-native tools (sleep, ask_user, and agent__NAME, which runs a
+// named agent as a child session) that a run's workflow code performs
 // itself.
 //
 // Typed tools derive their schema from a Go type and get their arguments

@@ -1,10 +1,21 @@
 // Package worker assembles a keel worker: it registers keel's workflows
-// and activities on the "keel" task queue, with the model
-// providers and tools the worker offers.
+// and activities on the "keel" task queue with the models (Models, the
+// provider factories) and tools the worker offers, and adds what a worker
+// needs around them: search attributes, Worker Deployment versioning, the
+// fast path of cancellation (cancelwatch.go, cancelnotice.go), the rate
+// gate of the RateLimit workflows, the activities of a schedule's firing
+// and MCP servers. Dial connects to Temporal as package connect says:
 //
-//	c, _ := client.Dial(client.Options{HostPort: "localhost:7233"})
-//	w, _ := worker.New(c, worker.Options{Workspace: "./workspace"})
-//	_ = w.Run(worker.InterruptCh())
+//	c, opts, err := worker.Dial(ctx, connect.Options{}, worker.Options{Workspace: "./workspace"})
+//	if err != nil {
+//		return err
+//	}
+//	defer c.Close()
+//	w, err := worker.New(c, opts)
+//	if err != nil {
+//		return err
+//	}
+//	return w.Run(sdkworker.InterruptCh()) // go.temporal.io/sdk/worker
 package worker
 
 import (

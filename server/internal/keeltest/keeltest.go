@@ -1,6 +1,11 @@
-// Package keeltest starts real keel stacks for tests: an embedded Temporal
-// server, an embedded NATS server and its connections, workers and
-// clients, all in process and cleaned up with the test.
+// Package keeltest starts real keel stacks for tests, in process and
+// cleaned up with the test: an embedded Temporal server (StartServer) with
+// its content store (Codec), an embedded NATS server and its connections,
+// workers built by package stack (StartWorker), Temporal and keel clients,
+// and scripted models (ScriptModels, ScriptBook). For tests that need
+// more, it builds the keel binary (KeelBinary, or $KEEL_BIN) and makes
+// fresh PostgreSQL databases (Postgres, which skips without
+// $KEEL_POSTGRES_DSN).
 package keeltest
 
 import (

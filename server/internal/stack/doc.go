@@ -11,7 +11,7 @@
 // one hands it in as a Server.
 //
 //	st, err := stack.Build(ctx, stack.Config{
-//		Conn:   conn, // stack.Resolve(connect.Options{...}), once
+//		Conn:   &conn, // conn, err := stack.Resolve(connect.Options{...}), once
 //		Store:  stack.StoreConfig{URL: "file:///var/keel/store", Check: true},
 //		NATS:   "nats://127.0.0.1:4222",
 //		Worker: &worker.Options{Workspace: "./workspace"},

@@ -7,8 +7,9 @@
 // input_json_delta fragments), thinking deltas (as reasoning) and usage
 // (from message_start and message_delta, with cache reads and writes) are
 // streamed as provider.Chunks. Stop reasons map to keel's finish reasons:
-// end_turn and stop_sequence to stop, tool_use to tool_calls, max_tokens to
-// length, refusal to content_filter.
+// end_turn, stop_sequence and pause_turn to stop, tool_use to tool_calls,
+// max_tokens and model_context_window_exceeded to length, refusal to
+// content_filter.
 //
 // Prompt caching is on unless Config.DisableCache: each request marks its
 // stable prefix with cache_control breakpoints (at most four: the last
