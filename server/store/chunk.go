@@ -4,7 +4,8 @@ package store
 // last 64 bytes says so, not at fixed offsets, so two values that share a
 // prefix (a transcript and the same transcript one run later) are cut the
 // same way up to a chunk or two before they differ, and share every chunk
-// before that. docs/ARCHITECTURE.md ("Large values") has the numbers.
+// before that. docs/performance.md ("Content-store growth") has the
+// numbers.
 
 // Chunk size bounds. They are part of the stored format only in that
 // changing them changes where new values are cut (old ones still read):
