@@ -39,19 +39,14 @@ run: build
 dev: build
 	./$(BIN) dev --data-dir $(DATA)
 
-# Test binaries are built in parallel first; then packages run one at a
-# time (-p 1), because several end-to-end packages each run an embedded
-# Temporal server and some tests hold real-time bounds (a cancel must end a
-# run within a second). Each phase prints its time, and the test phase its
-# slowest packages.
+# The tests run with -race: scripts/race-test builds every package's test
+# binary once, in parallel, then runs them LANES at a time, the slowest
+# packages (SLOW) first, and prints each package's time and the slowest.
+# Then every fuzz target for a few seconds.
+LANES ?= 2
+SLOW := $(addprefix $(SERVER)/,e2e cmd/keel worker gateway e2e/client bench bench/cmd/keel-bench workflows)
 test: lint
-	@t=$$(date +%s); $(GO) test -race -count=1 -run '^$$' $(PKGS) > /dev/null && \
-	echo "make test: test binaries built in $$(( $$(date +%s) - t ))s"
-	@t=$$(date +%s); log=$$(mktemp); \
-	{ $(GO) test -race -count=1 -p 1 -timeout $(TIMEOUT) $(PKGS); echo $$? > $$log.rc; } | tee $$log; \
-	echo "make test: tests ran in $$(( $$(date +%s) - t ))s; the slowest packages:"; \
-	awk '($$1 == "ok" || $$1 == "FAIL") && NF >= 3 { print $$3, $$2 }' $$log | sort -rn | head -8; \
-	rc=$$(cat $$log.rc); rm -f $$log $$log.rc; exit $$rc
+	@FIRST="$(SLOW)" LANES=$(LANES) TIMEOUT=$(TIMEOUT) scripts/race-test $(PKGS)
 	@t=$$(date +%s); $(MAKE) --no-print-directory fuzz FUZZTIME=3s && \
 	echo "make test: fuzzing took $$(( $$(date +%s) - t ))s"
 

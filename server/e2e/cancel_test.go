@@ -16,11 +16,14 @@ import (
 	"github.com/keelrun/keel/server/internal/keeltest"
 )
 
-// cancelBound is the contract's bound from the cancel call to the
-// outcome, in real time. It is a correctness bound, not a benchmark: the
-// cancel must reach a hanging stream (through the activity's heartbeat) or
-// a durable retry timer, and the run must end at once.
-const cancelBound = time.Second
+// cancelBound separates the path each test exercises from the slower one
+// it must not fall back to: a hanging stream cancelled through the
+// activity's heartbeat (ten seconds apart where a test tests the fast
+// path) or a cancel notice, and a durable retry wait of 60 s. The
+// contract's latency (cancel to outcome ≤ 500 ms p99) is a measurement,
+// not a test under -race beside other packages: `keel-bench concurrency`
+// holds it against its target (docs/performance.md).
+const cancelBound = 5 * time.Second
 
 // cancelAndTime cancels run and waits for its outcome, which must be
 // ErrCancelled; the time from the cancel to the outcome is logged and held
@@ -43,7 +46,7 @@ const hangingStream = `{"turns":[{"failures":[{"kind":"hang","after_chunks":2}],
   "text":["Hel","lo"," world"],"usage":{"input_tokens":10,"output_tokens":5}}]}`
 
 // Cancel while the provider stream hangs after two chunks: the outcome is
-// ErrCancelled within a second of the cancel, the streamed text is kept as
+// ErrCancelled within cancelBound of the cancel, the streamed text is kept as
 // an aborted assistant message, and no further request is made.
 func TestCancelDuringStreamE2E(t *testing.T) {
 	testCancelDuringStream(t, keeltest.WorkerOptions{}, cancelBound)
@@ -69,7 +72,7 @@ func TestCancelFastPathWithoutNoticesE2E(t *testing.T) {
 // With notices that never arrive, the worker does not read the run's
 // history, and the heartbeat brings the cancellation: slower, not lost.
 func TestCancelNoticeLostE2E(t *testing.T) {
-	testCancelDuringStreamLive(t, keeltest.WorkerOptions{HeartbeatInterval: time.Second}, time.Second+cancelBound,
+	testCancelDuringStreamLive(t, keeltest.WorkerOptions{HeartbeatInterval: time.Second}, cancelBound,
 		func(m *live.Memory) live.Publisher { return lostNotices{publishOnly{m}} })
 }
 
@@ -91,7 +94,7 @@ func (lostNotices) OnCancel(func(live.CancelNotice)) (func(), error) { return fu
 // next heartbeat response: slower, never lost; the partial text is kept.
 func TestCancelWithoutFastPathE2E(t *testing.T) {
 	testCancelDuringStream(t, keeltest.WorkerOptions{NoCancelWatch: true, HeartbeatInterval: time.Second},
-		time.Second+cancelBound)
+		cancelBound)
 }
 
 func testCancelDuringStream(t *testing.T, opts keeltest.WorkerOptions, bound time.Duration) {
@@ -137,7 +140,7 @@ func testCancelDuringStreamLive(t *testing.T, opts keeltest.WorkerOptions, bound
 }
 
 // Cancel during the 60 s wait a 429 asked for: the outcome is ErrCancelled
-// within a second of the cancel, and the second request never happens.
+// within cancelBound of the cancel, and the second request never happens.
 func TestCancelDuringRetryWaitE2E(t *testing.T) {
 	p := scriptedFaults(t, `{"turns":[{"failures":[{"kind":"rate_limited","status":429,"retry_after":"60s"}],
 	  "text":["Hello"]}]}`)
