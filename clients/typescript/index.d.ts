@@ -27,6 +27,8 @@ export interface RunRequest {
   tools?: string[];
   system?: string;
   max_steps?: number;
+  /** Most tokens of each model response; the worker's limits.max_tokens caps it. */
+  max_tokens?: number;
   approvals?: Record<string, Approval>;
   /**
    * Most this run may spend (docs/contract.md §20); the worker's ceiling
@@ -52,9 +54,9 @@ export interface RunRequest {
   agent?: string;
   if_active?: "reject" | "queue" | "steer";
   /**
-   * Make model, tools, system, max_steps and approvals the session's defaults
-   * too, from this run on. Without it they apply to this run only. Needs one of
-   * them; not with if_active steer.
+   * Make model, tools, system, max_steps, max_tokens and approvals the
+   * session's defaults too, from this run on. Without it they apply to this run
+   * only. Needs one of them; not with if_active steer.
    */
   set_default?: boolean;
   /**
@@ -323,9 +325,16 @@ export interface ScheduleConfig {
   tools?: string[];
   system?: string;
   max_steps?: number;
+  /** Most tokens of each model response; the worker's limits.max_tokens caps it. */
+  max_tokens?: number;
   approvals?: Record<string, Approval>;
   budget?: Budget;
   session_budget?: Budget;
+  /**
+   * A JSON Schema each firing's final answer must match, as output_schema of
+   * POST .../runs (docs/contract.md §21.1).
+   */
+  output_schema?: Record<string, unknown>;
 }
 
 /**

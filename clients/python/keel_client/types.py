@@ -38,6 +38,9 @@ class RunRequest(TypedDict):
     tools: NotRequired[List[str]]
     system: NotRequired[str]
     max_steps: NotRequired[int]
+    #: Most tokens of each model response; the worker's limits.max_tokens caps
+    #: it.
+    max_tokens: NotRequired[int]
     approvals: NotRequired[Dict[str, Approval]]
     #: Most this run may spend (docs/contract.md §20); the worker's ceiling
     #: applies on top, and a budget above it is 400 invalid_input.
@@ -56,9 +59,9 @@ class RunRequest(TypedDict):
     #: schema, so model, system, tools and output_schema must be absent.
     agent: NotRequired[str]
     if_active: NotRequired[Literal["reject", "queue", "steer"]]
-    #: Make model, tools, system, max_steps and approvals the session's defaults
-    #: too, from this run on. Without it they apply to this run only. Needs one
-    #: of them; not with if_active steer.
+    #: Make model, tools, system, max_steps, max_tokens and approvals the
+    #: session's defaults too, from this run on. Without it they apply to this
+    #: run only. Needs one of them; not with if_active steer.
     set_default: NotRequired[bool]
     #: The caller's key for this prompt (docs/contract.md §11.7): a request
     #: repeated with the same key starts nothing and answers the first request's
@@ -334,9 +337,15 @@ class ScheduleConfig(TypedDict):
     tools: NotRequired[List[str]]
     system: NotRequired[str]
     max_steps: NotRequired[int]
+    #: Most tokens of each model response; the worker's limits.max_tokens caps
+    #: it.
+    max_tokens: NotRequired[int]
     approvals: NotRequired[Dict[str, Approval]]
     budget: NotRequired[Budget]
     session_budget: NotRequired[Budget]
+    #: A JSON Schema each firing's final answer must match, as output_schema of
+    #: POST .../runs (docs/contract.md §21.1).
+    output_schema: NotRequired[Dict[str, Any]]
 
 
 class Schedule(TypedDict):
