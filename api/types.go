@@ -167,9 +167,6 @@ func (c RunConfig) Validate() error {
 	if c.MaxSteps < 0 {
 		return keel.Errorf(keel.CodeInvalidInput, "max_steps cannot be negative")
 	}
-	if c.MaxTokens < 0 {
-		return keel.Errorf(keel.CodeInvalidInput, "max_tokens cannot be negative")
-	}
 	if err := c.Budget.Validate("budget"); err != nil {
 		return err
 	}

@@ -159,6 +159,17 @@ type RunRequest struct {
 	Once string `json:"once,omitempty"`
 }
 
+// checkMaxTokens refuses a negative max_tokens, which api.RunConfig's
+// Merge would drop as unset: over HTTP it is a mistake to say so.
+// (RunConfig.Validate runs in workflow code too, so it is not checked
+// there, where a new refusal would change what a recorded run did.)
+func checkMaxTokens(cfg *api.RunConfig) error {
+	if cfg != nil && cfg.MaxTokens < 0 {
+		return keel.Errorf(keel.CodeInvalidInput, "max_tokens cannot be negative")
+	}
+	return nil
+}
+
 // RunResponse is the answer of POST /v1/sessions/{id}/runs.
 type RunResponse struct {
 	RunID    string `json:"run_id"`
@@ -206,6 +217,9 @@ func (req RunRequest) Validate() ([]client.SendOption, error) {
 	cfg := api.RunConfig{Model: req.Model, Tools: req.Tools, System: req.System, MaxSteps: req.MaxSteps, MaxTokens: req.MaxTokens,
 		Approvals: req.Approvals, Budget: req.Budget, SessionBudget: req.SessionBudget, OutputSchema: req.OutputSchema, Agent: req.Agent}
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkMaxTokens(&cfg); err != nil {
 		return nil, err
 	}
 	if req.Agent != "" && (req.Model != "" || req.System != "" || req.Tools != nil || len(req.OutputSchema) > 0) {
