@@ -260,7 +260,7 @@ class AGUIResume(TypedDict):
     payload: NotRequired[Any]
 
 
-class AGUIRunAgentInputForwardedPropsKeel(TypedDict):
+class AGUIOptions(TypedDict):
     #: Run as the worker's agent of this name (docs/contract.md §21.2); then no
     #: model, tools or system.
     agent: NotRequired[str]
@@ -271,8 +271,8 @@ class AGUIRunAgentInputForwardedPropsKeel(TypedDict):
     approvals: NotRequired[Dict[str, Literal["allow", "ask", "deny"]]]
 
 
-class AGUIRunAgentInputForwardedProps(TypedDict):
-    keel: NotRequired[AGUIRunAgentInputForwardedPropsKeel]
+class AGUIForwardedProps(TypedDict):
+    keel: NotRequired[AGUIOptions]
 
 
 class AGUIRunAgentInput(TypedDict):
@@ -286,7 +286,7 @@ class AGUIRunAgentInput(TypedDict):
     #: run.
     messages: List[AGUIMessage]
     resume: NotRequired[List[AGUIResume]]
-    forwardedProps: NotRequired[AGUIRunAgentInputForwardedProps]
+    forwardedProps: NotRequired[AGUIForwardedProps]
 
 
 class SessionSummary(TypedDict):
