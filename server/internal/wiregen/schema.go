@@ -111,6 +111,7 @@ type Schema = *Ordered
 
 // schemas builds components.schemas from Roots, without annotations.
 func schemas() (*Ordered, error) {
+	clientNames = map[*Ordered]string{}
 	names := map[reflect.Type]string{}
 	for _, r := range Roots {
 		names[r.Type] = r.Name

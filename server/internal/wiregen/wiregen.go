@@ -153,6 +153,15 @@ func Generate(root string) ([]File, error) {
 	return out, nil
 }
 
+// OpenAPI is doc with its components.schemas generated.
+func OpenAPI(doc []byte) ([]byte, error) {
+	schemas, err := Schemas()
+	if err != nil {
+		return nil, err
+	}
+	return openAPI(doc, schemas)
+}
+
 // openAPI replaces a document's components.schemas, keeping the rest as
 // written.
 func openAPI(doc []byte, schemas *Ordered) ([]byte, error) {
@@ -165,7 +174,39 @@ func openAPI(doc []byte, schemas *Ordered) ([]byte, error) {
 		return nil, errors.New("no components")
 	}
 	comp.Set("schemas", schemas)
+	if err := checkRefs(&d, &d, ""); err != nil {
+		return nil, err
+	}
 	return indent(&d)
+}
+
+// checkRefs fails on a $ref of the document to a component it lacks: a
+// hand-written path naming a schema no Go type makes any more.
+func checkRefs(doc *Ordered, v any, path string) error {
+	switch x := v.(type) {
+	case *Ordered:
+		for _, k := range x.Keys() {
+			c, _ := x.Get(k)
+			if r, ok := c.(string); ok && k == "$ref" {
+				parts := strings.Split(strings.TrimPrefix(r, "#/"), "/")
+				if len(parts) != 3 || parts[0] != "components" || doc.Obj("components").Obj(parts[1]) == nil ||
+					doc.Obj("components").Obj(parts[1]).Obj(parts[2]) == nil {
+					return fmt.Errorf("%s: $ref %s names nothing in the document", path, r)
+				}
+				continue
+			}
+			if err := checkRefs(doc, c, path+"/"+k); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, c := range x {
+			if err := checkRefs(doc, c, fmt.Sprintf("%s/%d", path, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // The markers around a file's generated section.

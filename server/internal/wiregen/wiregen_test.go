@@ -72,3 +72,20 @@ func TestHandWrittenPartsKept(t *testing.T) {
 		}
 	}
 }
+
+// A hand-written path's $ref to a schema the types do not make is an
+// error, not a dangling reference in the served document.
+func TestDanglingRefRefused(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(root, wiregen.OpenAPIPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(doc), `"#/components/schemas/RunRequest"`, `"#/components/schemas/NoSuchRequest"`, 1)
+	if bad == string(doc) {
+		t.Fatal("openapi.json no longer refers to RunRequest")
+	}
+	_, err = wiregen.OpenAPI([]byte(bad))
+	if err == nil || !strings.Contains(err.Error(), "NoSuchRequest") {
+		t.Fatalf("err %v", err)
+	}
+}
