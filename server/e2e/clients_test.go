@@ -285,7 +285,7 @@ func TestClientRoutesCheckCatchesMismatch(t *testing.T) {
 		if m := declarationMismatches(cut, table); !mentions(m, "RunResponse.repeated") {
 			t.Errorf("mismatches %q, want one naming RunResponse.repeated", m)
 		}
-		nested := strings.Replace(dts, "    base_seq?: number;\n  };", "  };", 1)
+		nested := strings.Replace(dts, "    base_seq: number;\n  };", "  };", 1)
 		if m := declarationMismatches(nested, table); !mentions(m, "SessionStatus.active_run.base_seq") {
 			t.Errorf("mismatches %q, want one naming SessionStatus.active_run.base_seq", m)
 		}

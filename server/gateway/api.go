@@ -114,15 +114,21 @@ func requireJSON(r *http.Request) error {
 	return nil
 }
 
-// RunRequest is the body of POST /v1/sessions/{id}/runs.
+// RunRequest is the body of POST /v1/sessions/{id}/runs. Its run
+// configuration is api.RunConfig's but for model_timeout,
+// heartbeat_timeout and compact_at, which tune the worker's activities
+// and memory and so are its operator's, not a remote caller's (the Go
+// client, a trusted caller, may set them).
 type RunRequest struct {
 	Prompt string `json:"prompt"`
-	// Model, Tools, System, MaxSteps and Approvals override the session's
-	// defaults for this run only (api.RunConfig); Tools [] means none.
+	// Model, Tools, System, MaxSteps, MaxTokens and Approvals override the
+	// session's defaults for this run only (api.RunConfig); Tools []
+	// means none.
 	Model     string                  `json:"model,omitempty"`
 	Tools     []string                `json:"tools,omitempty"`
 	System    string                  `json:"system,omitempty"`
 	MaxSteps  int                     `json:"max_steps,omitempty"`
+	MaxTokens int                     `json:"max_tokens,omitempty"`
 	Approvals map[string]api.Approval `json:"approvals,omitempty"`
 	// Budget and SessionBudget bound what this run, and the session's
 	// runs together, may spend (docs/contract.md §20); the worker's
@@ -141,7 +147,7 @@ type RunRequest struct {
 	// 409 run_active), "queue" (run it next) or "steer" (give it to the
 	// active run as steering).
 	IfActive string `json:"if_active,omitempty"`
-	// SetDefault makes Model, Tools, System, MaxSteps and Approvals the
+	// SetDefault makes Model, Tools, System, MaxSteps, MaxTokens and Approvals the
 	// session's defaults too, for this run and every later one
 	// (docs/contract.md §11.6). It needs one of them, and cannot go with
 	// if_active "steer".
@@ -151,6 +157,17 @@ type RunRequest struct {
 	// know whether the first got through, starts nothing and answers the
 	// first one's run with repeated set. 1 to 256 bytes.
 	Once string `json:"once,omitempty"`
+}
+
+// checkMaxTokens refuses a negative max_tokens, which api.RunConfig's
+// Merge would drop as unset: over HTTP it is a mistake to say so.
+// (RunConfig.Validate runs in workflow code too, so it is not checked
+// there, where a new refusal would change what a recorded run did.)
+func checkMaxTokens(cfg *api.RunConfig) error {
+	if cfg != nil && cfg.MaxTokens < 0 {
+		return keel.Errorf(keel.CodeInvalidInput, "max_tokens cannot be negative")
+	}
+	return nil
 }
 
 // RunResponse is the answer of POST /v1/sessions/{id}/runs.
@@ -197,15 +214,18 @@ func (req RunRequest) Validate() ([]client.SendOption, error) {
 	default:
 		return nil, keel.Errorf(keel.CodeInvalidInput, "if_active %s: use reject, queue or steer", quoteShort(req.IfActive))
 	}
-	cfg := api.RunConfig{Model: req.Model, Tools: req.Tools, System: req.System, MaxSteps: req.MaxSteps, Approvals: req.Approvals,
-		Budget: req.Budget, SessionBudget: req.SessionBudget, OutputSchema: req.OutputSchema, Agent: req.Agent}
+	cfg := api.RunConfig{Model: req.Model, Tools: req.Tools, System: req.System, MaxSteps: req.MaxSteps, MaxTokens: req.MaxTokens,
+		Approvals: req.Approvals, Budget: req.Budget, SessionBudget: req.SessionBudget, OutputSchema: req.OutputSchema, Agent: req.Agent}
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkMaxTokens(&cfg); err != nil {
 		return nil, err
 	}
 	if req.Agent != "" && (req.Model != "" || req.System != "" || req.Tools != nil || len(req.OutputSchema) > 0) {
 		return nil, keel.Errorf(keel.CodeInvalidInput, "agent %s defines its model, instructions, tools and output schema: send none of them with it", req.Agent)
 	}
-	hasConfig := req.Model != "" || req.Tools != nil || req.System != "" || req.MaxSteps != 0 || req.Approvals != nil ||
+	hasConfig := req.Model != "" || req.Tools != nil || req.System != "" || req.MaxSteps != 0 || req.MaxTokens != 0 || req.Approvals != nil ||
 		req.Budget != nil || req.SessionBudget != nil || len(req.OutputSchema) > 0 || req.Agent != ""
 	if hasConfig {
 		opts = append(opts, client.WithConfig(cfg))

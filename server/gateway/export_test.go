@@ -72,3 +72,9 @@ func ClientAddr(trusted []string, r *http.Request) (string, error) {
 	}
 	return p.clientAddr(r), nil
 }
+
+// ScheduleConfigRoundTrip is c through api.RunConfig and back, as a
+// schedule's config goes to the client and comes back in its description.
+func ScheduleConfigRoundTrip(c *ScheduleConfig) *ScheduleConfig {
+	return scheduleConfigOf(c.runConfig())
+}

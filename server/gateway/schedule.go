@@ -149,6 +149,10 @@ func (g *Gateway) postSchedule(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
+	if err := checkMaxTokens(s.Config); err != nil {
+		WriteError(w, err)
+		return
+	}
 	// Refused before anything is read: the answer is the same whether a
 	// schedule with this ID exists or not.
 	if !reaches(r, s.ID, s.Target()) {
@@ -198,6 +202,10 @@ func (g *Gateway) patchSchedule(w http.ResponseWriter, r *http.Request, h *clien
 	change := body.change()
 	next := change.Apply(cur)
 	if err := next.Validate(api.Limits{}); err != nil {
+		WriteError(w, err)
+		return
+	}
+	if err := checkMaxTokens(next.Config); err != nil {
 		WriteError(w, err)
 		return
 	}

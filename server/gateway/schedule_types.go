@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/keelrun/keel"
@@ -11,35 +12,40 @@ import (
 // docs/contract.md §22).
 
 // ScheduleConfig is a schedule's run configuration over HTTP: the fields
-// a prompt's POST .../runs may set, for each firing's run only.
+// a prompt's POST .../runs may set, for each firing's run only (so not
+// model_timeout, heartbeat_timeout or compact_at, as RunRequest says).
 type ScheduleConfig struct {
 	// Agent names one of the worker's agents (docs/contract.md §21.2):
-	// it defines the model, instructions and tools, so a config that
-	// names it sets none of them.
+	// it defines the model, instructions, tools and output schema, so a
+	// config that names it sets none of them.
 	Agent         string                  `json:"agent,omitempty"`
 	Model         string                  `json:"model,omitempty"`
 	Tools         []string                `json:"tools,omitempty"`
 	System        string                  `json:"system,omitempty"`
 	MaxSteps      int                     `json:"max_steps,omitempty"`
+	MaxTokens     int                     `json:"max_tokens,omitempty"`
 	Approvals     map[string]api.Approval `json:"approvals,omitempty"`
 	Budget        *api.Budget             `json:"budget,omitempty"`
 	SessionBudget *api.Budget             `json:"session_budget,omitempty"`
+	// OutputSchema is the JSON Schema each firing's final answer must
+	// match, as RunRequest's.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
 func (c *ScheduleConfig) runConfig() *api.RunConfig {
 	if c == nil {
 		return nil
 	}
-	return &api.RunConfig{Agent: c.Agent, Model: c.Model, Tools: c.Tools, System: c.System, MaxSteps: c.MaxSteps, Approvals: c.Approvals,
-		Budget: c.Budget, SessionBudget: c.SessionBudget}
+	return &api.RunConfig{Agent: c.Agent, Model: c.Model, Tools: c.Tools, System: c.System, MaxSteps: c.MaxSteps, MaxTokens: c.MaxTokens,
+		Approvals: c.Approvals, Budget: c.Budget, SessionBudget: c.SessionBudget, OutputSchema: c.OutputSchema}
 }
 
 func scheduleConfigOf(c *api.RunConfig) *ScheduleConfig {
 	if c == nil {
 		return nil
 	}
-	return &ScheduleConfig{Agent: c.Agent, Model: c.Model, Tools: c.Tools, System: c.System, MaxSteps: c.MaxSteps, Approvals: c.Approvals,
-		Budget: c.Budget, SessionBudget: c.SessionBudget}
+	return &ScheduleConfig{Agent: c.Agent, Model: c.Model, Tools: c.Tools, System: c.System, MaxSteps: c.MaxSteps, MaxTokens: c.MaxTokens,
+		Approvals: c.Approvals, Budget: c.Budget, SessionBudget: c.SessionBudget, OutputSchema: c.OutputSchema}
 }
 
 // Schedule is a schedule's definition: the body of POST /v1/schedules and

@@ -51,7 +51,7 @@ class Client:
         return self._json("GET", "/v1/sessions", query={"limit": limit})
 
     def send(self, session_id: str, prompt: str, *, model: Optional[str] = None, tools: Optional[List[str]] = None,
-             system: Optional[str] = None, max_steps: Optional[int] = None,
+             system: Optional[str] = None, max_steps: Optional[int] = None, max_tokens: Optional[int] = None,
              approvals: Optional[Dict[str, str]] = None, if_active: Optional[str] = None,
              set_default: bool = False, budget: Optional[Budget] = None,
              session_budget: Optional[Budget] = None,
@@ -63,7 +63,7 @@ class Client:
         With once, a key of the caller's, a send repeated with the same key
         starts nothing and answers the first send's run ("repeated")."""
         body = {"prompt": prompt, "model": model, "tools": tools, "system": system, "max_steps": max_steps,
-                "approvals": approvals, "if_active": if_active, "set_default": set_default or None,
+                "max_tokens": max_tokens, "approvals": approvals, "if_active": if_active, "set_default": set_default or None,
                 "budget": budget, "session_budget": session_budget, "output_schema": output_schema, "agent": agent,
                 "once": once}
         return self._json("POST", _session(session_id) + "/runs", body={k: v for k, v in body.items() if v is not None})

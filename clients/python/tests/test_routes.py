@@ -48,7 +48,7 @@ class RoutesTest(unittest.TestCase):
 
     def call_everything(self, c: Client) -> None:
         c.sessions(limit=5)
-        c.send("s1", "p", model="m", tools=[], system="s", max_steps=3, approvals={"*": "ask"}, if_active="queue",
+        c.send("s1", "p", model="m", tools=[], system="s", max_steps=3, max_tokens=500, approvals={"*": "ask"}, if_active="queue",
                set_default=True, budget={"max": 0.5, "currency": "USD"}, session_budget={"max_tokens": 1000},
                output_schema={"type": "object"}, agent="a", once="k")
         c.state("s1")
@@ -68,8 +68,9 @@ class RoutesTest(unittest.TestCase):
         c.fork("s1", 2, step=1, into="s2")
         c.rewind("s1", 1, step=1)
         c.forks("s1", limit=3)
-        config = {"model": "m", "tools": [], "system": "s", "max_steps": 3, "approvals": {"*": "ask"},
-                  "budget": {"max": 0.5, "currency": "USD"}, "session_budget": {"max_tokens": 1000}}
+        config = {"model": "m", "tools": [], "system": "s", "max_steps": 3, "max_tokens": 500, "approvals": {"*": "ask"},
+                  "budget": {"max": 0.5, "currency": "USD"}, "session_budget": {"max_tokens": 1000},
+                  "output_schema": {"type": "object"}}
         c.schedules(limit=5)
         c.create_schedule({"id": "d1", "cron": "0 9 * * 1-5", "every": "1h", "timezone": "Europe/Berlin", "jitter": "30s",
                            "prompt": "p", "session": "s1", "new_session": False, "config": config, "overlap": "queue",
