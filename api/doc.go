@@ -5,6 +5,10 @@
 // attributes, and the committed-sequence marker all live here, and nothing
 // else: the package depends on no workflow, activity, provider or server
 // code, so a program that only submits prompts compiles none of them.
+// What only keel's own workflows and workers say to one another (a
+// session's carried state, delegation between sessions, the RateLimit and
+// ScheduleRegistry workflows, the schedule activities) is not here: it
+// lives in keel's internal packages and may change with any release.
 //
 // A prompt is the "send" update on the Session workflow (ID = session ID),
 // sent with update-with-start so the first one creates the session:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 )
 
 // Outcome waits for the run to end and for its session to commit it, and
@@ -81,7 +82,7 @@ func (r *Run) carriedOutcome(ctx context.Context) (o keel.Outcome, ok bool, err 
 			}
 		}
 		if can := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); can != nil {
-			var in api.SessionInput
+			var in carry.SessionInput
 			if r.s.c.dc.FromPayloads(can.GetInput(), &in) != nil || in.Carry == nil || in.Carry.Last == nil ||
 				in.Carry.Last.Number != r.Number {
 				return o, false, nil

@@ -197,7 +197,7 @@ func decodeEnvelope(sessionID string, data []byte, maxBytes int) (keel.Envelope,
 }
 
 // MaxPathBytes bounds an envelope's path (keel.Envelope.Path): children
-// nest a few levels deep (api.DefaultDelegationDepth).
+// nest a few levels deep (three by default, keel.yaml's delegation_depth).
 const MaxPathBytes = 256
 
 // ValidPath reports whether p can be the path of a child session relayed

@@ -147,7 +147,7 @@ func LivePublishFailed(h client.MetricsHandler) {
 }
 
 // ScheduleFiringRefused records a schedule's firing that a limit refused,
-// for reason (api.RefusedInterval, api.RefusedSessions).
+// for reason (schedreg.RefusedInterval, schedreg.RefusedSessions).
 func ScheduleFiringRefused(h client.MetricsHandler, reason string) {
 	h.WithTags(map[string]string{"reason": reason}).Counter(ScheduleFiringsRefusedTotal).Inc(1)
 }

@@ -5,6 +5,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/ratelimit"
+	"github.com/keelrun/keel/internal/schedreg"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/workflows"
 )
@@ -41,7 +43,7 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 	r.RegisterActivityWithOptions(acts.Compact, activity.RegisterOptions{Name: activities.CompactName})
 	r.RegisterWorkflowWithOptions(workflows.RuntimeWorkflow, workflow.RegisterOptions{Name: api.RuntimeWorkflowName,
 		VersioningBehavior: RuntimeVersioning})
-	r.RegisterWorkflowWithOptions(workflows.RateLimitWorkflow, workflow.RegisterOptions{Name: api.RateLimitWorkflowName,
+	r.RegisterWorkflowWithOptions(workflows.RateLimitWorkflow, workflow.RegisterOptions{Name: ratelimit.RateLimitWorkflowName,
 		VersioningBehavior: RateLimitVersioning})
 	r.RegisterActivityWithOptions(acts.Shutdown, activity.RegisterOptions{Name: activities.ShutdownName})
 	r.RegisterActivityWithOptions(acts.RuntimeState, activity.RegisterOptions{Name: activities.RuntimeStateName})
@@ -52,7 +54,7 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 		Name: api.ScheduledSendWorkflowName, VersioningBehavior: ScheduledSendVersioning})
 	r.RegisterActivityWithOptions(acts.RateGiveBack, activity.RegisterOptions{Name: activities.RateGiveBackName})
 	r.RegisterWorkflowWithOptions(workflows.ScheduleRegistryWorkflow, workflow.RegisterOptions{
-		Name: api.ScheduleRegistryWorkflowName, VersioningBehavior: ScheduleRegistryVersioning})
+		Name: schedreg.ScheduleRegistryWorkflowName, VersioningBehavior: ScheduleRegistryVersioning})
 }
 
 // rules are the workflows' rules that a worker with opts applies: its
@@ -71,7 +73,7 @@ func (o Options) rules(models activities.ModelResolver) workflows.Rules {
 // scheduleRulesOf are the rules that a schedule's firing applies
 // (schedule.go): the same as the session's send validators apply, and
 // the worker's schedule limits.
-func scheduleRulesOf(r workflows.Rules, quota api.ScheduleLimits) scheduleRules {
+func scheduleRulesOf(r workflows.Rules, quota schedreg.ScheduleLimits) scheduleRules {
 	return scheduleRules{admitModel: r.AdmitModel, modelOffer: r.ModelOffer, limits: r.Limits,
 		runBudget: r.RunBudget, sessionBudget: r.SessionBudget, checkAgent: r.CheckAgent, quota: quota}
 }

@@ -7,7 +7,7 @@
 // that the first prompt creates the session), runs it (model turns, the
 // tool calls they ask for, and so on until the model ends its turn),
 // commits it, and continues as new with the session's state
-// (api.SessionCarry). A prompt sent while a run is active is queued and
+// (carry.SessionCarry). A prompt sent while a run is active is queued and
 // runs in the next execution.
 //
 // A run is made of parts with narrow interfaces (run.go): the journal of
