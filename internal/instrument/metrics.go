@@ -70,16 +70,6 @@ const (
 	ScheduleFiringsRefusedTotal = "keel_schedule_firings_refused_total"
 )
 
-// Names lists every metric keel records itself, for documentation and
-// tests.
-var Names = []string{
-	RunsTotal, RunDuration, ModelRetriesTotal, HostInputWait,
-	ModelTurnDuration, ModelTimeToFirstToken, ModelInputTokens, ModelOutputTokens, CostTotal,
-	ToolCallsTotal, ToolCallDuration,
-	LiveDeliveryLag, LiveMissedEventsTotal, LivePublishFailuresTotal, LiveRejectedMessagesTotal,
-	ScheduleFiringsRefusedTotal,
-}
-
 // RunFinished records a run's terminal commit.
 func RunFinished(h client.MetricsHandler, outcome string, took time.Duration) {
 	h = h.WithTags(map[string]string{"outcome": outcome})

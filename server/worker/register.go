@@ -37,24 +37,24 @@ func Register(r Registrar, acts *activities.Activities) {
 // (modelRules).
 func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows.Rules) {
 	r.RegisterWorkflowWithOptions(rules.Session(), workflow.RegisterOptions{Name: api.SessionWorkflowName,
-		VersioningBehavior: SessionVersioning})
+		VersioningBehavior: sessionVersioning})
 	r.RegisterActivityWithOptions(acts.ModelTurn, activity.RegisterOptions{Name: activities.ModelTurnName})
 	r.RegisterActivityWithOptions(acts.Tool, activity.RegisterOptions{Name: activities.ToolName})
 	r.RegisterActivityWithOptions(acts.Compact, activity.RegisterOptions{Name: activities.CompactName})
 	r.RegisterWorkflowWithOptions(workflows.RuntimeWorkflow, workflow.RegisterOptions{Name: api.RuntimeWorkflowName,
-		VersioningBehavior: RuntimeVersioning})
+		VersioningBehavior: runtimeVersioning})
 	r.RegisterWorkflowWithOptions(workflows.RateLimitWorkflow, workflow.RegisterOptions{Name: ratelimit.RateLimitWorkflowName,
-		VersioningBehavior: RateLimitVersioning})
+		VersioningBehavior: rateLimitVersioning})
 	r.RegisterActivityWithOptions(acts.Shutdown, activity.RegisterOptions{Name: activities.ShutdownName})
 	r.RegisterActivityWithOptions(acts.RuntimeState, activity.RegisterOptions{Name: activities.RuntimeStateName})
 	r.RegisterActivityWithOptions(acts.StoreEvents, activity.RegisterOptions{Name: activities.StoreEventsName})
 	// A schedule's firing (docs/contract.md §22); its activities need a
 	// Temporal client, so New registers them (registerSchedules).
 	r.RegisterWorkflowWithOptions(workflows.ScheduledSendWorkflow, workflow.RegisterOptions{
-		Name: api.ScheduledSendWorkflowName, VersioningBehavior: ScheduledSendVersioning})
+		Name: api.ScheduledSendWorkflowName, VersioningBehavior: scheduledSendVersioning})
 	r.RegisterActivityWithOptions(acts.RateGiveBack, activity.RegisterOptions{Name: activities.RateGiveBackName})
 	r.RegisterWorkflowWithOptions(workflows.ScheduleRegistryWorkflow, workflow.RegisterOptions{
-		Name: schedreg.ScheduleRegistryWorkflowName, VersioningBehavior: ScheduleRegistryVersioning})
+		Name: schedreg.ScheduleRegistryWorkflowName, VersioningBehavior: scheduleRegistryVersioning})
 }
 
 // rules are the workflows' rules that a worker with opts applies: its
