@@ -11,7 +11,7 @@ import (
 	"github.com/keelrun/keel/internal/delegation"
 )
 
-// A child session (SessionInput.Delegated, docs/contract.md §21.3) is a
+// A child session (carry.SessionInput.Delegated, docs/contract.md §21.3) is a
 // session whose first and only run is its delegation's task. It
 // takes no prompts; once that run is committed it returns the run's
 // outcome to its parent and ends, so it never continues as new. Its log,
