@@ -158,3 +158,36 @@ func TestSendOnce(t *testing.T) {
 		t.Fatalf("%d prompts", n)
 	}
 }
+
+// What the fake does not stand in for fails with ErrUnsupported; nothing
+// panics.
+func TestUnsupported(t *testing.T) {
+	ctx := t.Context()
+	c := clienttest.New(clienttest.Text("ok")).Client()
+	s := c.Session("s5")
+	if _, err := s.Send(ctx, "hi"); err != nil {
+		t.Fatal(err)
+	}
+	sched := api.Schedule{ID: "daily", ScheduleSpec: api.ScheduleSpec{Cron: "0 9 * * *"}, Prompt: "hi"}
+	for name, call := range map[string]func() error{
+		"Fork":             func() error { _, _, err := s.Fork(ctx, api.Point{Run: 1}, "f1"); return err },
+		"Rewind":           func() error { _, err := s.Rewind(ctx, api.Point{Run: 1}); return err },
+		"Forks":            func() error { _, err := s.Forks(ctx); return err },
+		"Shutdown":         func() error { _, err := c.Shutdown(ctx); return err },
+		"MoveIdleSessions": func() error { _, err := c.MoveIdleSessions(ctx); return err },
+		"CreateSchedule":   func() error { return c.CreateSchedule(ctx, sched) },
+		"Schedules":        func() error { _, _, err := c.Schedules(ctx, client.ScheduleListOptions{}); return err },
+		"Schedule.Get":     func() error { _, err := c.Schedule("daily").Get(ctx); return err },
+		"Schedule.Describe": func() error {
+			_, err := c.Schedule("daily").Describe(ctx)
+			return err
+		},
+		"Schedule.Pause":   func() error { return c.Schedule("daily").Pause(ctx, "") },
+		"Schedule.Trigger": func() error { return c.Schedule("daily").Trigger(ctx) },
+		"Schedule.Delete":  func() error { return c.Schedule("daily").Delete(ctx) },
+	} {
+		if err := call(); !errors.Is(err, clienttest.ErrUnsupported) {
+			t.Errorf("%s: %v, want ErrUnsupported", name, err)
+		}
+	}
+}
