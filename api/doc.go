@@ -3,10 +3,13 @@
 // workflows through Temporal. The task queue, workflow types, update,
 // signal and query names, their arguments and answers, the search
 // attributes, the committed-sequence marker, and the limits and checks of
-// what callers send (Limits, CheckOutputSchema, ValidateScheduleID) all
-// live here. The package depends on no workflow, activity, provider or
-// server code, so a program that only submits prompts compiles none of
-// them.
+// what callers send (Limits, CheckOutputSchema, ValidateScheduleID) live
+// here, and nothing else: the package depends on no workflow, activity,
+// provider or server code, so a program that only submits prompts
+// compiles none of them. What only keel's own workflows and workers say
+// to one another (a session's carried state, delegation between sessions,
+// the RateLimit and ScheduleRegistry workflows, the schedule activities)
+// lives in keel's internal packages and may change with any release.
 //
 // A prompt is the "send" update on the Session workflow (ID = session ID),
 // sent with update-with-start so the first one creates the session:

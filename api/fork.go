@@ -69,18 +69,3 @@ type RewindResult struct {
 	Seq          int64 `json:"seq"`
 	Messages     int   `json:"messages"`
 }
-
-// RunMark records where a committed run's messages are in the session's
-// transcript, Start..End, with the session's revision and last sequence
-// before (BaseRevision, BaseSeq) and after it (Revision, Seq). A fork or a
-// rewind finds its point by these marks; Start is -1 when a compaction in
-// the run replaced the transcript before it (no step point in it).
-type RunMark struct {
-	Run          int   `json:"run"`
-	Start        int   `json:"start"`
-	End          int   `json:"end"`
-	BaseRevision int64 `json:"base_revision"`
-	BaseSeq      int64 `json:"base_seq"`
-	Revision     int64 `json:"revision"`
-	Seq          int64 `json:"seq"`
-}

@@ -47,11 +47,6 @@ const (
 	QueryEvents  = "events"
 )
 
-// QueryTranscript is the session's query for its active run's transcript,
-// used when a worker's transcript cache misses. It takes the number of
-// messages wanted.
-const QueryTranscript = "transcript"
-
 // ErrTypeMoved is the error type of an "outcome" update that the session's
 // execution could not answer because it continues as new first: the same
 // update, sent again, reaches the next execution.

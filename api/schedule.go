@@ -14,16 +14,6 @@ const (
 	// ScheduledSendWorkflowName is the workflow type a schedule's action
 	// starts (ScheduledSendInput): one execution per firing.
 	ScheduledSendWorkflowName = "ScheduledSend"
-	// The activities of ScheduledSend, run by keel's workers: CheckSchedule
-	// checks a schedule against the worker's rules, SendScheduled checks
-	// it again and sends its prompt (ScheduledSendRequest), and
-	// AwaitScheduledRun waits for the run's outcome (ScheduledRunRef).
-	CheckScheduleActivity     = "CheckSchedule"
-	SendScheduledActivity     = "SendScheduled"
-	AwaitScheduledRunActivity = "AwaitScheduledRun"
-	// PauseScheduleActivity pauses the schedule of a failed firing
-	// (Schedule.PauseOnFailure; SchedulePause).
-	PauseScheduleActivity = "PauseSchedule"
 	// ScheduleActionIDPrefix starts the workflow ID of every firing:
 	// "keel-schedule:ID", to which Temporal appends the firing's time. A
 	// ':' never occurs in a session ID, so no firing takes a session's ID.
@@ -169,37 +159,16 @@ type ScheduledSendInput struct {
 	Schedule Schedule `json:"schedule"`
 	Check    bool     `json:"check,omitempty"`
 	// Reserve, with Check, also takes the schedule's place in the
-	// registry (create does; ScheduleReservation), counted against
+	// registry (create does), counted against
 	// Owner's quota and the namespace's.
 	Reserve bool   `json:"reserve,omitempty"`
 	Owner   string `json:"owner,omitempty"`
-}
-
-// ScheduledSendRequest is the input of the SendScheduled activity: the
-// schedule, the firing's nominal time, and the ID of its send update, the
-// same on every attempt, so a retried attempt is applied once.
-type ScheduledSendRequest struct {
-	Schedule Schedule  `json:"schedule"`
-	At       time.Time `json:"at"`
-	UpdateID string    `json:"update_id"`
 }
 
 // PausedByFailureNote starts the note of a schedule that a failed firing
 // paused (Schedule.PauseOnFailure); the firing's workflow ID and why it
 // failed follow.
 const PausedByFailureNote = "paused after a failed firing: "
-
-// SchedulePause is the input of the PauseSchedule activity.
-type SchedulePause struct {
-	ID   string `json:"id"`
-	Note string `json:"note"`
-}
-
-// ScheduledRunRef is the input of the AwaitScheduledRun activity.
-type ScheduledRunRef struct {
-	Session string `json:"session"`
-	Number  int    `json:"number"`
-}
 
 // ScheduledSendResult is what a firing did: the ScheduledSend workflow's
 // result, and the details of its failure when it failed.
@@ -220,8 +189,8 @@ type ScheduledSendResult struct {
 	// Outcome is the run's outcome, when the firing waited for it
 	// (Schedule.PauseOnFailure).
 	Outcome *keel.Outcome `json:"outcome,omitempty"`
-	// Refused says a limit of the worker refused the firing
-	// (ScheduleLimits: its interval, or the sessions it may make), and
+	// Refused says a limit of the worker refused the firing (keel.yaml's
+	// schedule limits: its interval, or the sessions it may make), and
 	// why: it sent nothing.
 	Refused *keel.Error `json:"refused,omitempty"`
 }
@@ -275,8 +244,8 @@ const (
 	// FiringFailed: the send was refused, or, with PauseOnFailure, the
 	// run failed; Error says why.
 	FiringFailed = "failed"
-	// FiringRefused: a limit refused the firing (ScheduleLimits); it
-	// sent nothing, and Error says which.
+	// FiringRefused: a limit refused the firing (keel.yaml's schedule
+	// limits); it sent nothing, and Error says which.
 	FiringRefused = "refused"
 )
 

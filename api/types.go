@@ -179,7 +179,10 @@ func (c RunConfig) Validate() error {
 	return CheckOutputSchema(c.OutputSchema)
 }
 
-// SessionInput starts a Session workflow.
+// SessionInput starts a Session workflow: what a client sends with the
+// update-with-start of a session's first send, or with a fork. keel's own
+// workflows start later executions and child sessions with more fields,
+// which no client sets.
 type SessionInput struct {
 	SessionID string `json:"session_id"`
 	// Config holds the session's defaults for its runs: what a send's own
@@ -190,17 +193,10 @@ type SessionInput struct {
 	// HandOver bounds each execution of the session before it continues
 	// as new. Optional; zero fields take the defaults of HandOverLimits.
 	HandOver HandOverLimits `json:"hand_over,omitempty"`
-	// Carry is what the previous execution of the session handed over when
-	// it continued as new; nil for a new session.
-	Carry *SessionCarry `json:"carry,omitempty"`
 	// Fork starts the session as a fork of another (docs/contract.md
-	// §19); nil for a new session and for every later execution, which
-	// takes what it needs from Carry.
+	// §19); nil for a new session. Later executions of the session take
+	// what they need from what the previous one handed over.
 	Fork *ForkInput `json:"fork,omitempty"`
-	// Delegated starts the session as a child of another: it runs the
-	// delegation's prompt as its one run and returns its outcome to the
-	// parent (docs/contract.md §21.3). Nil for every other session.
-	Delegated *Delegation `json:"delegated,omitempty"`
 }
 
 // IfActive says what Send does while a run is active.
@@ -242,13 +238,6 @@ const MaxOnceBytes = 256
 // OnceRemembered is how many keys of SendRequest.Once a session
 // remembers, newest last, carried across continue-as-new.
 const OnceRemembered = 64
-
-// OnceSent is a send a session took under a key (SendRequest.Once), and
-// what it answered.
-type OnceSent struct {
-	Key    string     `json:"key"`
-	Result SendResult `json:"result"`
-}
 
 // MaxPromptBytes bounds a prompt or steering text: the default of
 // Limits.PromptBytes and Limits.SteeringBytes.

@@ -55,7 +55,8 @@ type Options struct {
 	// Close does not close it, and the connection fields above are unused.
 	Temporal client.Client
 	// Live is the live channel for deltas. Without it, event streams carry
-	// durable events only.
+	// durable events only. With it, an event stream subscribes to it, and
+	// so does Session.Send, for the run's first stream (see Send).
 	Live live.Channel
 	// LiveBuffer is how many deltas a stream holds for a reader that falls
 	// behind before it reports a *live.LaggedError. Default

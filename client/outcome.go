@@ -9,6 +9,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 )
 
 // Outcome waits for the run to end and for its session to commit it, and
@@ -22,7 +23,7 @@ import (
 // Outcome may have many waiters), and without queries where it can (each
 // is a billable action). When Send learned the execution running the run,
 // it long-polls that execution's close: the continue-as-new that follows
-// the commit carries the outcome (SessionCarry.Last), read with the
+// the commit carries the outcome (the session's carried state), read with the
 // client's data converter. Otherwise, or when the carried state cannot be
 // read here (offloaded to a content store this client cannot reach, or
 // the execution ran another run after it), it asks the session once
@@ -40,7 +41,7 @@ func (r *Run) Outcome(ctx context.Context) (keel.Outcome, error) {
 
 // carriedOutcome follows the history of the execution that runs the run
 // until the run is committed, and reads its outcome: from the
-// continue-as-new that follows the commit (SessionCarry.Last, decoded with
+// continue-as-new that follows the commit (carry.SessionCarry.Last, decoded with
 // the client's data converter), or, when the execution stays open after
 // the commit (a prompt was waiting to run in it), with one outcome update
 // that does not wait. The commit shows in history
@@ -81,7 +82,7 @@ func (r *Run) carriedOutcome(ctx context.Context) (o keel.Outcome, ok bool, err 
 			}
 		}
 		if can := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); can != nil {
-			var in api.SessionInput
+			var in carry.SessionInput
 			if r.s.c.dc.FromPayloads(can.GetInput(), &in) != nil || in.Carry == nil || in.Carry.Last == nil ||
 				in.Carry.Last.Number != r.Number {
 				return o, false, nil

@@ -41,7 +41,7 @@ type Run struct {
 
 // earlySub is a live subscription Send opened before the run started, so
 // the first Events stream of the run misses none of its deltas. Unclaimed,
-// it closes itself after earlyTTL.
+// it closes itself after earlyTTL. Send documents both.
 type earlySub struct {
 	mu  sync.Mutex
 	sub live.Subscription
@@ -78,7 +78,9 @@ func (r *Run) Session() *Session { return r.s }
 // log (each exactly once, in order) and, with a live channel, its deltas
 // ordered among them. The sequence ends after the run's terminal event.
 // A *live.LaggedError element reports deltas lost to a slow reader and the
-// sequence goes on; any other error ends it.
+// sequence goes on; any other error ends it. The first call on a run that
+// Send returned takes over the live subscription Send opened; every other
+// call subscribes when it starts, and its deltas start there.
 func (r *Run) Events(ctx context.Context) iter.Seq2[keel.Envelope, error] {
 	return func(yield func(keel.Envelope, error) bool) {
 		base, err := r.base(ctx)

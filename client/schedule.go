@@ -15,6 +15,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/schedreg"
 )
 
 // Schedules (docs/contract.md §22). A keel schedule is a Temporal
@@ -44,7 +45,7 @@ func (h *Schedule) ID() string { return h.id }
 type CreateScheduleOption func(*api.ScheduledSendInput)
 
 // OwnedBy counts the schedule against prefix's quota as well as the
-// namespace's (api.ScheduleLimits.PerPrefix): the gateway passes the
+// namespace's (schedreg.ScheduleLimits.PerPrefix): the gateway passes the
 // prefix of the API key that creates it. Without it, only the
 // namespace's quota applies.
 func OwnedBy(prefix string) CreateScheduleOption {
@@ -57,7 +58,7 @@ func OwnedBy(prefix string) CreateScheduleOption {
 // ceilings) and take the schedule's place in the namespace's registry
 // (docs/contract.md §22.11), then creates the Temporal Schedule. An ID in
 // use is keel.InvalidInput; past a quota of the worker's
-// (api.ScheduleLimits), keel.TooMany.
+// (schedreg.ScheduleLimits), keel.TooMany.
 func (c *Client) CreateSchedule(ctx context.Context, s api.Schedule, opts ...CreateScheduleOption) error {
 	if err := s.Validate(api.Limits{}); err != nil {
 		return err
@@ -114,8 +115,8 @@ func scheduleAttributes(s api.Schedule) temporal.SearchAttributes {
 // releaseSchedule gives a schedule's place in the registry back. A
 // registry that does not exist holds no place.
 func (c *Client) releaseSchedule(ctx context.Context, id string) error {
-	h, err := c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: api.ScheduleRegistryID,
-		UpdateName: api.UpdateReleaseSchedule, Args: []any{id}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	h, err := c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: schedreg.ScheduleRegistryID,
+		UpdateName: schedreg.UpdateReleaseSchedule, Args: []any{id}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	if err == nil {
 		err = h.Get(ctx, nil)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/schedreg"
 )
 
 // firingLookup bounds what Describe spends on one firing's result and its
@@ -191,7 +192,7 @@ type ScheduleListOptions struct {
 	// schedule; one without it is left out.
 	Under string
 	// Limit is the most schedules listed. Default and cap
-	// api.MaxSchedulesCeiling.
+	// schedreg.MaxSchedulesCeiling.
 	Limit int
 }
 
@@ -200,8 +201,8 @@ type ScheduleListOptions struct {
 // missing while it lags), and whether more than the limit matched.
 func (c *Client) Schedules(ctx context.Context, opts ScheduleListOptions) ([]api.ScheduleSummary, bool, error) {
 	limit := opts.Limit
-	if limit <= 0 || limit > api.MaxSchedulesCeiling {
-		limit = api.MaxSchedulesCeiling
+	if limit <= 0 || limit > schedreg.MaxSchedulesCeiling {
+		limit = schedreg.MaxSchedulesCeiling
 	}
 	out := []api.ScheduleSummary{}
 	truncated := false

@@ -63,12 +63,21 @@ const ifActiveSteer api.IfActive = "steer"
 // with Queue, once it is queued). The first Send creates the session.
 // While a run is active Send fails with keel.ErrRunActive; to an ID of a
 // child session's form (api.IsChildSessionID), with keel.ErrNotAccepting.
+//
+// With a live channel (Options.Live), Send also subscribes to the
+// session's deltas before it sends the prompt, so that the returned run's
+// first Events call streams from the run's first delta: deltas are not
+// kept anywhere, and a subscription opened after the run started would
+// miss those sent before it. That first Events call takes the
+// subscription over; unclaimed, it is closed after 30 seconds, and at
+// once when the send fails. A run delivered as steering (OrSteer) gets
+// none. Without Options.Live, Send subscribes to nothing.
 func (s *Session) Send(ctx context.Context, prompt string, opts ...SendOption) (*Run, error) {
 	return s.sendAs(ctx, newID(), prompt, opts)
 }
 
 // SendOnce is Send under an ID of the caller's (1 to MaxSendIDBytes
-// bytes): sent again with the same ID, by a caller that does not know
+// bytes), subscribing as Send does: sent again with the same ID, by a caller that does not know
 // whether its first call got through, the prompt is applied once and the
 // call answers the first one's run. Temporal remembers the update within
 // the session's execution; the session itself remembers its last
@@ -136,7 +145,7 @@ func (s *Session) sendAs(ctx context.Context, updateID, prompt string, opts []Se
 
 func (s *Session) send(ctx context.Context, req api.SendRequest, updateID string) (*Run, error) {
 	// Subscribe to deltas before the run can start, so its first Events
-	// stream misses none.
+	// stream misses none (Send's documentation says so).
 	var early live.Subscription
 	if s.c.live != nil {
 		sub, err := s.c.live.Subscribe(ctx, s.id, live.SubscribeOptions{Buffer: s.c.liveBuf})

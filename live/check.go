@@ -88,10 +88,6 @@ var ephemeralTypes = map[string]bool{
 	keel.TypeModelWaiting:   true,
 }
 
-// EphemeralType reports whether t is one of the event types the live
-// channel carries.
-func EphemeralType(t string) bool { return ephemeralTypes[t] }
-
 // Check reports whether env may be delivered to a subscriber of
 // sessionID: the session is that one, the type one of keel's ephemeral
 // types, there is no sequence number (durable events never travel on the
@@ -197,7 +193,7 @@ func decodeEnvelope(sessionID string, data []byte, maxBytes int) (keel.Envelope,
 }
 
 // MaxPathBytes bounds an envelope's path (keel.Envelope.Path): children
-// nest a few levels deep (api.DefaultDelegationDepth).
+// nest a few levels deep (three by default, keel.yaml's delegation_depth).
 const MaxPathBytes = 256
 
 // ValidPath reports whether p can be the path of a child session relayed

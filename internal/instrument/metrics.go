@@ -70,16 +70,6 @@ const (
 	ScheduleFiringsRefusedTotal = "keel_schedule_firings_refused_total"
 )
 
-// Names lists every metric keel records itself, for documentation and
-// tests.
-var Names = []string{
-	RunsTotal, RunDuration, ModelRetriesTotal, HostInputWait,
-	ModelTurnDuration, ModelTimeToFirstToken, ModelInputTokens, ModelOutputTokens, CostTotal,
-	ToolCallsTotal, ToolCallDuration,
-	LiveDeliveryLag, LiveMissedEventsTotal, LivePublishFailuresTotal, LiveRejectedMessagesTotal,
-	ScheduleFiringsRefusedTotal,
-}
-
 // RunFinished records a run's terminal commit.
 func RunFinished(h client.MetricsHandler, outcome string, took time.Duration) {
 	h = h.WithTags(map[string]string{"outcome": outcome})
@@ -147,7 +137,7 @@ func LivePublishFailed(h client.MetricsHandler) {
 }
 
 // ScheduleFiringRefused records a schedule's firing that a limit refused,
-// for reason (api.RefusedInterval, api.RefusedSessions).
+// for reason (schedreg.RefusedInterval, schedreg.RefusedSessions).
 func ScheduleFiringRefused(h client.MetricsHandler, reason string) {
 	h.WithTags(map[string]string{"reason": reason}).Counter(ScheduleFiringsRefusedTotal).Inc(1)
 }

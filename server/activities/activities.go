@@ -11,6 +11,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/server/provider"
@@ -89,10 +90,10 @@ type Activities struct {
 	// Agents are the agents the worker defines (keel.yaml agents), by
 	// name: a model turn that calls agent__NAME records NAME's spec for
 	// the delegation (docs/contract.md §21.3). Optional.
-	Agents map[string]api.AgentSpec
+	Agents map[string]delegation.AgentSpec
 	// Delegation is the worker's limits of delegation. Optional: the
-	// defaults of api.DelegationLimits.
-	Delegation api.DelegationLimits
+	// defaults of delegation.DelegationLimits.
+	Delegation delegation.DelegationLimits
 	// Rates keeps Policy.RateLimits across every worker (docs/contract.md
 	// §20.5). Optional without rate limits; with them, a model turn fails
 	// without it.

@@ -10,9 +10,9 @@ import (
 	"github.com/keelrun/keel/api"
 )
 
-// EstimatedAnswerTokens is the answer a budget check assumes for a request
+// estimatedAnswerTokens is the answer a budget check assumes for a request
 // that sets no max_tokens: the most it plans for before the provider says.
-const EstimatedAnswerTokens = 4096
+const estimatedAnswerTokens = 4096
 
 // BudgetCheck is what a model request must fit in (docs/contract.md §20):
 // the budgets the run's configuration set, and what the run and the

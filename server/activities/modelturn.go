@@ -44,7 +44,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 	prompt := int64(keel.EstimateTokens(in.System, messages) + toolTokens)
 	answer := int64(maxOut)
 	if answer <= 0 {
-		answer = EstimatedAnswerTokens
+		answer = estimatedAnswerTokens
 	}
 	limits := a.Policy.limits(in.Budget)
 	if len(limits) > 0 {

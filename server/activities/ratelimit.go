@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/ratelimit"
 )
 
 // RateLimit bounds a provider's (or one model's) requests and tokens per
 // minute (keel.yaml limits.rate; docs/contract.md §20.5). Zero fields do
 // not limit.
-type RateLimit = api.RateLimit
+type RateLimit = ratelimit.RateLimit
 
 // RateGate paces model requests under limits that every worker shares
 // (docs/contract.md §20.5): worker.NewActivities gives one that asks the

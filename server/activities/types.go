@@ -5,6 +5,8 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
+	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/server/provider"
 	"github.com/keelrun/keel/server/tool"
 )
@@ -17,7 +19,7 @@ const (
 
 // QueryTranscript is the session's query for its active run's transcript
 // (api).
-const QueryTranscript = api.QueryTranscript
+const QueryTranscript = carry.QueryTranscript
 
 // TranscriptRef names a prefix of a run's transcript: the first Len
 // messages of the session's execution (WorkflowID, RunID). Model turns carry a
@@ -127,8 +129,8 @@ type CallPlan struct {
 
 // AgentPlan is how a delegation call runs its agent.
 type AgentPlan struct {
-	Spec   api.AgentSpec        `json:"spec"`
-	Limits api.DelegationLimits `json:"limits"`
+	Spec   delegation.AgentSpec        `json:"spec"`
+	Limits delegation.DelegationLimits `json:"limits"`
 }
 
 // TurnFailure is the detail of a failed or cancelled model turn attempt.

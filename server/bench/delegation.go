@@ -19,6 +19,7 @@ import (
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/server/devserver"
 	kstack "github.com/keelrun/keel/server/internal/stack"
@@ -54,7 +55,7 @@ const (
 
 // streamingChildScript streams n deltas, one every gap, after a first
 // turn that pauses: the child's ID is drawn by its parent
-// (api.ChildSessionID), so its subscriber learns it from the parent's
+// (delegation.ChildSessionID), so its subscriber learns it from the parent's
 // agent.started, as any reader does, and subscribes in that pause.
 func streamingChildScript(n int, gap time.Duration) string {
 	chunks := make([]string, n)
@@ -135,7 +136,7 @@ func MeasureDelegation(ctx context.Context, opts DelegationOptions) (*Delegation
 	}
 	models := worker.DefaultModels()
 	models.Scripts = lib
-	agents := map[string]api.AgentSpec{
+	agents := map[string]delegation.AgentSpec{
 		"solo":   {Name: "solo", Model: "scripted:solo", Tools: []string{"missing"}},
 		"parent": {Name: "parent", Model: "scripted:parent", Tools: []string{"agent__child"}, Agents: []string{"child"}},
 		"child":  {Name: "child", Model: "scripted:child"},

@@ -8,6 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/server/tool"
 )
 
@@ -40,22 +41,22 @@ type Agent struct {
 }
 
 // Spec is the agent as the worker offers it.
-func (a Agent) Spec() api.AgentSpec {
+func (a Agent) Spec() delegation.AgentSpec {
 	tools := append([]string{}, a.Tools...)
 	for _, d := range a.Agents {
 		tools = append(tools, tool.AgentToolPrefix+d)
 	}
-	return api.AgentSpec{Name: a.Name, Description: a.Description, Model: a.Model, Instructions: a.Instructions,
+	return delegation.AgentSpec{Name: a.Name, Description: a.Description, Model: a.Model, Instructions: a.Instructions,
 		Tools: tools, Agents: slices.Clone(a.Agents), MaxSteps: a.MaxSteps, MaxTokens: a.MaxTokens,
 		OutputSchema: a.OutputSchema, Detached: a.Detached}
 }
 
 // AgentSpecs returns the file's agents by name.
-func (c *Config) AgentSpecs() map[string]api.AgentSpec {
+func (c *Config) AgentSpecs() map[string]delegation.AgentSpec {
 	if len(c.Agents) == 0 {
 		return nil
 	}
-	out := make(map[string]api.AgentSpec, len(c.Agents))
+	out := make(map[string]delegation.AgentSpec, len(c.Agents))
 	for _, a := range c.Agents {
 		out[a.Name] = a.Spec()
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/server/tool"
 	"github.com/keelrun/keel/server/worker"
 )
@@ -43,7 +43,7 @@ func TestAgentsFromFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	specs := cfg.AgentSpecs()
-	want := api.AgentSpec{Name: "researcher", Description: "Finds facts in the workspace.", Model: "fast",
+	want := delegation.AgentSpec{Name: "researcher", Description: "Finds facts in the workspace.", Model: "fast",
 		Instructions: "Find the facts and cite the file they came from.", Tools: []string{"read_file", "list_files"},
 		MaxSteps: 6, OutputSchema: json.RawMessage(`{"properties":{"facts":{"items":{"type":"string"},"type":"array"}},"required":["facts"],"type":"object"}`)}
 	if diff := cmp.Diff(want, specs["researcher"]); diff != "" {
@@ -56,7 +56,7 @@ func TestAgentsFromFile(t *testing.T) {
 	if err := cfg.Apply(&opts); err != nil {
 		t.Fatal(err)
 	}
-	if len(opts.Agents) != 2 || opts.Delegation != (api.DelegationLimits{Depth: 2, FanOut: 3}) {
+	if len(opts.Agents) != 2 || opts.Delegation != (delegation.DelegationLimits{Depth: 2, FanOut: 3}) {
 		t.Errorf("Apply: agents %v, delegation %+v", opts.Agents, opts.Delegation)
 	}
 	acts, err := worker.NewActivities(nil, opts)

@@ -119,13 +119,13 @@ type Limits struct {
 	Inputs api.Limits
 	// Delegation bounds how deep child sessions nest and how many one run
 	// has running at once (delegation_depth, delegation_fan_out).
-	// Optional; zero fields take api.DelegationLimits' defaults.
-	Delegation api.DelegationLimits
+	// Optional; zero fields take worker.DelegationLimits' defaults.
+	Delegation worker.DelegationLimits
 	// Schedules bound the namespace's schedules and their firings
 	// (schedules, schedules_per_prefix, schedule_min_interval,
 	// schedule_sessions_per_hour). Optional; zero fields take
-	// api.ScheduleLimits' defaults.
-	Schedules api.ScheduleLimits
+	// worker.ScheduleLimits' defaults.
+	Schedules worker.ScheduleLimits
 }
 
 // position is where a field's value sits in the file.

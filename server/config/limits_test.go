@@ -8,6 +8,8 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/ratelimit"
+	"github.com/keelrun/keel/internal/schedreg"
 	"github.com/keelrun/keel/server/tool"
 	"github.com/keelrun/keel/server/worker"
 )
@@ -48,7 +50,7 @@ mcp_servers:
 	if diff := cmp.Diff(want, opts.Limits); diff != "" {
 		t.Errorf("Options.Limits (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(api.ScheduleLimits{Schedules: 40, PerPrefix: 8, MinInterval: keel.Duration(5 * time.Minute),
+	if diff := cmp.Diff(schedreg.ScheduleLimits{Schedules: 40, PerPrefix: 8, MinInterval: keel.Duration(5 * time.Minute),
 		SessionsPerHour: 3}, opts.Schedules); diff != "" {
 		t.Errorf("Options.Schedules (-want +got):\n%s", diff)
 	}
@@ -79,7 +81,7 @@ func TestApplyRateLimits(t *testing.T) {
 	if err := cfg.Apply(&opts); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]api.RateLimit{
+	want := map[string]ratelimit.RateLimit{
 		"anthropic":           {RequestsPerMinute: 50, TokensPerMinute: 40000},
 		"openai:gpt-4.1-mini": {RequestsPerMinute: 500},
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/ratelimit"
+	"github.com/keelrun/keel/internal/schedreg"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/tool/mcp"
 	"github.com/keelrun/keel/server/worker"
@@ -369,30 +371,30 @@ func (p *parser) limits(n *yaml.Node, field string) {
 		"staged_steers":        func(n *yaml.Node, f string) { l.Inputs.StagedSteers = p.positive(n, f) },
 		"delegation_depth":     func(n *yaml.Node, f string) { l.Delegation.Depth = p.positive(n, f) },
 		"delegation_fan_out":   func(n *yaml.Node, f string) { l.Delegation.FanOut = p.positive(n, f) },
-		"schedules":            func(n *yaml.Node, f string) { l.Schedules.Schedules = p.atMost(n, f, api.MaxSchedulesCeiling) },
+		"schedules":            func(n *yaml.Node, f string) { l.Schedules.Schedules = p.atMost(n, f, schedreg.MaxSchedulesCeiling) },
 		"schedules_per_prefix": func(n *yaml.Node, f string) { l.Schedules.PerPrefix = p.positive(n, f) },
 		"schedule_min_interval": func(n *yaml.Node, f string) {
 			d, err := time.ParseDuration(p.str(n, f))
-			if err != nil || d < api.MinScheduleEvery.Std() || d > api.MaxScheduleMinInterval.Std() {
-				p.errorf(n, f, "want a duration from %s to %s, such as 5m", api.MinScheduleEvery, api.MaxScheduleMinInterval)
+			if err != nil || d < api.MinScheduleEvery.Std() || d > schedreg.MaxScheduleMinInterval.Std() {
+				p.errorf(n, f, "want a duration from %s to %s, such as 5m", api.MinScheduleEvery, schedreg.MaxScheduleMinInterval)
 				return
 			}
 			l.Schedules.MinInterval = keel.Duration(d)
 		},
 		"schedule_sessions_per_hour": func(n *yaml.Node, f string) {
-			l.Schedules.SessionsPerHour = p.atMost(n, f, api.MaxScheduleSessionsPerHour)
+			l.Schedules.SessionsPerHour = p.atMost(n, f, schedreg.MaxScheduleSessionsPerHour)
 		},
 		"rate": func(n *yaml.Node, f string) {
 			l.Rate = map[string]activities.RateLimit{}
 			p.entries(n, f, func(k, v *yaml.Node, f string) {
-				if err := api.ValidateRateKey(k.Value); err != nil {
-					p.errorf(k, f, "a limit's name is 1 to %d bytes with no control characters", api.MaxRateKeyBytes)
+				if err := ratelimit.ValidateRateKey(k.Value); err != nil {
+					p.errorf(k, f, "a limit's name is 1 to %d bytes with no control characters", ratelimit.MaxRateKeyBytes)
 					return
 				}
 				var rl activities.RateLimit
 				p.fields(v, f, map[string]func(*yaml.Node, string){
-					"requests_per_minute": func(n *yaml.Node, f string) { rl.RequestsPerMinute = p.atMost(n, f, api.MaxRequestsPerMinute) },
-					"tokens_per_minute":   func(n *yaml.Node, f string) { rl.TokensPerMinute = p.atMost(n, f, api.MaxTokensPerMinute) },
+					"requests_per_minute": func(n *yaml.Node, f string) { rl.RequestsPerMinute = p.atMost(n, f, ratelimit.MaxRequestsPerMinute) },
+					"tokens_per_minute":   func(n *yaml.Node, f string) { rl.TokensPerMinute = p.atMost(n, f, ratelimit.MaxTokensPerMinute) },
 				})
 				if !rl.Limits() {
 					p.errorf(v, f, "sets neither requests_per_minute nor tokens_per_minute")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/ratelimit"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/devserver"
@@ -24,11 +25,11 @@ import (
 )
 
 // rateLimitState asks the RateLimit workflow of key for its state.
-func rateLimitState(t *testing.T, ctx context.Context, tc sdkclient.Client, key string) api.RateLimitStatus {
+func rateLimitState(t *testing.T, ctx context.Context, tc sdkclient.Client, key string) ratelimit.RateLimitStatus {
 	t.Helper()
-	v, err := tc.QueryWorkflow(ctx, api.RateLimitWorkflowID(key), "", api.QueryState)
+	v, err := tc.QueryWorkflow(ctx, ratelimit.RateLimitWorkflowID(key), "", api.QueryState)
 	require.NoError(t, err)
-	var st api.RateLimitStatus
+	var st ratelimit.RateLimitStatus
 	require.NoError(t, v.Get(&st))
 	return st
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/server/devserver"
 	"github.com/keelrun/keel/server/internal/keeltest"
 )
@@ -30,7 +31,7 @@ import (
 func TestRecordDelegationHistory(t *testing.T) {
 	var book keeltest.ScriptBook
 	factsSchema := json.RawMessage(`{"type":"object","required":["facts"],"properties":{"facts":{"type":"array","items":{"type":"string"}}}}`)
-	agents := map[string]api.AgentSpec{
+	agents := map[string]delegation.AgentSpec{
 		"planner": {Name: "planner", Model: "scripted:rec-planner", Instructions: "Delegate.",
 			Tools: []string{"agent__researcher"}, Agents: []string{"researcher"}},
 		"researcher": {Name: "researcher", Model: "scripted:rec-researcher", Instructions: "Ask, then answer.",
@@ -54,7 +55,7 @@ func TestRecordDelegationHistory(t *testing.T) {
 	for asked := 0; asked < 2 && it.HasNext(); {
 		ev, err := it.Next()
 		require.NoError(t, err)
-		if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.GetSignalName() == api.SignalChildRequests {
+		if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.GetSignalName() == delegation.SignalChildRequests {
 			asked++
 		}
 	}

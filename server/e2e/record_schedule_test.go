@@ -10,6 +10,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/schedreg"
 	"github.com/keelrun/keel/server/devserver"
 	"github.com/keelrun/keel/server/internal/keeltest"
 )
@@ -68,5 +69,5 @@ func TestRecordScheduleHistories(t *testing.T) {
 		Config: &api.RunConfig{Model: ok}}, "scheduled_send.json")
 	record(api.Schedule{ID: "replay-wait", ScheduleSpec: every, Prompt: "Report.", Session: "replay-wait",
 		PauseOnFailure: true, Config: &api.RunConfig{Model: bad}}, "scheduled_send_wait.json")
-	writeHistoryOf(t, ctx, c.Temporal(), api.ScheduleRegistryID, "", filepath.Join(dir, "schedule_registry.json"))
+	writeHistoryOf(t, ctx, c.Temporal(), schedreg.ScheduleRegistryID, "", filepath.Join(dir, "schedule_registry.json"))
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/internal/delegation"
+	"github.com/keelrun/keel/internal/schedreg"
 	"github.com/keelrun/keel/server/devserver"
 	"github.com/keelrun/keel/server/internal/keeltest"
 )
@@ -42,7 +44,7 @@ func newSchedRig(t *testing.T, timeout time.Duration) *schedRig {
 	// Firings a second apart: the tests trigger a schedule again soon
 	// after, and one fires every two seconds.
 	r.worker = keeltest.StartWorker(t, r.srv, keeltest.WorkerOptions{Models: r.book,
-		Schedules: api.ScheduleLimits{MinInterval: api.MinScheduleEvery}})
+		Schedules: schedreg.ScheduleLimits{MinInterval: api.MinScheduleEvery}})
 	r.c = keeltest.Client(t, r.srv, nil)
 	return r
 }
@@ -443,7 +445,7 @@ func TestScheduleRunsAsAnAgent(t *testing.T) {
 	r.srv = keeltest.StartServer(t, devserver.Config{})
 	m := r.model("-reporter", answerScript)
 	r.worker = keeltest.StartWorker(t, r.srv, keeltest.WorkerOptions{Models: r.book,
-		Agents: map[string]api.AgentSpec{"reporter": {Name: "reporter", Model: m, Instructions: "Report briefly."}}})
+		Agents: map[string]delegation.AgentSpec{"reporter": {Name: "reporter", Model: m, Instructions: "Report briefly."}}})
 	r.c = keeltest.Client(t, r.srv, nil)
 	every := api.ScheduleSpec{Every: keel.Duration(time.Hour)}
 

@@ -22,8 +22,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/server/activities"
@@ -114,7 +114,7 @@ func run(m *testing.M) int {
 // testAgents are the shared worker's agents (docs/contract.md §21.2): a
 // test adds the scripts they run under the names "planner" and
 // "researcher" (shared.book.Add).
-var testAgents = map[string]api.AgentSpec{
+var testAgents = map[string]delegation.AgentSpec{
 	"planner": {Name: "planner", Model: "scripted:planner", Instructions: "Delegate.",
 		Tools: []string{"agent__researcher"}, Agents: []string{"researcher"}},
 	"researcher": {Name: "researcher", Model: "scripted:researcher", Instructions: "Find facts.", Tools: []string{"gate"}},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/instrument"
+	"github.com/keelrun/keel/internal/schedreg"
 	"github.com/keelrun/keel/server/devserver"
 	"github.com/keelrun/keel/server/gateway"
 	"github.com/keelrun/keel/server/internal/keeltest"
@@ -30,7 +31,7 @@ func TestScheduleLimits(t *testing.T) {
 	srv := keeltest.StartServer(t, devserver.Config{})
 	refused := newRefusals()
 	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Script: `{"repeat":true,"turns":[{"text":["ok"]}]}`,
-		Schedules:      api.ScheduleLimits{Schedules: 5, PerPrefix: 2, MinInterval: api.MinScheduleEvery, SessionsPerHour: 2},
+		Schedules:      schedreg.ScheduleLimits{Schedules: 5, PerPrefix: 2, MinInterval: api.MinScheduleEvery, SessionsPerHour: 2},
 		MetricsHandler: refused})
 	s := serveGateway(t, keeltest.Client(t, srv, nil),
 		gateway.Options{Keys: []gateway.APIKey{{Key: full}, {Key: teamA, Prefix: "sq-a-"}, {Key: teamB, Prefix: "sq-b-"}}})

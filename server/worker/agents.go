@@ -5,12 +5,13 @@ import (
 	"sort"
 
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/server/tool"
 )
 
 // addAgentTools adds to tools the delegation tool (agent__NAME) of every
 // agent that another agent may delegate to (docs/contract.md §21.3).
-func addAgentTools(tools *tool.Registry, agents map[string]api.AgentSpec) error {
+func addAgentTools(tools *tool.Registry, agents map[string]delegation.AgentSpec) error {
 	targets := map[string]bool{}
 	for name, a := range agents {
 		if !api.ValidAgentName(name) || a.Name != name {

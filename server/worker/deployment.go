@@ -25,15 +25,15 @@ import (
 //   - a RateLimit workflow moves too: every worker asks it, whatever its
 //     build, and it continues as new often (docs/contract.md §20.5).
 const (
-	SessionVersioning = workflow.VersioningBehaviorPinned
-	RuntimeVersioning = workflow.VersioningBehaviorAutoUpgrade
-	// ScheduledSendVersioning pins a schedule's firing, which may wait for
+	sessionVersioning = workflow.VersioningBehaviorPinned
+	runtimeVersioning = workflow.VersioningBehaviorAutoUpgrade
+	// scheduledSendVersioning pins a schedule's firing, which may wait for
 	// its run's outcome as long as the run lasts, as the run is pinned.
-	ScheduledSendVersioning = workflow.VersioningBehaviorPinned
-	RateLimitVersioning     = workflow.VersioningBehaviorAutoUpgrade
-	// ScheduleRegistryVersioning moves the registry, which lives as long
+	scheduledSendVersioning = workflow.VersioningBehaviorPinned
+	rateLimitVersioning     = workflow.VersioningBehaviorAutoUpgrade
+	// scheduleRegistryVersioning moves the registry, which lives as long
 	// as the namespace, to each new deployment, as the rate limits move.
-	ScheduleRegistryVersioning = workflow.VersioningBehaviorAutoUpgrade
+	scheduleRegistryVersioning = workflow.VersioningBehaviorAutoUpgrade
 )
 
 // ErrDeployment is returned (wrapped) for a deployment name without a build

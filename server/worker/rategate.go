@@ -16,6 +16,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/ratelimit"
 	"github.com/keelrun/keel/server/activities"
 )
 
@@ -47,9 +48,9 @@ var _ activities.RateGate = (*rateGate)(nil)
 // rateLine is what waits to be sent to one limit.
 type rateLine struct {
 	key   string
-	limit api.RateLimit // the latest asker's
+	limit ratelimit.RateLimit // the latest asker's
 	asks  []*rateAsk
-	backs []api.RateGiveBack
+	backs []ratelimit.RateGiveBack
 	busy  bool // a goroutine is sending
 }
 
@@ -86,10 +87,10 @@ func (g *rateGate) close() {
 
 // Reserve implements activities.RateGate.
 func (g *rateGate) Reserve(ctx context.Context, key string, limit activities.RateLimit, tokens int64) (activities.RateTicket, error) {
-	if err := api.ValidateRateKey(key); err != nil {
+	if err := ratelimit.ValidateRateKey(key); err != nil {
 		return activities.RateTicket{}, err
 	}
-	ask := &rateAsk{id: newRateID(), tokens: min(max(tokens, 0), api.MaxRateTokens), done: make(chan struct{})}
+	ask := &rateAsk{id: newRateID(), tokens: min(max(tokens, 0), ratelimit.MaxRateTokens), done: make(chan struct{})}
 	g.mu.Lock()
 	l := g.line(key)
 	l.limit = limit
@@ -110,7 +111,7 @@ func (g *rateGate) Reserve(ctx context.Context, key string, limit activities.Rat
 	case <-ask.done:
 		// Answered as the asker left: what it took goes back.
 		if ask.err == nil {
-			g.queueBack(l, api.RateGiveBack{ID: ask.id})
+			g.queueBack(l, ratelimit.RateGiveBack{ID: ask.id})
 		}
 	default:
 		ask.gone = true
@@ -121,12 +122,12 @@ func (g *rateGate) Reserve(ctx context.Context, key string, limit activities.Rat
 // GiveBack implements activities.RateGate. A request that was sent and
 // reserved no tokens has nothing to settle.
 func (g *rateGate) GiveBack(key string, t activities.RateTicket, sent bool, used int64) {
-	if t.ID == "" || len(t.ID) > api.MaxRateIDBytes || sent && t.Tokens == 0 || api.ValidateRateKey(key) != nil {
+	if t.ID == "" || len(t.ID) > ratelimit.MaxRateIDBytes || sent && t.Tokens == 0 || ratelimit.ValidateRateKey(key) != nil {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.queueBack(g.line(key), api.RateGiveBack{ID: t.ID, Sent: sent, Used: min(max(used, 0), api.MaxRateTokens)})
+	g.queueBack(g.line(key), ratelimit.RateGiveBack{ID: t.ID, Sent: sent, Used: min(max(used, 0), ratelimit.MaxRateTokens)})
 }
 
 // line returns key's line. g.mu is held.
@@ -139,12 +140,12 @@ func (g *rateGate) line(key string) *rateLine {
 	return l
 }
 
-// queueBack queues a give-back, dropping the oldest past api.MaxRateHeld
+// queueBack queues a give-back, dropping the oldest past ratelimit.MaxRateHeld
 // (the limit holds no more): a give-back lost errs towards fewer
 // requests. g.mu is held.
-func (g *rateGate) queueBack(l *rateLine, b api.RateGiveBack) {
+func (g *rateGate) queueBack(l *rateLine, b ratelimit.RateGiveBack) {
 	l.backs = append(l.backs, b)
-	if n := len(l.backs) - api.MaxRateHeld; n > 0 {
+	if n := len(l.backs) - ratelimit.MaxRateHeld; n > 0 {
 		l.backs = append(l.backs[:0], l.backs[n:]...)
 	}
 	g.kick(l)
@@ -171,24 +172,24 @@ func (g *rateGate) send(l *rateLine) {
 			switch {
 			case a.gone:
 				close(a.done) // never sent: nothing to give back
-			case len(asks) < api.MaxRateBatch:
+			case len(asks) < ratelimit.MaxRateBatch:
 				asks = append(asks, a)
 			default:
 				rest = append(rest, a)
 			}
 		}
 		l.asks = rest
-		n := min(len(l.backs), api.MaxRateBatch)
-		backs := append([]api.RateGiveBack(nil), l.backs[:n]...)
+		n := min(len(l.backs), ratelimit.MaxRateBatch)
+		backs := append([]ratelimit.RateGiveBack(nil), l.backs[:n]...)
 		l.backs = append(l.backs[:0], l.backs[n:]...)
 		if len(asks) == 0 && len(backs) == 0 {
 			l.busy = false
 			g.mu.Unlock()
 			return
 		}
-		req := api.RateRequest{Limit: l.limit, GiveBack: backs}
+		req := ratelimit.RateRequest{Limit: l.limit, GiveBack: backs}
 		for _, a := range asks {
-			req.Reserve = append(req.Reserve, api.RateReservation{ID: a.id, Tokens: a.tokens})
+			req.Reserve = append(req.Reserve, ratelimit.RateReservation{ID: a.id, Tokens: a.tokens})
 		}
 		g.mu.Unlock()
 
@@ -200,7 +201,7 @@ func (g *rateGate) send(l *rateLine) {
 			} else {
 				a.wait = grant.Waits[i].Std()
 				if a.gone {
-					l.backs = append(l.backs, api.RateGiveBack{ID: a.id})
+					l.backs = append(l.backs, ratelimit.RateGiveBack{ID: a.id})
 				}
 			}
 			close(a.done)
@@ -218,7 +219,7 @@ var errRateGone = errors.New("worker: rate limit: no one waits for this reservat
 // as new), as long as the worker runs and someone waits for it. The
 // update keeps its ID across attempts, so an attempt whose answer was
 // lost is answered again rather than reserved twice. A refusal is final.
-func (g *rateGate) ask(key string, req api.RateRequest, asks []*rateAsk) (api.RateGrant, error) {
+func (g *rateGate) ask(key string, req ratelimit.RateRequest, asks []*rateAsk) (ratelimit.RateGrant, error) {
 	id := newRateID()
 	backoff := rateRetryFirst
 	for failures := 0; ; failures++ {
@@ -268,20 +269,20 @@ func (g *rateGate) allGone(asks []*rateAsk) bool {
 // update is one attempt of the rate update on key's limit, starting it
 // if it does not run. Its tasks go ahead of runs' (api.SessionPriority):
 // a limit that waits behind the runs it paces would pace nothing.
-func (g *rateGate) update(key, id string, req api.RateRequest) (api.RateGrant, error) {
+func (g *rateGate) update(key, id string, req ratelimit.RateRequest) (ratelimit.RateGrant, error) {
 	ctx, cancel := context.WithTimeout(g.ctx, rateCallTimeout)
 	defer cancel()
 	start := g.c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       api.RateLimitWorkflowID(key),
+		ID:                       ratelimit.RateLimitWorkflowID(key),
 		TaskQueue:                g.taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            "keel rate limit " + key,
 		Priority:                 temporal.Priority{PriorityKey: api.SessionPriority},
-	}, api.RateLimitWorkflowName, api.RateLimitInput{Key: key})
-	var grant api.RateGrant
+	}, ratelimit.RateLimitWorkflowName, ratelimit.RateLimitInput{Key: key})
+	var grant ratelimit.RateGrant
 	h, err := g.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{UpdateID: id, UpdateName: api.UpdateRate, Args: []any{req},
+		UpdateOptions: client.UpdateWorkflowOptions{UpdateID: id, UpdateName: ratelimit.UpdateRate, Args: []any{req},
 			WaitForStage: client.WorkflowUpdateStageCompleted},
 	})
 	if err != nil {

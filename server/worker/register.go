@@ -5,6 +5,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/ratelimit"
+	"github.com/keelrun/keel/internal/schedreg"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/workflows"
 )
@@ -35,24 +37,24 @@ func Register(r Registrar, acts *activities.Activities) {
 // (modelRules).
 func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows.Rules) {
 	r.RegisterWorkflowWithOptions(rules.Session(), workflow.RegisterOptions{Name: api.SessionWorkflowName,
-		VersioningBehavior: SessionVersioning})
+		VersioningBehavior: sessionVersioning})
 	r.RegisterActivityWithOptions(acts.ModelTurn, activity.RegisterOptions{Name: activities.ModelTurnName})
 	r.RegisterActivityWithOptions(acts.Tool, activity.RegisterOptions{Name: activities.ToolName})
 	r.RegisterActivityWithOptions(acts.Compact, activity.RegisterOptions{Name: activities.CompactName})
 	r.RegisterWorkflowWithOptions(workflows.RuntimeWorkflow, workflow.RegisterOptions{Name: api.RuntimeWorkflowName,
-		VersioningBehavior: RuntimeVersioning})
-	r.RegisterWorkflowWithOptions(workflows.RateLimitWorkflow, workflow.RegisterOptions{Name: api.RateLimitWorkflowName,
-		VersioningBehavior: RateLimitVersioning})
+		VersioningBehavior: runtimeVersioning})
+	r.RegisterWorkflowWithOptions(workflows.RateLimitWorkflow, workflow.RegisterOptions{Name: ratelimit.RateLimitWorkflowName,
+		VersioningBehavior: rateLimitVersioning})
 	r.RegisterActivityWithOptions(acts.Shutdown, activity.RegisterOptions{Name: activities.ShutdownName})
 	r.RegisterActivityWithOptions(acts.RuntimeState, activity.RegisterOptions{Name: activities.RuntimeStateName})
 	r.RegisterActivityWithOptions(acts.StoreEvents, activity.RegisterOptions{Name: activities.StoreEventsName})
 	// A schedule's firing (docs/contract.md §22); its activities need a
 	// Temporal client, so New registers them (registerSchedules).
 	r.RegisterWorkflowWithOptions(workflows.ScheduledSendWorkflow, workflow.RegisterOptions{
-		Name: api.ScheduledSendWorkflowName, VersioningBehavior: ScheduledSendVersioning})
+		Name: api.ScheduledSendWorkflowName, VersioningBehavior: scheduledSendVersioning})
 	r.RegisterActivityWithOptions(acts.RateGiveBack, activity.RegisterOptions{Name: activities.RateGiveBackName})
 	r.RegisterWorkflowWithOptions(workflows.ScheduleRegistryWorkflow, workflow.RegisterOptions{
-		Name: api.ScheduleRegistryWorkflowName, VersioningBehavior: ScheduleRegistryVersioning})
+		Name: schedreg.ScheduleRegistryWorkflowName, VersioningBehavior: scheduleRegistryVersioning})
 }
 
 // rules are the workflows' rules that a worker with opts applies: its
@@ -71,7 +73,7 @@ func (o Options) rules(models activities.ModelResolver) workflows.Rules {
 // scheduleRulesOf are the rules that a schedule's firing applies
 // (schedule.go): the same as the session's send validators apply, and
 // the worker's schedule limits.
-func scheduleRulesOf(r workflows.Rules, quota api.ScheduleLimits) scheduleRules {
+func scheduleRulesOf(r workflows.Rules, quota schedreg.ScheduleLimits) scheduleRules {
 	return scheduleRules{admitModel: r.AdmitModel, modelOffer: r.ModelOffer, limits: r.Limits,
 		runBudget: r.RunBudget, sessionBudget: r.SessionBudget, checkAgent: r.CheckAgent, quota: quota}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/internal/instrument"
+	"github.com/keelrun/keel/internal/schedreg"
 	"github.com/keelrun/keel/server/store"
 	"github.com/keelrun/keel/server/tool"
 )
@@ -42,7 +43,7 @@ type scheduleRules struct {
 	// config that sets what its agent defines.
 	checkAgent func(api.RunConfig) error
 	// quota bounds the namespace's schedules and their firings.
-	quota api.ScheduleLimits
+	quota schedreg.ScheduleLimits
 }
 
 // newSchedules returns the activities of schedules over c, the worker's
@@ -81,7 +82,7 @@ func (s *schedules) check(sc api.Schedule) error {
 	if err := sc.Validate(s.rules.limits); err != nil {
 		return err
 	}
-	if err := sc.CheckPace(s.rules.quota); err != nil {
+	if err := schedreg.CheckPace(sc, s.rules.quota); err != nil {
 		return err
 	}
 	cfg := sc.Config
@@ -116,7 +117,7 @@ func (s *schedules) check(sc api.Schedule) error {
 // Send checks the schedule again (the worker's configuration may have
 // changed since it was made) and sends its prompt, under the firing's
 // update ID so that a retried attempt is applied once.
-func (s *schedules) Send(ctx context.Context, req api.ScheduledSendRequest) (api.ScheduledSendResult, error) {
+func (s *schedules) Send(ctx context.Context, req schedreg.ScheduledSendRequest) (api.ScheduledSendResult, error) {
 	sc := req.Schedule
 	if err := s.check(sc); err != nil {
 		return api.ScheduledSendResult{}, activityError(err)
@@ -163,9 +164,9 @@ func (s *schedules) Send(ctx context.Context, req api.ScheduledSendRequest) (api
 
 // admit asks the registry whether the firing may send; a refusal is
 // counted in keel_schedule_firings_refused_total.
-func (s *schedules) admit(ctx context.Context, req api.ScheduledSendRequest) (*keel.Error, error) {
-	var v api.FiringVerdict
-	err := s.updateRegistry(ctx, req.UpdateID+"/admit", api.UpdateAdmitFiring, api.FiringAdmission{Schedule: req.Schedule.ID,
+func (s *schedules) admit(ctx context.Context, req schedreg.ScheduledSendRequest) (*keel.Error, error) {
+	var v schedreg.FiringVerdict
+	err := s.updateRegistry(ctx, req.UpdateID+"/admit", schedreg.UpdateAdmitFiring, schedreg.FiringAdmission{Schedule: req.Schedule.ID,
 		Firing: req.UpdateID, At: req.At, NewSession: req.Schedule.NewSession, Limits: s.rules.quota}, &v)
 	if err != nil {
 		return nil, activityError(scheduleRegistryError(err))
@@ -178,12 +179,12 @@ func (s *schedules) admit(ctx context.Context, req api.ScheduledSendRequest) (*k
 
 // Reserve takes the place of a schedule about to be created in the
 // registry, under this worker's limits (docs/contract.md §22.11).
-func (s *schedules) Reserve(ctx context.Context, r api.ScheduleReservation) error {
+func (s *schedules) Reserve(ctx context.Context, r schedreg.ScheduleReservation) error {
 	r.Limits = s.rules.quota
 	// One update ID for every attempt: a retried attempt whose first
 	// took the place is answered as that one was.
 	id := activity.GetInfo(ctx).WorkflowExecution.ID + "/reserve"
-	return activityError(scheduleRegistryError(s.updateRegistry(ctx, id, api.UpdateReserveSchedule, r, nil)))
+	return activityError(scheduleRegistryError(s.updateRegistry(ctx, id, schedreg.UpdateReserveSchedule, r, nil)))
 }
 
 // updateRegistry sends an update to the namespace's ScheduleRegistry,
@@ -191,11 +192,11 @@ func (s *schedules) Reserve(ctx context.Context, r api.ScheduleReservation) erro
 // request, so that Temporal applies a retried request once).
 func (s *schedules) updateRegistry(ctx context.Context, id, name string, arg, out any) error {
 	start := s.tc.NewWithStartWorkflowOperation(sdkclient.StartWorkflowOptions{
-		ID:                       api.ScheduleRegistryID,
+		ID:                       schedreg.ScheduleRegistryID,
 		TaskQueue:                api.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            "keel schedules: quotas and the pace of firings",
-	}, api.ScheduleRegistryWorkflowName, api.ScheduleRegistryState{})
+	}, schedreg.ScheduleRegistryWorkflowName, schedreg.ScheduleRegistryState{})
 	h, err := s.tc.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: sdkclient.UpdateWorkflowOptions{UpdateID: id, UpdateName: name, Args: []any{arg},
@@ -223,7 +224,7 @@ func scheduleRegistryError(err error) error {
 // Await waits for the run's outcome, heartbeating. A run that failed,
 // was cancelled or was lost with its session is an outcome, not an error:
 // the firing decides what it means.
-func (s *schedules) Await(ctx context.Context, ref api.ScheduledRunRef) (keel.Outcome, error) {
+func (s *schedules) Await(ctx context.Context, ref schedreg.ScheduledRunRef) (keel.Outcome, error) {
 	if err := keel.ValidateSessionID(ref.Session); err != nil || ref.Number < 1 {
 		return keel.Outcome{}, activityError(keel.Errorf(keel.CodeInvalidInput, "not a run of a session"))
 	}
@@ -254,7 +255,7 @@ func (s *schedules) Await(ctx context.Context, ref api.ScheduledRunRef) (keel.Ou
 }
 
 // Pause pauses the schedule of a failed firing, with a note saying why.
-func (s *schedules) Pause(ctx context.Context, p api.SchedulePause) error {
+func (s *schedules) Pause(ctx context.Context, p schedreg.SchedulePause) error {
 	return activityError(s.keel.Schedule(p.ID).Pause(ctx, p.Note))
 }
 
@@ -272,9 +273,9 @@ func activityError(err error) error {
 
 // registerSchedules registers the activities of schedules on r.
 func registerSchedules(r Registrar, s *schedules) {
-	r.RegisterActivityWithOptions(s.Check, activity.RegisterOptions{Name: api.CheckScheduleActivity})
-	r.RegisterActivityWithOptions(s.Send, activity.RegisterOptions{Name: api.SendScheduledActivity})
-	r.RegisterActivityWithOptions(s.Await, activity.RegisterOptions{Name: api.AwaitScheduledRunActivity})
-	r.RegisterActivityWithOptions(s.Pause, activity.RegisterOptions{Name: api.PauseScheduleActivity})
-	r.RegisterActivityWithOptions(s.Reserve, activity.RegisterOptions{Name: api.ReserveScheduleActivity})
+	r.RegisterActivityWithOptions(s.Check, activity.RegisterOptions{Name: schedreg.CheckScheduleActivity})
+	r.RegisterActivityWithOptions(s.Send, activity.RegisterOptions{Name: schedreg.SendScheduledActivity})
+	r.RegisterActivityWithOptions(s.Await, activity.RegisterOptions{Name: schedreg.AwaitScheduledRunActivity})
+	r.RegisterActivityWithOptions(s.Pause, activity.RegisterOptions{Name: schedreg.PauseScheduleActivity})
+	r.RegisterActivityWithOptions(s.Reserve, activity.RegisterOptions{Name: schedreg.ReserveScheduleActivity})
 }

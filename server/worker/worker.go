@@ -32,13 +32,26 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/internal/instrument"
+	"github.com/keelrun/keel/internal/ratelimit"
+	"github.com/keelrun/keel/internal/schedreg"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/store"
 	"github.com/keelrun/keel/server/tool"
 	"github.com/keelrun/keel/server/tool/mcp"
+)
+
+// AgentSpec, DelegationLimits and ScheduleLimits are the worker's own
+// settings of Options (Agents, Delegation, Schedules): keel.yaml's agents
+// and limits. They are defined beside keel's workflows, which record them
+// in history, and are no part of what clients send (package api).
+type (
+	AgentSpec        = delegation.AgentSpec
+	DelegationLimits = delegation.DelegationLimits
+	ScheduleLimits   = schedreg.ScheduleLimits
 )
 
 // Options configures a worker. Every field is optional.
@@ -78,19 +91,18 @@ type Options struct {
 	// (api.RunConfig.Agent), and each agent that another may delegate to
 	// gets its delegation tool (agent__NAME) in the worker's tools.
 	// Optional.
-	Agents map[string]api.AgentSpec
+	Agents map[string]AgentSpec
 	// Delegation bounds how deep child sessions nest and how many a run
 	// has running at once (keel.yaml limits delegation_depth and
-	// delegation_fan_out). Optional: the defaults of
-	// api.DelegationLimits.
-	Delegation api.DelegationLimits
+	// delegation_fan_out). Optional: the defaults of DelegationLimits.
+	Delegation DelegationLimits
 	// Schedules bound the namespace's schedules and their firings
 	// (keel.yaml limits schedules, schedules_per_prefix,
 	// schedule_min_interval and schedule_sessions_per_hour;
 	// docs/contract.md §22.11): create and each firing ask the
 	// namespace's ScheduleRegistry with these. Optional: zero fields
-	// take the defaults of api.ScheduleLimits.
-	Schedules api.ScheduleLimits
+	// take the defaults of ScheduleLimits.
+	Schedules ScheduleLimits
 	// MCPServers are the MCP servers whose tools the worker offers to the
 	// model as mcp__<server>__<tool> (keel.yaml's mcp_servers). New
 	// connects them with mcp.Connect into the worker's tool registry,
@@ -331,7 +343,7 @@ func (o Options) withDefaults() Options {
 // (docs/contract.md §20.5).
 func checkRateLimits(limits map[string]activities.RateLimit) error {
 	for key, rl := range limits {
-		if err := api.ValidateRateKey(key); err != nil {
+		if err := ratelimit.ValidateRateKey(key); err != nil {
 			return fmt.Errorf("worker: %w", err)
 		}
 		if err := rl.Validate(); err != nil {

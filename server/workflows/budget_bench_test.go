@@ -12,6 +12,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 	"github.com/keelrun/keel/server/provider/scripted"
 )
 
@@ -38,7 +39,7 @@ func BenchmarkRunCostAccounting(b *testing.B) {
 		in := promptOf("go", "echo")
 		in.Config.MaxTokens = 1000
 		// A session with what its earlier runs spent, priced or not.
-		in.Carry = &api.SessionCarry{}
+		in.Carry = &carry.SessionCarry{}
 		if priced {
 			env.acts.Policy.Prices = map[string]keel.Price{"scripted:test": {Currency: "USD", Input: 3, Output: 15, CachedInput: 0.3, Prices: "bench"}}
 			env.acts.Policy.RunBudget = &api.Budget{Max: 1000, Currency: "USD"}

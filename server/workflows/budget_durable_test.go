@@ -10,6 +10,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 )
 
 // flatPrice prices only answer tokens, a thousandth of a unit each, so a
@@ -51,7 +52,7 @@ func TestBudgetsHoldAcrossHandOvers(t *testing.T) {
 	wantLeft := []string{"0.00 USD left of 2.00", "0.00 USD left of 2.00", "0.00 USD left of 2.00",
 		"0.50 USD left of 7.50", "0.50 USD left of 7.50"}
 
-	var carry *api.SessionCarry
+	var carry *carry.SessionCarry
 	var spent int64
 	for i := range wantRequests {
 		var suite testsuite.WorkflowTestSuite
@@ -130,7 +131,7 @@ func TestCompactionCountsTowardTheNextCheck(t *testing.T) {
 			env := newRunEnv(t, `{"turns":[`+strings.Repeat(`{"text":["old"]},`, 10)+`{"text":["after compaction"]}]}`)
 			env.acts.Policy.Prices = map[string]keel.Price{"scripted:test": flatPrice}
 			in := promptOf("next question")
-			in.Carry = &api.SessionCarry{Transcript: longTranscript(10)}
+			in.Carry = &carry.SessionCarry{Transcript: longTranscript(10)}
 			in.Config.CompactAt = 200
 			in.Config.MaxTokens = 1000
 			in.Config.Budget = &api.Budget{Max: c.budget, Currency: "USD"}

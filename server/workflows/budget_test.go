@@ -9,6 +9,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 	"github.com/keelrun/keel/server/workflows"
 )
 
@@ -143,7 +144,7 @@ func TestSessionBudgetCountsEarlierRuns(t *testing.T) {
 	in := promptOf("hi")
 	in.Config.MaxTokens = 100
 	in.Config.SessionBudget = &api.Budget{Max: 5, Currency: "USD"}
-	in.Carry = &api.SessionCarry{Usage: keel.Usage{Requests: 9, Cost: keel.Costs{{Currency: "USD", Nanos: 4_950_000_000}}}}
+	in.Carry = &carry.SessionCarry{Usage: keel.Usage{Requests: 9, Cost: keel.Costs{{Currency: "USD", Nanos: 4_950_000_000}}}}
 	res := env.execSession(t, in)
 	require.Equal(t, keel.CodeBudgetExceeded, failure(t, res.Outcome).Code)
 	require.Contains(t, failure(t, res.Outcome).Message, "the session budget (set by the caller) has 0.05 USD left of 5.00 USD")

@@ -7,16 +7,18 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
+	"github.com/keelrun/keel/internal/delegation"
 )
 
-// A child session (SessionInput.Delegated, docs/contract.md §21.3) is a
+// A child session (carry.SessionInput.Delegated, docs/contract.md §21.3) is a
 // session whose first and only run is its delegation's task. It
 // takes no prompts; once that run is committed it returns the run's
 // outcome to its parent and ends, so it never continues as new. Its log,
 // transcript and state stay readable like any session's.
 
 // startDelegated makes the session a child: the task is its first run.
-func (s *session) startDelegated(in api.SessionInput) {
+func (s *session) startDelegated(in carry.SessionInput) {
 	s.delegated = in.Delegated
 	// The parent knows keel is not shut down, or it would not run: a
 	// shutdown that comes later cancels the parent's run, and with it
@@ -48,7 +50,7 @@ func (s *session) endUnrun(status keel.RunStatus, err *keel.Error) {
 	if s.delegated == nil {
 		return
 	}
-	s.result = &api.DelegationResult{Outcome: keel.Outcome{RunID: keel.RunID(s.id, 1), Number: 1,
+	s.result = &delegation.DelegationResult{Outcome: keel.Outcome{RunID: keel.RunID(s.id, 1), Number: 1,
 		Status: status, Revision: s.st.Revision, Error: err}}
 }
 
@@ -69,5 +71,5 @@ func (s *session) reportRequests(ctx workflow.Context, r *run) {
 	// Fire and forget: the parent only lists them; a cancelled run still
 	// reports its closed requests.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	workflow.SignalExternalWorkflow(dctx, d.Parent, "", api.SignalChildRequests, api.ChildRequests{Path: d.Path, Requests: reqs})
+	workflow.SignalExternalWorkflow(dctx, d.Parent, "", delegation.SignalChildRequests, delegation.ChildRequests{Path: d.Path, Requests: reqs})
 }

@@ -52,7 +52,7 @@ func (c *compactor) maybeCompact(step, toolTokens int, jobsRunning bool) {
 		StartToCloseTimeout: c.cfg.ModelTimeout.Std(),
 		HeartbeatTimeout:    c.cfg.HeartbeatAfter.Std(),
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
-			MaximumAttempts: MaxRequestsPerTurn},
+			MaximumAttempts: maxRequestsPerTurn},
 		Summary: fmt.Sprintf("compact %d messages (%s)", cut, c.cfg.Model),
 	})
 	in := activities.CompactInput{SessionID: c.sessionID, RunID: c.runID, Model: c.cfg.Model,

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 )
 
 // longTranscript is a committed session transcript of n exchanges.
@@ -31,7 +31,7 @@ func TestCompactionBracketsTheCompactor(t *testing.T) {
 	turns := strings.Repeat(`{"text":["old"]},`, 10)
 	env := newRunEnv(t, `{"turns":[`+turns+`{"text":["after compaction"]}]}`)
 	in := promptOf("next question")
-	in.Carry = &api.SessionCarry{Transcript: longTranscript(10)}
+	in.Carry = &carry.SessionCarry{Transcript: longTranscript(10)}
 	in.Config.CompactAt = 200
 	res := env.execSession(t, in)
 
@@ -72,7 +72,7 @@ func TestCompactionSkippedWhileJobsPending(t *testing.T) {
 	  {"text":["job done"]}]}`,
 		detachedJob("slow_bg", "finished", release))
 	in := promptOf("go", "slow_bg")
-	in.Carry = &api.SessionCarry{Transcript: longTranscript(4)}
+	in.Carry = &carry.SessionCarry{Transcript: longTranscript(4)}
 	in.Config.CompactAt = 600 // passed once turn 1's long text is in history
 	// The job finishes after turn 2 ended, while the run waits for it.
 	env.closeAfterTurns(release, 2)

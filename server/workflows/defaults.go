@@ -5,6 +5,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/delegation"
 )
 
 // A session's defaults (SessionInput.Config) are what a send's own run
@@ -40,9 +41,9 @@ func (s *session) startConfig(ctx workflow.Context, p *pendingRun) (api.RunConfi
 // (Rules.Agents) in a side effect, so history records the spec the run
 // ran and a replay takes it from there, whatever the worker offers by
 // then. Runs that name no agent record nothing.
-func (s *session) startAgent(ctx workflow.Context, name string) (api.AgentSpec, *keel.Error) {
+func (s *session) startAgent(ctx workflow.Context, name string) (delegation.AgentSpec, *keel.Error) {
 	var found struct {
-		Spec *api.AgentSpec `json:"spec"`
+		Spec *delegation.AgentSpec `json:"spec"`
 	}
 	enc := workflow.SideEffect(ctx, func(workflow.Context) any {
 		if a, ok := s.rules.Agents[name]; ok {
@@ -53,7 +54,7 @@ func (s *session) startAgent(ctx workflow.Context, name string) (api.AgentSpec, 
 	if err := enc.Get(&found); err != nil || found.Spec == nil {
 		// Accepted at send, gone by the start (a worker redeployed
 		// without it while the prompt was queued).
-		return api.AgentSpec{}, keel.Errorf(keel.CodeInvalidInput, "agent %s is no longer offered by this worker", clip(name, 40))
+		return delegation.AgentSpec{}, keel.Errorf(keel.CodeInvalidInput, "agent %s is no longer offered by this worker", clip(name, 40))
 	}
 	return *found.Spec, nil
 }

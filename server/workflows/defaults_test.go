@@ -14,6 +14,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/worker"
@@ -66,7 +67,7 @@ func newExecution(t *testing.T, script string, rules *workflows.Rules) *executio
 // sendAll runs the execution from in with the sends given, the first at
 // once and each other a second after the one before, and returns what it
 // continued as new with.
-func (x *execution) sendAll(t *testing.T, in api.SessionInput, reqs ...api.SendRequest) api.SessionInput {
+func (x *execution) sendAll(t *testing.T, in carry.SessionInput, reqs ...api.SendRequest) carry.SessionInput {
 	t.Helper()
 	for i, req := range reqs {
 		var res api.SendResult
@@ -95,7 +96,7 @@ func modelsOf(turns []turnSeen) []string {
 // with.
 type sessionChain struct {
 	t     *testing.T
-	in    api.SessionInput
+	in    carry.SessionInput
 	turns []turnSeen
 }
 

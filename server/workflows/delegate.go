@@ -14,6 +14,8 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
+	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/tool"
 )
@@ -54,7 +56,7 @@ type delegations struct {
 	steps int
 	// requests are the open host-input requests of the running children
 	// and their own children, by child path, as each child last reported
-	// them (api.ChildRequests).
+	// them (delegation.ChildRequests).
 	requests map[string][]api.HostRequest
 	// changed is called when requests change.
 	changed func()
@@ -99,8 +101,8 @@ func (t *tools) delegate(ctx workflow.Context, s *slot) (keel.ToolStatus, string
 	}
 
 	k.count++
-	path := api.ChildPath(plan.Spec.Name, k.count)
-	childID := api.ChildSessionID(k.sessionID, path, childNonce(ctx))
+	path := delegation.ChildPath(plan.Spec.Name, k.count)
+	childID := delegation.ChildSessionID(k.sessionID, path, childNonce(ctx))
 	t.emit(keel.AgentStarted{ToolCallID: s.call.ID, Agent: plan.Spec.Name, SessionID: childID, Path: path})
 	// An agent without a model of its own runs on the parent's; the
 	// parent's approvals bind the child too.
@@ -110,7 +112,7 @@ func (t *tools) delegate(ctx workflow.Context, s *slot) (keel.ToolStatus, string
 	if cfg.MaxSteps <= 0 || cfg.MaxSteps > steps {
 		cfg.MaxSteps = steps
 	}
-	in := api.SessionInput{SessionID: childID, Config: cfg, Delegated: &api.Delegation{
+	in := carry.SessionInput{SessionID: childID, Config: cfg, Delegated: &api.Delegation{
 		Parent: k.sessionID, ParentRun: k.runID, ToolCallID: s.call.ID, Agent: plan.Spec.Name,
 		Path: path, Depth: k.depth + 1, Prompt: prompt, Relay: k.relayFor(path, t.lastSeq()),
 	}}
@@ -131,7 +133,7 @@ func (t *tools) delegate(ctx workflow.Context, s *slot) (keel.ToolStatus, string
 	// its future is waited for whatever ctx does.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	startErr := fut.GetChildWorkflowExecution().Get(dctx, nil)
-	var res api.DelegationResult
+	var res delegation.DelegationResult
 	err = fut.Get(dctx, &res)
 	k.end(c)
 
@@ -178,13 +180,13 @@ func (t *tools) delegate(ctx workflow.Context, s *slot) (keel.ToolStatus, string
 	return keel.ToolError, fmt.Sprintf("agent %s %s", plan.Spec.Name, msg)
 }
 
-// childNonce draws the end of a child's session ID (api.ChildSessionID):
+// childNonce draws the end of a child's session ID (delegation.ChildSessionID):
 // random, so that no one can take the ID before the child starts, and
 // recorded in history, so that a replay starts the same child.
 func childNonce(ctx workflow.Context) string {
 	var nonce string
 	_ = workflow.SideEffect(ctx, func(workflow.Context) any {
-		b := make([]byte, api.ChildNonceBytes)
+		b := make([]byte, delegation.ChildNonceBytes)
 		_, _ = rand.Read(b) // never fails (crypto/rand)
 		return hex.EncodeToString(b)
 	}).Get(&nonce)
@@ -214,7 +216,7 @@ func (k *delegations) end(c *childCall) {
 
 // childRequests takes a child's report of its open requests. A report of
 // a child that ended (a late signal) changes nothing.
-func (k *delegations) childRequests(sig api.ChildRequests) {
+func (k *delegations) childRequests(sig delegation.ChildRequests) {
 	var c *childCall
 	for _, x := range k.running {
 		if x.path == sig.Path {

@@ -21,6 +21,8 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
+	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/provider"
@@ -58,7 +60,7 @@ func (b byPrompt) Stream(ctx context.Context, req provider.Request) iter.Seq2[pr
 	}
 }
 
-var delegationAgents = map[string]api.AgentSpec{
+var delegationAgents = map[string]delegation.AgentSpec{
 	"planner": {Name: "planner", Model: "scripted:planner", Instructions: "Split the task and delegate.",
 		Tools: []string{"agent__researcher"}, Agents: []string{"researcher"}},
 	"researcher": {Name: "researcher", Model: "scripted:researcher", Instructions: "Find the facts.",
@@ -67,7 +69,7 @@ var delegationAgents = map[string]api.AgentSpec{
 
 // newDelegationEnv is an environment whose worker offers the agents of
 // delegationAgents, with the given scripts per model spec.
-func newDelegationEnv(t *testing.T, models specModels, agents map[string]api.AgentSpec, limits api.DelegationLimits) *runEnv {
+func newDelegationEnv(t *testing.T, models specModels, agents map[string]delegation.AgentSpec, limits delegation.DelegationLimits) *runEnv {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
@@ -136,7 +138,7 @@ func TestPlannerDelegatesToTwoResearchers(t *testing.T) {
 	  {"text":["{\"facts\":[\"A in ", "1999\"]}"],"usage":{"input_tokens":4,"output_tokens":2}}]}`)
 	plain := scriptedProvider(t, `{"turns":[{"text":["{\"facts\":[\"B is blue\"]}"],"usage":{"input_tokens":5,"output_tokens":3}}]}`)
 	env := newDelegationEnv(t, specModels{"scripted:planner": planner,
-		"scripted:researcher": byPrompt{"ask the user": asker, "facts on B": plain}}, delegationAgents, api.DelegationLimits{})
+		"scripted:researcher": byPrompt{"ask the user": asker, "facts on B": plain}}, delegationAgents, delegation.DelegationLimits{})
 	deltas := collectDeltas(t, env.live, "s1")
 
 	var waiting api.SessionStatus
@@ -245,7 +247,7 @@ func cancelParentCancelsChild(t *testing.T, signal string) {
 	slow := scriptedProvider(t, `{"turns":[
 	  {"tool_calls":[{"id":"z","name":"sleep","arguments":{"seconds":3600}}],"usage":{"input_tokens":3,"output_tokens":1}},
 	  {"text":["{\"facts\":[]}"]}]}`)
-	env := newDelegationEnv(t, specModels{"scripted:planner": planner, "scripted:researcher": slow}, delegationAgents, api.DelegationLimits{})
+	env := newDelegationEnv(t, specModels{"scripted:planner": planner, "scripted:researcher": slow}, delegationAgents, delegation.DelegationLimits{})
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(signal, nil) }, 10*time.Minute)
 	res := env.execSession(t, sessionSend{Prompt: "Research", Config: api.RunConfig{Agent: "planner"}})
 	evs := res.Events
@@ -269,7 +271,7 @@ func TestAgentRefusals(t *testing.T) {
 	  {"tool_calls":[{"id":"c1","name":"agent__researcher","arguments":{"task":"x"}},
 	                 {"id":"c2","name":"agent__researcher","arguments":{"nope":"x"}}]},
 	  {"text":["ok"]}]}`)
-	env := newDelegationEnv(t, specModels{"scripted:planner": planner}, delegationAgents, api.DelegationLimits{Depth: 1, FanOut: 1})
+	env := newDelegationEnv(t, specModels{"scripted:planner": planner}, delegationAgents, delegation.DelegationLimits{Depth: 1, FanOut: 1})
 	u := newUpdates(t, env)
 	env.RegisterDelayedCallback(func() {
 		u.send(api.UpdateSend, "ghost", api.SendRequest{Prompt: "x", Config: &api.RunConfig{Agent: "ghost"}})
@@ -290,7 +292,7 @@ func TestAgentRefusals(t *testing.T) {
 // A child of a child at the depth limit gets an error result, never a
 // session; arguments that are not a task get the tool's error.
 func TestDelegationDepthLimit(t *testing.T) {
-	agents := map[string]api.AgentSpec{
+	agents := map[string]delegation.AgentSpec{
 		"a": {Name: "a", Model: "scripted:a", Tools: []string{"agent__b"}, Agents: []string{"b"}},
 		"b": {Name: "b", Model: "scripted:b", Tools: []string{"agent__c"}, Agents: []string{"c"}},
 		"c": {Name: "c", Model: "scripted:c"},
@@ -310,12 +312,12 @@ func TestDelegationDepthLimit(t *testing.T) {
 		require.NoError(t, tools.Register(tool.AgentTool(n, "", false)))
 	}
 	acts := &activities.Activities{Models: specModels{"scripted:a": a, "scripted:b": b, "scripted:c": c}, Tools: tools,
-		Agents: agents, Delegation: api.DelegationLimits{Depth: 1}}
+		Agents: agents, Delegation: delegation.DelegationLimits{Depth: 1}}
 	worker.RegisterWithRules(env, acts, workflows.Rules{Agents: agents})
 	e := &runEnv{TestWorkflowEnvironment: env, acts: acts}
 	// The session delegated twice before: its next child is its third.
 	res := e.execSession(t, sessionSend{Prompt: "deep", Config: api.RunConfig{Agent: "a"},
-		Carry: &api.SessionCarry{Delegations: 2}})
+		Carry: &carry.SessionCarry{Delegations: 2}})
 	outs := map[string]keel.ToolFinished{}
 	for _, f := range find[keel.ToolFinished](t, res.Events) {
 		outs[f.ToolCallID] = f
@@ -338,7 +340,7 @@ func TestDelegationDepthLimit(t *testing.T) {
 // (docs/contract.md §8, §21.3): the call gets a placeholder, the parent
 // goes on, and the child's answer enters at a later step boundary.
 func TestDetachedDelegation(t *testing.T) {
-	agents := map[string]api.AgentSpec{
+	agents := map[string]delegation.AgentSpec{
 		"planner": {Name: "planner", Model: "scripted:planner", Tools: []string{"agent__bg"}, Agents: []string{"bg"}},
 		"bg":      {Name: "bg", Model: "scripted:bg", Tools: []string{"sleep"}, Detached: true},
 	}
@@ -349,7 +351,7 @@ func TestDetachedDelegation(t *testing.T) {
 	bg := scriptedProvider(t, `{"turns":[
 	  {"tool_calls":[{"id":"z","name":"sleep","arguments":{"seconds":60}}]},
 	  {"text":["background answer"]}]}`)
-	env := newDelegationEnv(t, specModels{"scripted:planner": planner, "scripted:bg": bg}, agents, api.DelegationLimits{})
+	env := newDelegationEnv(t, specModels{"scripted:planner": planner, "scripted:bg": bg}, agents, delegation.DelegationLimits{})
 	res := env.execSession(t, sessionSend{Prompt: "go", Config: api.RunConfig{Agent: "planner"}})
 	evs := res.Events
 	require.Len(t, find[keel.ToolDetached](t, evs), 1)
@@ -375,7 +377,7 @@ func TestDelegationToATakenIDLinksNoSession(t *testing.T) {
 	planner := scriptedProvider(t, `{"turns":[
 	  {"tool_calls":[{"id":"c1","name":"agent__researcher","arguments":{"task":"facts"}}]},
 	  {"text":["went on"]}]}`)
-	env := newDelegationEnv(t, specModels{"scripted:planner": planner}, delegationAgents, api.DelegationLimits{})
+	env := newDelegationEnv(t, specModels{"scripted:planner": planner}, delegationAgents, delegation.DelegationLimits{})
 	env.RegisterWorkflowWithOptions(func(workflow.Context) error { return nil }, workflow.RegisterOptions{Name: "squatter"})
 	env.SetWorkerOptions(sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{&takeChildIDs{}}})
 	u := newUpdates(t, env)

@@ -7,7 +7,7 @@
 // update-with-start so that the first prompt creates the session), runs it
 // (model turns, the tool calls they ask for, and so on until the model
 // ends its turn), commits it, and continues as new with the session's
-// state (api.SessionCarry). A prompt sent with if_active "queue" while a
+// state (carry.SessionCarry). A prompt sent with if_active "queue" while a
 // run is active waits and runs in a later execution; any other is
 // refused. The same workflow serves forks and rewinds (fork.go) and, as a
 // child workflow started with SessionInput.Delegated, an agent's

@@ -6,6 +6,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 )
 
 // Forks and rewinds (docs/contract.md §19). A session records, for every
@@ -20,7 +21,7 @@ import (
 // mark holds what was true before the commit. A compaction replaced the
 // transcript before the run: the earlier marks no longer point into it,
 // and the run has no step points.
-func (s *session) markRun(mark api.RunMark, replaced bool) {
+func (s *session) markRun(mark carry.RunMark, replaced bool) {
 	if replaced {
 		s.st.Marks = s.st.Marks[:0:0]
 		mark.Start = -1
@@ -48,7 +49,7 @@ func (s *session) startFork(ctx workflow.Context, f *api.ForkInput) error {
 	}
 	s.appendEvent(ev)
 	// Run 0 of the fork is the point it was forked at.
-	s.st.Marks = []api.RunMark{{Run: 0, Start: 0, End: len(s.st.Transcript), BaseRevision: s.st.Revision,
+	s.st.Marks = []carry.RunMark{{Run: 0, Start: 0, End: len(s.st.Transcript), BaseRevision: s.st.Revision,
 		BaseSeq: s.st.Seq, Revision: s.st.Revision, Seq: s.st.Seq}}
 	return nil
 }
@@ -110,7 +111,7 @@ func (s *session) rewind(ctx workflow.Context, req api.RewindRequest) (api.Rewin
 			keep++
 		}
 	}
-	s.st.Marks = append([]api.RunMark(nil), s.st.Marks[:keep]...)
+	s.st.Marks = append([]carry.RunMark(nil), s.st.Marks[:keep]...)
 	s.st.Revision = res.Revision
 	s.appendEvent(ev)
 	res.Seq = s.st.Seq
@@ -162,16 +163,16 @@ func (s *session) locate(p api.Point) (pointState, error) {
 
 // mark returns the mark of run n. Run 0 of a session that is no fork is
 // the empty conversation before its first run.
-func (s *session) mark(n int) (api.RunMark, bool) {
+func (s *session) mark(n int) (carry.RunMark, bool) {
 	for _, m := range s.st.Marks {
 		if m.Run == n {
 			return m, true
 		}
 	}
 	if n == 0 && s.st.Origin == nil {
-		return api.RunMark{}, true
+		return carry.RunMark{}, true
 	}
-	return api.RunMark{}, false
+	return carry.RunMark{}, false
 }
 
 // stepEnd returns how many of a run's messages the point after step k

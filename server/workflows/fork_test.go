@@ -11,6 +11,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 )
 
 // echoConfig offers the echo tool.
@@ -31,13 +32,13 @@ func twoStepRuns() string {
 // sessionOfRuns runs n two-step runs in session id, one execution each,
 // and returns the idle input that follows and the transcript after each
 // run (index 0: before the first).
-func sessionOfRuns(t *testing.T, in api.SessionInput, n int) (api.SessionInput, [][]keel.Message) {
+func sessionOfRuns(t *testing.T, in carry.SessionInput, n int) (carry.SessionInput, [][]keel.Message) {
 	t.Helper()
 	return sessionOfScriptedRuns(t, twoStepRuns(), in, n)
 }
 
 // sessionOfScriptedRuns is sessionOfRuns with the runs script plays.
-func sessionOfScriptedRuns(t *testing.T, script string, in api.SessionInput, n int) (api.SessionInput, [][]keel.Message) {
+func sessionOfScriptedRuns(t *testing.T, script string, in carry.SessionInput, n int) (carry.SessionInput, [][]keel.Message) {
 	t.Helper()
 	after := [][]keel.Message{nil}
 	if in.Fork != nil {
@@ -58,7 +59,7 @@ func sessionOfScriptedRuns(t *testing.T, script string, in api.SessionInput, n i
 // idleSession runs an idle execution of in, calls each of during a
 // second apart (an update sent by one is applied before the next), and
 // returns what it hands over when asked to move.
-func idleSession(t *testing.T, in api.SessionInput, during ...func(e *runEnv)) api.SessionInput {
+func idleSession(t *testing.T, in carry.SessionInput, during ...func(e *runEnv)) carry.SessionInput {
 	t.Helper()
 	e := newSessionEnv(t, `{"turns":[{"text":["unused"]}]}`, &memSegments{})
 	for i, f := range during {
@@ -80,7 +81,7 @@ func forkPoint(t *testing.T, e *runEnv, p api.Point) (api.ForkPoint, error) {
 	return fp, nil
 }
 
-func forkInput(id string, fp api.ForkPoint) api.SessionInput {
+func forkInput(id string, fp api.ForkPoint) carry.SessionInput {
 	in := sessionInput(id, fp.Config)
 	in.Fork = &api.ForkInput{Origin: fp.Origin, Transcript: fp.Transcript}
 	return in

@@ -7,6 +7,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/server/activities"
 )
 
@@ -142,8 +143,8 @@ func (s *session) handleSignals(ctx workflow.Context) {
 			r.host.respond(req)
 		},
 		// What children report of their host-input requests (delegate.go).
-		api.SignalChildRequests: func(ctx workflow.Context, ch workflow.ReceiveChannel) {
-			var sig api.ChildRequests
+		delegation.SignalChildRequests: func(ctx workflow.Context, ch workflow.ReceiveChannel) {
+			var sig delegation.ChildRequests
 			ch.Receive(ctx, &sig)
 			if s.run != nil {
 				s.run.tools.kids.childRequests(sig)
@@ -153,7 +154,7 @@ func (s *session) handleSignals(ctx workflow.Context) {
 	// In a fixed order: goroutines start in the order they are made, and
 	// a replay must make them as the execution did.
 	for _, name := range []string{api.SignalCancel, api.SignalMove, api.SignalShutdown, api.UpdateSteer,
-		api.UpdateRespond, api.SignalChildRequests} {
+		api.UpdateRespond, delegation.SignalChildRequests} {
 		ch, handle := workflow.GetSignalChannel(ctx, name), signals[name]
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			for {

@@ -8,11 +8,12 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 	"github.com/keelrun/keel/server/activities"
 )
 
 // restore takes over the state the previous execution handed over.
-func (s *session) restore(c *api.SessionCarry) {
+func (s *session) restore(c *carry.SessionCarry) {
 	s.st = *c
 	s.st.Queue = nil
 	// The previous execution learned whether keel is shut down.
@@ -157,5 +158,5 @@ func (s *session) handOver(ctx workflow.Context) error {
 	// worker versioning; nothing changes without it).
 	opts := workflow.ContinueAsNewErrorOptions{InitialVersioningBehavior: workflow.ContinueAsNewVersioningBehaviorAutoUpgrade}
 	return workflow.NewContinueAsNewErrorWithOptions(ctx, opts, api.SessionWorkflowName,
-		api.SessionInput{SessionID: s.id, Config: s.cfg, HandOver: s.limits, Carry: &c})
+		carry.SessionInput{SessionID: s.id, Config: s.cfg, HandOver: s.limits, Carry: &c})
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 )
 
 // memSegments is a content store for event segments that keeps them in a
@@ -76,13 +77,13 @@ func (e *runEnv) send(t testing.TB, id string, req api.SendRequest, out *api.Sen
 }
 
 // continuedAs returns the input the workflow continued as new with.
-func continuedAs(t testing.TB, e *runEnv) api.SessionInput {
+func continuedAs(t testing.TB, e *runEnv) carry.SessionInput {
 	t.Helper()
 	require.True(t, e.IsWorkflowCompleted())
 	var can *workflow.ContinueAsNewError
 	require.True(t, errors.As(e.GetWorkflowError(), &can), "the session continued as new: %v", e.GetWorkflowError())
 	require.Equal(t, api.SessionWorkflowName, can.WorkflowType.Name)
-	var in api.SessionInput
+	var in carry.SessionInput
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &in))
 	return in
 }
@@ -91,14 +92,14 @@ func continuedAs(t testing.TB, e *runEnv) api.SessionInput {
 // first prompt ("hello") whose run plays script, a second one ("and then")
 // queued while it runs. It returns the input the session continued as new
 // with and the answers of both sends.
-func handOverOnce(t *testing.T, script string, segs *memSegments) (in api.SessionInput, first, queued api.SendResult) {
+func handOverOnce(t *testing.T, script string, segs *memSegments) (in carry.SessionInput, first, queued api.SendResult) {
 	t.Helper()
 	e := newSessionEnv(t, script, segs)
 	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &first) }, 0)
 	e.RegisterDelayedCallback(func() {
 		e.send(t, "queued", api.SendRequest{Prompt: "and then", IfActive: api.IfActiveQueue}, &queued)
 	}, time.Second)
-	e.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig,
+	e.ExecuteWorkflow(api.SessionWorkflowName, carry.SessionInput{SessionID: "s1", Config: napConfig,
 		HandOver: api.HandOverLimits{TailBytes: 1}})
 	return continuedAs(t, e), first, queued
 }
@@ -203,7 +204,7 @@ func TestSessionHandOverCarriesShutdown(t *testing.T) {
 		e.send(t, "queued", api.SendRequest{Prompt: "later", IfActive: api.IfActiveQueue}, &queued)
 		e.SignalWorkflow(api.SignalShutdown, nil)
 	}, time.Second)
-	e.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig})
+	e.ExecuteWorkflow(api.SessionWorkflowName, carry.SessionInput{SessionID: "s1", Config: napConfig})
 	c := continuedAs(t, e).Carry
 	require.True(t, c.Shutdown)
 	require.Empty(t, c.Queue)
@@ -219,7 +220,7 @@ func TestSessionHandOverWithoutStoreCarriesEvents(t *testing.T) {
 	e := newEnvOf(t, &suite, scriptedProvider(t, napThen(`{"text":["one"]}`)))
 	var first api.SendResult
 	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &first) }, 0)
-	e.ExecuteWorkflow(api.SessionWorkflowName, api.SessionInput{SessionID: "s1", Config: napConfig,
+	e.ExecuteWorkflow(api.SessionWorkflowName, carry.SessionInput{SessionID: "s1", Config: napConfig,
 		HandOver: api.HandOverLimits{TailBytes: 1}})
 	c := continuedAs(t, e).Carry
 	require.Empty(t, c.Segments)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/provider"
@@ -110,8 +111,8 @@ func newEnvOf(t testing.TB, suite *testsuite.WorkflowTestSuite, p provider.Provi
 // sessionInput is the input keel's clients start a session with
 // (client/session.go, update-with-start of the send update): the session's
 // defaults. Every test session starts from it.
-func sessionInput(id string, defaults api.RunConfig) api.SessionInput {
-	return api.SessionInput{SessionID: id, Config: defaults}
+func sessionInput(id string, defaults api.RunConfig) carry.SessionInput {
+	return carry.SessionInput{SessionID: id, Config: defaults}
 }
 
 // sessionSend is a prompt a test sends to a session, with its run config,
@@ -121,7 +122,7 @@ type sessionSend struct {
 	Config api.RunConfig
 	// Carry is the state an earlier execution handed over (transcript,
 	// revision, sequence, spend, delegations); nil for a new session.
-	Carry *api.SessionCarry
+	Carry *carry.SessionCarry
 }
 
 // promptOf is a prompt to the scripted test model offering tools.
@@ -140,7 +141,7 @@ type sessionRun struct {
 	// the run replaced it (Replaced: it compacted).
 	Messages []keel.Message
 	Replaced bool
-	Carry    *api.SessionCarry
+	Carry    *carry.SessionCarry
 }
 
 // execSession runs in as users do: a session started as clients start
@@ -160,7 +161,7 @@ func (e *runEnv) execSession(t testing.TB, in sessionSend) sessionRun {
 	e.ExecuteWorkflow(api.SessionWorkflowName, start)
 	c := continuedAs(t, e).Carry
 
-	var before api.SessionCarry
+	var before carry.SessionCarry
 	if in.Carry != nil {
 		before = *in.Carry
 	}
@@ -233,7 +234,7 @@ func detachedJob(name, output string, release <-chan struct{}) tool.Tool {
 
 // storedEvents is the session's log as c hands it over: the segments in
 // the test's content store, then the tail.
-func (e *runEnv) storedEvents(t testing.TB, c *api.SessionCarry) []keel.Envelope {
+func (e *runEnv) storedEvents(t testing.TB, c *carry.SessionCarry) []keel.Envelope {
 	t.Helper()
 	var evs []keel.Envelope
 	for _, seg := range c.Segments {

@@ -19,11 +19,11 @@ import (
 
 // Retry budget of one model turn (docs/contract.md §4).
 const (
-	// MaxRequestsPerTurn bounds the physical provider requests of a turn.
-	MaxRequestsPerTurn = 4
-	// MaxMalformedPerTurn bounds the malformed responses accepted in a turn;
-	// they share MaxRequestsPerTurn.
-	MaxMalformedPerTurn = 2
+	// maxRequestsPerTurn bounds the physical provider requests of a turn.
+	maxRequestsPerTurn = 4
+	// maxMalformedPerTurn bounds the malformed responses accepted in a turn;
+	// they share maxRequestsPerTurn.
+	maxMalformedPerTurn = 2
 	// cancelGrace bounds how long a cancelled turn waits for the activity to
 	// hand back its partial text before giving up on it.
 	cancelGrace = 2 * time.Second
@@ -187,8 +187,8 @@ func (m *modelTurns) awaitCancellable(fut workflow.Future, valuePtr any) error {
 
 // turnBudget decides, after each failed attempt of one turn, whether the
 // turn goes on (docs/contract.md §4): a malformed response is retried at
-// once, at most MaxMalformedPerTurn times; a retryable provider failure
-// after max(min(hint, 60 s), backoff); nothing past MaxRequestsPerTurn
+// once, at most maxMalformedPerTurn times; a retryable provider failure
+// after max(min(hint, 60 s), backoff); nothing past maxRequestsPerTurn
 // requests. It does no I/O, so every case is a plain function call.
 type turnBudget struct {
 	// model is the run's model spec, which names the provider.
@@ -202,7 +202,7 @@ type turnBudget struct {
 func (b *turnBudget) next(step, attempt int, fail *activities.TurnFailure) ([]keel.Event, time.Duration, *keel.Error) {
 	if fail.Malformed != "" {
 		b.malformed++
-		if b.malformed > MaxMalformedPerTurn || attempt >= MaxRequestsPerTurn {
+		if b.malformed > maxMalformedPerTurn || attempt >= maxRequestsPerTurn {
 			msg := fmt.Sprintf("malformed response after %d attempts: %s", attempt, fail.Malformed)
 			return nil, 0, &keel.Error{Code: keel.CodeMalformedResponse, Message: msg,
 				Provider: &keel.ProviderError{Provider: providerOf(b.model), Kind: keel.ProviderMalformed, Message: msg}}
@@ -216,7 +216,7 @@ func (b *turnBudget) next(step, attempt int, fail *activities.TurnFailure) ([]ke
 		// named after the run's provider, not "keel: keel: ...".
 		pe.Provider = providerOf(b.model)
 	}
-	if !pe.Retryable || attempt >= MaxRequestsPerTurn {
+	if !pe.Retryable || attempt >= maxRequestsPerTurn {
 		return nil, 0, &keel.Error{Code: keel.CodeProvider, Message: pe.Error(), Retryable: pe.Retryable, Provider: pe}
 	}
 	var hint *keel.Duration

@@ -107,7 +107,7 @@ func TestTurnBudget(t *testing.T) {
 	malformed := &activities.TurnFailure{Malformed: "bad tool-call JSON"}
 	t.Run("malformed is retried at once, twice", func(t *testing.T) {
 		b := turnBudget{model: "openai:gpt"}
-		for attempt := 1; attempt <= MaxMalformedPerTurn; attempt++ {
+		for attempt := 1; attempt <= maxMalformedPerTurn; attempt++ {
 			evs, delay, err := b.next(1, attempt, malformed)
 			require.Nil(t, err)
 			require.Zero(t, delay)
@@ -129,7 +129,7 @@ func TestTurnBudget(t *testing.T) {
 			require.Equal(t, keel.Duration(want), evs[1].(keel.ProviderRequestRetry).Delay)
 		}
 		fail := &activities.TurnFailure{Provider: &keel.ProviderError{Provider: "openai", Kind: keel.ProviderServer, Status: 503, Retryable: true}}
-		_, _, err := b.next(1, MaxRequestsPerTurn, fail)
+		_, _, err := b.next(1, maxRequestsPerTurn, fail)
 		require.NotNil(t, err)
 		require.Equal(t, keel.CodeProvider, err.Code)
 		require.True(t, err.Retryable)

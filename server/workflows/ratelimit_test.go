@@ -14,6 +14,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/ratelimit"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/worker"
 )
@@ -40,14 +41,14 @@ func newRateEnv(t *testing.T) *rateEnv {
 func (e *rateEnv) at(d time.Duration, f func()) { e.RegisterDelayedCallback(f, d) }
 
 // rate sends an UpdateRate update and keeps its waits in out.
-func (e *rateEnv) rate(id string, req api.RateRequest, out *[]time.Duration) {
-	e.UpdateWorkflow(api.UpdateRate, id, &testsuite.TestUpdateCallback{
+func (e *rateEnv) rate(id string, req ratelimit.RateRequest, out *[]time.Duration) {
+	e.UpdateWorkflow(ratelimit.UpdateRate, id, &testsuite.TestUpdateCallback{
 		OnReject: func(err error) { e.t.Errorf("update %s refused: %v", id, err) },
 		OnAccept: func() {},
 		OnComplete: func(v any, err error) {
 			require.NoError(e.t, err, "update %s", id)
 			*out = nil
-			for _, w := range v.(api.RateGrant).Waits {
+			for _, w := range v.(ratelimit.RateGrant).Waits {
 				*out = append(*out, w.Std())
 			}
 		},
@@ -55,26 +56,26 @@ func (e *rateEnv) rate(id string, req api.RateRequest, out *[]time.Duration) {
 }
 
 // status asks the workflow's state query.
-func (e *rateEnv) status() api.RateLimitStatus {
+func (e *rateEnv) status() ratelimit.RateLimitStatus {
 	e.t.Helper()
 	v, err := e.QueryWorkflow(api.QueryState)
 	require.NoError(e.t, err)
-	var st api.RateLimitStatus
+	var st ratelimit.RateLimitStatus
 	require.NoError(e.t, v.Get(&st))
 	return st
 }
 
 // run starts the limit named key from state and ends it (a cancel) at
 // end, unless it continued as new before.
-func (e *rateEnv) run(key string, state api.RateLimitState, end time.Duration) {
+func (e *rateEnv) run(key string, state ratelimit.RateLimitState, end time.Duration) {
 	e.at(end, e.CancelWorkflow)
-	e.ExecuteWorkflow(api.RateLimitWorkflowName, api.RateLimitInput{Key: key, State: state})
+	e.ExecuteWorkflow(ratelimit.RateLimitWorkflowName, ratelimit.RateLimitInput{Key: key, State: state})
 }
 
-func reservations(prefix string, n int, tokens int64) []api.RateReservation {
-	rs := make([]api.RateReservation, n)
+func reservations(prefix string, n int, tokens int64) []ratelimit.RateReservation {
+	rs := make([]ratelimit.RateReservation, n)
 	for i := range rs {
-		rs[i] = api.RateReservation{ID: fmt.Sprintf("%s-%d", prefix, i), Tokens: tokens}
+		rs[i] = ratelimit.RateReservation{ID: fmt.Sprintf("%s-%d", prefix, i), Tokens: tokens}
 	}
 	return rs
 }
@@ -88,9 +89,9 @@ func TestRateLimitHoldsTheConfiguredRate(t *testing.T) {
 		e := newRateEnv(t)
 		var waits []time.Duration
 		e.at(0, func() {
-			e.rate("u1", api.RateRequest{Limit: api.RateLimit{RequestsPerMinute: 120}, Reserve: reservations("r", asks, 0)}, &waits)
+			e.rate("u1", ratelimit.RateRequest{Limit: ratelimit.RateLimit{RequestsPerMinute: 120}, Reserve: reservations("r", asks, 0)}, &waits)
 		})
-		e.run("scripted", api.RateLimitState{}, time.Second)
+		e.run("scripted", ratelimit.RateLimitState{}, time.Second)
 		require.Len(t, waits, asks)
 		n := 0
 		for i, w := range waits {
@@ -116,17 +117,17 @@ func TestRateLimitHoldsTheConfiguredRate(t *testing.T) {
 // minute's worth and are paced past it.
 func TestRateLimitPacesOnWorkflowTime(t *testing.T) {
 	e := newRateEnv(t)
-	rpm := api.RateLimit{RequestsPerMinute: 60, TokensPerMinute: 6000}
+	rpm := ratelimit.RateLimit{RequestsPerMinute: 60, TokensPerMinute: 6000}
 	var first, second, later, big []time.Duration
-	e.at(0, func() { e.rate("u1", api.RateRequest{Limit: rpm, Reserve: reservations("a", 3, 1000)}, &first) })
-	e.at(500*time.Millisecond, func() { e.rate("u2", api.RateRequest{Limit: rpm, Reserve: reservations("b", 1, 1000)}, &second) })
-	e.at(time.Hour, func() { e.rate("u3", api.RateRequest{Limit: rpm, Reserve: reservations("c", 1, 1000)}, &later) })
+	e.at(0, func() { e.rate("u1", ratelimit.RateRequest{Limit: rpm, Reserve: reservations("a", 3, 1000)}, &first) })
+	e.at(500*time.Millisecond, func() { e.rate("u2", ratelimit.RateRequest{Limit: rpm, Reserve: reservations("b", 1, 1000)}, &second) })
+	e.at(time.Hour, func() { e.rate("u3", ratelimit.RateRequest{Limit: rpm, Reserve: reservations("c", 1, 1000)}, &later) })
 	// A minute's tokens at once pass; the next 3,000 wait half a minute.
 	e.at(2*time.Hour, func() {
-		e.rate("u4", api.RateRequest{Limit: api.RateLimit{TokensPerMinute: 6000}, Reserve: []api.RateReservation{
+		e.rate("u4", ratelimit.RateRequest{Limit: ratelimit.RateLimit{TokensPerMinute: 6000}, Reserve: []ratelimit.RateReservation{
 			{ID: "d-0", Tokens: 6000}, {ID: "d-1", Tokens: 3000}}}, &big)
 	})
-	e.run("anthropic", api.RateLimitState{}, 3*time.Hour)
+	e.run("anthropic", ratelimit.RateLimitState{}, 3*time.Hour)
 	// 60 a minute: one a second, the first at once (a second's burst).
 	require.Equal(t, []time.Duration{0, time.Second, 2 * time.Second}, first)
 	require.Equal(t, []time.Duration{2500 * time.Millisecond}, second, "asked half a second later, behind the three")
@@ -141,40 +142,40 @@ func TestRateLimitPacesOnWorkflowTime(t *testing.T) {
 // limit does not hold changes nothing.
 func TestRateLimitTakesReservationsBack(t *testing.T) {
 	e := newRateEnv(t)
-	rpm := api.RateLimit{RequestsPerMinute: 60}
+	rpm := ratelimit.RateLimit{RequestsPerMinute: 60}
 	var abc, again, d, none, tok1, tok2, tok3 []time.Duration
-	var before, after api.RateLimitStatus
-	e.at(0, func() { e.rate("u1", api.RateRequest{Limit: rpm, Reserve: reservations("r", 3, 0)}, &abc) })
+	var before, after ratelimit.RateLimitStatus
+	e.at(0, func() { e.rate("u1", ratelimit.RateRequest{Limit: rpm, Reserve: reservations("r", 3, 0)}, &abc) })
 	e.at(time.Millisecond, func() {
-		e.rate("u2", api.RateRequest{Limit: rpm, Reserve: []api.RateReservation{{ID: "r-2"}}}, &again)
+		e.rate("u2", ratelimit.RateRequest{Limit: rpm, Reserve: []ratelimit.RateReservation{{ID: "r-2"}}}, &again)
 	})
 	// r-1 (waiting a second) is cancelled: d takes its place.
 	e.at(2*time.Millisecond, func() {
-		e.rate("u3", api.RateRequest{Limit: rpm, GiveBack: []api.RateGiveBack{{ID: "r-1"}}, Reserve: []api.RateReservation{{ID: "d"}}}, &d)
+		e.rate("u3", ratelimit.RateRequest{Limit: rpm, GiveBack: []ratelimit.RateGiveBack{{ID: "r-1"}}, Reserve: []ratelimit.RateReservation{{ID: "d"}}}, &d)
 	})
 	// Give-backs of IDs never held, or already given back, change nothing.
 	e.at(3*time.Millisecond, func() {
 		before = e.status()
-		e.rate("u4", api.RateRequest{Limit: rpm, GiveBack: []api.RateGiveBack{{ID: "nobody"}, {ID: "r-1"}, {ID: "x", Sent: true, Used: 5}}}, &none)
+		e.rate("u4", ratelimit.RateRequest{Limit: rpm, GiveBack: []ratelimit.RateGiveBack{{ID: "nobody"}, {ID: "r-1"}, {ID: "x", Sent: true, Used: 5}}}, &none)
 	})
 	e.at(4*time.Millisecond, func() { after = e.status() })
 
-	tpm := api.RateLimit{TokensPerMinute: 6000}
+	tpm := ratelimit.RateLimit{TokensPerMinute: 6000}
 	e.at(time.Hour, func() {
-		e.rate("t1", api.RateRequest{Limit: tpm, Reserve: []api.RateReservation{{ID: "t-a", Tokens: 6000}, {ID: "t-b", Tokens: 3000}}}, &tok1)
+		e.rate("t1", ratelimit.RateRequest{Limit: tpm, Reserve: []ratelimit.RateReservation{{ID: "t-a", Tokens: 6000}, {ID: "t-b", Tokens: 3000}}}, &tok1)
 	})
 	// t-a used a tenth of its estimate: 5,400 come back, and the next
 	// 3,000 wait 6 s where they would have waited a minute.
 	e.at(time.Hour+time.Millisecond, func() {
-		e.rate("t2", api.RateRequest{Limit: tpm, GiveBack: []api.RateGiveBack{{ID: "t-a", Sent: true, Used: 600}},
-			Reserve: []api.RateReservation{{ID: "t-c", Tokens: 3000}}}, &tok2)
+		e.rate("t2", ratelimit.RateRequest{Limit: tpm, GiveBack: []ratelimit.RateGiveBack{{ID: "t-a", Sent: true, Used: 600}},
+			Reserve: []ratelimit.RateReservation{{ID: "t-c", Tokens: 3000}}}, &tok2)
 	})
 	// t-b used 9,000 of its 3,000: the next 3,000 wait a minute more.
 	e.at(time.Hour+2*time.Millisecond, func() {
-		e.rate("t3", api.RateRequest{Limit: tpm, GiveBack: []api.RateGiveBack{{ID: "t-b", Sent: true, Used: 9000}},
-			Reserve: []api.RateReservation{{ID: "t-d", Tokens: 3000}}}, &tok3)
+		e.rate("t3", ratelimit.RateRequest{Limit: tpm, GiveBack: []ratelimit.RateGiveBack{{ID: "t-b", Sent: true, Used: 9000}},
+			Reserve: []ratelimit.RateReservation{{ID: "t-d", Tokens: 3000}}}, &tok3)
 	})
-	e.run("openai", api.RateLimitState{}, 2*time.Hour)
+	e.run("openai", ratelimit.RateLimitState{}, 2*time.Hour)
 
 	require.Equal(t, []time.Duration{0, time.Second, 2 * time.Second}, abc)
 	require.Equal(t, []time.Duration{2*time.Second - time.Millisecond}, again, "asked again: the same time, not a new place")
@@ -186,44 +187,44 @@ func TestRateLimitTakesReservationsBack(t *testing.T) {
 	require.Equal(t, []time.Duration{96*time.Second - 2*time.Millisecond}, tok3)
 }
 
-// After api.RateUpdatesPerRun updates the limit continues as new, and its
+// After ratelimit.RateUpdatesPerRun updates the limit continues as new, and its
 // next execution carries the pace and the reservations it holds: a
 // reservation given back to the new execution returns its place.
 func TestRateLimitContinuesAsNewWithItsState(t *testing.T) {
 	e := newRateEnv(t)
-	rpm := api.RateLimit{RequestsPerMinute: 60}
+	rpm := ratelimit.RateLimit{RequestsPerMinute: 60}
 	var last []time.Duration
 	// One update a millisecond (the environment queues only so many
 	// callbacks and updates at once), each registering the next.
 	var next func(i int)
 	next = func(i int) {
-		e.rate(fmt.Sprint("u", i), api.RateRequest{Limit: rpm, Reserve: []api.RateReservation{{ID: fmt.Sprint("r-", i)}}}, &last)
-		if i+1 < api.RateUpdatesPerRun {
+		e.rate(fmt.Sprint("u", i), ratelimit.RateRequest{Limit: rpm, Reserve: []ratelimit.RateReservation{{ID: fmt.Sprint("r-", i)}}}, &last)
+		if i+1 < ratelimit.RateUpdatesPerRun {
 			e.at(time.Millisecond, func() { next(i + 1) })
 		}
 	}
 	e.at(0, func() { next(0) })
-	e.run("scripted", api.RateLimitState{}, time.Hour)
+	e.run("scripted", ratelimit.RateLimitState{}, time.Hour)
 	require.True(t, e.IsWorkflowCompleted())
 	var can *workflow.ContinueAsNewError
 	require.True(t, errors.As(e.GetWorkflowError(), &can), "continued as new: %v", e.GetWorkflowError())
-	require.Equal(t, api.RateLimitWorkflowName, can.WorkflowType.Name)
-	var in api.RateLimitInput
+	require.Equal(t, ratelimit.RateLimitWorkflowName, can.WorkflowType.Name)
+	var in ratelimit.RateLimitInput
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &in))
 	require.Equal(t, "scripted", in.Key)
 	// 1,000 requests at one a second, asked within the first second: the
 	// pace runs 1,000 s ahead, and every reservation is held until a
 	// minute after its time.
 	require.Equal(t, rateStart.Add(1000*time.Second), in.State.Requests)
-	require.Len(t, in.State.Held, api.RateUpdatesPerRun)
+	require.Len(t, in.State.Held, ratelimit.RateUpdatesPerRun)
 	require.Equal(t, 999*time.Second-999*time.Millisecond, last[0])
 
 	e2 := newRateEnv(t)
 	e2.SetStartTime(rateStart.Add(time.Second))
 	var back []time.Duration
 	e2.at(0, func() {
-		e2.rate("v1", api.RateRequest{Limit: rpm, GiveBack: []api.RateGiveBack{{ID: "r-999"}},
-			Reserve: []api.RateReservation{{ID: "s-0"}}}, &back)
+		e2.rate("v1", ratelimit.RateRequest{Limit: rpm, GiveBack: []ratelimit.RateGiveBack{{ID: "r-999"}},
+			Reserve: []ratelimit.RateReservation{{ID: "s-0"}}}, &back)
 	})
 	e2.run(in.Key, in.State, time.Second)
 	require.Equal(t, []time.Duration{998 * time.Second}, back, "the last place, given back, is taken again")
@@ -233,32 +234,32 @@ func TestRateLimitContinuesAsNewWithItsState(t *testing.T) {
 // refuses a hostile update with keel.InvalidInput before it enters
 // history, and the limit's pace is unchanged.
 func TestRateLimitRefusesHostileRequests(t *testing.T) {
-	rpm := api.RateLimit{RequestsPerMinute: 60}
-	long := strings.Repeat("x", api.MaxRateIDBytes+1)
-	cases := map[string]api.RateRequest{
-		"negative tokens":        {Limit: rpm, Reserve: []api.RateReservation{{ID: "a", Tokens: -1}}},
-		"too many tokens":        {Limit: rpm, Reserve: []api.RateReservation{{ID: "a", Tokens: api.MaxRateTokens + 1}}},
-		"too many reservations":  {Limit: rpm, Reserve: reservations("r", api.MaxRateBatch+1, 0)},
-		"too many give-backs":    {Limit: rpm, GiveBack: make([]api.RateGiveBack, api.MaxRateBatch+1)},
-		"an empty ID":            {Limit: rpm, Reserve: []api.RateReservation{{ID: ""}}},
-		"a long ID":              {Limit: rpm, Reserve: []api.RateReservation{{ID: long}}},
-		"a long give-back ID":    {Limit: rpm, GiveBack: []api.RateGiveBack{{ID: long}}},
-		"an ID twice":            {Limit: rpm, Reserve: []api.RateReservation{{ID: "a"}, {ID: "a"}}},
-		"negative used":          {Limit: rpm, GiveBack: []api.RateGiveBack{{ID: "a", Sent: true, Used: -5}}},
-		"huge used":              {Limit: rpm, GiveBack: []api.RateGiveBack{{ID: "a", Sent: true, Used: api.MaxRateTokens + 1}}},
-		"a negative rate":        {Limit: api.RateLimit{RequestsPerMinute: -1}, Reserve: []api.RateReservation{{ID: "a"}}},
-		"requests above the max": {Limit: api.RateLimit{RequestsPerMinute: api.MaxRequestsPerMinute + 1}, Reserve: []api.RateReservation{{ID: "a"}}},
-		"tokens above the max":   {Limit: api.RateLimit{TokensPerMinute: api.MaxTokensPerMinute + 1}, Reserve: []api.RateReservation{{ID: "a"}}},
-		"a limit of nothing":     {Reserve: []api.RateReservation{{ID: "a"}}},
+	rpm := ratelimit.RateLimit{RequestsPerMinute: 60}
+	long := strings.Repeat("x", ratelimit.MaxRateIDBytes+1)
+	cases := map[string]ratelimit.RateRequest{
+		"negative tokens":        {Limit: rpm, Reserve: []ratelimit.RateReservation{{ID: "a", Tokens: -1}}},
+		"too many tokens":        {Limit: rpm, Reserve: []ratelimit.RateReservation{{ID: "a", Tokens: ratelimit.MaxRateTokens + 1}}},
+		"too many reservations":  {Limit: rpm, Reserve: reservations("r", ratelimit.MaxRateBatch+1, 0)},
+		"too many give-backs":    {Limit: rpm, GiveBack: make([]ratelimit.RateGiveBack, ratelimit.MaxRateBatch+1)},
+		"an empty ID":            {Limit: rpm, Reserve: []ratelimit.RateReservation{{ID: ""}}},
+		"a long ID":              {Limit: rpm, Reserve: []ratelimit.RateReservation{{ID: long}}},
+		"a long give-back ID":    {Limit: rpm, GiveBack: []ratelimit.RateGiveBack{{ID: long}}},
+		"an ID twice":            {Limit: rpm, Reserve: []ratelimit.RateReservation{{ID: "a"}, {ID: "a"}}},
+		"negative used":          {Limit: rpm, GiveBack: []ratelimit.RateGiveBack{{ID: "a", Sent: true, Used: -5}}},
+		"huge used":              {Limit: rpm, GiveBack: []ratelimit.RateGiveBack{{ID: "a", Sent: true, Used: ratelimit.MaxRateTokens + 1}}},
+		"a negative rate":        {Limit: ratelimit.RateLimit{RequestsPerMinute: -1}, Reserve: []ratelimit.RateReservation{{ID: "a"}}},
+		"requests above the max": {Limit: ratelimit.RateLimit{RequestsPerMinute: ratelimit.MaxRequestsPerMinute + 1}, Reserve: []ratelimit.RateReservation{{ID: "a"}}},
+		"tokens above the max":   {Limit: ratelimit.RateLimit{TokensPerMinute: ratelimit.MaxTokensPerMinute + 1}, Reserve: []ratelimit.RateReservation{{ID: "a"}}},
+		"a limit of nothing":     {Reserve: []ratelimit.RateReservation{{ID: "a"}}},
 	}
 	e := newRateEnv(t)
-	var before, after api.RateLimitStatus
+	var before, after ratelimit.RateLimitStatus
 	var first []time.Duration
-	e.at(0, func() { e.rate("ok", api.RateRequest{Limit: rpm, Reserve: reservations("r", 2, 0)}, &first) })
+	e.at(0, func() { e.rate("ok", ratelimit.RateRequest{Limit: rpm, Reserve: reservations("r", 2, 0)}, &first) })
 	e.at(time.Millisecond, func() {
 		before = e.status()
 		for name, req := range cases {
-			e.UpdateWorkflow(api.UpdateRate, name, &testsuite.TestUpdateCallback{
+			e.UpdateWorkflow(ratelimit.UpdateRate, name, &testsuite.TestUpdateCallback{
 				OnAccept:   func() { t.Errorf("%s: accepted", name) },
 				OnComplete: func(any, error) {},
 				OnReject: func(err error) {
@@ -270,12 +271,12 @@ func TestRateLimitRefusesHostileRequests(t *testing.T) {
 		}
 	})
 	e.at(2*time.Millisecond, func() { after = e.status() })
-	e.run("scripted", api.RateLimitState{}, time.Second)
+	e.run("scripted", ratelimit.RateLimitState{}, time.Second)
 	require.Equal(t, before, after, "refused updates change nothing")
 	require.Equal(t, 1, after.Updates)
 
 	// A limit whose name is not one refuses to start.
 	bad := newRateEnv(t)
-	bad.ExecuteWorkflow(api.RateLimitWorkflowName, api.RateLimitInput{Key: "a\nb"})
+	bad.ExecuteWorkflow(ratelimit.RateLimitWorkflowName, ratelimit.RateLimitInput{Key: "a\nb"})
 	require.Equal(t, keel.CodeInvalidInput, keelErrorOf(t, bad.GetWorkflowError()).Code)
 }

@@ -3,14 +3,14 @@ package workflows
 import (
 	"time"
 
-	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/ratelimit"
 )
 
 // ratePace is a limit's pace (docs/contract.md §20.5): a generic cell
-// rate algorithm for requests and one for tokens over api.RateLimitState.
+// rate algorithm for requests and one for tokens over ratelimit.RateLimitState.
 // It does no I/O and reads no clock: every call is given the time, so the
 // RateLimit workflow runs it on workflow time and replays it exactly.
-type ratePace struct{ st *api.RateLimitState }
+type ratePace struct{ st *ratelimit.RateLimitState }
 
 // unitsCost is how much pace time n units take at perMinute: n minutes
 // divided by the rate, in integer nanoseconds (n ≤ MaxRateTokens keeps
@@ -50,12 +50,12 @@ func giveBack(tat *time.Time, now time.Time, cost time.Duration) {
 // reserve takes one request and r's tokens under limit and returns how
 // long the request waits. A reservation already held is answered again
 // from what it holds.
-func (p ratePace) reserve(now time.Time, limit api.RateLimit, r api.RateReservation) time.Duration {
+func (p ratePace) reserve(now time.Time, limit ratelimit.RateLimit, r ratelimit.RateReservation) time.Duration {
 	if h, ok := p.st.Held[r.ID]; ok {
 		return max(h.At.Sub(now), 0)
 	}
 	var wait time.Duration
-	h := api.RateHeld{}
+	h := ratelimit.RateHeld{}
 	if limit.RequestsPerMinute > 0 {
 		h.Request = unitsCost(1, limit.RequestsPerMinute)
 		wait = take(&p.st.Requests, now, h.Request, requestBurst(limit.RequestsPerMinute))
@@ -65,13 +65,13 @@ func (p ratePace) reserve(now time.Time, limit api.RateLimit, r api.RateReservat
 		wait = max(wait, take(&p.st.Tokens, now, unitsCost(r.Tokens, limit.TokensPerMinute), tokenBurst))
 	}
 	h.At = now.Add(wait)
-	h.Until = h.At.Add(api.RateGrace)
+	h.Until = h.At.Add(ratelimit.RateGrace)
 	if h.Tokens > 0 {
-		h.Until = h.At.Add(api.RateHoldFor)
+		h.Until = h.At.Add(ratelimit.RateHoldFor)
 	}
-	if len(p.st.Held) < api.MaxRateHeld {
+	if len(p.st.Held) < ratelimit.MaxRateHeld {
 		if p.st.Held == nil {
-			p.st.Held = map[string]api.RateHeld{}
+			p.st.Held = map[string]ratelimit.RateHeld{}
 		}
 		p.st.Held[r.ID] = h
 	}
@@ -82,7 +82,7 @@ func (p ratePace) reserve(now time.Time, limit api.RateLimit, r api.RateReservat
 // sent, else the tokens it did not use (or takes those it used beyond
 // them). It then forgets the reservation. An ID it does not hold changes
 // nothing.
-func (p ratePace) giveBack(now time.Time, g api.RateGiveBack) {
+func (p ratePace) giveBack(now time.Time, g ratelimit.RateGiveBack) {
 	h, ok := p.st.Held[g.ID]
 	if !ok {
 		return

@@ -20,6 +20,9 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
+	"github.com/keelrun/keel/internal/ratelimit"
+	"github.com/keelrun/keel/internal/schedreg"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/store"
 	"github.com/keelrun/keel/server/worker"
@@ -66,7 +69,7 @@ var recordedHistories = []recordedHistory{
 	// A rate limit (e2e TestRecordRateLimitHistory; docs/contract.md
 	// §20.5): started by update-with-start, three rate updates that
 	// reserve, give back and settle; the refused one left no trace.
-	{file: "rate_limit.json", workflowType: api.RateLimitWorkflowName, atLeast: map[string]int{
+	{file: "rate_limit.json", workflowType: ratelimit.RateLimitWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED.String():  3,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 3,
 	}},
@@ -155,24 +158,24 @@ var recordedHistories = []recordedHistory{
 	// pause_on_failure that waits for its run and fails with it; the
 	// check that create runs.
 	{file: "scheduled_send.json", workflowType: api.ScheduledSendWorkflowName, atLeast: map[string]int{
-		api.SendScheduledActivity:                                1,
+		schedreg.SendScheduledActivity:                           1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
 	}},
 	{file: "scheduled_send_wait.json", workflowType: api.ScheduledSendWorkflowName, atLeast: map[string]int{
-		api.SendScheduledActivity:                             1,
-		api.AwaitScheduledRunActivity:                         1,
-		api.PauseScheduleActivity:                             1,
+		schedreg.SendScheduledActivity:                        1,
+		schedreg.AwaitScheduledRunActivity:                    1,
+		schedreg.PauseScheduleActivity:                        1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED.String(): 1,
 	}},
 	{file: "scheduled_send_check.json", workflowType: api.ScheduledSendWorkflowName, atLeast: map[string]int{
-		api.CheckScheduleActivity:                                1,
+		schedreg.CheckScheduleActivity:                           1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
 	}},
 	// The schedule registry (docs/contract.md §22.11): the places two
 	// schedules took at create, and their firings admitted.
-	{file: "schedule_registry.json", workflowType: api.ScheduleRegistryWorkflowName, atLeast: map[string]int{
+	{file: "schedule_registry.json", workflowType: schedreg.ScheduleRegistryWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 4,
-	}, check: all(hasUpdate(api.UpdateReserveSchedule), hasUpdate(api.UpdateAdmitFiring))},
+	}, check: all(hasUpdate(schedreg.UpdateReserveSchedule), hasUpdate(schedreg.UpdateAdmitFiring))},
 	// A run whose tool asked the run's model (e2e
 	// TestRecordToolSamplingHistory): the Tool activity, two model turns,
 	// the sampling request counted in the run's usage.
@@ -336,7 +339,7 @@ func carriedTerminalHasUsageTotal(h *historypb.History) error {
 			return err
 		}
 		defer st.Close()
-		var in api.SessionInput
+		var in carry.SessionInput
 		dc := store.NewDataConverter(store.NewCodec(st, store.CodecOptions{}))
 		if err := dc.FromPayload(p[0], &in); err != nil || in.Carry == nil {
 			return fmt.Errorf("the continue-as-new input is no session input: %v", err)
@@ -377,10 +380,10 @@ func childrenAreSessions(h *historypb.History) error {
 }
 
 // startedAsFork checks that the execution started from a fork's input
-// (api.SessionInput.Fork) and not from a carry.
+// (carry.SessionInput.Fork) and not from a carry.
 func startedAsFork(h *historypb.History) error {
 	p := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()
-	var in api.SessionInput
+	var in carry.SessionInput
 	if len(p) != 1 || converter.GetDefaultDataConverter().FromPayload(p[0], &in) != nil {
 		return fmt.Errorf("the first event's input is no session input")
 	}

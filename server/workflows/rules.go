@@ -8,6 +8,8 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
+	"github.com/keelrun/keel/internal/delegation"
 )
 
 // Rules are the worker's own checks on what callers send a session: which
@@ -40,7 +42,7 @@ type Rules struct {
 	// agent records the agent's spec as it starts (startAgent), so a
 	// replay runs the agent the run ran, whatever the worker offers now.
 	// Optional.
-	Agents map[string]api.AgentSpec
+	Agents map[string]delegation.AgentSpec
 }
 
 // admitsAgent refuses a send that names an agent the worker does not
@@ -125,8 +127,8 @@ func (r Rules) limits() api.Limits { return r.Limits.WithDefaults() }
 
 // Session returns the Session workflow function under these rules, for
 // registration as api.SessionWorkflowName.
-func (r Rules) Session() func(workflow.Context, api.SessionInput) (*api.DelegationResult, error) {
-	return func(ctx workflow.Context, in api.SessionInput) (*api.DelegationResult, error) {
+func (r Rules) Session() func(workflow.Context, carry.SessionInput) (*delegation.DelegationResult, error) {
+	return func(ctx workflow.Context, in carry.SessionInput) (*delegation.DelegationResult, error) {
 		return sessionWorkflow(ctx, in, r)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 )
 
 const twoStepScript = `{"turns":[
@@ -53,7 +53,7 @@ func TestRunStartedFirstWithRevision(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[{"text":["hi"]}]}`)
 	in := promptOf("hello")
 	// The session committed two runs before: revision 7, its log at 41.
-	in.Carry = &api.SessionCarry{Revision: 7, Seq: 41, Runs: 2}
+	in.Carry = &carry.SessionCarry{Revision: 7, Seq: 41, Runs: 2}
 	res := env.execSession(t, in)
 	started := find[keel.RunStarted](t, res.Events)
 	require.Len(t, started, 1)
@@ -193,7 +193,7 @@ func TestMaxSteps(t *testing.T) {
 func TestRunSeesSessionTranscript(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[{"text":["one"]},{"text":["two"]}]}`)
 	in := promptOf("second prompt")
-	in.Carry = &api.SessionCarry{Transcript: []keel.Message{keel.UserMessage("first prompt"), {Role: keel.RoleAssistant, Content: "one"}}}
+	in.Carry = &carry.SessionCarry{Transcript: []keel.Message{keel.UserMessage("first prompt"), {Role: keel.RoleAssistant, Content: "one"}}}
 	res := env.execSession(t, in)
 	// The scripted provider plays the turn numbered by the assistant
 	// messages it sees: "two" proves it saw the session's transcript.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/schedreg"
 )
 
 // A schedule's firing (docs/contract.md §22). A Temporal Schedule can
@@ -56,13 +57,13 @@ func ScheduledSendWorkflow(ctx workflow.Context, in api.ScheduledSendInput) (*ap
 				NonRetryableErrorTypes: append(permanent, string(keel.CodeTooMany))},
 			Summary: "check schedule " + in.Schedule.ID,
 		})
-		if err := workflow.ExecuteActivity(actx, api.CheckScheduleActivity, in.Schedule).Get(ctx, nil); err != nil || !in.Reserve {
+		if err := workflow.ExecuteActivity(actx, schedreg.CheckScheduleActivity, in.Schedule).Get(ctx, nil); err != nil || !in.Reserve {
 			return nil, err
 		}
 		// The schedule's place in the registry (docs/contract.md §22.11),
 		// under the worker's limits; create gives it back if it fails.
-		return nil, workflow.ExecuteActivity(actx, api.ReserveScheduleActivity,
-			api.ScheduleReservation{ID: in.Schedule.ID, Owner: in.Owner}).Get(ctx, nil)
+		return nil, workflow.ExecuteActivity(actx, schedreg.ReserveScheduleActivity,
+			schedreg.ScheduleReservation{ID: in.Schedule.ID, Owner: in.Owner}).Get(ctx, nil)
 	}
 	info := workflow.GetInfo(ctx)
 	at, ok := workflow.GetTypedSearchAttributes(ctx).GetTime(scheduledStartTime)
@@ -86,9 +87,9 @@ func ScheduledSendWorkflow(ctx workflow.Context, in api.ScheduledSendInput) (*ap
 	}); err != nil {
 		return nil, err
 	}
-	req := api.ScheduledSendRequest{Schedule: in.Schedule, At: at,
+	req := schedreg.ScheduledSendRequest{Schedule: in.Schedule, At: at,
 		UpdateID: info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID}
-	if err := workflow.ExecuteActivity(sctx, api.SendScheduledActivity, req).Get(ctx, &res); err != nil {
+	if err := workflow.ExecuteActivity(sctx, schedreg.SendScheduledActivity, req).Get(ctx, &res); err != nil {
 		return nil, pauseOnFailure(ctx, in.Schedule, sendFailed(err))
 	}
 	sent = true
@@ -104,8 +105,8 @@ func ScheduledSendWorkflow(ctx workflow.Context, in api.ScheduledSendInput) (*ap
 		Summary:     "wait for " + res.RunID,
 	})
 	var out keel.Outcome
-	err := workflow.ExecuteActivity(actx, api.AwaitScheduledRunActivity,
-		api.ScheduledRunRef{Session: res.Session, Number: res.Number}).Get(ctx, &out)
+	err := workflow.ExecuteActivity(actx, schedreg.AwaitScheduledRunActivity,
+		schedreg.ScheduledRunRef{Session: res.Session, Number: res.Number}).Get(ctx, &out)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +140,7 @@ func pauseOnFailure(ctx workflow.Context, s api.Schedule, failure error) error {
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
 		Summary:             "pause schedule " + id,
 	})
-	if err := workflow.ExecuteActivity(actx, api.PauseScheduleActivity, api.SchedulePause{ID: id, Note: note}).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(actx, schedreg.PauseScheduleActivity, schedreg.SchedulePause{ID: id, Note: note}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("could not pause the schedule after a failed firing", "schedule", id, "error", err)
 	}
 	return failure

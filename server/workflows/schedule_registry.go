@@ -7,19 +7,20 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/schedreg"
 )
 
 // ScheduleRegistryWorkflow counts a namespace's schedules and paces their
 // firings (docs/contract.md §22.11). Its updates run one at a time and
 // never block, so a count read and the place taken are one step: no two
 // creates, from however many gateways and workers, both take the last
-// place. It continues as new after api.ScheduleRegistryUpdatesPerRun
+// place. It continues as new after schedreg.ScheduleRegistryUpdatesPerRun
 // updates, or when Temporal suggests it, once its handlers finished,
 // dropping what it remembers of the firings of schedules that are gone.
-func ScheduleRegistryWorkflow(ctx workflow.Context, st api.ScheduleRegistryState) error {
+func ScheduleRegistryWorkflow(ctx workflow.Context, st schedreg.ScheduleRegistryState) error {
 	reg := scheduleRegistry{st: st}
 	if reg.st.Schedules == nil {
-		reg.st.Schedules = map[string]api.ScheduleEntry{}
+		reg.st.Schedules = map[string]schedreg.ScheduleEntry{}
 	}
 	updates := 0
 	handlers := []struct {
@@ -27,19 +28,19 @@ func ScheduleRegistryWorkflow(ctx workflow.Context, st api.ScheduleRegistryState
 		fn   any
 		v    any
 	}{
-		{api.UpdateReserveSchedule, func(ctx workflow.Context, r api.ScheduleReservation) error {
+		{schedreg.UpdateReserveSchedule, func(ctx workflow.Context, r schedreg.ScheduleReservation) error {
 			updates++
 			return reg.reserve(r)
-		}, func(r api.ScheduleReservation) error { return validated(r.Validate()) }},
-		{api.UpdateReleaseSchedule, func(ctx workflow.Context, id string) error {
+		}, func(r schedreg.ScheduleReservation) error { return validated(r.Validate()) }},
+		{schedreg.UpdateReleaseSchedule, func(ctx workflow.Context, id string) error {
 			updates++
 			reg.release(id)
 			return nil
 		}, func(id string) error { return validated(api.ValidateScheduleID(id)) }},
-		{api.UpdateAdmitFiring, func(ctx workflow.Context, a api.FiringAdmission) (api.FiringVerdict, error) {
+		{schedreg.UpdateAdmitFiring, func(ctx workflow.Context, a schedreg.FiringAdmission) (schedreg.FiringVerdict, error) {
 			updates++
 			return reg.admit(a), nil
-		}, func(a api.FiringAdmission) error { return validated(a.Validate()) }},
+		}, func(a schedreg.FiringAdmission) error { return validated(a.Validate()) }},
 	}
 	for _, h := range handlers {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, h.name, h.fn, workflow.UpdateHandlerOptions{Validator: h.v}); err != nil {
@@ -47,7 +48,7 @@ func ScheduleRegistryWorkflow(ctx workflow.Context, st api.ScheduleRegistryState
 		}
 	}
 	if err := workflow.Await(ctx, func() bool {
-		return updates >= api.ScheduleRegistryUpdatesPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+		return updates >= schedreg.ScheduleRegistryUpdatesPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
 	}); err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func ScheduleRegistryWorkflow(ctx workflow.Context, st api.ScheduleRegistryState
 		return err
 	}
 	reg.forget(workflow.Now(ctx))
-	return workflow.NewContinueAsNewError(ctx, api.ScheduleRegistryWorkflowName, reg.st)
+	return workflow.NewContinueAsNewError(ctx, schedreg.ScheduleRegistryWorkflowName, reg.st)
 }
 
 // validated hands a validation's keel error to the caller.
@@ -67,10 +68,12 @@ func validated(err error) error {
 }
 
 // scheduleRegistry is the registry's state and its rules.
-type scheduleRegistry struct{ st api.ScheduleRegistryState }
+type scheduleRegistry struct {
+	st schedreg.ScheduleRegistryState
+}
 
 // reserve takes a place for r.ID if it is free and both quotas allow it.
-func (g *scheduleRegistry) reserve(r api.ScheduleReservation) error {
+func (g *scheduleRegistry) reserve(r schedreg.ScheduleReservation) error {
 	lim := r.Limits.WithDefaults()
 	e := g.st.Schedules[r.ID]
 	if e.Held {
@@ -113,14 +116,14 @@ func (g *scheduleRegistry) release(id string) {
 // MinInterval passes however late its firings start), and, when it makes
 // a session, not past the schedule's sessions. A firing already admitted
 // (a retried attempt) is admitted again.
-func (g *scheduleRegistry) admit(a api.FiringAdmission) api.FiringVerdict {
+func (g *scheduleRegistry) admit(a schedreg.FiringAdmission) schedreg.FiringVerdict {
 	lim := a.Limits.WithDefaults()
 	e := g.st.Schedules[a.Schedule]
 	if e.Firing == a.Firing {
-		return api.FiringVerdict{}
+		return schedreg.FiringVerdict{}
 	}
 	if !e.Last.IsZero() && absDuration(a.At.Sub(e.Last)) < lim.MinInterval.Std() {
-		return api.FiringVerdict{Reason: api.RefusedInterval, Refused: keel.Errorf(keel.CodeTooMany,
+		return schedreg.FiringVerdict{Reason: schedreg.RefusedInterval, Refused: keel.Errorf(keel.CodeTooMany,
 			"the schedule fired less than %s before (its firing of %s); the limit is one a %s", lim.MinInterval,
 			e.Last.UTC().Format(time.RFC3339), lim.MinInterval)}
 	}
@@ -132,7 +135,7 @@ func (g *scheduleRegistry) admit(a api.FiringAdmission) api.FiringVerdict {
 			have = min(capacity, e.Sessions+a.At.Sub(e.SessionsAt).Hours()*capacity)
 		}
 		if have < 1 {
-			return api.FiringVerdict{Reason: api.RefusedSessions, Refused: keel.Errorf(keel.CodeTooMany,
+			return schedreg.FiringVerdict{Reason: schedreg.RefusedSessions, Refused: keel.Errorf(keel.CodeTooMany,
 				"the schedule made its %d new sessions of the hour; the limit is %d an hour", lim.SessionsPerHour, lim.SessionsPerHour)}
 		}
 		e.Sessions, e.SessionsAt = have-1, a.At
@@ -142,12 +145,12 @@ func (g *scheduleRegistry) admit(a api.FiringAdmission) api.FiringVerdict {
 		e.Last = a.At
 	}
 	g.st.Schedules[a.Schedule] = e
-	return api.FiringVerdict{}
+	return schedreg.FiringVerdict{}
 }
 
 // forgetAfter is how long the registry remembers the firings of a
 // schedule that is gone: past the longest interval and a full bucket.
-const forgetAfter = time.Duration(api.MaxScheduleMinInterval) + time.Hour
+const forgetAfter = time.Duration(schedreg.MaxScheduleMinInterval) + time.Hour
 
 // forget drops the schedules that are gone and fired long ago.
 func (g *scheduleRegistry) forget(now time.Time) {

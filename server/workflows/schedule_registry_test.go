@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/schedreg"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/worker"
 )
@@ -26,8 +26,8 @@ func TestScheduleRegistryRules(t *testing.T) {
 	worker.Register(env, &activities.Activities{})
 	start := time.Unix(1_700_000_000, 0).UTC()
 	env.SetStartTime(start)
-	quota := api.ScheduleLimits{Schedules: 3, PerPrefix: 2}
-	pace := api.ScheduleLimits{MinInterval: keel.Duration(time.Minute), SessionsPerHour: 2}
+	quota := schedreg.ScheduleLimits{Schedules: 3, PerPrefix: 2}
+	pace := schedreg.ScheduleLimits{MinInterval: keel.Duration(time.Minute), SessionsPerHour: 2}
 
 	var got []string
 	step := 0
@@ -41,8 +41,8 @@ func TestScheduleRegistryRules(t *testing.T) {
 				switch {
 				case err != nil:
 					got = append(got, errorType(err))
-				case v != nil && v.(api.FiringVerdict).Refused != nil:
-					got = append(got, "refused "+v.(api.FiringVerdict).Reason)
+				case v != nil && v.(schedreg.FiringVerdict).Refused != nil:
+					got = append(got, "refused "+v.(schedreg.FiringVerdict).Reason)
 				default:
 					got = append(got, "ok")
 				}
@@ -50,10 +50,10 @@ func TestScheduleRegistryRules(t *testing.T) {
 		}, arg)
 	}
 	reserve := func(id, owner string) {
-		send(api.UpdateReserveSchedule, api.ScheduleReservation{ID: id, Owner: owner, Limits: quota})
+		send(schedreg.UpdateReserveSchedule, schedreg.ScheduleReservation{ID: id, Owner: owner, Limits: quota})
 	}
 	fire := func(firing string, at time.Duration, newSession bool) {
-		send(api.UpdateAdmitFiring, api.FiringAdmission{Schedule: "s", Firing: firing, At: start.Add(at),
+		send(schedreg.UpdateAdmitFiring, schedreg.FiringAdmission{Schedule: "s", Firing: firing, At: start.Add(at),
 			NewSession: newSession, Limits: pace})
 	}
 	env.RegisterDelayedCallback(func() {
@@ -63,9 +63,9 @@ func TestScheduleRegistryRules(t *testing.T) {
 		reserve("a1", "b-") // taken
 		reserve("x1", "")   // the namespace's last place
 		reserve("b1", "b-") // the namespace's quota
-		send(api.UpdateReleaseSchedule, "a1")
+		send(schedreg.UpdateReleaseSchedule, "a1")
 		reserve("a3", "a-") // the place given back
-		send(api.UpdateReserveSchedule, api.ScheduleReservation{ID: "../x", Limits: quota})
+		send(schedreg.UpdateReserveSchedule, schedreg.ScheduleReservation{ID: "../x", Limits: quota})
 		fire("f1", 0, true)
 		fire("f1", 0, true)              // its retry
 		fire("f2", 30*time.Second, true) // within the interval
@@ -75,7 +75,7 @@ func TestScheduleRegistryRules(t *testing.T) {
 		fire("f6", 33*time.Minute, true) // half an hour refilled one
 	}, time.Second)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
-	env.ExecuteWorkflow(api.ScheduleRegistryWorkflowName, api.ScheduleRegistryState{})
+	env.ExecuteWorkflow(schedreg.ScheduleRegistryWorkflowName, schedreg.ScheduleRegistryState{})
 
 	want := []string{"ok", "ok", "keel.TooMany", "keel.InvalidInput", "ok", "keel.TooMany", "ok", "ok",
 		"rejected keel.InvalidInput",

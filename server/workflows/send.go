@@ -5,6 +5,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 	"github.com/keelrun/keel/internal/instrument"
 )
 
@@ -108,9 +109,9 @@ func (s *session) takenOnce(key string) (api.SendResult, bool) {
 // takeOnce remembers a send taken under key, forgetting the oldest past
 // api.OnceRemembered.
 func (s *session) takeOnce(key string, res api.SendResult) {
-	s.st.Once = append(s.st.Once, api.OnceSent{Key: key, Result: res})
+	s.st.Once = append(s.st.Once, carry.OnceSent{Key: key, Result: res})
 	if n := len(s.st.Once); n > api.OnceRemembered {
-		s.st.Once = append([]api.OnceSent(nil), s.st.Once[n-api.OnceRemembered:]...)
+		s.st.Once = append([]carry.OnceSent(nil), s.st.Once[n-api.OnceRemembered:]...)
 	}
 }
 

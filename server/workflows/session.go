@@ -8,6 +8,8 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
+	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/server/activities"
 )
@@ -34,11 +36,11 @@ type session struct {
 	// delegated is set for a child session, which runs one task and
 	// returns result to its parent (child.go).
 	delegated *api.Delegation
-	result    *api.DelegationResult
+	result    *delegation.DelegationResult
 
 	// st is the carried state. Its Queue is written only at hand-over:
 	// while the execution lasts, the queue is queue.
-	st api.SessionCarry
+	st carry.SessionCarry
 
 	// queue holds the accepted prompts that wait for their run; run is
 	// the active run, nil while the session is idle.
@@ -76,15 +78,15 @@ type pendingRun struct {
 	trace any
 }
 
-func sessionWorkflow(ctx workflow.Context, in api.SessionInput, rules Rules) (*api.DelegationResult, error) {
+func sessionWorkflow(ctx workflow.Context, in carry.SessionInput, rules Rules) (*delegation.DelegationResult, error) {
 	s := &session{id: in.SessionID, root: ctx, rules: rules, cfg: in.Config, limits: in.HandOver.WithDefaults(),
-		st: api.SessionCarry{State: keel.StateIdle}}
+		st: carry.SessionCarry{State: keel.StateIdle}}
 	err := s.main(ctx, in)
 	return s.result, err
 }
 
 // main is the session's life in this execution.
-func (s *session) main(ctx workflow.Context, in api.SessionInput) error {
+func (s *session) main(ctx workflow.Context, in carry.SessionInput) error {
 	if err := keel.ValidateSessionID(in.SessionID); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), string(keel.CodeInvalidInput), nil)
 	}
@@ -109,7 +111,7 @@ func (s *session) main(ctx workflow.Context, in api.SessionInput) error {
 		if s.ran && s.delegated != nil {
 			// A child session's one run is committed: its outcome goes
 			// back to the parent, and the session ends (child.go).
-			s.result = &api.DelegationResult{Outcome: *s.st.Last}
+			s.result = &delegation.DelegationResult{Outcome: *s.st.Last}
 			return nil
 		}
 		if s.ran {
@@ -188,7 +190,7 @@ func (s *session) runPrompt(ctx workflow.Context, p *pendingRun) {
 // and outcome.
 func (s *session) commit(r *run) {
 	msgs, replaced := r.transcript.result()
-	mark := api.RunMark{Run: s.st.Runs, Start: len(s.st.Transcript), BaseRevision: s.st.Revision, BaseSeq: s.st.Seq}
+	mark := carry.RunMark{Run: s.st.Runs, Start: len(s.st.Transcript), BaseRevision: s.st.Revision, BaseSeq: s.st.Seq}
 	for _, ev := range r.journal.events {
 		s.appendEvent(ev)
 	}

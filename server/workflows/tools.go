@@ -257,7 +257,7 @@ func (t *tools) activity(ctx workflow.Context, s *slot, answers map[string]json.
 		// Tool failures are results, not errors; what is retried here is
 		// the worker dying under a call. The idempotency key stays the same.
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
-			MaximumInterval: 4 * time.Second, MaximumAttempts: MaxRequestsPerTurn},
+			MaximumInterval: 4 * time.Second, MaximumAttempts: maxRequestsPerTurn},
 		Summary: "tool " + s.call.Name,
 	})
 	// The model is the run's: a call may ask it (an MCP server's sampling

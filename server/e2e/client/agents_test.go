@@ -12,12 +12,13 @@ import (
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/internal/delegation"
 )
 
 // testAgents are the shared worker's agents (docs/contract.md §21.2): a
 // planner whose answer has a schema, delegating to a researcher that asks
 // the host and answers with facts.
-var testAgents = map[string]api.AgentSpec{
+var testAgents = map[string]delegation.AgentSpec{
 	"planner": {Name: "planner", Model: "scripted:e2e-planner", Instructions: "Delegate.",
 		Tools: []string{"agent__researcher"}, Agents: []string{"researcher"},
 		OutputSchema: json.RawMessage(`{"type":"object","required":["summary"],"properties":{"summary":{"type":"string"}}}`)},
@@ -68,7 +69,7 @@ func TestAgentsDelegateAndAnswerFromTheParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Each child reports its question to the parent (a signal).
-	waitSignals(t, ctx, c, "e2e-agents", api.SignalChildRequests, 2)
+	waitSignals(t, ctx, c, "e2e-agents", delegation.SignalChildRequests, 2)
 	reqs, err := run.Requests(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,8 @@ import (
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/internal/delegation"
+	"github.com/keelrun/keel/internal/schedreg"
 	"github.com/keelrun/keel/internal/testlog"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/logging"
@@ -113,9 +115,9 @@ type WorkerOptions struct {
 	// Policy is worker.Options' (prices, budgets, caps); zero: none.
 	Policy activities.Policy
 	// Agents are worker.Options' (docs/contract.md §21.2).
-	Agents map[string]api.AgentSpec
+	Agents map[string]delegation.AgentSpec
 	// Schedules are worker.Options' (docs/contract.md §22.11).
-	Schedules api.ScheduleLimits
+	Schedules schedreg.ScheduleLimits
 	// MetricsHandler is worker.Options': keel's metrics and the SDK's.
 	MetricsHandler sdkclient.MetricsHandler
 }

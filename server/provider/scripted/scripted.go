@@ -14,7 +14,6 @@ package scripted
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"iter"
 	"time"
@@ -228,13 +227,4 @@ func usageOf(first, fallback *keel.Usage) *keel.Usage {
 		return &u
 	}
 	return &keel.Usage{}
-}
-
-// MarshalArguments is a helper for building scripts in Go tests.
-func MarshalArguments(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
 }

@@ -1,4 +1,4 @@
-package api_test
+package delegation_test
 
 import (
 	"strings"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/delegation"
 )
 
 // A child's ID is its parent's, its path and the drawn part, within the
@@ -14,13 +15,13 @@ import (
 // §21.3).
 func TestChildSessionID(t *testing.T) {
 	const nonce = "0123456789abcdef"
-	if got := api.ChildSessionID("p", "researcher-3", nonce); got != "p--researcher-3-"+nonce {
+	if got := delegation.ChildSessionID("p", "researcher-3", nonce); got != "p--researcher-3-"+nonce {
 		t.Fatalf("ChildSessionID = %q", got)
 	}
 	longParent := strings.Repeat("x", keel.MaxIDLength)
-	longPath := api.ChildPath(strings.Repeat("a", api.MaxAgentNameBytes), 1<<62)
+	longPath := delegation.ChildPath(strings.Repeat("a", api.MaxAgentNameBytes), 1<<62)
 	for _, c := range []struct{ parent, path string }{{"p", "r-1"}, {longParent, "r-1"}, {longParent, longPath}, {"-", longPath}} {
-		id := api.ChildSessionID(c.parent, c.path, nonce)
+		id := delegation.ChildSessionID(c.parent, c.path, nonce)
 		if err := keel.ValidateSessionID(id); err != nil {
 			t.Errorf("child of %.10s… at %s: %v", c.parent, c.path, err)
 		}
@@ -28,7 +29,7 @@ func TestChildSessionID(t *testing.T) {
 			t.Errorf("%s does not have the child form", id)
 		}
 	}
-	if api.ChildSessionID(longParent, "r-1", nonce) == api.ChildSessionID(longParent+"y", "r-1", nonce) {
+	if delegation.ChildSessionID(longParent, "r-1", nonce) == delegation.ChildSessionID(longParent+"y", "r-1", nonce) {
 		t.Error("two long parents share a child ID")
 	}
 	for _, id := range []string{

@@ -1,4 +1,9 @@
-package api
+// Package ratelimit holds the RateLimit workflow's names and types
+// (docs/contract.md §20.5): keel's workers ask it, and nothing else does,
+// so none of it is part of the public contract in package api. A
+// worker's limits are configured in keel.yaml (limits.rate), whose
+// values are RateLimit.
+package ratelimit
 
 import (
 	"time"

@@ -1,10 +1,18 @@
-package api
+// Package schedreg holds what only keel's own workflows and workers say
+// to one another about schedules (docs/contract.md §22): the
+// ScheduleRegistry workflow's names, its requests, answers and state,
+// the quotas it counts (ScheduleLimits, a worker's keel.yaml limits), and
+// the activities of the ScheduledSend workflow with their inputs. What
+// clients create, change and describe is in package api (Schedule,
+// ScheduleStatus, ScheduledSendInput...).
+package schedreg
 
 import (
 	"strings"
 	"time"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
 )
 
 // Quotas of schedules (docs/contract.md §22.11). One ScheduleRegistry
@@ -69,7 +77,7 @@ type ScheduleLimits struct {
 	// by their nominal times: every must be at least this, and a firing
 	// sooner after the last (a trigger, a cron expression with seconds)
 	// is refused. Default DefaultScheduleMinInterval, from
-	// MinScheduleEvery to MaxScheduleMinInterval.
+	// api.MinScheduleEvery to MaxScheduleMinInterval.
 	MinInterval keel.Duration `json:"min_interval,omitempty"`
 	// SessionsPerHour bounds the sessions a new_session schedule makes:
 	// it may make this many at once, then earns one every hour divided by
@@ -102,8 +110,8 @@ func (l ScheduleLimits) Validate() error {
 		return keel.Errorf(keel.CodeInvalidInput, "schedules must be from 1 to %d", MaxSchedulesCeiling)
 	case l.PerPrefix < 0:
 		return keel.Errorf(keel.CodeInvalidInput, "schedules_per_prefix must be positive")
-	case l.MinInterval != 0 && (l.MinInterval < MinScheduleEvery || l.MinInterval > MaxScheduleMinInterval):
-		return keel.Errorf(keel.CodeInvalidInput, "schedule_min_interval must be from %s to %s", MinScheduleEvery, MaxScheduleMinInterval)
+	case l.MinInterval != 0 && (l.MinInterval < api.MinScheduleEvery || l.MinInterval > MaxScheduleMinInterval):
+		return keel.Errorf(keel.CodeInvalidInput, "schedule_min_interval must be from %s to %s", api.MinScheduleEvery, MaxScheduleMinInterval)
 	case l.SessionsPerHour < 0 || l.SessionsPerHour > MaxScheduleSessionsPerHour:
 		return keel.Errorf(keel.CodeInvalidInput, "schedule_sessions_per_hour must be from 1 to %d", MaxScheduleSessionsPerHour)
 	}
@@ -122,7 +130,7 @@ type ScheduleReservation struct {
 
 // Validate checks a reservation's names and limits.
 func (r ScheduleReservation) Validate() error {
-	if err := ValidateScheduleID(r.ID); err != nil {
+	if err := api.ValidateScheduleID(r.ID); err != nil {
 		return err
 	}
 	if r.Owner != "" {
@@ -149,7 +157,7 @@ const MaxFiringIDBytes = 512
 
 // Validate checks an admission's names and limits.
 func (a FiringAdmission) Validate() error {
-	if err := ValidateScheduleID(a.Schedule); err != nil {
+	if err := api.ValidateScheduleID(a.Schedule); err != nil {
 		return err
 	}
 	if a.Firing == "" || len(a.Firing) > MaxFiringIDBytes {
@@ -198,7 +206,7 @@ type ScheduleEntry struct {
 // only. A cron expression may still fire sooner than MinInterval (every
 // minute, under a limit of an hour): those firings are refused as they
 // come (FiringAdmission).
-func (s Schedule) CheckPace(lim ScheduleLimits) error {
+func CheckPace(s api.Schedule, lim ScheduleLimits) error {
 	lim = lim.WithDefaults()
 	if s.Every != 0 && s.Every < lim.MinInterval {
 		return keel.Errorf(keel.CodeInvalidInput, "every must be at least %s (the worker's schedule_min_interval)", lim.MinInterval)
@@ -209,4 +217,40 @@ func (s Schedule) CheckPace(lim ScheduleLimits) error {
 			"cron: the seconds field must be one second: schedules fire at most once a %s (the worker's schedule_min_interval)", lim.MinInterval)
 	}
 	return nil
+}
+
+// The activities of the ScheduledSend workflow (api.ScheduledSendWorkflowName),
+// run by keel's workers.
+const (
+	// CheckSchedule checks a schedule against the worker's rules,
+	// SendScheduled checks it again and sends its prompt
+	// (ScheduledSendRequest), and AwaitScheduledRun waits for the run's
+	// outcome (ScheduledRunRef).
+	CheckScheduleActivity     = "CheckSchedule"
+	SendScheduledActivity     = "SendScheduled"
+	AwaitScheduledRunActivity = "AwaitScheduledRun"
+	// PauseScheduleActivity pauses the schedule of a failed firing
+	// (api.Schedule.PauseOnFailure; SchedulePause).
+	PauseScheduleActivity = "PauseSchedule"
+)
+
+// ScheduledSendRequest is the input of the SendScheduled activity: the
+// schedule, the firing's nominal time, and the ID of its send update, the
+// same on every attempt, so a retried attempt is applied once.
+type ScheduledSendRequest struct {
+	Schedule api.Schedule `json:"schedule"`
+	At       time.Time    `json:"at"`
+	UpdateID string       `json:"update_id"`
+}
+
+// SchedulePause is the input of the PauseSchedule activity.
+type SchedulePause struct {
+	ID   string `json:"id"`
+	Note string `json:"note"`
+}
+
+// ScheduledRunRef is the input of the AwaitScheduledRun activity.
+type ScheduledRunRef struct {
+	Session string `json:"session"`
+	Number  int    `json:"number"`
 }
