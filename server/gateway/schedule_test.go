@@ -84,10 +84,12 @@ func (s *stack) listed(t *testing.T, want ...string) []string {
 func TestScheduleRoutes(t *testing.T) {
 	s := startGateway(t, gateway.Options{})
 	m := model(t, `{"repeat":true,"turns":[{"text":["report ready"]}]}`)
-	r := s.call(t, http.MethodPost, "/v1/schedules", map[string]any{"id": "gw-sched", "every": "1h",
+	// Every 30 days (Temporal counts intervals from the epoch): an hourly
+	// schedule fired on its own at the top of an hour during the test.
+	r := s.call(t, http.MethodPost, "/v1/schedules", map[string]any{"id": "gw-sched", "every": "720h",
 		"prompt": "Write the report.", "config": map[string]any{"model": m, "tools": []string{}}}).must(t, http.StatusCreated)
 	st := scheduleStatus(t, r)
-	if st.Schedule.ID != "gw-sched" || st.Schedule.Every != keel.Duration(time.Hour) || st.Paused || len(st.Next) == 0 ||
+	if st.Schedule.ID != "gw-sched" || st.Schedule.Every != keel.Duration(720*time.Hour) || st.Paused || len(st.Next) == 0 ||
 		st.Schedule.Config == nil || st.Schedule.Config.Model != m {
 		t.Fatalf("created: %s", r.raw)
 	}
@@ -99,7 +101,7 @@ func TestScheduleRoutes(t *testing.T) {
 	r = s.call(t, http.MethodPatch, "/v1/schedules/gw-sched", map[string]any{"prompt": "Write the weekly report.",
 		"cron": "0 9 * * 1", "timezone": "Europe/Berlin"}).must(t, http.StatusOK)
 	if st = scheduleStatus(t, r); st.Schedule.Prompt != "Write the weekly report." || st.Schedule.Cron != "0 9 * * 1" ||
-		st.Schedule.Every != keel.Duration(time.Hour) || st.Schedule.Config.Model != m {
+		st.Schedule.Every != keel.Duration(720*time.Hour) || st.Schedule.Config.Model != m {
 		t.Fatalf("changed: %s", r.raw)
 	}
 	s.call(t, http.MethodPost, "/v1/schedules/gw-sched/trigger", nil).must(t, http.StatusAccepted)
