@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -163,6 +164,10 @@ func TestScheduleRoutesRefuseHostileInput(t *testing.T) {
 		"a bad overlap":       {map[string]any{"id": "gw-h12", "every": "1h", "prompt": "x", "overlap": "drop"}, http.StatusBadRequest},
 		"a tiny catch-up":     {map[string]any{"id": "gw-h13", "every": "1h", "prompt": "x", "catchup_window": "1s"}, http.StatusBadRequest},
 		"negative max_tokens": {map[string]any{"id": "gw-h14", "every": "1h", "prompt": "x", "config": map[string]any{"max_tokens": -1}}, http.StatusBadRequest},
+		"a huge output schema": {map[string]any{"id": "gw-h15", "every": "1h", "prompt": "x",
+			"config": map[string]any{"output_schema": map[string]any{"description": strings.Repeat("x", api.MaxOutputSchemaBytes)}}}, http.StatusRequestEntityTooLarge},
+		"an expanding output schema": {map[string]any{"id": "gw-h16", "every": "1h", "prompt": "x",
+			"config": map[string]any{"output_schema": expandingSchema(20)}}, http.StatusBadRequest},
 	} {
 		r := s.call(t, http.MethodPost, "/v1/schedules", c.body)
 		if r.status != c.status || r.code() == "" {
@@ -298,4 +303,16 @@ func TestScheduleKeyRules(t *testing.T) {
 	for _, id := range []string{"schk-admin", prefix + "decoy", prefix + "own", prefix + "fresh"} {
 		admin.call(t, http.MethodDelete, "/v1/schedules/"+id, nil).must(t, http.StatusOK)
 	}
+}
+
+// expandingSchema is the schema of docs/security.md's first attack: each
+// of depth levels of $defs an anyOf of two references to the level below,
+// so a check of one value would take 2^depth steps.
+func expandingSchema(depth int) map[string]any {
+	defs := map[string]any{"l0": map[string]any{"type": "string"}}
+	for i := 1; i <= depth; i++ {
+		below := map[string]any{"$ref": fmt.Sprintf("#/$defs/l%d", i-1)}
+		defs[fmt.Sprintf("l%d", i)] = map[string]any{"anyOf": []any{below, below}}
+	}
+	return map[string]any{"$defs": defs, "$ref": fmt.Sprintf("#/$defs/l%d", depth)}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/keelrun/keel/internal/schedreg"
 	"github.com/keelrun/keel/server/store"
 	"github.com/keelrun/keel/server/tool"
+	"github.com/keelrun/keel/server/workflows"
 )
 
 // schedules are the activities of a schedule's firing (docs/contract.md
@@ -102,6 +103,10 @@ func (s *schedules) check(sc api.Schedule) error {
 		if err := s.rules.checkAgent(*cfg); err != nil {
 			return err
 		}
+	}
+	// As a send's validator would refuse each firing's.
+	if err := workflows.CheckOutputSchema(cfg.OutputSchema); err != nil {
+		return err
 	}
 	for i, name := range cfg.Tools {
 		if _, ok := s.tools.Lookup(name); !ok {

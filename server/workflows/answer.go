@@ -69,12 +69,13 @@ func answerText(text string) string {
 	return strings.TrimSpace(inner)
 }
 
-// checkOutputSchema refuses, in a send's validator, an output schema that
+// CheckOutputSchema refuses, in a send's validator and in the worker's
+// check of a schedule, an output schema that
 // does not compile or whose checks cannot be bounded (tool.CheckSchema's
 // limits, docs/contract.md §21.1): api.CheckOutputSchema has bounded its
 // size and nesting, and the compiler loads no reference
 // (tool.ValidateJSON), so a remote "$ref" is refused here, never fetched.
-func checkOutputSchema(schema json.RawMessage) *keel.Error {
+func CheckOutputSchema(schema json.RawMessage) *keel.Error {
 	if len(schema) == 0 {
 		return nil
 	}

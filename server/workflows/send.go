@@ -40,7 +40,7 @@ func (s *session) validateSend(req api.SendRequest) error {
 	if err := cfg.Validate(); err != nil {
 		return wireError(err.(*keel.Error))
 	}
-	if err := checkOutputSchema(cfg.OutputSchema); err != nil {
+	if err := CheckOutputSchema(cfg.OutputSchema); err != nil {
 		return wireError(err)
 	}
 	if err := s.rules.admitsAgent(req, cfg); err != nil {
