@@ -40,17 +40,16 @@ dev: build
 	./$(BIN) dev --data-dir $(DATA)
 
 # The tests run with -race: scripts/race-test builds every package's test
-# binary once, in parallel, then runs them LANES at a time, the slowest
-# packages (SLOW) first, and prints each package's time and the slowest.
-# Then every fuzz target for a few seconds. One lane: with two, tests that
-# lean on the embedded server's speed (its persistence timeouts, the
-# deployment routing's propagation) failed under load.
+# binary once, in the background, while the built ones run LANES at a time,
+# the slowest packages (SLOW) first; a package with fuzz targets fuzzes
+# each for FUZZTIME after its tests, with the race detector on. It prints
+# each package's time and the slowest. One lane: with two, tests that lean
+# on the embedded server's speed (its persistence timeouts, the deployment
+# routing's propagation) failed under load.
 LANES ?= 1
 SLOW := $(addprefix $(SERVER)/,e2e cmd/keel worker gateway e2e/client bench bench/cmd/keel-bench workflows)
 test: lint
-	@FIRST="$(SLOW)" LANES=$(LANES) TIMEOUT=$(TIMEOUT) scripts/race-test $(PKGS)
-	@t=$$(date +%s); $(MAKE) --no-print-directory fuzz FUZZTIME=3s && \
-	echo "make test: fuzzing took $$(( $$(date +%s) - t ))s"
+	@FIRST="$(SLOW)" LANES=$(LANES) TIMEOUT=$(TIMEOUT) FUZZTIME=3s scripts/race-test $(PKGS)
 
 # keel on more than one machine: the embedded server on PostgreSQL and two
 # `keel worker` processes of $(BIN), one killed with SIGKILL mid-turn, then
@@ -111,8 +110,8 @@ bench-table: keel-bench
 # Fuzzing: every Go fuzz target of the parsers of outside input (event
 # envelopes, the live channel, the SSE writer, request bodies and cursors,
 # AG-UI input, API key lines, Host and Content-Type, keel.yaml, scripted
-# scripts, MCP results, the encryption codec), FUZZTIME each. make test
-# runs their seed corpora (testdata/fuzz) as ordinary tests. Each package's
+# scripts, MCP results, the encryption codec), FUZZTIME each (make test
+# fuzzes each for 3 s, under -race, after its package's tests). Each package's
 # instrumented test binary is built once and runs each of its targets, with
 # the corpus go test would keep (GOCACHE/fuzz).
 FUZZTIME ?= 30s

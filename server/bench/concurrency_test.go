@@ -31,7 +31,7 @@ func TestManyConcurrentSessions(t *testing.T) {
 	}
 	sessions := 200
 	if raceBuild {
-		sessions = 100
+		sessions = 50
 	}
 	srv := keeltest.StartServer(t, devserver.Config{})
 	book := &keeltest.ScriptBook{}

@@ -3,14 +3,12 @@ package bench_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/api/serviceerror"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -76,19 +74,15 @@ func TestHistoryGrowsLinearly(t *testing.T) {
 }
 
 // runHistoryBytes is the history size of the execution that ran a new
-// session's first run: its Run workflow in a session of the two-workflow
-// shape, else the session's first execution (an inline session runs each
-// run in an execution of its own).
+// session's first run: the session's first execution (each run of a
+// session commits in an execution of its own).
 func runHistoryBytes(ctx context.Context, t *testing.T, c *client.Client, run *client.Run) int64 {
 	t.Helper()
 	tc := c.Temporal()
-	d, err := tc.DescribeWorkflowExecution(ctx, run.ID, "")
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		id := run.Session().ID()
-		if d, err = tc.DescribeWorkflowExecution(ctx, id, ""); err == nil {
-			d, err = tc.DescribeWorkflowExecution(ctx, id, d.GetWorkflowExecutionInfo().GetFirstRunId())
-		}
+	id := run.Session().ID()
+	d, err := tc.DescribeWorkflowExecution(ctx, id, "")
+	if err == nil {
+		d, err = tc.DescribeWorkflowExecution(ctx, id, d.GetWorkflowExecutionInfo().GetFirstRunId())
 	}
 	require.NoError(t, err)
 	return d.GetWorkflowExecutionInfo().GetHistorySizeBytes()

@@ -10,8 +10,10 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/server/common/dynamicconfig"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/server/devserver"
 )
 
 // A session whose workflow an operator (or a Temporal limit) terminated
@@ -21,7 +23,13 @@ import (
 // retention) still has its outcome, read from the session's log.
 func TestTerminatedSessionStaysReadable(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
-	c, _ := readStack(t)
+	// A deletion waits until the transfer and visibility queues have
+	// saved their progress past the execution's close, every 30 s by
+	// default; every second here.
+	c, _ := readStack(t, devserver.Config{DynamicConfig: map[string]any{
+		dynamicconfig.TransferProcessorUpdateAckInterval.Key().String():   time.Second,
+		dynamicconfig.VisibilityProcessorUpdateAckInterval.Key().String(): time.Second,
+	}})
 	sess := c.Session("terminated")
 	for _, p := range []string{"one", "two"} {
 		run, err := sess.Send(ctx, p)
@@ -45,8 +53,8 @@ func TestTerminatedSessionStaysReadable(t *testing.T) {
 	_, err = tc.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
 		Namespace: "default", WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: sess.ID(), RunId: execution}})
 	require.NoError(t, err)
-	// Deletion is a server task (about 30 s on the embedded server) that
-	// nothing announces, so its end is polled for.
+	// Deletion is a server task that nothing announces, so its end is
+	// polled for.
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {

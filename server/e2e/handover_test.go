@@ -30,9 +30,9 @@ const readScript = `{"repeat":true,"turns":[
 
 // readStack is a server and a worker whose workspace holds a 64 KiB
 // big.txt, and a client of them.
-func readStack(t *testing.T) (*client.Client, string) {
+func readStack(t *testing.T, cfg devserver.Config) (*client.Client, string) {
 	t.Helper()
-	srv := keeltest.StartServer(t, devserver.Config{})
+	srv := keeltest.StartServer(t, cfg)
 	workspace := t.TempDir()
 	big := strings.Repeat("0123456789abcdef", 4096) // 64 KiB
 	require.NoError(t, os.WriteFile(filepath.Join(workspace, "big.txt"), []byte(big), 0o600))
@@ -53,7 +53,7 @@ func readStack(t *testing.T) (*client.Client, string) {
 // executions and reads the same through EventsAfter and EventsFrom.
 func TestSessionHandOverLosesNothing(t *testing.T) {
 	ctx := testContext(t, 4*time.Minute)
-	c, big := readStack(t)
+	c, big := readStack(t, devserver.Config{})
 	sess := c.Session("hand-over")
 
 	const queued, direct = 8, 6
