@@ -19,7 +19,9 @@ const queryAttempts = 5
 // that the worker could not answer because it rebuilt the workflow's
 // state from a history that moved on while the query was in flight is
 // asked again, a few times, with a short backoff: the next query task
-// carries the history it needs.
+// carries the history it needs. A query the Temporal SDK gave up on at
+// its own limit of 10 s per call (a worker that is starting, or a sticky
+// worker that just stopped) is asked again while ctx lasts.
 func (c *Client) queryWorkflow(ctx context.Context, workflowID, name string, args ...any) (converter.EncodedValue, error) {
 	resp, err := c.queryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
 		WorkflowID: workflowID, QueryType: name, Args: args,
@@ -34,10 +36,14 @@ func (c *Client) queryWorkflow(ctx context.Context, workflowID, name string, arg
 // as queryWorkflow says.
 func (c *Client) queryWorkflowWithOptions(ctx context.Context, req *client.QueryWorkflowWithOptionsRequest) (*client.QueryWorkflowWithOptionsResponse, error) {
 	wait := 25 * time.Millisecond
-	for attempt := 1; ; attempt++ {
+	for attempt := 1; ; {
 		resp, err := c.tc.QueryWorkflowWithOptions(ctx, req)
-		if err == nil || attempt == queryAttempts || !staleReplay(err) {
+		switch {
+		case err != nil && ctx.Err() == nil && callTimedOut(err):
+		case err == nil || attempt == queryAttempts || !staleReplay(err):
 			return resp, err
+		default:
+			attempt++
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -46,7 +52,7 @@ func (c *Client) queryWorkflowWithOptions(ctx context.Context, req *client.Query
 			return nil, err
 		case <-t.C:
 		}
-		wait *= 2
+		wait = min(2*wait, time.Second)
 	}
 }
 
@@ -60,4 +66,11 @@ func (c *Client) queryWorkflowWithOptions(ctx context.Context, req *client.Query
 func staleReplay(err error) bool {
 	var failed *serviceerror.QueryFailed
 	return errors.As(err, &failed) && strings.Contains(failed.Error(), "[TMPRL1100]")
+}
+
+// callTimedOut reports whether a call ended at its own deadline: the
+// SDK bounds each call to 10 s whatever the caller's context allows.
+func callTimedOut(err error) bool {
+	var deadline *serviceerror.DeadlineExceeded
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline)
 }

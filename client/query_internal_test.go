@@ -52,3 +52,23 @@ func TestQueryAsksAgainAfterAStaleReplay(t *testing.T) {
 		t.Fatalf("a handler's failure: err %v, asked %d times; want it at once", err, q.asked)
 	}
 }
+
+// The SDK ends each call at 10 s whatever the caller's context allows; a
+// query that timed out so is asked again while the caller's context
+// lasts, and a context that ended ends the asking.
+func TestQueryAsksAgainAfterTheCallTimedOut(t *testing.T) {
+	timedOut := serviceerror.NewDeadlineExceeded("context deadline exceeded")
+	q := &queryFaker{fail: 7, err: timedOut}
+	c := &Client{tc: q}
+	if _, err := c.queryWorkflow(context.Background(), "s", "fork_point"); err != nil || q.asked != 8 {
+		t.Fatalf("after seven timed-out calls: err %v, asked %d times; want an answer on the eighth", err, q.asked)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	q = &queryFaker{fail: 100, err: timedOut}
+	c = &Client{tc: q}
+	if _, err := c.queryWorkflow(ctx, "s", "fork_point"); !errors.Is(err, timedOut) || q.asked != 1 {
+		t.Fatalf("an ended context: err %v, asked %d times; want the failure at once", err, q.asked)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/server/common/dynamicconfig"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -33,7 +34,14 @@ func TestRollingUpgradePinsRunsAndMovesSessions(t *testing.T) {
 		t.Skip("starts a Temporal server")
 	}
 	const deployment = "keel-rollout"
-	srv := keeltest.StartServer(t, devserver.Config{})
+	// One partition per task queue: the routing reaches each partition of
+	// each task queue before it is complete, and under load an attempt
+	// that missed one of four partitions waited out the server's
+	// one-minute propagation timeout, sometimes twice (waitRouted).
+	srv := keeltest.StartServer(t, devserver.Config{DynamicConfig: map[string]any{
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key().String():  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key().String(): 1,
+	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tc := keeltest.Dial(t, srv)
