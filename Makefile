@@ -43,9 +43,9 @@ dev: build
 # binary once, in the background, while the built ones run LANES at a time,
 # the slowest packages (SLOW) first; a package with fuzz targets fuzzes
 # each for FUZZTIME after its tests, with the race detector on. It prints
-# each package's time and the slowest. One lane: with two, tests that lean
-# on the embedded server's speed (its persistence timeouts, the deployment
-# routing's propagation) failed under load.
+# each package's wall and CPU time and the slowest. One lane: with two,
+# each package ran about 1.5 times longer and tests that hold wall-clock
+# bounds failed under the load (docs/testing.md).
 LANES ?= 1
 SLOW := $(addprefix $(SERVER)/,e2e cmd/keel worker gateway e2e/client bench bench/cmd/keel-bench workflows)
 test: lint
