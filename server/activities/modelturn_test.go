@@ -110,7 +110,7 @@ func runTurn(t *testing.T, backend string, srv *providertest.Server, in activiti
 	return &res, nil
 }
 
-// turnFailure reads a failed attempt the way the Run workflow does: an
+// turnFailure reads a failed attempt the way the session workflow does: an
 // ApplicationError whose type is the keel code and whose detail is the
 // TurnFailure. Temporal must not retry it: the workflow owns retries.
 func turnFailure(t *testing.T, err error, code keel.Code) activities.TurnFailure {

@@ -234,8 +234,8 @@ const manyStepsScript = `{"chunk_delay":"150ms","turns":[
 const manyStepsEvents = 26
 
 // atTerminal in a kill plan kills the worker as soon as the run's terminal
-// event was seen: the Run workflow has ended and its session has yet to
-// commit it.
+// event was seen: the run has ended and its session's execution has yet
+// to commit it.
 const atTerminal = 0
 
 // defaultKillPlans kill each run three times, after the given number of

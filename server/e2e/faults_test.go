@@ -147,7 +147,7 @@ func faultsFixture(name string) string {
 }
 
 // faultsOpenAIRun runs one prompt through the whole chain: client, server,
-// Run workflow, ModelTurn activity, the OpenAI backend and the httptest
+// the session workflow, the ModelTurn activity, the OpenAI backend and the httptest
 // server's wire format.
 func faultsOpenAIRun(t *testing.T, hs *providertest.Server, session string) (keel.Outcome, error, []keel.Envelope) {
 	t.Helper()

@@ -23,7 +23,8 @@ var ErrInvalidSchema = errors.New("tool: invalid JSON Schema")
 // InvalidValueError says a JSON value does not match its schema. Problems
 // lists every violation found, sorted, one per entry, such as
 // `at /limit: got string, want integer`, so that the message is the same on
-// every run (the Run workflow relies on that).
+// every run (the session workflow, which validates during replay, relies
+// on that).
 type InvalidValueError struct {
 	Problems []string
 }
@@ -37,7 +38,7 @@ func (e *InvalidValueError) Error() string {
 // for a value that is not JSON or does not match, and an error wrapping
 // ErrInvalidSchema for a schema that does not compile.
 //
-// ValidateJSON is deterministic and does no I/O, so the Run workflow may
+// ValidateJSON is deterministic and does no I/O, so workflow code may
 // call it: schemas never load remote or local references (only the
 // embedded draft metaschemas), and problems are reported in sorted order.
 // Its work is bounded: a schema must pass CheckSchema's limits, and a value

@@ -78,7 +78,7 @@ func TestValidateJSON(t *testing.T) {
 	}
 }
 
-// The Run workflow validates answers during replay, so the same input must
+// The session workflow validates answers during replay, so the same input must
 // give the same message every time, although the validator walks objects
 // in Go's randomized map order.
 func TestValidateJSONIsDeterministic(t *testing.T) {

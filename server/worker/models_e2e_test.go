@@ -31,8 +31,7 @@ import (
 // invalid_input and the same message, before a run starts; none blocks
 // (the FIFO would have blocked every model turn of the old worker, so
 // each send has a deadline). A script of the directory runs, and so does
-// the demo with no model named. A Run workflow started directly, around
-// the session, fails at its first model turn without opening anything.
+// the demo with no model named.
 func TestWorkerRefusesUnofferedModelsAtSend(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Temporal server")

@@ -213,8 +213,7 @@ func checkRunFields(t *testing.T, logs string) {
 		}
 		// The runs execute in the session's workflow (an inline session):
 		// the SDK's records about them name the session's workflow, and
-		// carry its session_id. (A Run workflow of a session begun in the
-		// two-workflow shape is named by its run ID, its records carry both.)
+		// carry its session_id.
 		switch id, _ := rec["WorkflowID"].(string); {
 		case id == "leak":
 			sdk++
