@@ -21,7 +21,9 @@ const queryAttempts = 5
 // asked again, a few times, with a short backoff: the next query task
 // carries the history it needs. A query the Temporal SDK gave up on at
 // its own limit of 10 s per call (a worker that is starting, or a sticky
-// worker that just stopped) is asked again while ctx lasts.
+// worker that just stopped) is asked again until ctx's deadline; without
+// a deadline the SDK's 10 s is the answer, as a worker that is down must
+// not hang the caller.
 func (c *Client) queryWorkflow(ctx context.Context, workflowID, name string, args ...any) (converter.EncodedValue, error) {
 	resp, err := c.queryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
 		WorkflowID: workflowID, QueryType: name, Args: args,
@@ -39,7 +41,8 @@ func (c *Client) queryWorkflowWithOptions(ctx context.Context, req *client.Query
 	for attempt := 1; ; {
 		resp, err := c.tc.QueryWorkflowWithOptions(ctx, req)
 		switch {
-		case err != nil && ctx.Err() == nil && callTimedOut(err):
+		case err != nil && askAgainAfterTimeout(ctx, err):
+			// Not counted: the caller's deadline bounds these.
 		case err == nil || attempt == queryAttempts || !staleReplay(err):
 			return resp, err
 		default:
@@ -68,9 +71,13 @@ func staleReplay(err error) bool {
 	return errors.As(err, &failed) && strings.Contains(failed.Error(), "[TMPRL1100]")
 }
 
-// callTimedOut reports whether a call ended at its own deadline: the
-// SDK bounds each call to 10 s whatever the caller's context allows.
-func callTimedOut(err error) bool {
+// askAgainAfterTimeout reports whether err is a call that ended at its
+// own deadline (the SDK bounds each call to 10 s whatever the caller's
+// context allows) while the caller's deadline is still ahead.
+func askAgainAfterTimeout(ctx context.Context, err error) bool {
+	if _, ok := ctx.Deadline(); !ok || ctx.Err() != nil {
+		return false
+	}
 	var deadline *serviceerror.DeadlineExceeded
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -54,21 +55,31 @@ func TestQueryAsksAgainAfterAStaleReplay(t *testing.T) {
 }
 
 // The SDK ends each call at 10 s whatever the caller's context allows; a
-// query that timed out so is asked again while the caller's context
-// lasts, and a context that ended ends the asking.
+// query that timed out so is asked again until the caller's deadline. A
+// context without a deadline takes the SDK's 10 s as the answer (a worker
+// that is down must not hang the caller), and a context that ended ends
+// the asking.
 func TestQueryAsksAgainAfterTheCallTimedOut(t *testing.T) {
 	timedOut := serviceerror.NewDeadlineExceeded("context deadline exceeded")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	q := &queryFaker{fail: 7, err: timedOut}
 	c := &Client{tc: q}
-	if _, err := c.queryWorkflow(context.Background(), "s", "fork_point"); err != nil || q.asked != 8 {
+	if _, err := c.queryWorkflow(ctx, "s", "fork_point"); err != nil || q.asked != 8 {
 		t.Fatalf("after seven timed-out calls: err %v, asked %d times; want an answer on the eighth", err, q.asked)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
 	q = &queryFaker{fail: 100, err: timedOut}
 	c = &Client{tc: q}
-	if _, err := c.queryWorkflow(ctx, "s", "fork_point"); !errors.Is(err, timedOut) || q.asked != 1 {
+	if _, err := c.queryWorkflow(context.Background(), "s", "fork_point"); !errors.Is(err, timedOut) || q.asked != 1 {
+		t.Fatalf("no deadline: err %v, asked %d times; want the failure at once", err, q.asked)
+	}
+
+	ended, end := context.WithTimeout(context.Background(), time.Minute)
+	end()
+	q = &queryFaker{fail: 100, err: timedOut}
+	c = &Client{tc: q}
+	if _, err := c.queryWorkflow(ended, "s", "fork_point"); !errors.Is(err, timedOut) || q.asked != 1 {
 		t.Fatalf("an ended context: err %v, asked %d times; want the failure at once", err, q.asked)
 	}
 }
