@@ -14,6 +14,7 @@ const (
 	TypeModelCallCompleted  = "model_call.completed"
 	TypeProviderStreamReset = "provider.stream_reset"
 	TypeProviderRetry       = "provider.request_retry"
+	TypeHostedToolActivity  = "hosted_tool.activity"
 
 	TypeToolProposed = "tool.proposed"
 	TypeToolStarted  = "tool.started"
@@ -51,6 +52,7 @@ func init() {
 	register[ModelCallCompleted](TypeModelCallCompleted)
 	register[ProviderStreamReset](TypeProviderStreamReset)
 	register[ProviderRequestRetry](TypeProviderRetry)
+	register[HostedToolActivity](TypeHostedToolActivity)
 
 	register[ToolProposed](TypeToolProposed)
 	register[ToolStarted](TypeToolStarted)
@@ -212,6 +214,21 @@ type ProviderRequestRetry struct {
 	Message    string            `json:"message"`
 }
 
+// HostedToolActivity is one use of a tool that the model's backend ran
+// itself (a hosted tool enabled on the model: web search, code execution,
+// file search), reported after the turn that used it and before its tool
+// calls. Detail is the backend's short account of it, sanitized; a web
+// search carries its Query and the URLs of its results.
+type HostedToolActivity struct {
+	Step    int      `json:"step"`
+	Attempt int      `json:"attempt"`
+	Name    string   `json:"name"`
+	ID      string   `json:"id,omitempty"`
+	Detail  string   `json:"detail,omitempty"`
+	Query   string   `json:"query,omitempty"`
+	URLs    []string `json:"urls,omitempty"`
+}
+
 // TextDelta is a piece of streamed assistant text (ephemeral). Chunk
 // boundaries are not stable; use RunCompleted for the final text.
 type TextDelta struct {
@@ -238,6 +255,7 @@ type ToolCallDelta struct {
 }
 
 func (UsageUpdated) EventType() string         { return TypeUsageUpdated }
+func (HostedToolActivity) EventType() string   { return TypeHostedToolActivity }
 func (ModelCallCompleted) EventType() string   { return TypeModelCallCompleted }
 func (ProviderStreamReset) EventType() string  { return TypeProviderStreamReset }
 func (ProviderRequestRetry) EventType() string { return TypeProviderRetry }

@@ -35,6 +35,85 @@ type Message struct {
 	// CompactedTurns is set on the summary that compaction put in place of
 	// earlier messages: the number of assistant turns it stands for.
 	CompactedTurns int `json:"compacted_turns,omitempty"`
+	// Reasoning is what the backend that wrote an assistant message needs
+	// back of its reasoning in later requests, in the order it came. It is
+	// never shown as the message's text, and a backend is sent only the
+	// parts it wrote itself.
+	Reasoning []ReasoningPart `json:"reasoning,omitempty"`
+}
+
+// ReasoningPart is one piece of a model's reasoning kept in the transcript
+// because its backend needs it back: an Anthropic thinking block (Text and
+// Signature), a redacted one (Redacted, Signature holds its data), or an
+// OpenAI reasoning item (ID, its summary as Text, its encrypted content as
+// Signature).
+type ReasoningPart struct {
+	// Provider is the backend that wrote it ("anthropic", "openai").
+	Provider string `json:"provider"`
+	// ID is the backend's own ID for it, if it has one.
+	ID string `json:"id,omitempty"`
+	// Text is the reasoning as the backend showed it, if it did.
+	Text string `json:"text,omitempty"`
+	// Signature is the backend's opaque token for it, sent back as it came.
+	Signature string `json:"signature,omitempty"`
+	// Redacted says the backend hid the reasoning: Signature carries it.
+	Redacted bool `json:"redacted,omitempty"`
+}
+
+// Reasoning asks a model to reason before it answers: by effort, or, for
+// backends that count it so (Anthropic's extended thinking), by a budget
+// of tokens. Each backend maps it to its own form and refuses what it
+// cannot take (docs/providers.md). The zero value asks nothing: the
+// backend's default.
+type Reasoning struct {
+	// Effort is ReasoningMinimal, ReasoningLow, ReasoningMedium or
+	// ReasoningHigh. Optional.
+	Effort ReasoningEffort `json:"effort,omitempty"`
+	// BudgetTokens is how many tokens the model may think with, at least
+	// MinReasoningBudget. Optional; a budget wins over an effort where a
+	// backend takes both, and is refused where it takes only an effort.
+	BudgetTokens int `json:"budget_tokens,omitempty"`
+}
+
+// ReasoningEffort is how hard a model should think.
+type ReasoningEffort string
+
+// The reasoning efforts.
+const (
+	ReasoningMinimal ReasoningEffort = "minimal"
+	ReasoningLow     ReasoningEffort = "low"
+	ReasoningMedium  ReasoningEffort = "medium"
+	ReasoningHigh    ReasoningEffort = "high"
+)
+
+// Limits of Reasoning.BudgetTokens.
+const (
+	MinReasoningBudget = 1024
+	MaxReasoningBudget = 128_000
+)
+
+// IsZero reports whether r asks nothing.
+func (r Reasoning) IsZero() bool { return r == Reasoning{} }
+
+// Validate refuses an unknown effort or a budget out of bounds, with
+// CodeInvalidInput.
+func (r Reasoning) Validate() error {
+	switch r.Effort {
+	case "", ReasoningMinimal, ReasoningLow, ReasoningMedium, ReasoningHigh:
+	default:
+		return Errorf(CodeInvalidInput, "reasoning.effort %q: use minimal, low, medium or high", clipName(string(r.Effort)))
+	}
+	if r.BudgetTokens != 0 && (r.BudgetTokens < MinReasoningBudget || r.BudgetTokens > MaxReasoningBudget) {
+		return Errorf(CodeInvalidInput, "reasoning.budget_tokens %d: want %d to %d", r.BudgetTokens, MinReasoningBudget, MaxReasoningBudget)
+	}
+	return nil
+}
+
+func clipName(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
 }
 
 // ToolCall is one call a model asked for.

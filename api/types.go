@@ -23,6 +23,10 @@ type RunConfig struct {
 	MaxSteps int `json:"max_steps,omitempty"`
 	// MaxTokens caps each response. Optional; the provider's default.
 	MaxTokens int `json:"max_tokens,omitempty"`
+	// Reasoning asks the model to reason before it answers, by effort or
+	// by a budget of tokens; a send whose model cannot take it is
+	// refused. Optional; the model's own setting (keel.yaml), else none.
+	Reasoning *keel.Reasoning `json:"reasoning,omitempty"`
 	// Timeouts of the activities. Optional; defaults below.
 	ModelTimeout   keel.Duration `json:"model_timeout,omitempty"`
 	HeartbeatAfter keel.Duration `json:"heartbeat_timeout,omitempty"`
@@ -128,6 +132,9 @@ func (c RunConfig) Merge(o *RunConfig) RunConfig {
 	if o.MaxTokens > 0 {
 		c.MaxTokens = o.MaxTokens
 	}
+	if o.Reasoning != nil {
+		c.Reasoning = o.Reasoning
+	}
 	if o.ModelTimeout > 0 {
 		c.ModelTimeout = o.ModelTimeout
 	}
@@ -172,6 +179,11 @@ func (c RunConfig) Validate() error {
 	}
 	if err := c.SessionBudget.Validate("session_budget"); err != nil {
 		return err
+	}
+	if c.Reasoning != nil {
+		if err := c.Reasoning.Validate(); err != nil {
+			return err
+		}
 	}
 	if c.Agent != "" && !ValidAgentName(c.Agent) {
 		return keel.Errorf(keel.CodeInvalidInput, "agent: want 1 to %d letters, digits, '-' or '_', starting with a letter", MaxAgentNameBytes)

@@ -18,11 +18,15 @@ type Response struct {
 	// Generation is the generation-window output count; Kind "none" when the
 	// backend reported no breakdown.
 	Generation keel.GenerationTokens `json:"generation"`
+	// Reasoning is what the backend needs back of its reasoning, in order.
+	Reasoning []keel.ReasoningPart `json:"reasoning,omitempty"`
+	// Hosted are the uses of hosted tools, in order.
+	Hosted []keel.HostedToolActivity `json:"hosted,omitempty"`
 }
 
 // Message returns the assistant message for r.
 func (r Response) Message() keel.Message {
-	return keel.Message{Role: keel.RoleAssistant, Content: r.Text, ToolCalls: r.ToolCalls}
+	return keel.Message{Role: keel.RoleAssistant, Content: r.Text, ToolCalls: r.ToolCalls, Reasoning: r.Reasoning}
 }
 
 // MalformedError says a response cannot be used: a tool call whose arguments
@@ -42,6 +46,8 @@ type Assembler struct {
 	usage     keel.Usage
 	gen       *keel.GenerationTokens
 	sawUsage  bool
+	parts     []keel.ReasoningPart
+	hosted    []keel.HostedToolActivity
 }
 
 type partialCall struct {
@@ -82,6 +88,10 @@ func (a *Assembler) Add(c Chunk) {
 	case c.Generation != nil:
 		g := *c.Generation
 		a.gen = &g
+	case c.ReasoningPart != nil:
+		a.parts = append(a.parts, *c.ReasoningPart)
+	case c.Hosted != nil:
+		a.hosted = append(a.hosted, *c.Hosted)
 	case c.Finish != "":
 		a.finish = c.Finish
 	}
@@ -105,7 +115,7 @@ func (a *Assembler) Usage() keel.Usage {
 
 // Response returns the complete response, or a *MalformedError.
 func (a *Assembler) Response() (Response, error) {
-	r := Response{Text: a.Text(), Finish: a.finish, Usage: a.Usage()}
+	r := Response{Text: a.Text(), Finish: a.finish, Usage: a.Usage(), Reasoning: a.parts, Hosted: a.hosted}
 	r.Generation = keel.GenerationTokens{Kind: keel.GenerationNone}
 	if a.gen != nil {
 		r.Generation = *a.gen

@@ -39,6 +39,33 @@ type Request struct {
 	// way its API can (AnswerSchema, AnswerInstruction); keel validates
 	// the answer whatever the backend did. Optional.
 	OutputSchema json.RawMessage
+	// Reasoning asks the model to reason (keel.Reasoning); the zero value
+	// asks nothing. A backend maps it to its own form, and refuses what
+	// it cannot take with a ProviderError of kind invalid_request before
+	// sending (CheckReasoning says so earlier, at send).
+	Reasoning keel.Reasoning
+}
+
+// ReasoningChecker is a Provider that can say, before a run starts,
+// whether a model takes a reasoning setting. A provider that is not one
+// takes none.
+type ReasoningChecker interface {
+	CheckReasoning(model string, r keel.Reasoning) error
+}
+
+// CheckReasoning returns nil when p's model takes r, and otherwise a
+// *keel.Error of CodeInvalidInput saying why.
+func CheckReasoning(p Provider, model string, r keel.Reasoning) error {
+	if r.IsZero() {
+		return nil
+	}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if c, ok := p.(ReasoningChecker); ok {
+		return c.CheckReasoning(model, r)
+	}
+	return keel.Errorf(keel.CodeInvalidInput, "reasoning: the %s provider takes no reasoning setting", p.Name())
 }
 
 // Chunk is one piece of a streamed response. Exactly one field is set.
@@ -56,6 +83,13 @@ type Chunk struct {
 	// delivers apart from the text (Anthropic's forced answer tool): the
 	// Assembler makes the whole of it the response's text.
 	Answer string
+	// ReasoningPart is a whole piece of reasoning the backend needs back
+	// in later requests, yielded once it is complete; its text, if any,
+	// was streamed before as Reasoning.
+	ReasoningPart *keel.ReasoningPart
+	// Hosted is one use of a hosted tool, complete (Step and Attempt are
+	// left to the run).
+	Hosted *keel.HostedToolActivity
 }
 
 // ToolCallDelta is a fragment of tool call Index. ID and Name usually come
