@@ -94,6 +94,9 @@ type Usage struct {
 	// ReasoningTokens is the part of OutputTokens the provider reported as
 	// reasoning; OutputTokens always keeps the provider's full total.
 	ReasoningTokens int64 `json:"reasoning_tokens,omitempty"`
+	// WebSearches counts the searches the backend's hosted web search
+	// made, which it bills per search.
+	WebSearches int64 `json:"web_searches,omitempty"`
 	// Requests is the number of physical provider requests counted.
 	Requests int `json:"requests"`
 	// Cost is what the requests cost by the worker's price table, one
@@ -114,6 +117,7 @@ func (u Usage) Add(o Usage) Usage {
 		CacheReadTokens:  addSaturating(u.CacheReadTokens, o.CacheReadTokens),
 		CacheWriteTokens: addSaturating(u.CacheWriteTokens, o.CacheWriteTokens),
 		ReasoningTokens:  addSaturating(u.ReasoningTokens, o.ReasoningTokens),
+		WebSearches:      addSaturating(u.WebSearches, o.WebSearches),
 		Requests:         u.Requests + o.Requests,
 		Cost:             u.Cost.Add(o.Cost),
 		Unpriced:         u.Unpriced + o.Unpriced,
@@ -136,14 +140,14 @@ func (u Usage) Bounded() Usage {
 	clamp := func(n int64) int64 { return min(max(n, 0), MaxRequestTokens) }
 	u.InputTokens, u.OutputTokens = clamp(u.InputTokens), clamp(u.OutputTokens)
 	u.CacheReadTokens, u.CacheWriteTokens = clamp(u.CacheReadTokens), clamp(u.CacheWriteTokens)
-	u.ReasoningTokens = clamp(u.ReasoningTokens)
+	u.ReasoningTokens, u.WebSearches = clamp(u.ReasoningTokens), clamp(u.WebSearches)
 	return u
 }
 
 // IsZero reports whether u counts nothing.
 func (u Usage) IsZero() bool {
 	return u.InputTokens == 0 && u.OutputTokens == 0 && u.CacheReadTokens == 0 && u.CacheWriteTokens == 0 &&
-		u.ReasoningTokens == 0 && u.Requests == 0 && len(u.Cost) == 0 && u.Unpriced == 0
+		u.ReasoningTokens == 0 && u.WebSearches == 0 && u.Requests == 0 && len(u.Cost) == 0 && u.Unpriced == 0
 }
 
 // SessionState is what a session is doing. It is an observation, not a lock:

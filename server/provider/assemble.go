@@ -165,5 +165,6 @@ func mergeUsage(a, b keel.Usage) keel.Usage {
 		CacheReadTokens:  pick(a.CacheReadTokens, b.CacheReadTokens),
 		CacheWriteTokens: pick(a.CacheWriteTokens, b.CacheWriteTokens),
 		ReasoningTokens:  pick(a.ReasoningTokens, b.ReasoningTokens),
+		WebSearches:      pick(a.WebSearches, b.WebSearches),
 	}
 }
