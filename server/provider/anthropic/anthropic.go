@@ -11,6 +11,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/server/provider"
 )
 
@@ -35,6 +36,13 @@ var (
 	ErrNoAPIKey    = errors.New("anthropic: no API key (set " + EnvAPIKey + ")")
 	ErrBadBaseURL  = errors.New("anthropic: base URL must be an absolute http or https URL")
 	ErrBadCacheTTL = errors.New("anthropic: cache TTL must be " + CacheTTL5m + " or " + CacheTTL1h)
+	ErrHostedTool  = errors.New("anthropic: hosted tools are " + HostedWebSearch + " and " + HostedCodeExecution)
+)
+
+// The hosted tools (server tools) a Config may enable.
+const (
+	HostedWebSearch     = "web_search"
+	HostedCodeExecution = "code_execution"
 )
 
 // Config configures a Provider.
@@ -54,6 +62,16 @@ type Config struct {
 	// every request (tools, system prompt, the conversation so far) is
 	// marked for caching.
 	DisableCache bool
+	// Reasoning is what a request that asks for no reasoning of its own
+	// gets: an effort (minimal 1,024 thinking tokens, low 4,096, medium
+	// 12,288, high 24,576) or a budget of extended thinking. max_tokens
+	// then counts the budget on top of the answer's cap. Optional;
+	// default: no thinking.
+	Reasoning keel.Reasoning
+	// HostedTools names the server tools the model may use: HostedWebSearch
+	// and HostedCodeExecution. Their uses are reported as
+	// keel.HostedToolActivity. Optional.
+	HostedTools []string
 	// CacheTTL is how long a cached prefix lives: CacheTTL5m or CacheTTL1h
 	// (whose cache writes cost more). Optional; default: the API's own, 5
 	// minutes.
@@ -72,6 +90,7 @@ func FromEnv() Config {
 type Provider struct {
 	cfg      Config
 	messages sdk.MessageService
+	hosted   []sdk.ToolUnionParam
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -91,6 +110,20 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.MaxTokens <= 0 {
 		cfg.MaxTokens = DefaultMaxTokens
 	}
+	if err := cfg.Reasoning.Validate(); err != nil {
+		return nil, fmt.Errorf("anthropic: %w", err)
+	}
+	var hosted []sdk.ToolUnionParam
+	for _, h := range cfg.HostedTools {
+		switch h {
+		case HostedWebSearch:
+			hosted = append(hosted, sdk.ToolUnionParam{OfWebSearchTool20250305: &sdk.WebSearchTool20250305Param{}})
+		case HostedCodeExecution:
+			hosted = append(hosted, sdk.ToolUnionParam{OfCodeExecutionTool20250522: &sdk.CodeExecutionTool20250522Param{}})
+		default:
+			return nil, fmt.Errorf("%w, not %.40q", ErrHostedTool, h)
+		}
+	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}
 	}
@@ -105,7 +138,7 @@ func New(cfg Config) (*Provider, error) {
 	// Built from explicit options only: the SDK's client constructor would
 	// also pick up ambient credentials (auth tokens, profiles) from the
 	// environment and files.
-	return &Provider{cfg: cfg, messages: sdk.NewMessageService(opts...)}, nil
+	return &Provider{cfg: cfg, messages: sdk.NewMessageService(opts...), hosted: hosted}, nil
 }
 
 // Name returns "anthropic".

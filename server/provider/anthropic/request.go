@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/packages/param"
@@ -26,8 +27,22 @@ func (p *Provider) params(req provider.Request) (sdk.MessageNewParams, error) {
 	if err != nil {
 		return sdk.MessageNewParams{}, err
 	}
+	reasoning := req.Reasoning
+	if reasoning.IsZero() {
+		reasoning = p.cfg.Reasoning
+	}
+	budget, err := thinkingBudget(req.Model, reasoning)
+	if err != nil {
+		return sdk.MessageNewParams{}, &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest, Message: err.Error()}
+	}
 	system := req.System
 	native := provider.AnswerSchema(req.OutputSchema)
+	if budget > 0 {
+		// With thinking on the API lets the model choose its tools
+		// (tool_choice auto) and no more, so the answer tool cannot be
+		// forced: the schema is asked for in the instructions.
+		native = nil
+	}
 	if native == nil {
 		system = provider.WithInstruction(system, req.OutputSchema)
 	}
@@ -52,6 +67,13 @@ func (p *Provider) params(req provider.Request) (sdk.MessageNewParams, error) {
 	}
 	if req.MaxTokens > 0 {
 		params.MaxTokens = int64(req.MaxTokens)
+	}
+	params.Tools = append(params.Tools, p.hosted...)
+	if budget > 0 {
+		// max_tokens counts the thinking too: the cap is the budget plus
+		// what the answer may take.
+		params.Thinking = sdk.ThinkingConfigParamOfEnabled(int64(budget))
+		params.MaxTokens += int64(budget)
 	}
 	if system != "" {
 		params.System = []sdk.TextBlockParam{{Text: system}}
@@ -88,6 +110,19 @@ func messages(in []keel.Message) ([]sdk.MessageParam, error) {
 			}
 		case keel.RoleAssistant:
 			var blocks []sdk.ContentBlockParamUnion
+			if !m.Aborted {
+				// Thinking goes back first and unchanged, as the API
+				// requires of the turn that called the tools.
+				for _, r := range m.Reasoning {
+					switch {
+					case r.Provider != Name:
+					case r.Redacted:
+						blocks = append(blocks, sdk.NewRedactedThinkingBlock(r.Signature))
+					default:
+						blocks = append(blocks, sdk.NewThinkingBlock(r.Signature, r.Text))
+					}
+				}
+			}
 			if m.Content != "" {
 				blocks = append(blocks, sdk.NewTextBlock(m.Content))
 			}
@@ -149,4 +184,45 @@ func toolParams(specs []keel.ToolSpec) ([]sdk.ToolUnionParam, error) {
 		out = append(out, sdk.ToolUnionParam{OfTool: &t})
 	}
 	return out, nil
+}
+
+// The thinking budget each effort stands for. The largest leaves room for
+// an answer under the 32,000 output tokens of the smallest current cap.
+var effortBudget = map[keel.ReasoningEffort]int{
+	keel.ReasoningMinimal: keel.MinReasoningBudget,
+	keel.ReasoningLow:     4096,
+	keel.ReasoningMedium:  12288,
+	keel.ReasoningHigh:    24576,
+}
+
+// noThinking are the model families that cannot think.
+var noThinking = []string{"claude-3-5-", "claude-3-haiku", "claude-3-opus", "claude-3-sonnet", "claude-2", "claude-instant"}
+
+// thinkingBudget is the extended thinking budget r asks of model: zero for
+// none; an error when model cannot think.
+func thinkingBudget(model string, r keel.Reasoning) (int, error) {
+	if r.IsZero() {
+		return 0, nil
+	}
+	if err := r.Validate(); err != nil {
+		return 0, err
+	}
+	for _, f := range noThinking {
+		if strings.HasPrefix(model, f) {
+			return 0, fmt.Errorf("reasoning: %.64s has no extended thinking", model)
+		}
+	}
+	if r.BudgetTokens > 0 {
+		return r.BudgetTokens, nil
+	}
+	return effortBudget[r.Effort], nil
+}
+
+// CheckReasoning implements provider.ReasoningChecker: every setting maps
+// to a thinking budget, on a model that can think.
+func (p *Provider) CheckReasoning(model string, r keel.Reasoning) error {
+	if _, err := thinkingBudget(model, r); err != nil {
+		return keel.Errorf(keel.CodeInvalidInput, "%s", err.Error())
+	}
+	return nil
 }

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 
@@ -32,8 +35,22 @@ type streamState struct {
 	sawThinking bool // thinking was streamed
 	sawRedacted bool // thinking stayed hidden (redacted_thinking)
 
+	// thinking holds the reasoning blocks by content block index until
+	// they end; hosted, the server tool uses by their ID until their
+	// results come.
+	reasoning map[int64]*keel.ReasoningPart
+	hosted    map[string]*hostedUse
+	uses      map[int64]*hostedUse // server_tool_use blocks by index
+	searches  int64
+
 	input, cacheRead, cacheWrite, output, thinking int64
 	thinkingReported                               bool
+}
+
+// hostedUse is a server tool use whose result has not come yet.
+type hostedUse struct {
+	id, name string
+	input    strings.Builder
 }
 
 type toolBlock struct {
@@ -76,12 +93,28 @@ func (s *streamState) handle(ev sdk.MessageStreamEventUnion) bool {
 				return s.emit(provider.Chunk{Text: b.Text})
 			}
 		case "thinking":
+			s.keepReasoning(ev.Index, &keel.ReasoningPart{Provider: Name, Text: b.Thinking, Signature: b.Signature})
 			if b.Thinking != "" {
 				s.sawThinking = true
 				return s.emit(provider.Chunk{Reasoning: b.Thinking})
 			}
 		case "redacted_thinking":
 			s.sawRedacted = true
+			s.keepReasoning(ev.Index, &keel.ReasoningPart{Provider: Name, Redacted: true, Signature: b.Data})
+		case "server_tool_use":
+			u := &hostedUse{id: b.ID, name: b.Name}
+			if raw := b.JSON.Input.Raw(); hasInput(raw) {
+				u.input.WriteString(raw)
+			}
+			if s.uses == nil {
+				s.uses, s.hosted = map[int64]*hostedUse{}, map[string]*hostedUse{}
+			}
+			s.uses[ev.Index] = u
+			s.hosted[b.ID] = u
+		default:
+			if strings.HasSuffix(b.Type, "_tool_result") && b.ToolUseID != "" {
+				return s.hostedResult(b.ToolUseID, b.Type, b.JSON.Content.Raw())
+			}
 		}
 	case "content_block_delta":
 		d := ev.Delta
@@ -91,11 +124,22 @@ func (s *streamState) handle(ev sdk.MessageStreamEventUnion) bool {
 				return s.emit(provider.Chunk{Text: d.Text})
 			}
 		case "thinking_delta":
+			if r := s.reasoning[ev.Index]; r != nil {
+				r.Text += d.Thinking
+			}
 			if d.Thinking != "" {
 				s.sawThinking = true
 				return s.emit(provider.Chunk{Reasoning: d.Thinking})
 			}
+		case "signature_delta":
+			if r := s.reasoning[ev.Index]; r != nil {
+				r.Signature += d.Signature
+			}
 		case "input_json_delta":
+			if u := s.uses[ev.Index]; u != nil && u.input.Len() < maxHostedInput {
+				u.input.WriteString(d.PartialJSON)
+				return true
+			}
 			tb := s.tools[ev.Index]
 			if tb == nil || d.PartialJSON == "" {
 				return true
@@ -107,6 +151,10 @@ func (s *streamState) handle(ev sdk.MessageStreamEventUnion) bool {
 			return s.emit(provider.Chunk{ToolCall: &provider.ToolCallDelta{Index: tb.index, Arguments: d.PartialJSON}})
 		}
 	case "content_block_stop":
+		if r := s.reasoning[ev.Index]; r != nil {
+			delete(s.reasoning, ev.Index)
+			return s.emit(provider.Chunk{ReasoningPart: r})
+		}
 		tb := s.tools[ev.Index]
 		if tb != nil && tb.answer && !tb.streamed {
 			return s.emit(provider.Chunk{Answer: tb.startInput})
@@ -115,6 +163,13 @@ func (s *streamState) handle(ev sdk.MessageStreamEventUnion) bool {
 			return s.emit(provider.Chunk{ToolCall: &provider.ToolCallDelta{Index: tb.index, Arguments: tb.startInput}})
 		}
 	case "message_delta":
+		// Server tool uses whose results never came (a paused turn) are
+		// reported as they are.
+		for _, id := range slices.Sorted(maps.Keys(s.hosted)) {
+			if !s.hostedResult(id, "", "") {
+				return false
+			}
+		}
 		if r := ev.Delta.StopReason; r != "" {
 			s.finished = true
 			finish := stopReason(r)
@@ -133,6 +188,7 @@ func (s *streamState) handle(ev sdk.MessageStreamEventUnion) bool {
 		s.input = max(s.input, u.InputTokens)
 		s.cacheRead = max(s.cacheRead, u.CacheReadInputTokens)
 		s.cacheWrite = max(s.cacheWrite, u.CacheCreationInputTokens)
+		s.searches = max(s.searches, u.ServerToolUse.WebSearchRequests)
 		if u.OutputTokensDetails.JSON.ThinkingTokens.Valid() {
 			s.thinking, s.thinkingReported = u.OutputTokensDetails.ThinkingTokens, true
 		}
@@ -157,8 +213,90 @@ func (s *streamState) emitUsage() bool {
 		CacheReadTokens:  s.cacheRead,
 		CacheWriteTokens: s.cacheWrite,
 		ReasoningTokens:  s.thinking,
+		WebSearches:      s.searches,
 	}
 	return s.emit(provider.Chunk{Usage: &u})
+}
+
+func (s *streamState) keepReasoning(index int64, r *keel.ReasoningPart) {
+	if s.reasoning == nil {
+		s.reasoning = map[int64]*keel.ReasoningPart{}
+	}
+	s.reasoning[index] = r
+}
+
+// Bounds of what a hosted tool use reports: the server's input and
+// results are untrusted, and the report is durable.
+const (
+	maxHostedInput  = 16 << 10
+	maxHostedURLs   = 20
+	maxHostedURL    = 2048
+	maxHostedDetail = 200
+)
+
+// hostedResult reports the server tool use id, with its result content
+// (raw JSON of kind kind) when one came.
+func (s *streamState) hostedResult(id, kind, content string) bool {
+	u := s.hosted[id]
+	if u == nil {
+		return true
+	}
+	delete(s.hosted, id)
+	for i, x := range s.uses {
+		if x == u {
+			delete(s.uses, i)
+		}
+	}
+	h := &keel.HostedToolActivity{Name: provider.Sanitize(clip(u.name, 64)), ID: clip(id, 128)}
+	var in struct {
+		Query string `json:"query"`
+		Code  string `json:"code"`
+	}
+	_ = json.Unmarshal([]byte(u.input.String()), &in)
+	h.Query = provider.Sanitize(clip(in.Query, maxHostedDetail))
+	var results []struct {
+		Type       string `json:"type"`
+		URL        string `json:"url"`
+		ReturnCode *int   `json:"return_code"`
+		ErrorCode  string `json:"error_code"`
+	}
+	var one struct {
+		Type       string `json:"type"`
+		ReturnCode *int   `json:"return_code"`
+		ErrorCode  string `json:"error_code"`
+	}
+	switch {
+	case kind == "":
+		h.Detail = "no result"
+	case json.Unmarshal([]byte(content), &results) == nil:
+		for _, r := range results {
+			if r.URL != "" && len(h.URLs) < maxHostedURLs {
+				h.URLs = append(h.URLs, provider.Sanitize(clip(r.URL, maxHostedURL)))
+			}
+		}
+		h.Detail = fmt.Sprintf("%d results", len(results))
+	case json.Unmarshal([]byte(content), &one) == nil:
+		switch {
+		case one.ErrorCode != "":
+			h.Detail = "error: " + provider.Sanitize(clip(one.ErrorCode, 64))
+		case one.ReturnCode != nil:
+			h.Detail = fmt.Sprintf("exit %d", *one.ReturnCode)
+		}
+	}
+	if h.Query == "" && in.Code != "" {
+		h.Detail = strings.TrimSpace(provider.Sanitize(clip(in.Code, maxHostedDetail)) + " · " + h.Detail)
+	}
+	return s.emit(provider.Chunk{Hosted: h})
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // generation is the generation-window count: the window runs from the first

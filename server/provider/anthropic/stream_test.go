@@ -14,6 +14,8 @@ import (
 var noGeneration = keel.GenerationTokens{Kind: keel.GenerationNone}
 
 func TestStreamFixtures(t *testing.T) {
+	thought := keel.ReasoningPart{Provider: Name, Text: "27 * 453: 27*400 + 27*53.",
+		Signature: "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"}
 	providertest.CheckStreams(t, subject, []providertest.Stream{
 		{
 			// Usage from message_start (input with cache) and message_delta
@@ -59,28 +61,33 @@ func TestStreamFixtures(t *testing.T) {
 			Fixture: "thinking.sse",
 			Chunks: []provider.Chunk{
 				providertest.UsageChunk(keel.Usage{InputTokens: 40, OutputTokens: 3}),
-				{Reasoning: "27 * 453: "}, {Reasoning: "27*400 + 27*53."}, {Text: "12231"},
+				{Reasoning: "27 * 453: "}, {Reasoning: "27*400 + 27*53."},
+				{ReasoningPart: &thought}, {Text: "12231"},
 				{Finish: provider.FinishStop},
 				providertest.UsageChunk(keel.Usage{InputTokens: 40, OutputTokens: 90, ReasoningTokens: 80}),
 				providertest.GenerationChunk(keel.GenerationReported, 90),
 			},
 			Response: &provider.Response{Text: "12231", Finish: provider.FinishStop,
 				Usage:      keel.Usage{InputTokens: 40, OutputTokens: 90, ReasoningTokens: 80, Requests: 1},
-				Generation: keel.GenerationTokens{Kind: keel.GenerationReported, N: 90}},
+				Generation: keel.GenerationTokens{Kind: keel.GenerationReported, N: 90},
+				Reasoning:  []keel.ReasoningPart{thought}},
 		},
 		{
 			// Thinking that never streamed: its 100 tokens precede the window.
 			Fixture: "hidden_thinking.sse",
 			Response: &provider.Response{Text: "Yes.", Finish: provider.FinishStop,
 				Usage:      keel.Usage{InputTokens: 40, OutputTokens: 120, ReasoningTokens: 100, Requests: 1},
-				Generation: keel.GenerationTokens{Kind: keel.GenerationReported, N: 20}},
+				Generation: keel.GenerationTokens{Kind: keel.GenerationReported, N: 20},
+				Reasoning:  []keel.ReasoningPart{{Provider: Name, Signature: "EqQBCgIYAhIMsig"}}},
 		},
 		{
 			// Redacted thinking without a token split: no usable count.
 			Fixture: "redacted.sse",
 			Response: &provider.Response{Text: "Done.", Finish: provider.FinishLength,
 				Usage:      keel.Usage{InputTokens: 40, OutputTokens: 50, Requests: 1},
-				Generation: keel.GenerationTokens{Kind: keel.GenerationUnavailable}},
+				Generation: keel.GenerationTokens{Kind: keel.GenerationUnavailable},
+				Reasoning: []keel.ReasoningPart{{Provider: Name, Redacted: true,
+					Signature: "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"}}},
 		},
 		{
 			// Text in content_block_start itself; refusal maps to content_filter.
