@@ -46,6 +46,12 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 	if answer <= 0 {
 		answer = estimatedAnswerTokens
 	}
+	var reasoning keel.Reasoning
+	if in.Reasoning != nil {
+		reasoning = *in.Reasoning
+		// A thinking budget is output on top of the answer.
+		answer += int64(reasoning.BudgetTokens)
+	}
 	limits := a.Policy.limits(in.Budget)
 	if len(limits) > 0 {
 		if r := admit(limits, in.Budget, price, priced, in.Model, prompt, answer); r != nil {
@@ -86,6 +92,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 	req := provider.Request{
 		Model: model, System: in.System, Messages: messages, Tools: specs,
 		MaxTokens: maxOut, Step: in.Step, Attempt: in.Attempt, OutputSchema: in.OutputSchema,
+		Reasoning: reasoning,
 	}
 	var asm provider.Assembler
 	var firstToken time.Duration

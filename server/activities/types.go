@@ -61,6 +61,9 @@ type ModelTurnInput struct {
 	// (docs/contract.md §21.1); the run checks the answer itself.
 	// Optional.
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Reasoning is the run's reasoning setting; nil takes the model's
+	// own (keel.yaml).
+	Reasoning *keel.Reasoning `json:"reasoning,omitempty"`
 	// Relay is where the turn's deltas are copied besides the run's own
 	// stream, for a child session: its ancestors' streams, each with the
 	// child's path there (docs/contract.md §21.4). Optional.

@@ -98,6 +98,11 @@ type Model struct {
 	APIKeyEnv string
 	// MaxTokens caps a response when the run sets no cap. Optional.
 	MaxTokens int
+	// Reasoning is what a run that sets none asks of the model. Optional.
+	Reasoning keel.Reasoning
+	// HostedTools names the provider's own tools the model may use
+	// (web_search, ...). Optional.
+	HostedTools []string
 }
 
 // Limits bound every run a worker serves, whatever the run asks for.

@@ -86,9 +86,13 @@ func (c *Config) newProvider(m Model) (provider.Provider, *Error) {
 	var err error
 	switch m.Provider {
 	case ProviderOpenAI:
+		if m.HostedTools != nil || !m.Reasoning.IsZero() {
+			return nil, c.errorAt(field, "an openai model takes no reasoning or hosted_tools in this build")
+		}
 		p, err = openai.New(openai.Config{BaseURL: m.BaseURL, APIKey: key, MaxTokens: m.MaxTokens})
 	case ProviderAnthropic:
-		p, err = anthropic.New(anthropic.Config{BaseURL: m.BaseURL, APIKey: key, MaxTokens: m.MaxTokens})
+		p, err = anthropic.New(anthropic.Config{BaseURL: m.BaseURL, APIKey: key, MaxTokens: m.MaxTokens,
+			Reasoning: m.Reasoning, HostedTools: m.HostedTools})
 	case ProviderScripted:
 		s := scripted.Demo()
 		if m.Model != scripted.DemoName {
@@ -102,6 +106,9 @@ func (c *Config) newProvider(m Model) (provider.Provider, *Error) {
 	}
 	if err != nil {
 		return nil, c.errorAt(field, "%v", err)
+	}
+	if err := provider.CheckReasoning(p, m.Model, m.Reasoning); err != nil {
+		return nil, c.errorAt(field+".reasoning", "%v", err)
 	}
 	return p, nil
 }

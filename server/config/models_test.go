@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/server/config"
 	"github.com/keelrun/keel/server/provider"
 	"github.com/keelrun/keel/server/provider/openai"
@@ -130,3 +131,29 @@ func (*stubSource) Has(string) bool { return false }
 func (*stubSource) Script(string) (*scripted.Script, error) { return nil, errors.New("none") }
 
 func (*stubSource) Names(int) ([]string, bool) { return nil, false }
+
+// A model's reasoning and hosted tools reach its provider; a model that
+// cannot take its reasoning, or an unknown hosted tool, is refused where
+// the file names it.
+func TestModelReasoningAndHostedTools(t *testing.T) {
+	t.Setenv("KEEL_TEST_ANTHROPIC_KEY", "sk-ant-x")
+	ok := keelFile(t, "models:\n  thinker:\n    provider: anthropic\n    model: claude-sonnet-4-5\n    api_key_env: KEEL_TEST_ANTHROPIC_KEY\n"+
+		"    reasoning: {effort: high}\n    hosted_tools: [web_search]\n", nil)
+	var m worker.Models
+	if err := ok.AddModels(&m); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CheckReasoning("thinker", keel.Reasoning{Effort: keel.ReasoningLow}); err != nil {
+		t.Errorf("a thinking model refuses reasoning: %v", err)
+	}
+	for name, yaml := range map[string]string{
+		"models.old.reasoning": "models:\n  old:\n    provider: anthropic\n    model: claude-3-5-haiku-latest\n    api_key_env: KEEL_TEST_ANTHROPIC_KEY\n    reasoning: {effort: low}\n",
+		"models.old":           "models:\n  old:\n    provider: anthropic\n    model: claude-sonnet-4-5\n    api_key_env: KEEL_TEST_ANTHROPIC_KEY\n    hosted_tools: [browser]\n",
+	} {
+		err := keelFile(t, yaml, nil).AddModels(&worker.Models{})
+		var errs config.Errors
+		if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Field != name {
+			t.Errorf("%s: error %v", name, err)
+		}
+	}
+}

@@ -253,7 +253,9 @@ func (p *parser) models(n *yaml.Node, field string) {
 				}
 				m.APIKeyEnv = n.Value
 			},
-			"max_tokens": func(n *yaml.Node, f string) { m.MaxTokens = p.positive(n, f) },
+			"max_tokens":   func(n *yaml.Node, f string) { m.MaxTokens = p.positive(n, f) },
+			"reasoning":    func(n *yaml.Node, f string) { m.Reasoning = p.reasoning(n, f) },
+			"hosted_tools": func(n *yaml.Node, f string) { m.HostedTools = p.strings(n, f) },
 		})
 		if v.Kind == yaml.MappingNode {
 			p.checkModel(k, f, &m)
@@ -270,13 +272,26 @@ func (p *parser) checkModel(k *yaml.Node, f string, m *Model) {
 		p.errorf(k, f+".model", "required: the provider's model name")
 	}
 	if m.Provider == ProviderScripted {
-		if m.BaseURL != "" || m.APIKeyEnv != "" || m.MaxTokens != 0 {
-			p.errorf(k, f, "a scripted model takes no base_url, api_key_env or max_tokens")
+		if m.BaseURL != "" || m.APIKeyEnv != "" || m.MaxTokens != 0 || m.HostedTools != nil {
+			p.errorf(k, f, "a scripted model takes no base_url, api_key_env, max_tokens or hosted_tools")
 		}
 		if m.Model != "demo" {
 			m.Model = p.localPath(m.Model)
 		}
 	}
+}
+
+// reasoning reads a reasoning setting: effort, budget_tokens or both.
+func (p *parser) reasoning(n *yaml.Node, field string) keel.Reasoning {
+	var r keel.Reasoning
+	p.fields(n, field, map[string]func(*yaml.Node, string){
+		"effort":        func(n *yaml.Node, f string) { r.Effort = keel.ReasoningEffort(p.str(n, f)) },
+		"budget_tokens": func(n *yaml.Node, f string) { r.BudgetTokens = p.positive(n, f) },
+	})
+	if err := r.Validate(); err != nil {
+		p.errorf(n, field, "%s", strings.TrimPrefix(err.(*keel.Error).Message, "reasoning."))
+	}
+	return r
 }
 
 func (p *parser) checkDefault() {

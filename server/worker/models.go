@@ -387,3 +387,15 @@ func unknownModel(spec, why string) *keel.ProviderError {
 	return &keel.ProviderError{Provider: "keel", Kind: keel.ProviderUnknownModel,
 		Message: fmt.Sprintf("model %q: %s", spec, why)}
 }
+
+// CheckReasoning refuses, with a *keel.Error, a reasoning setting that
+// the model spec names cannot take (provider.CheckReasoning). A spec the
+// catalogue does not admit, or whose provider cannot be built, is left to
+// the checks that refuse it.
+func (m *Models) CheckReasoning(spec string, r keel.Reasoning) error {
+	p, model, err := m.Resolve(spec)
+	if err != nil {
+		return nil
+	}
+	return provider.CheckReasoning(p, model, r)
+}

@@ -66,6 +66,9 @@ func (o Options) rules(models activities.ModelResolver) workflows.Rules {
 		Agents: o.Agents}
 	if c, ok := models.(Catalog); ok {
 		r.AdmitModel, r.ModelOffer = c.Admits, c.Offer
+		if m, ok := c.(*Models); ok {
+			r.CheckReasoning = m.CheckReasoning
+		}
 	}
 	return r
 }
@@ -74,6 +77,6 @@ func (o Options) rules(models activities.ModelResolver) workflows.Rules {
 // (schedule.go): the same as the session's send validators apply, and
 // the worker's schedule limits.
 func scheduleRulesOf(r workflows.Rules, quota schedreg.ScheduleLimits) scheduleRules {
-	return scheduleRules{admitModel: r.AdmitModel, modelOffer: r.ModelOffer, limits: r.Limits,
+	return scheduleRules{admitModel: r.AdmitModel, modelOffer: r.ModelOffer, checkReasoning: r.CheckReasoning, limits: r.Limits,
 		runBudget: r.RunBudget, sessionBudget: r.SessionBudget, checkAgent: r.CheckAgent, quota: quota}
 }

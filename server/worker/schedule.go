@@ -38,6 +38,7 @@ type schedules struct {
 type scheduleRules struct {
 	admitModel               func(spec string) bool
 	modelOffer               func() string
+	checkReasoning           func(spec string, r keel.Reasoning) error
 	limits                   api.Limits
 	runBudget, sessionBudget *api.Budget
 	// checkAgent refuses an agent the worker does not offer, or a
@@ -98,6 +99,11 @@ func (s *schedules) check(sc api.Schedule) error {
 			msg += "; it offers " + s.rules.modelOffer()
 		}
 		return &keel.Error{Code: keel.CodeInvalidInput, Message: msg}
+	}
+	if cfg.Model != "" && cfg.Reasoning != nil && s.rules.checkReasoning != nil {
+		if err := s.rules.checkReasoning(cfg.Model, *cfg.Reasoning); err != nil {
+			return err
+		}
 	}
 	if s.rules.checkAgent != nil {
 		if err := s.rules.checkAgent(*cfg); err != nil {

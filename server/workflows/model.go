@@ -77,6 +77,13 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 			}
 			if bad == nil {
 				m.meter.request(step, attempt, res.Response.Usage)
+				for i, h := range res.Response.Hosted {
+					if i == maxHostedEvents {
+						break
+					}
+					h.Step, h.Attempt = step, attempt
+					m.emit(h)
+				}
 				m.emit(keel.ModelCallCompleted{Step: step, Attempt: attempt, Metrics: res.Metrics})
 				m.meter.keep(res.Response.Usage)
 				res.Answer = answer
@@ -125,6 +132,10 @@ func (m *modelTurns) giveBackRate(h activities.RateHold) {
 	}
 }
 
+// maxHostedEvents bounds the hosted_tool.activity events of one turn; a
+// turn's further hosted tool uses are not reported.
+const maxHostedEvents = 32
+
 // attempt runs one ModelTurn activity (with rate, the place its run waited
 // for under its rate limit). A failure comes back decoded as a
 // TurnFailure; err is non-nil exactly when the attempt failed.
@@ -139,6 +150,7 @@ func (m *modelTurns) attempt(step, attempt int, rate *activities.RateHold) (*act
 		// A run without a schema sends none, so its input is the same as
 		// before typed answers.
 		OutputSchema: m.cfg.OutputSchema,
+		Reasoning:    m.cfg.Reasoning,
 		Relay:        m.relay,
 		Rate:         rate,
 	}

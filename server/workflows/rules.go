@@ -28,6 +28,10 @@ type Rules struct {
 	// ModelOffer describes the models the worker offers, for the message
 	// of a refused send. Optional.
 	ModelOffer func() string
+	// CheckReasoning refuses a reasoning setting that the model a run
+	// would use cannot take, with a *keel.Error. Optional: nil leaves
+	// it to the run's first model turn.
+	CheckReasoning func(spec string, r keel.Reasoning) error
 	// Limits bound prompts, steering, answers, run configurations, queued
 	// prompts and staged steering (docs/contract.md §18). Optional: zero
 	// fields take the defaults of api.Limits.
@@ -108,6 +112,21 @@ func (r Rules) admitsBudgets(cfg api.RunConfig) *keel.Error {
 // admitsModel applies AdmitModel.
 func (r Rules) admitsModel(spec string) bool {
 	return r.AdmitModel == nil || r.AdmitModel(spec)
+}
+
+// admitsReasoning applies CheckReasoning to cfg's model and setting.
+func (r Rules) admitsReasoning(cfg api.RunConfig) *keel.Error {
+	if cfg.Reasoning == nil || r.CheckReasoning == nil {
+		return nil
+	}
+	err := r.CheckReasoning(cfg.WithDefaults().Model, *cfg.Reasoning)
+	if err == nil {
+		return nil
+	}
+	if ke, ok := err.(*keel.Error); ok {
+		return ke
+	}
+	return keel.Errorf(keel.CodeInvalidInput, "reasoning: %v", err)
 }
 
 // modelRefused is the answer to a send whose model the worker does not

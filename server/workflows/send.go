@@ -52,6 +52,9 @@ func (s *session) validateSend(req api.SendRequest) error {
 	if !s.rules.admitsModel(cfg.WithDefaults().Model) {
 		return wireError(s.rules.modelRefused())
 	}
+	if err := s.rules.admitsReasoning(cfg); err != nil {
+		return wireError(err)
+	}
 	if err := s.rules.admitsBudgets(cfg); err != nil {
 		return wireError(err)
 	}

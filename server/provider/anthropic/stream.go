@@ -230,7 +230,7 @@ func (s *streamState) keepReasoning(index int64, r *keel.ReasoningPart) {
 const (
 	maxHostedInput  = 16 << 10
 	maxHostedURLs   = 20
-	maxHostedURL    = 2048
+	maxHostedURL    = 512
 	maxHostedDetail = 200
 )
 

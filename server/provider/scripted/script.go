@@ -26,12 +26,16 @@ type Script struct {
 // injected into the first attempts.
 type Turn struct {
 	// Failures[i] is what attempt i+1 does instead of succeeding.
-	Failures  []Failure      `json:"failures,omitempty"`
-	Reasoning []string       `json:"reasoning,omitempty"`
-	Text      []string       `json:"text,omitempty"`
-	ToolCalls []ScriptedCall `json:"tool_calls,omitempty"`
-	Usage     *keel.Usage    `json:"usage,omitempty"`
-	Finish    string         `json:"finish,omitempty"`
+	Failures []Failure `json:"failures,omitempty"`
+	// Reasoning streams as reasoning; a request that asks for reasoning
+	// also gets it back whole, as a part its later requests carry.
+	Reasoning []string `json:"reasoning,omitempty"`
+	// Hosted are uses of hosted tools the turn reports.
+	Hosted    []keel.HostedToolActivity `json:"hosted,omitempty"`
+	Text      []string                  `json:"text,omitempty"`
+	ToolCalls []ScriptedCall            `json:"tool_calls,omitempty"`
+	Usage     *keel.Usage               `json:"usage,omitempty"`
+	Finish    string                    `json:"finish,omitempty"`
 	// Generation is reported as the generation-window output token count.
 	Generation *keel.GenerationTokens `json:"generation,omitempty"`
 	// ChunkDelay overrides the script's delay for this turn.

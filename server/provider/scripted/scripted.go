@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"strings"
 	"time"
 
 	"github.com/keelrun/keel"
@@ -87,7 +88,7 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 		if a := req.Attempt - 1; a >= 0 && a < len(turn.Failures) {
 			fail = &turn.Failures[a]
 		}
-		chunks := turnChunks(turn, fail)
+		chunks := turnChunks(turn, fail, !req.Reasoning.IsZero())
 		if fail != nil && !isFault(fail.Kind) {
 			// A provider error answers before any chunk, as HTTP errors do.
 			yield(provider.Chunk{}, failureError(fail))
@@ -158,7 +159,7 @@ func failureError(f *Failure) *keel.ProviderError {
 
 // turnChunks lays a turn out as the chunks a backend would stream, shaped by
 // a stream fault if there is one.
-func turnChunks(t Turn, f *Failure) []provider.Chunk {
+func turnChunks(t Turn, f *Failure, keepReasoning bool) []provider.Chunk {
 	var out []provider.Chunk
 	if f != nil && f.Kind == FaultEmpty {
 		out = append(out, provider.Chunk{Usage: usageOf(f.Usage, t.Usage)}, provider.Chunk{Finish: provider.FinishStop})
@@ -172,6 +173,13 @@ func turnChunks(t Turn, f *Failure) []provider.Chunk {
 	}
 	for _, r := range t.Reasoning {
 		out = append(out, provider.Chunk{Reasoning: r})
+	}
+	if keepReasoning && len(t.Reasoning) > 0 {
+		out = append(out, provider.Chunk{ReasoningPart: &keel.ReasoningPart{Provider: "scripted", Text: strings.Join(t.Reasoning, "")}})
+	}
+	for i := range t.Hosted {
+		h := t.Hosted[i]
+		out = append(out, provider.Chunk{Hosted: &h})
 	}
 	for _, s := range t.Text {
 		out = append(out, provider.Chunk{Text: s})
@@ -228,3 +236,7 @@ func usageOf(first, fallback *keel.Usage) *keel.Usage {
 	}
 	return &keel.Usage{}
 }
+
+// CheckReasoning implements provider.ReasoningChecker: a script takes any
+// setting, and keeps its turns' reasoning when asked for it.
+func (p *Provider) CheckReasoning(string, keel.Reasoning) error { return nil }
