@@ -30,6 +30,8 @@ export interface RunRequest {
   /** Most tokens of each model response; the worker's limits.max_tokens caps it. */
   max_tokens?: number;
   approvals?: Record<string, Approval>;
+  /** Ask the model to reason first; the model's own setting (keel.yaml) when absent. */
+  reasoning?: Reasoning;
   /**
    * Most this run may spend (docs/contract.md §20); the worker's ceiling
    * applies on top, and a budget above it is 400 invalid_input.
@@ -309,6 +311,21 @@ export interface Budget {
 }
 
 /**
+ * Asks the model to reason before it answers: by effort, or by a budget of
+ * thinking tokens (Anthropic's extended thinking). Each backend maps it to its
+ * own form; a model that cannot take it is refused with 400 invalid_input.
+ */
+export interface Reasoning {
+  /** How hard the model should think. */
+  effort?: "minimal" | "low" | "medium" | "high";
+  /**
+   * Most tokens the model may think with; refused by backends that take only an
+   * effort (OpenAI).
+   */
+  budget_tokens?: number;
+}
+
+/**
  * The run configuration of each firing's run, for that run only, as POST
  * .../runs takes it: names the worker offers, never a file, URL or command.
  */
@@ -330,6 +347,8 @@ export interface ScheduleConfig {
   approvals?: Record<string, Approval>;
   budget?: Budget;
   session_budget?: Budget;
+  /** Ask the model to reason first; the model's own setting (keel.yaml) when absent. */
+  reasoning?: Reasoning;
   /**
    * A JSON Schema each firing's final answer must match, as output_schema of
    * POST .../runs (docs/contract.md §21.1).

@@ -43,6 +43,9 @@ type AgentSpec struct {
 	// OutputSchema is the JSON Schema its answers must match (§21.1).
 	// Optional.
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Reasoning is what its runs ask of the model (keel.Reasoning).
+	// Optional: the run's own.
+	Reasoning *keel.Reasoning `json:"reasoning,omitempty"`
 	// Detached makes a delegation to it run in the background, as a
 	// detached tool does (§8). Optional.
 	Detached bool `json:"detached,omitempty"`
@@ -66,6 +69,9 @@ func (a AgentSpec) Apply(cfg api.RunConfig) api.RunConfig {
 		cfg.MaxTokens = a.MaxTokens
 	}
 	cfg.OutputSchema = a.OutputSchema
+	if a.Reasoning != nil {
+		cfg.Reasoning = a.Reasoning
+	}
 	return cfg
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/server/tool"
@@ -34,6 +35,8 @@ type Agent struct {
 	Agents []string
 	// MaxSteps and MaxTokens bound its runs. Optional.
 	MaxSteps, MaxTokens int
+	// Reasoning is what its runs ask of the model. Optional.
+	Reasoning *keel.Reasoning
 	// OutputSchema is the JSON Schema its answers must match. Optional.
 	OutputSchema json.RawMessage
 	// Detached runs a delegation to it in the background. Optional.
@@ -47,7 +50,7 @@ func (a Agent) Spec() delegation.AgentSpec {
 		tools = append(tools, tool.AgentToolPrefix+d)
 	}
 	return delegation.AgentSpec{Name: a.Name, Description: a.Description, Model: a.Model, Instructions: a.Instructions,
-		Tools: tools, Agents: slices.Clone(a.Agents), MaxSteps: a.MaxSteps, MaxTokens: a.MaxTokens,
+		Tools: tools, Agents: slices.Clone(a.Agents), MaxSteps: a.MaxSteps, MaxTokens: a.MaxTokens, Reasoning: a.Reasoning,
 		OutputSchema: a.OutputSchema, Detached: a.Detached}
 }
 
@@ -82,9 +85,13 @@ func (p *parser) agents(n *yaml.Node, field string) {
 					}
 				}
 			},
-			"agents":        func(n *yaml.Node, f string) { a.Agents = p.strings(n, f) },
-			"max_steps":     func(n *yaml.Node, f string) { a.MaxSteps = p.positive(n, f) },
-			"max_tokens":    func(n *yaml.Node, f string) { a.MaxTokens = p.positive(n, f) },
+			"agents":     func(n *yaml.Node, f string) { a.Agents = p.strings(n, f) },
+			"max_steps":  func(n *yaml.Node, f string) { a.MaxSteps = p.positive(n, f) },
+			"max_tokens": func(n *yaml.Node, f string) { a.MaxTokens = p.positive(n, f) },
+			"reasoning": func(n *yaml.Node, f string) {
+				r := p.reasoning(n, f)
+				a.Reasoning = &r
+			},
 			"output_schema": func(n *yaml.Node, f string) { a.OutputSchema = p.schema(n, f) },
 			"detached": func(n *yaml.Node, f string) {
 				if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&a.Detached) != nil {

@@ -130,6 +130,9 @@ type RunRequest struct {
 	MaxSteps  int                     `json:"max_steps,omitempty"`
 	MaxTokens int                     `json:"max_tokens,omitempty"`
 	Approvals map[string]api.Approval `json:"approvals,omitempty"`
+	// Reasoning asks the model to reason first (keel.Reasoning); a model
+	// that cannot take it is refused (400).
+	Reasoning *keel.Reasoning `json:"reasoning,omitempty"`
 	// Budget and SessionBudget bound what this run, and the session's
 	// runs together, may spend (docs/contract.md §20); the worker's
 	// ceilings apply on top, and a budget above one is refused (400).
@@ -215,7 +218,8 @@ func (req RunRequest) Validate() ([]client.SendOption, error) {
 		return nil, keel.Errorf(keel.CodeInvalidInput, "if_active %s: use reject, queue or steer", quoteShort(req.IfActive))
 	}
 	cfg := api.RunConfig{Model: req.Model, Tools: req.Tools, System: req.System, MaxSteps: req.MaxSteps, MaxTokens: req.MaxTokens,
-		Approvals: req.Approvals, Budget: req.Budget, SessionBudget: req.SessionBudget, OutputSchema: req.OutputSchema, Agent: req.Agent}
+		Approvals: req.Approvals, Budget: req.Budget, SessionBudget: req.SessionBudget, OutputSchema: req.OutputSchema, Agent: req.Agent,
+		Reasoning: req.Reasoning}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -226,7 +230,7 @@ func (req RunRequest) Validate() ([]client.SendOption, error) {
 		return nil, keel.Errorf(keel.CodeInvalidInput, "agent %s defines its model, instructions, tools and output schema: send none of them with it", req.Agent)
 	}
 	hasConfig := req.Model != "" || req.Tools != nil || req.System != "" || req.MaxSteps != 0 || req.MaxTokens != 0 || req.Approvals != nil ||
-		req.Budget != nil || req.SessionBudget != nil || len(req.OutputSchema) > 0 || req.Agent != ""
+		req.Budget != nil || req.SessionBudget != nil || len(req.OutputSchema) > 0 || req.Agent != "" || req.Reasoning != nil
 	if hasConfig {
 		opts = append(opts, client.WithConfig(cfg))
 	}

@@ -44,3 +44,22 @@ func TestRunRequestRefusesHostileBudgets(t *testing.T) {
 		t.Errorf("a good budget: %v", err)
 	}
 }
+
+// A reasoning setting that is not one is refused before any call, typed
+// keel.InvalidInput and clipped; a good one is sent as the run's config.
+func TestRunRequestReasoning(t *testing.T) {
+	for name, r := range map[string]*keel.Reasoning{
+		"unknown effort": {Effort: keel.ReasoningEffort(strings.Repeat("x", 1<<12))},
+		"tiny budget":    {BudgetTokens: 10},
+		"huge budget":    {BudgetTokens: 1 << 30},
+	} {
+		_, err := gateway.RunRequest{Prompt: "hi", Reasoning: r}.Validate()
+		if !errors.Is(err, keel.ErrInvalidInput) || len(err.Error()) > 200 || !strings.Contains(err.Error(), "reasoning") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	opts, err := gateway.RunRequest{Prompt: "hi", Reasoning: &keel.Reasoning{Effort: keel.ReasoningHigh}}.Validate()
+	if err != nil || len(opts) != 1 {
+		t.Errorf("a good setting: %d options, %v", len(opts), err)
+	}
+}

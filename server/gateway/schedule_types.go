@@ -27,6 +27,7 @@ type ScheduleConfig struct {
 	Approvals     map[string]api.Approval `json:"approvals,omitempty"`
 	Budget        *api.Budget             `json:"budget,omitempty"`
 	SessionBudget *api.Budget             `json:"session_budget,omitempty"`
+	Reasoning     *keel.Reasoning         `json:"reasoning,omitempty"`
 	// OutputSchema is the JSON Schema each firing's final answer must
 	// match, as RunRequest's.
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
@@ -37,7 +38,7 @@ func (c *ScheduleConfig) runConfig() *api.RunConfig {
 		return nil
 	}
 	return &api.RunConfig{Agent: c.Agent, Model: c.Model, Tools: c.Tools, System: c.System, MaxSteps: c.MaxSteps, MaxTokens: c.MaxTokens,
-		Approvals: c.Approvals, Budget: c.Budget, SessionBudget: c.SessionBudget, OutputSchema: c.OutputSchema}
+		Approvals: c.Approvals, Budget: c.Budget, SessionBudget: c.SessionBudget, OutputSchema: c.OutputSchema, Reasoning: c.Reasoning}
 }
 
 func scheduleConfigOf(c *api.RunConfig) *ScheduleConfig {
@@ -45,7 +46,7 @@ func scheduleConfigOf(c *api.RunConfig) *ScheduleConfig {
 		return nil
 	}
 	return &ScheduleConfig{Agent: c.Agent, Model: c.Model, Tools: c.Tools, System: c.System, MaxSteps: c.MaxSteps, MaxTokens: c.MaxTokens,
-		Approvals: c.Approvals, Budget: c.Budget, SessionBudget: c.SessionBudget, OutputSchema: c.OutputSchema}
+		Approvals: c.Approvals, Budget: c.Budget, SessionBudget: c.SessionBudget, OutputSchema: c.OutputSchema, Reasoning: c.Reasoning}
 }
 
 // Schedule is a schedule's definition: the body of POST /v1/schedules and

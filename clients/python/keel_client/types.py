@@ -42,6 +42,9 @@ class RunRequest(TypedDict):
     #: it.
     max_tokens: NotRequired[int]
     approvals: NotRequired[Dict[str, Approval]]
+    #: Ask the model to reason first; the model's own setting (keel.yaml) when
+    #: absent.
+    reasoning: NotRequired[Reasoning]
     #: Most this run may spend (docs/contract.md §20); the worker's ceiling
     #: applies on top, and a budget above it is 400 invalid_input.
     budget: NotRequired[Budget]
@@ -324,6 +327,17 @@ class Budget(TypedDict):
     warn_at: NotRequired[float]
 
 
+class Reasoning(TypedDict):
+    """Asks the model to reason before it answers: by effort, or by a budget of
+    thinking tokens (Anthropic's extended thinking). Each backend maps it to its
+    own form; a model that cannot take it is refused with 400 invalid_input."""
+    #: How hard the model should think.
+    effort: NotRequired[Literal["minimal", "low", "medium", "high"]]
+    #: Most tokens the model may think with; refused by backends that take only
+    #: an effort (OpenAI).
+    budget_tokens: NotRequired[int]
+
+
 class ScheduleConfig(TypedDict):
     """The run configuration of each firing's run, for that run only, as POST
     .../runs takes it: names the worker offers, never a file, URL or command."""
@@ -343,6 +357,9 @@ class ScheduleConfig(TypedDict):
     approvals: NotRequired[Dict[str, Approval]]
     budget: NotRequired[Budget]
     session_budget: NotRequired[Budget]
+    #: Ask the model to reason first; the model's own setting (keel.yaml) when
+    #: absent.
+    reasoning: NotRequired[Reasoning]
     #: A JSON Schema each firing's final answer must match, as output_schema of
     #: POST .../runs (docs/contract.md §21.1).
     output_schema: NotRequired[Dict[str, Any]]

@@ -47,6 +47,9 @@ type promptFlags struct {
 	outputSchema schemaFlag
 	// agent is --agent: the run runs as a named agent of the worker.
 	agent string
+	// effort and thinking are --reasoning-effort and --reasoning-budget.
+	effort   string
+	thinking int
 }
 
 func (p *promptFlags) register(fs *flagSet) {
@@ -60,6 +63,8 @@ func (p *promptFlags) register(fs *flagSet) {
 	fs.Var(&p.sessionBudget, "session-budget", "most the session's runs may spend together, counted from its start: `AMOUNT` as for --budget")
 	fs.StringVar(&p.agent, "agent", "", "run as the worker's agent `NAME` (keel.yaml agents): its model, instructions, tools and output schema; not with --model, --tools or --output-schema")
 	fs.Var(&p.outputSchema, "output-schema", "JSON Schema `FILE` the final answer must match; the outcome then carries it as JSON (docs/contract.md §21.1)")
+	fs.StringVar(&p.effort, "reasoning-effort", "", "ask the model to reason first: `LEVEL` minimal, low, medium or high (refused where the model cannot)")
+	fs.IntVar(&p.thinking, "reasoning-budget", 0, "ask the model to reason with up to `N` tokens (Anthropic's extended thinking; at least 1024)")
 	fs.BoolVar(&p.setDefault, "set-default", false,
 		"make this run's --model, --tools, --max-steps and --approve-ask the session's defaults too, for later prompts that do not set them (default: they apply to this run only)")
 }
@@ -94,6 +99,11 @@ func (p *promptFlags) validate(fs *flagSet, stderr io.Writer, prompt string) (in
 	if err := checkAgentFlag(fs, p.agent, "model", "tools", "output-schema"); err != nil {
 		return fs.usageError(stderr, "%v", err), false
 	}
+	if r := p.reasoning(); r != nil {
+		if err := r.Validate(); err != nil {
+			return fs.usageError(stderr, "--reasoning-effort, --reasoning-budget: %s", err.(*keel.Error).Message), false
+		}
+	}
 	return exitOK, true
 }
 
@@ -115,10 +125,18 @@ func checkAgentFlag(fs *flagSet, agent string, clashing ...string) error {
 	return nil
 }
 
+// reasoning is the run's reasoning setting as the flags say; nil for none.
+func (p *promptFlags) reasoning() *keel.Reasoning {
+	if p.effort == "" && p.thinking == 0 {
+		return nil
+	}
+	return &keel.Reasoning{Effort: keel.ReasoningEffort(p.effort), BudgetTokens: p.thinking}
+}
+
 // config is the run's configuration as the flags say.
 func (p *promptFlags) config() api.RunConfig {
 	cfg := api.RunConfig{Model: p.model, MaxSteps: p.maxSteps, Budget: p.budget.b, SessionBudget: p.sessionBudget.b,
-		OutputSchema: p.outputSchema.schema}
+		OutputSchema: p.outputSchema.schema, Reasoning: p.reasoning()}
 	if p.agent != "" {
 		// The agent's own model, tools and schema apply.
 		cfg.Agent, cfg.Model, cfg.OutputSchema = p.agent, "", nil

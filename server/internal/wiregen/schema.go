@@ -47,6 +47,7 @@ var Roots = []Root{
 	{"AGUIRunAgentInput", typeOf[gateway.AGUIInput]()},
 	{"SessionsResponse", typeOf[gateway.SessionsResponse]()},
 	{"Budget", typeOf[api.Budget]()},
+	{"Reasoning", typeOf[keel.Reasoning]()},
 	{"ScheduleConfig", typeOf[gateway.ScheduleConfig]()},
 	{"Schedule", typeOf[gateway.Schedule]()},
 	{"ScheduleChange", typeOf[gateway.ScheduleChange]()},
@@ -79,6 +80,8 @@ var enums = map[reflect.Type]enum{
 	typeOf[keel.SessionState](): {"SessionState", sessionStates()},
 	typeOf[api.Retraction]():    {"", []string{string(api.Retracted), string(api.AlreadyApplied), string(api.NotFound)}},
 	typeOf[api.Overlap]():       {"", []string{string(api.OverlapSkip), string(api.OverlapQueue), string(api.OverlapSteer)}},
+	typeOf[keel.ReasoningEffort](): {"", []string{string(keel.ReasoningMinimal), string(keel.ReasoningLow),
+		string(keel.ReasoningMedium), string(keel.ReasoningHigh)}},
 }
 
 // tsNames are the TypeScript client's own declarations of types the

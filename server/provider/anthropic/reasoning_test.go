@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -80,6 +81,16 @@ func TestThinkingGoesBackInTheToolLoop(t *testing.T) {
 	first, second := body.Messages[1].Content[0], body.Messages[1].Content[1]
 	if first["thinking"] != want[0].Text || first["signature"] != want[0].Signature || second["data"] != want[1].Signature {
 		t.Errorf("thinking blocks changed on the way back: %v, %v", first, second)
+	}
+
+	// A request that does not think (a compaction's) is sent none.
+	srv2 := providertest.NewServer(t, providertest.SSE(t, "testdata/text.sse"))
+	plain := subject.Provider(t, srv2.URL)
+	if _, err := providertest.Collect(t, plain.Stream(context.Background(), req)); err != nil {
+		t.Fatal(err)
+	}
+	if b := srv2.Last().Body; strings.Contains(string(b), "thinking") {
+		t.Errorf("a request without thinking carries thinking: %s", b)
 	}
 }
 

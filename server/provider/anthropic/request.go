@@ -19,14 +19,6 @@ func (p *Provider) params(req provider.Request) (sdk.MessageNewParams, error) {
 		return sdk.MessageNewParams{}, &keel.ProviderError{Provider: Name,
 			Kind: keel.ProviderUnknownModel, Message: "no model given (use anthropic:MODEL)"}
 	}
-	msgs, err := messages(req.Messages)
-	if err != nil {
-		return sdk.MessageNewParams{}, err
-	}
-	tools, err := toolParams(req.Tools)
-	if err != nil {
-		return sdk.MessageNewParams{}, err
-	}
 	reasoning := req.Reasoning
 	if reasoning.IsZero() {
 		reasoning = p.cfg.Reasoning
@@ -34,6 +26,14 @@ func (p *Provider) params(req provider.Request) (sdk.MessageNewParams, error) {
 	budget, err := thinkingBudget(req.Model, reasoning)
 	if err != nil {
 		return sdk.MessageNewParams{}, &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest, Message: err.Error()}
+	}
+	msgs, err := messages(req.Messages, budget > 0)
+	if err != nil {
+		return sdk.MessageNewParams{}, err
+	}
+	tools, err := toolParams(req.Tools)
+	if err != nil {
+		return sdk.MessageNewParams{}, err
 	}
 	system := req.System
 	native := provider.AnswerSchema(req.OutputSchema)
@@ -88,8 +88,9 @@ func (p *Provider) params(req provider.Request) (sdk.MessageNewParams, error) {
 // aborted assistant message goes as plain text; tool results whose call was
 // not announced by an earlier assistant message are left out, since the API
 // rejects a result without its call. Empty text is left out too: the API
-// rejects empty text blocks.
-func messages(in []keel.Message) ([]sdk.MessageParam, error) {
+// rejects empty text blocks. Thinking goes back only to a request that
+// thinks.
+func messages(in []keel.Message, thinking bool) ([]sdk.MessageParam, error) {
 	var out []sdk.MessageParam
 	add := func(role sdk.MessageParamRole, blocks ...sdk.ContentBlockParamUnion) {
 		if len(blocks) == 0 {
@@ -110,7 +111,7 @@ func messages(in []keel.Message) ([]sdk.MessageParam, error) {
 			}
 		case keel.RoleAssistant:
 			var blocks []sdk.ContentBlockParamUnion
-			if !m.Aborted {
+			if thinking && !m.Aborted {
 				// Thinking goes back first and unchanged, as the API
 				// requires of the turn that called the tools.
 				for _, r := range m.Reasoning {
