@@ -6,6 +6,7 @@ import (
 	"iter"
 	"net/http"
 	"os"
+	"slices"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -111,8 +112,10 @@ type Provider struct {
 	cfg       Config
 	chat      oai.ChatCompletionService
 	responses responses.ResponseService
-	// hosted are the hosted tools of every Responses request.
-	hosted []responses.ToolUnionParam
+	// hosted are the hosted tools of every Responses request; sources
+	// says web search is one, whose sources are asked for.
+	hosted  []responses.ToolUnionParam
+	sources bool
 	// cacheKey says whether requests carry a prompt_cache_key.
 	cacheKey bool
 }
@@ -163,7 +166,8 @@ func New(cfg Config) (*Provider, error) {
 		option.WithMaxRetries(0),
 	}
 	return &Provider{cfg: cfg, chat: oai.NewChatCompletionService(opts...),
-		responses: responses.NewResponseService(opts...), hosted: hosted,
+		responses: responses.NewResponseService(opts...),
+		hosted:    hosted, sources: slices.Contains(cfg.HostedTools, HostedWebSearch),
 		cacheKey: sendsCacheKey(cfg.PromptCacheKey, cfg.BaseURL)}, nil
 }
 

@@ -29,7 +29,7 @@ func hostedTools(names, vectorStores []string) ([]responses.ToolUnionParam, erro
 			if len(vectorStores) == 0 {
 				return nil, ErrNoVectorStores
 			}
-			out = append(out, responses.ToolParamOfFileSearch(vectorStores))
+			out = append(out, responses.ToolParamOfFileSearch(slices.Clone(vectorStores)))
 		case HostedCodeInterpreter:
 			out = append(out, responses.ToolParamOfCodeInterpreter(
 				responses.ToolCodeInterpreterContainerCodeInterpreterContainerAutoParam{}))
@@ -94,7 +94,7 @@ func (p *Provider) responseParams(req provider.Request) (responses.ResponseNewPa
 	if effort != "" || slices.ContainsFunc(req.Messages, hasOwnReasoning) {
 		params.Include = append(params.Include, responses.ResponseIncludableReasoningEncryptedContent)
 	}
-	if slices.Contains(p.cfg.HostedTools, HostedWebSearch) {
+	if p.sources {
 		params.Include = append(params.Include, responses.ResponseIncludableWebSearchCallActionSources)
 	}
 	if native != nil {
