@@ -47,6 +47,17 @@ func TestNewConfig(t *testing.T) {
 		{"docker host", Config{BaseURL: "http://host.docker.internal:11434/v1"}, nil},
 		{"no scheme", Config{BaseURL: "localhost:11434/v1"}, ErrBadBaseURL},
 		{"wrong scheme", Config{BaseURL: "ftp://localhost/v1", APIKey: "k"}, ErrBadBaseURL},
+		{"chat", Config{APIKey: "k", API: APIChat}, nil},
+		{"responses", Config{APIKey: "k", API: APIResponses}, nil},
+		{"unknown api", Config{APIKey: "k", API: "completions"}, ErrBadAPI},
+		{"hosted tools", Config{APIKey: "k", API: APIResponses,
+			HostedTools: []string{HostedWebSearch, HostedCodeInterpreter, HostedWebSearch}}, nil},
+		{"file search", Config{APIKey: "k", API: APIResponses, HostedTools: []string{HostedFileSearch},
+			VectorStoreIDs: []string{"vs_1"}}, nil},
+		{"file search without stores", Config{APIKey: "k", API: APIResponses,
+			HostedTools: []string{HostedFileSearch}}, ErrNoVectorStores},
+		{"unknown hosted tool", Config{APIKey: "k", API: APIResponses, HostedTools: []string{"image_generation"}}, ErrBadHostedTool},
+		{"hosted tool on chat", Config{APIKey: "k", HostedTools: []string{HostedWebSearch}}, ErrHostedToolsNeedResponses},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -222,9 +233,12 @@ func TestNoKeyForLocalServer(t *testing.T) {
 	}
 }
 
-func TestHTTPErrors(t *testing.T) {
+func TestHTTPErrors(t *testing.T) { providertest.CheckHTTPErrors(t, subject, httpErrors()) }
+
+// httpErrors are the error answers both APIs must classify.
+func httpErrors() []providertest.HTTPError {
 	soon := time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat)
-	providertest.CheckHTTPErrors(t, subject, []providertest.HTTPError{
+	return []providertest.HTTPError{
 		{Name: "400", Status: 400, Fixture: "error_400.json", Kind: keel.ProviderInvalidRequest, Message: "'robot' is not one of"},
 		{Name: "401", Status: 401, Fixture: "error_401.json", Kind: keel.ProviderAuth, Message: "Incorrect API key provided: sk-[redacted]"},
 		{Name: "404 model", Status: 404, Fixture: "error_404_model.json", Kind: keel.ProviderUnknownModel, Message: "gpt-nope"},
@@ -241,7 +255,7 @@ func TestHTTPErrors(t *testing.T) {
 			Kind: keel.ProviderOverloaded, Retryable: true, MinWait: 5 * time.Second, MaxWait: 5 * time.Second, Message: "overloaded"},
 		{Name: "529", Status: 529, Fixture: "error_529.json", Kind: keel.ProviderOverloaded, Retryable: true, Message: "Overloaded"},
 		{Name: "empty 500", Status: 500, Kind: keel.ProviderServer, Retryable: true, Message: "Internal Server Error"},
-	})
+	}
 }
 
 func TestConnectionRefused(t *testing.T) { providertest.CheckConnectionRefused(t, subject) }
@@ -259,7 +273,47 @@ func TestRequestErrorsArePermanent(t *testing.T) {
 		{Name: "bad role", Request: provider.Request{Model: "m", Messages: []keel.Message{{Role: "robot", Content: "x"}}}, Kind: keel.ProviderInvalidRequest},
 		{Name: "bad schema", Request: provider.Request{Model: "m", Messages: subject.Request.Messages,
 			Tools: []keel.ToolSpec{{Name: "t", Parameters: json.RawMessage(`[1,2]`)}}}, Kind: keel.ProviderInvalidRequest},
+		{Name: "reasoning budget", Request: provider.Request{Model: "m", Messages: subject.Request.Messages,
+			Reasoning: keel.Reasoning{BudgetTokens: 4096}}, Kind: keel.ProviderInvalidRequest},
 	})
+}
+
+// Chat Completions takes an effort as reasoning_effort; a budget is
+// refused before sending (TestRequestErrorsArePermanent).
+func TestChatReasoningEffort(t *testing.T) {
+	srv := providertest.NewServer(t, providertest.SSE(t, "testdata/text.sse"))
+	req := subject.Request
+	req.Reasoning = keel.Reasoning{Effort: keel.ReasoningHigh}
+	if _, err := providertest.Collect(t, subject.Provider(t, srv.URL).Stream(context.Background(), req)); err != nil {
+		t.Fatal(err)
+	}
+	body := jsonValue(t, srv.Last().Body).(map[string]any)
+	if got := body["reasoning_effort"]; got != "high" {
+		t.Errorf("reasoning_effort = %v, want high", got)
+	}
+	if _, err := providertest.Collect(t, subject.Provider(t, srv.URL).Stream(context.Background(), subject.Request)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := jsonValue(t, srv.Last().Body).(map[string]any)["reasoning_effort"]; ok {
+		t.Error("reasoning_effort sent when no reasoning was asked for")
+	}
+}
+
+func TestCheckReasoning(t *testing.T) {
+	for _, api := range []string{APIChat, APIResponses} {
+		p, err := New(Config{APIKey: "k", API: api})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := provider.CheckReasoning(p, "gpt-test", keel.Reasoning{Effort: keel.ReasoningMinimal}); err != nil {
+			t.Errorf("%s: effort refused: %v", api, err)
+		}
+		err = provider.CheckReasoning(p, "gpt-test", keel.Reasoning{BudgetTokens: 2048})
+		var ke *keel.Error
+		if !errors.As(err, &ke) || ke.Code != keel.CodeInvalidInput || !strings.Contains(ke.Message, "effort") {
+			t.Errorf("%s: budget: error = %v, want invalid input naming the effort", api, err)
+		}
+	}
 }
 
 // A server that ignores "stream" and answers with one JSON document.

@@ -18,6 +18,10 @@ func (p *Provider) params(req provider.Request) (oai.ChatCompletionNewParams, er
 		return oai.ChatCompletionNewParams{}, &keel.ProviderError{Provider: Name,
 			Kind: keel.ProviderUnknownModel, Message: "no model given (use openai:MODEL)"}
 	}
+	effort, err := reasoningEffort(req.Reasoning)
+	if err != nil {
+		return oai.ChatCompletionNewParams{}, err
+	}
 	native := provider.AnswerSchema(req.OutputSchema)
 	system := req.System
 	if native == nil {
@@ -37,7 +41,8 @@ func (p *Provider) params(req provider.Request) (oai.ChatCompletionNewParams, er
 		Tools:    tools,
 		// The usage chunk before [DONE] is the only place a stream reports
 		// token counts.
-		StreamOptions: oai.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)},
+		StreamOptions:   oai.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)},
+		ReasoningEffort: effort,
 	}
 	if limit := cmpOr(req.MaxTokens, p.cfg.MaxTokens); limit > 0 {
 		if p.cfg.LegacyMaxTokens {
@@ -50,10 +55,9 @@ func (p *Provider) params(req provider.Request) (oai.ChatCompletionNewParams, er
 		// Structured outputs, not strict: strict mode takes only a
 		// subset of JSON Schema, and keel validates the answer anyway
 		// (docs/contract.md §21.1).
-		var schema map[string]any
-		if err := json.Unmarshal(native, &schema); err != nil {
-			return oai.ChatCompletionNewParams{}, &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
-				Message: "output schema is not a JSON object"}
+		schema, err := answerSchema(native)
+		if err != nil {
+			return oai.ChatCompletionNewParams{}, err
 		}
 		params.ResponseFormat = oai.ChatCompletionNewParamsResponseFormatUnion{
 			OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
@@ -64,6 +68,45 @@ func (p *Provider) params(req provider.Request) (oai.ChatCompletionNewParams, er
 		params.PromptCacheKey = param.NewOpt(cacheKey(req))
 	}
 	return params, nil
+}
+
+// noBudget says why a reasoning budget is refused.
+const noBudget = "reasoning: OpenAI takes an effort (minimal, low, medium or high), not a token budget"
+
+// reasoningEffort is the effort r asks for, "" for none. A budget, which
+// neither API takes, is refused before anything is sent.
+func reasoningEffort(r keel.Reasoning) (shared.ReasoningEffort, error) {
+	if err := r.Validate(); err != nil {
+		return "", &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest, Message: err.Error()}
+	}
+	if r.BudgetTokens != 0 {
+		return "", &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest, Message: noBudget}
+	}
+	return shared.ReasoningEffort(r.Effort), nil
+}
+
+// answerSchema decodes a native answer schema.
+func answerSchema(native []byte) (map[string]any, error) {
+	var schema map[string]any
+	if err := json.Unmarshal(native, &schema); err != nil {
+		return nil, &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
+			Message: "output schema is not a JSON object"}
+	}
+	return schema, nil
+}
+
+// toolSchema is the parameter schema of s, an empty object schema when it
+// has none.
+func toolSchema(s keel.ToolSpec) (map[string]any, error) {
+	if len(s.Parameters) == 0 {
+		return map[string]any{"type": "object", "properties": map[string]any{}}, nil
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(s.Parameters, &schema); err != nil {
+		return nil, &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
+			Message: fmt.Sprintf("tool %s: parameters are not a JSON object schema", s.Name)}
+	}
+	return schema, nil
 }
 
 func cmpOr(a, b int) int {
@@ -131,13 +174,9 @@ func toolParams(specs []keel.ToolSpec) ([]oai.ChatCompletionToolUnionParam, erro
 	}
 	out := make([]oai.ChatCompletionToolUnionParam, 0, len(specs))
 	for _, s := range specs {
-		schema := oai.FunctionParameters{"type": "object", "properties": map[string]any{}}
-		if len(s.Parameters) > 0 {
-			schema = oai.FunctionParameters{}
-			if err := json.Unmarshal(s.Parameters, &schema); err != nil {
-				return nil, &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
-					Message: fmt.Sprintf("tool %s: parameters are not a JSON object schema", s.Name)}
-			}
+		schema, err := toolSchema(s)
+		if err != nil {
+			return nil, err
 		}
 		fn := oai.FunctionDefinitionParam{Name: s.Name, Parameters: schema}
 		if s.Description != "" {

@@ -26,8 +26,9 @@ var doneMarker = []byte("[DONE]")
 
 // readStream yields the chunks of a streamed Chat Completion.
 func readStream(ctx context.Context, res *http.Response, yield func(provider.Chunk, error) bool) {
-	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt == "application/json" {
-		yield(provider.Chunk{}, notStreamed(res))
+	if isJSON(res) {
+		body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+		yield(provider.Chunk{}, notStreamed(res.StatusCode, body))
 		return
 	}
 	st := streamState{yield: yield}
@@ -72,12 +73,17 @@ func readStream(ctx context.Context, res *http.Response, yield func(provider.Chu
 	yield(provider.Chunk{}, provider.Failure(Name, cut))
 }
 
+// isJSON reports whether res is one JSON document.
+func isJSON(res *http.Response) bool {
+	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
+	return mt == "application/json"
+}
+
 // notStreamed handles a server that answered with one JSON document instead
 // of an event stream: either an error object or a sign it ignored "stream".
-func notStreamed(res *http.Response) error {
-	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+func notStreamed(status int, body []byte) error {
 	if hasErrorField(body) {
-		return provider.Failure(Name, &provider.HTTPError{Status: res.StatusCode, Body: body})
+		return provider.Failure(Name, &provider.HTTPError{Status: status, Body: body})
 	}
 	return &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
 		Message: "server answered with a JSON document instead of an event stream; it may not support streaming"}
@@ -245,18 +251,21 @@ func usage(u *oai.CompletionUsage, sawReasoning bool) (keel.Usage, *keel.Generat
 }
 
 // failedResponse keeps a copy of an error response, for bodies the SDK
-// cannot parse into its error type (Ollama's {"error":"text"}, plain text).
+// cannot parse into its error type (Ollama's {"error":"text"}, plain text),
+// and of a success that is one JSON document rather than a stream.
 type failedResponse struct {
 	status int
 	header http.Header
 	body   []byte
+	json   bool // a success that is one JSON document
 }
 
 func (f *failedResponse) capture(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 	res, err := next(req)
-	if err != nil || res == nil || res.StatusCode < 400 {
+	if err != nil || res == nil || res.StatusCode < 400 && !isJSON(res) {
 		return res, err
 	}
+	f.json = res.StatusCode < 400
 	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 	_ = res.Body.Close()
 	res.Body = io.NopCloser(bytes.NewReader(body))
