@@ -103,6 +103,13 @@ type Model struct {
 	// HostedTools names the provider's own tools the model may use
 	// (web_search, ...). Optional.
 	HostedTools []string
+	// API is the OpenAI API the model is served by: "chat" (Chat
+	// Completions, what compatible servers speak) or "responses".
+	// Optional; default chat. OpenAI only.
+	API string
+	// VectorStores are the vector stores OpenAI's file_search searches.
+	// Optional; required with it.
+	VectorStores []string
 }
 
 // Limits bound every run a worker serves, whatever the run asks for.

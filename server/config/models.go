@@ -86,10 +86,8 @@ func (c *Config) newProvider(m Model) (provider.Provider, *Error) {
 	var err error
 	switch m.Provider {
 	case ProviderOpenAI:
-		if m.HostedTools != nil || !m.Reasoning.IsZero() {
-			return nil, c.errorAt(field, "an openai model takes no reasoning or hosted_tools in this build")
-		}
-		p, err = openai.New(openai.Config{BaseURL: m.BaseURL, APIKey: key, MaxTokens: m.MaxTokens})
+		p, err = openai.New(openai.Config{BaseURL: m.BaseURL, APIKey: key, MaxTokens: m.MaxTokens, API: m.API,
+			HostedTools: m.HostedTools, VectorStoreIDs: m.VectorStores, Reasoning: m.Reasoning})
 	case ProviderAnthropic:
 		p, err = anthropic.New(anthropic.Config{BaseURL: m.BaseURL, APIKey: key, MaxTokens: m.MaxTokens,
 			Reasoning: m.Reasoning, HostedTools: m.HostedTools})

@@ -138,7 +138,9 @@ func (*stubSource) Names(int) ([]string, bool) { return nil, false }
 func TestModelReasoningAndHostedTools(t *testing.T) {
 	t.Setenv("KEEL_TEST_ANTHROPIC_KEY", "sk-ant-x")
 	ok := keelFile(t, "models:\n  thinker:\n    provider: anthropic\n    model: claude-sonnet-4-5\n    api_key_env: KEEL_TEST_ANTHROPIC_KEY\n"+
-		"    reasoning: {effort: high}\n    hosted_tools: [web_search]\n", nil)
+		"    reasoning: {effort: high}\n    hosted_tools: [web_search]\n"+
+		"  gpt:\n    provider: openai\n    api: responses\n    model: gpt-5\n    api_key_env: KEEL_TEST_ANTHROPIC_KEY\n"+
+		"    reasoning: {effort: medium}\n    hosted_tools: [web_search, file_search]\n    vector_stores: [vs_1]\n", nil)
 	var m worker.Models
 	if err := ok.AddModels(&m); err != nil {
 		t.Fatal(err)
@@ -146,14 +148,19 @@ func TestModelReasoningAndHostedTools(t *testing.T) {
 	if err := m.CheckReasoning("thinker", keel.Reasoning{Effort: keel.ReasoningLow}); err != nil {
 		t.Errorf("a thinking model refuses reasoning: %v", err)
 	}
-	for name, yaml := range map[string]string{
-		"models.old.reasoning": "models:\n  old:\n    provider: anthropic\n    model: claude-3-5-haiku-latest\n    api_key_env: KEEL_TEST_ANTHROPIC_KEY\n    reasoning: {effort: low}\n",
-		"models.old":           "models:\n  old:\n    provider: anthropic\n    model: claude-sonnet-4-5\n    api_key_env: KEEL_TEST_ANTHROPIC_KEY\n    hosted_tools: [browser]\n",
+	if err := m.CheckReasoning("gpt", keel.Reasoning{BudgetTokens: 4096}); err == nil {
+		t.Error("an OpenAI model took a thinking budget")
+	}
+	for _, c := range []struct{ field, yaml string }{
+		{"models.old.reasoning", "models:\n  old:\n    provider: anthropic\n    model: claude-3-5-haiku-latest\n    api_key_env: KEEL_TEST_ANTHROPIC_KEY\n    reasoning: {effort: low}\n"},
+		{"models.old", "models:\n  old:\n    provider: anthropic\n    model: claude-sonnet-4-5\n    api_key_env: KEEL_TEST_ANTHROPIC_KEY\n    hosted_tools: [browser]\n"},
+		{"models.gpt", "models:\n  gpt:\n    provider: openai\n    model: gpt-5\n    api_key_env: KEEL_TEST_ANTHROPIC_KEY\n    hosted_tools: [web_search]\n"},
+		{"models.gpt", "models:\n  gpt:\n    provider: openai\n    model: gpt-5\n    api_key_env: KEEL_TEST_ANTHROPIC_KEY\n    reasoning: {budget_tokens: 2048}\n"},
 	} {
-		err := keelFile(t, yaml, nil).AddModels(&worker.Models{})
+		err := keelFile(t, c.yaml, nil).AddModels(&worker.Models{})
 		var errs config.Errors
-		if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Field != name {
-			t.Errorf("%s: error %v", name, err)
+		if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Field != c.field {
+			t.Errorf("%s: error %v", c.field, err)
 		}
 	}
 }

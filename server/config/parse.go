@@ -253,9 +253,11 @@ func (p *parser) models(n *yaml.Node, field string) {
 				}
 				m.APIKeyEnv = n.Value
 			},
-			"max_tokens":   func(n *yaml.Node, f string) { m.MaxTokens = p.positive(n, f) },
-			"reasoning":    func(n *yaml.Node, f string) { m.Reasoning = p.reasoning(n, f) },
-			"hosted_tools": func(n *yaml.Node, f string) { m.HostedTools = p.strings(n, f) },
+			"max_tokens":    func(n *yaml.Node, f string) { m.MaxTokens = p.positive(n, f) },
+			"reasoning":     func(n *yaml.Node, f string) { m.Reasoning = p.reasoning(n, f) },
+			"hosted_tools":  func(n *yaml.Node, f string) { m.HostedTools = p.strings(n, f) },
+			"api":           func(n *yaml.Node, f string) { m.API = p.str(n, f) },
+			"vector_stores": func(n *yaml.Node, f string) { m.VectorStores = p.strings(n, f) },
 		})
 		if v.Kind == yaml.MappingNode {
 			p.checkModel(k, f, &m)
@@ -270,6 +272,9 @@ func (p *parser) checkModel(k *yaml.Node, f string, m *Model) {
 	}
 	if m.Model == "" {
 		p.errorf(k, f+".model", "required: the provider's model name")
+	}
+	if m.Provider != ProviderOpenAI && (m.API != "" || m.VectorStores != nil) {
+		p.errorf(k, f, "api and vector_stores are for openai models")
 	}
 	if m.Provider == ProviderScripted {
 		if m.BaseURL != "" || m.APIKeyEnv != "" || m.MaxTokens != 0 || m.HostedTools != nil {

@@ -80,7 +80,7 @@ func TestParseRefuses(t *testing.T) {
 		{name: "key pasted as variable name", yaml: "models:\n  gpt:\n    provider: openai\n    model: m\n    api_key_env: sk-live-0123456789\n",
 			want: "bad.yaml:5:18: models.gpt.api_key_env: want the name of an environment variable", secret: "sk-live-0123456789"},
 		{name: "unknown model field", yaml: "models:\n  gpt:\n    provider: openai\n    model: m\n    temperature: 0.2\n",
-			want: "bad.yaml:5:5: models.gpt.temperature: unknown field (known: api_key_env, base_url, hosted_tools, max_tokens, model, provider, reasoning)"},
+			want: "bad.yaml:5:5: models.gpt.temperature: unknown field (known: api, api_key_env, base_url, hosted_tools, max_tokens, model, provider, reasoning, vector_stores)"},
 		{name: "unknown provider", yaml: "models:\n  g:\n    provider: gemini\n    model: m\n",
 			want: `bad.yaml:3:15: models.g.provider: unknown provider "gemini"`},
 		{name: "missing model", yaml: "models:\n  g:\n    provider: openai\n",

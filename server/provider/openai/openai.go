@@ -3,6 +3,7 @@ package openai
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"net/http"
 	"os"
@@ -96,6 +97,10 @@ type Config struct {
 	// VectorStoreIDs are the vector stores HostedFileSearch searches;
 	// required with it, unused without it.
 	VectorStoreIDs []string
+	// Reasoning is what a request that asks for no reasoning of its own
+	// gets: an effort (a budget is refused). Optional; default: the
+	// server's.
+	Reasoning keel.Reasoning
 	// HTTPClient makes the requests. Optional; default: a client without an
 	// overall timeout, since the request's context bounds it.
 	HTTPClient *http.Client
@@ -152,6 +157,12 @@ func New(cfg Config) (*Provider, error) {
 	hosted, err := hostedTools(cfg.HostedTools, cfg.VectorStoreIDs)
 	if err != nil {
 		return nil, err
+	}
+	if err := cfg.Reasoning.Validate(); err != nil {
+		return nil, fmt.Errorf("openai: %w", err)
+	}
+	if cfg.Reasoning.BudgetTokens != 0 {
+		return nil, errors.New("openai: " + noBudget)
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}
@@ -226,4 +237,12 @@ func (p *Provider) streamChat(ctx context.Context, req provider.Request, yield f
 	}
 	defer res.Body.Close()
 	readStream(ctx, res, yield)
+}
+
+// reasoning is req's reasoning setting, or the Config's when it has none.
+func (p *Provider) reasoning(req provider.Request) keel.Reasoning {
+	if req.Reasoning.IsZero() {
+		return p.cfg.Reasoning
+	}
+	return req.Reasoning
 }

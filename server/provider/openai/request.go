@@ -18,7 +18,7 @@ func (p *Provider) params(req provider.Request) (oai.ChatCompletionNewParams, er
 		return oai.ChatCompletionNewParams{}, &keel.ProviderError{Provider: Name,
 			Kind: keel.ProviderUnknownModel, Message: "no model given (use openai:MODEL)"}
 	}
-	effort, err := reasoningEffort(req.Reasoning)
+	effort, err := reasoningEffort(p.reasoning(req))
 	if err != nil {
 		return oai.ChatCompletionNewParams{}, err
 	}

@@ -49,7 +49,7 @@ func (p *Provider) responseParams(req provider.Request) (responses.ResponseNewPa
 		return responses.ResponseNewParams{}, &keel.ProviderError{Provider: Name,
 			Kind: keel.ProviderUnknownModel, Message: "no model given (use openai:MODEL)"}
 	}
-	effort, err := reasoningEffort(req.Reasoning)
+	effort, err := reasoningEffort(p.reasoning(req))
 	if err != nil {
 		return responses.ResponseNewParams{}, err
 	}
