@@ -2,7 +2,11 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"iter"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -11,6 +15,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 	"github.com/keelrun/keel/server/provider"
 	"github.com/keelrun/keel/server/workflows"
 )
@@ -114,4 +119,55 @@ func TestReasoningRefusedAtSend(t *testing.T) {
 	require.Contains(t, u.refusal("max").Message, "reasoning.effort")
 	require.Equal(t, 1, c.Runs, "only the send that can think ran")
 	require.Equal(t, []keel.ReasoningPart{{Provider: "scripted", Text: "hm"}}, c.Transcript[1].Reasoning)
+}
+
+// What keeping reasoning costs the transcript: a ten-step tool loop whose
+// every turn thinks 800 bytes, run with reasoning asked for and without.
+// Kept, each step's assistant message grows by its reasoning and a few
+// dozen bytes of framing; compaction drops the parts of the turns it
+// summarizes, so what stays is bounded by the messages it keeps.
+func TestReasoningTranscriptBytes(t *testing.T) {
+	thought := strings.Repeat("weigh the options; ", 50)[:800]
+	var turns []string
+	for i := range 10 {
+		turns = append(turns, fmt.Sprintf(`{"reasoning":[%q],"tool_calls":[{"id":"c%d","name":"echo","arguments":{"text":"step %d"}}]}`, thought, i, i))
+	}
+	turns = append(turns, `{"reasoning":["done"],"text":["Done."]}`, `{"text":["a"]}`, `{"text":["b"]}`, `{"text":["c"]}`, `{"text":["after compaction"]}`)
+	script := `{"turns":[` + strings.Join(turns, ",") + `]}`
+	size := func(msgs []keel.Message) int {
+		b, err := json.Marshal(msgs)
+		require.NoError(t, err)
+		return len(b)
+	}
+	run := func(r *keel.Reasoning) *carry.SessionCarry {
+		in := promptOf("loop", "echo")
+		in.Config.Reasoning = r
+		return newRunEnv(t, script).execSession(t, in).Carry
+	}
+	kept, plain := run(&keel.Reasoning{Effort: keel.ReasoningLow}), run(nil)
+	perStep := float64(size(kept.Transcript)-size(plain.Transcript)) / 11
+	t.Logf("transcript: %d bytes without reasoning, %d with (11 steps): %.0f bytes a step for %d bytes of reasoning",
+		size(plain.Transcript), size(kept.Transcript), perStep, len(thought))
+	require.InDelta(t, float64(len(thought)*10+len("done"))/11, perStep, 64, "framing per kept part")
+
+	// Three short exchanges after the loop leave compaction a user
+	// message to cut before.
+	in := promptOf("next")
+	more := *kept
+	more.Transcript = slices.Clone(kept.Transcript)
+	in.Carry = &more
+	for _, q := range []string{"a", "b", "c"} {
+		in.Carry.Transcript = append(in.Carry.Transcript, keel.UserMessage(q), keel.Message{Role: keel.RoleAssistant, Content: q})
+	}
+	in.Config.CompactAt = 50
+	in.Config.Reasoning = &keel.Reasoning{Effort: keel.ReasoningLow}
+	res := newRunEnv(t, script).execSession(t, in)
+	require.True(t, res.Replaced, "the run compacted")
+	parts := 0
+	for _, m := range res.Carry.Transcript {
+		parts += len(m.Reasoning)
+	}
+	t.Logf("after compaction: %d bytes, %d reasoning parts kept of 11", size(res.Carry.Transcript), parts)
+	require.Less(t, size(res.Carry.Transcript), size(kept.Transcript)/2)
+	require.Zero(t, parts, "the summarized turns' reasoning went with them")
 }
