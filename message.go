@@ -151,8 +151,8 @@ func ToolResultMessage(call ToolCall, status ToolStatus, output string) Message 
 }
 
 // EstimateTokens is a provider-neutral estimate of the tokens a request
-// takes: about four bytes a token for text and tool arguments, plus a few
-// tokens of framing per message. It is for display and thresholds only;
+// takes: about four bytes a token for text, kept reasoning and tool
+// arguments, plus a few tokens of framing per message. It is for display and thresholds only;
 // providers report the real count in usage.
 func EstimateTokens(system string, messages []Message) int {
 	n := bytesToTokens(len(system))
@@ -160,6 +160,9 @@ func EstimateTokens(system string, messages []Message) int {
 		n += 4 + bytesToTokens(len(m.Content))
 		for _, c := range m.ToolCalls {
 			n += 4 + bytesToTokens(len(c.Name)+len(c.Arguments))
+		}
+		for _, r := range m.Reasoning {
+			n += bytesToTokens(len(r.Text))
 		}
 	}
 	return n
