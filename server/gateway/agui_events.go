@@ -28,7 +28,9 @@ const (
 
 // aguiEvent is one AG-UI event on the wire. Each type uses a few of the
 // fields; the rest stay empty and are left out, since AG-UI clients strip
-// (and warn about) fields a type does not define.
+// (and warn about) fields a type does not define. Content is a string for
+// TOOL_CALL_RESULT (a *string, so an empty output is still sent) and an
+// object for ACTIVITY_SNAPSHOT.
 type aguiEvent struct {
 	Type            string          `json:"type"`
 	Timestamp       int64           `json:"timestamp,omitempty"`
@@ -41,10 +43,8 @@ type aguiEvent struct {
 	ToolCallID      string          `json:"toolCallId,omitempty"`
 	ToolCallName    string          `json:"toolCallName,omitempty"`
 	ParentMessageID string          `json:"parentMessageId,omitempty"`
-	// Content is a string for TOOL_CALL_RESULT (a *string, so an empty
-	// output is still sent) and an object for ACTIVITY_SNAPSHOT.
-	Content      any    `json:"content,omitempty"`
-	ActivityType string `json:"activityType,omitempty"`
+	Content         any             `json:"content,omitempty"`
+	ActivityType    string          `json:"activityType,omitempty"`
 	Name            string          `json:"name,omitempty"`
 	Value           json.RawMessage `json:"value,omitempty"`
 	Message         string          `json:"message,omitempty"`
