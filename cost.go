@@ -101,7 +101,9 @@ func (c Costs) String() string {
 	return strings.Join(parts, " + ")
 }
 
-// Price is what a model's tokens cost, per million, in one currency.
+// Price is what a model's tokens cost, per million, in one currency, and
+// what the searches of its backend's hosted web search cost, per
+// thousand.
 type Price struct {
 	Currency string `json:"currency"`
 	// Input is the price of prompt tokens read at full price.
@@ -114,12 +116,18 @@ type Price struct {
 	// CacheWrite is the price of prompt tokens written to the cache.
 	// Zero: they cost Input.
 	CacheWrite float64 `json:"cache_write,omitempty"`
+	// WebSearch is the price of 1,000 searches of the backend's hosted
+	// web search (Usage.WebSearches), which backends bill per search on
+	// top of the tokens. Zero: the table has no price for them, and they
+	// add nothing to a cost.
+	WebSearch float64 `json:"web_search,omitempty"`
 	// Prices names the table this price came from (Cost.Prices).
 	Prices string `json:"prices,omitempty"`
 }
 
 // Validate reports a price that cannot be used: no currency, or a
-// negative or non-finite figure.
+// negative or non-finite figure, or one over 1,000,000 (per million
+// tokens, or per thousand searches).
 func (p Price) Validate() error {
 	if len(p.Currency) != 3 || strings.ToUpper(p.Currency) != p.Currency || strings.ContainsFunc(p.Currency, func(r rune) bool { return r < 'A' || r > 'Z' }) {
 		return fmt.Errorf("currency must be a three-letter code such as USD")
@@ -132,12 +140,16 @@ func (p Price) Validate() error {
 			return fmt.Errorf("%s must be a price per million tokens from 0 to 1,000,000", f.name)
 		}
 	}
+	if w := p.WebSearch; w < 0 || math.IsNaN(w) || math.IsInf(w, 0) || w > 1e6 {
+		return fmt.Errorf("web_search must be a price per thousand searches from 0 to 1,000,000")
+	}
 	return nil
 }
 
 // Cost returns what usage u cost at p. u.InputTokens is the whole prompt,
 // cache reads and writes included (as every provider of keel reports it):
 // the part neither read from nor written to the cache is priced as input.
+// Hosted web searches (u.WebSearches) add p.WebSearch per thousand.
 func (p Price) Cost(u Usage) Cost {
 	cached, write := p.CachedInput, p.CacheWrite
 	if cached == 0 {
@@ -150,6 +162,7 @@ func (p Price) Cost(u Usage) Cost {
 	plain := max(u.InputTokens-u.CacheReadTokens-u.CacheWriteTokens, 0)
 	n := addSaturating(addSaturating(perMillion(plain, p.Input), perMillion(u.CacheReadTokens, cached)),
 		addSaturating(perMillion(u.CacheWriteTokens, write), perMillion(u.OutputTokens, p.Output)))
+	n = addSaturating(n, perThousand(u.WebSearches, p.WebSearch))
 	return Cost{Currency: p.Currency, Nanos: n, Prices: p.Prices}
 }
 
@@ -172,6 +185,20 @@ func perMillion(tokens int64, price float64) int64 {
 		return math.MaxInt64
 	}
 	return int64(n)
+}
+
+// perThousand returns the cost in nanos of n uses at price per thousand,
+// rounded to the nearest nano, at most math.MaxInt64.
+func perThousand(n int64, price float64) int64 {
+	if n <= 0 || !(price > 0) {
+		return 0
+	}
+	// price per thousand in units is price*1,000,000 nanos per use.
+	c := math.Round(float64(n) * price * (NanosPerUnit / 1_000))
+	if c >= math.MaxInt64 || math.IsNaN(c) {
+		return math.MaxInt64
+	}
+	return int64(c)
 }
 
 // addSaturating returns a+b, saturating at math.MaxInt64 and math.MinInt64

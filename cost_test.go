@@ -3,6 +3,7 @@ package keel_test
 import (
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/keelrun/keel"
@@ -30,6 +31,50 @@ func TestPriceCost(t *testing.T) {
 	}
 	if got := p.Estimate(1_000_000, 1_000_000); got != int64(3.75e9+15e9) {
 		t.Errorf("Estimate = %d", got)
+	}
+}
+
+// Hosted web searches cost the price per thousand on top of the tokens,
+// whatever model made them; a price without one leaves them out, and the
+// estimate of a request's cost before it is sent stays the tokens'.
+func TestPriceCostOfWebSearches(t *testing.T) {
+	p := keel.Price{Currency: "USD", Input: 3, Output: 15, WebSearch: 10, Prices: "keel.yaml"}
+	u := keel.Usage{InputTokens: 10_000, OutputTokens: 1_000, WebSearches: 3}
+	// 10,000 × 3 + 1,000 × 15 per million, and 3 × 10 per thousand.
+	want := int64(0.030e9 + 0.015e9 + 0.030e9)
+	if got := p.Cost(u); got != (keel.Cost{Currency: "USD", Nanos: want, Prices: "keel.yaml"}) {
+		t.Fatalf("Cost = %+v, want %d nanos", got, want)
+	}
+	if got := p.Cost(keel.Usage{WebSearches: 1}).Nanos; got != 10_000_000 {
+		t.Errorf("one search alone = %d nanos, want 0.01 USD", got)
+	}
+	noSearchPrice := keel.Price{Currency: "USD", Input: 3, Output: 15}
+	if got := noSearchPrice.Cost(u).Nanos; got != int64(0.045e9) {
+		t.Errorf("without a search price = %d nanos, want the tokens' 0.045 USD", got)
+	}
+	if got, tokensOnly := p.Estimate(1_000, 100), noSearchPrice.Estimate(1_000, 100); got != tokensOnly {
+		t.Errorf("Estimate with a search price = %d, without = %d", got, tokensOnly)
+	}
+	// The dearest search price keel takes, and the most searches a
+	// request counts: the sum saturates, never wraps.
+	top := keel.Price{Currency: "USD", WebSearch: 1e6}
+	if err := top.Validate(); err != nil {
+		t.Fatalf("the dearest search price: %v", err)
+	}
+	if got := top.Cost(keel.Usage{WebSearches: math.MaxInt64}).Nanos; got != math.MaxInt64 {
+		t.Errorf("Cost(max searches) = %d, want it saturated at MaxInt64", got)
+	}
+	// Bounded like the tokens: a report past keel.MaxRequestTokens counts
+	// as that many.
+	if got := (keel.Price{Currency: "USD", WebSearch: 1}).Cost(keel.Usage{WebSearches: math.MaxInt64}).Nanos; got != int64(keel.MaxRequestTokens)*1e6 {
+		t.Errorf("Cost(max searches at 1 per thousand) = %d, want %d", got, int64(keel.MaxRequestTokens)*1e6)
+	}
+	if got := (keel.Price{Currency: "USD", Input: 1e6, Output: 1e6, WebSearch: 1e6}).Cost(keel.Usage{
+		InputTokens: math.MaxInt64, OutputTokens: math.MaxInt64, WebSearches: math.MaxInt64}).Nanos; got != math.MaxInt64 {
+		t.Errorf("Cost(everything at the most) = %d, want it saturated at MaxInt64", got)
+	}
+	if got := top.Cost(keel.Usage{WebSearches: -4}).Nanos; got != 0 {
+		t.Errorf("Cost(negative searches) = %d, want 0", got)
 	}
 }
 
@@ -77,9 +122,17 @@ func TestPriceValidate(t *testing.T) {
 	if err := (keel.Price{Currency: "USD", Input: 1, Output: 2}).Validate(); err != nil {
 		t.Fatal(err)
 	}
+	if err := (keel.Price{Currency: "USD", Input: 1, Output: 2, WebSearch: 25}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := (keel.Price{Currency: "USD", WebSearch: -1}).Validate(); err == nil || !strings.Contains(err.Error(), "web_search") {
+		t.Errorf("a negative search price: %v, want an error naming web_search", err)
+	}
 	for _, bad := range []keel.Price{
 		{Currency: "usd", Input: 1}, {Currency: "US", Input: 1}, {Currency: "U$D"},
 		{Currency: "USD", Input: -1}, {Currency: "USD", Output: math.NaN()}, {Currency: "USD", CacheWrite: math.Inf(1)},
+		{Currency: "USD", WebSearch: -10}, {Currency: "USD", WebSearch: math.NaN()}, {Currency: "USD", WebSearch: math.Inf(1)},
+		{Currency: "USD", WebSearch: 1e6 + 1},
 	} {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("Validate(%+v) = nil", bad)

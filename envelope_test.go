@@ -17,6 +17,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		keel.RunStarted{Number: 2, Revision: 5, Prompt: "hi", Model: "scripted:demo"},
 		keel.ToolFinished{ToolCallID: "c1", Name: "read_file", Status: keel.ToolOK, Output: "x", Duration: keel.Duration(1500 * time.Millisecond)},
 		keel.ProviderRequestRetry{Step: 1, Attempt: 2, Kind: keel.ProviderRateLimited, Status: 429, Delay: keel.Duration(3 * time.Second)},
+		keel.HostedToolActivity{Step: 1, Attempt: 2, Name: "web_search", ID: "ws_1", Query: "keel", URLs: []string{"https://example.com/"}},
 		keel.RunFailed{Code: keel.CodeMaxSteps, Message: "too many", Revision: 6},
 		keel.TextDelta{Step: 1, Attempt: 1, Text: "Hel"},
 	}

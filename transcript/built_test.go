@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/transcript"
 )
 
 var buildStreams = flag.Bool("build-streams", false, "rewrite the built streams of testdata (those no real run can produce on demand)")
@@ -233,6 +235,63 @@ func TestBuildStreams(t *testing.T) {
 	b.delta(wait(1, 1, 90*time.Second))
 	waitRaw(`{"step":1,"attempt":1,"limit":"anthropic","wait":"1m2.0009µs"}`)
 	b.write("rate_limit")
+
+	// Hosted tools (docs/contract.md §1.3): the uses of tools the model's
+	// backend ran itself go on their step as output of their attempt,
+	// after its response and before its tool calls. A repeat of an ID is
+	// a duplicate; uses without an ID are all kept; a use of an invalid
+	// step, of a step never started, or with URLs that are not strings
+	// shows nothing; a reset drops its attempt's uses, and a use of the
+	// abandoned attempt that comes after it is not shown; URLs past
+	// MaxURLs are left out. Usage counts the web searches, which are
+	// billed per search.
+	b = &builder{t: t, session: "hs", run: "hs/run-1", at: at}
+	searched := func(in, out, searches int64, nanos int64) keel.Usage {
+		return keel.Usage{InputTokens: in, OutputTokens: out, WebSearches: searches, Requests: 1,
+			Cost: keel.Costs{{Currency: "USD", Nanos: nanos, Prices: table}}}
+	}
+	hostedRaw := func(data string) {
+		b.seq++
+		b.raw(keel.Envelope{Seq: b.seq, Type: keel.TypeHostedToolActivity, Data: json.RawMessage(data)})
+	}
+	b.durable(keel.RunStarted{Number: 1, Prompt: "what is new in keel?", Model: "anthropic:claude-sonnet-4-5"},
+		keel.StepStarted{Step: 1, EstimatedContextTokens: 400})
+	b.delta(keel.TextDelta{Step: 1, Attempt: 1, Text: "Let me look."})
+	step1 := searched(400, 40, 2, 21_800_000)
+	b.durable(keel.UsageUpdated{Step: 1, Attempt: 1, Usage: step1, Total: step1},
+		keel.ModelCallCompleted{Step: 1, Attempt: 1},
+		keel.HostedToolActivity{Step: 1, Attempt: 1, Name: "web_search", ID: "srvtoolu_1", Query: "keel durable agents",
+			URLs: []string{"https://example.com/keel", "https://example.org/temporal", "https://example.net/agents"}},
+		keel.HostedToolActivity{Step: 1, Attempt: 1, Name: "web_search", ID: "srvtoolu_2", Query: "keel release notes"},
+		keel.HostedToolActivity{Step: 1, Attempt: 1, Name: "code_execution", ID: "srvtoolu_3", Detail: "ran 12 lines of Python"},
+		keel.HostedToolActivity{Step: 1, Attempt: 1, Name: "web_search", ID: "srvtoolu_1", Query: "keel durable agents"}, // a repeat of its ID
+		keel.HostedToolActivity{Step: 0, Attempt: 1, Name: "web_search"},
+		keel.HostedToolActivity{Step: 9, Attempt: 1, Name: "web_search", ID: "srvtoolu_9"})
+	hostedRaw(`{"step":1,"attempt":1,"name":"web_search","urls":"https://example.com/"}`)
+	hostedRaw(`{"step":1,"attempt":1,"name":"file_search","detail":"searched 2 files","urls":[null,"file://notes.md"]}`)
+	b.durable(keel.ToolProposed{ToolCallID: "c1", Name: "read_file", Arguments: json.RawMessage(`{"path":"NEWS"}`), Step: 1},
+		keel.ToolFinished{ToolCallID: "c1", Name: "read_file", Status: keel.ToolOK, Output: "nothing new"},
+		keel.StepStarted{Step: 2, EstimatedContextTokens: 900})
+	b.delta(keel.TextDelta{Step: 2, Attempt: 1, Text: "Half"})
+	b.durable(keel.HostedToolActivity{Step: 2, Attempt: 1, Name: "web_search", ID: "ws_a", Query: "lost with its attempt"},
+		keel.UsageUpdated{Step: 2, Attempt: 1, Usage: searched(0, 0, 1, 10_000_000), Total: step1.Add(searched(0, 0, 1, 10_000_000))},
+		keel.ProviderStreamReset{Step: 2, Attempt: 1, Reason: keel.ResetReason{Kind: keel.ResetRetryableFailure, Failure: keel.ProviderServer}},
+		keel.HostedToolActivity{Step: 2, Attempt: 1, Name: "web_search", ID: "ws_b", Query: "late, of the abandoned attempt"})
+	b.delta(keel.TextDelta{Step: 2, Attempt: 2, Text: "Found it."})
+	many := make([]string, transcript.MaxURLs+5)
+	for i := range many {
+		many[i] = fmt.Sprintf("https://example.com/r/%d", i)
+	}
+	step2 := searched(900, 30, 3, 33_150_000)
+	total := step1.Add(searched(0, 0, 1, 10_000_000)).Add(step2)
+	b.durable(keel.UsageUpdated{Step: 2, Attempt: 2, Usage: step2, Total: total},
+		keel.ModelCallCompleted{Step: 2, Attempt: 2},
+		keel.HostedToolActivity{Step: 2, Attempt: 2, Name: "web_search", ID: "ws_c", Query: "keel \x1b[31mrelease\x1b[0m", URLs: many},
+		keel.HostedToolActivity{Step: 2, Attempt: 2, Name: "web_search", Query: "no ID"},
+		keel.HostedToolActivity{Step: 2, Attempt: 2, Name: "web_search", Query: "no ID either"},
+		keel.RunCompleted{Revision: 1, Text: "Found it.", Steps: 2, Usage: step1.Add(step2), UsageTotal: &total},
+		keel.HostedToolActivity{Step: 2, Attempt: 2, Name: "web_search", ID: "ws_d", Query: "after the end"})
+	b.write("hosted")
 }
 
 type builder struct {

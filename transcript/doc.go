@@ -14,6 +14,11 @@
 //   - Deltas count only for the run's current step (the last step.started)
 //     and until the attempt's model_call.completed; after it the response
 //     is final (§1.4).
+//   - A use of a hosted tool (hosted_tool.activity: a web search, code
+//     execution or file search the model's backend ran itself) goes on
+//     its step, as output of its attempt: one of an attempt reset or
+//     superseded is not shown, a later reset drops it, and a second use
+//     with the same ID is a duplicate. Its URLs are kept up to MaxURLs.
 //   - A tool card goes proposed, running (tool.started), detached, then
 //     its tool.finished status; a call that never ran gets its status
 //     alone (§2.5–§2.7). Progress notes count until it finishes.
@@ -21,7 +26,8 @@
 //     interrupts it; the run waits for host input while any is open (§6).
 //   - Steering is staged until applied or retracted (§5).
 //   - Usage is the running total of usage.updated, abandoned requests
-//     included (§4.5); run.completed adds the kept usage. Its cost (per
+//     included (§4.5), hosted web searches counted with the tokens;
+//     run.completed adds the kept usage. Its cost (per
 //     currency, in nanos, naming the price table) and its count of
 //     unpriced requests appear only when it has them (§20.2).
 //   - budget.warning is a fact of its run, kept in order, one per limit

@@ -382,3 +382,44 @@ func TestSessionOfRuns(t *testing.T) {
 	want(t, "second", tr.Runs()[1].Step(1).Text, "two")
 	want(t, "first", tr.Runs()[0].Status, transcript.Completed)
 }
+
+// TestHostedToolRules: a use of a hosted tool is output of its attempt.
+// A reset that drops only such uses still says it discarded output; a
+// use of a later attempt survives the supersession of an earlier one;
+// URLs are kept while they fit MaxField bytes together.
+func TestHostedToolRules(t *testing.T) {
+	s := newStream(t)
+	s.durable(started()...)
+	s.durable(keel.HostedToolActivity{Step: 1, Attempt: 1, Name: "web_search", ID: "a"},
+		keel.ProviderStreamReset{Step: 1, Attempt: 1},
+		keel.HostedToolActivity{Step: 1, Attempt: 3, Name: "web_search", ID: "c"})
+	s.delta(text(1, 2, "second attempt"))
+	half := strings.Repeat("u", transcript.MaxField/2)
+	s.durable(keel.HostedToolActivity{Step: 1, Attempt: 3, Name: "web_search", ID: "big", URLs: []string{half, half, "x"}})
+	tr := transcript.New()
+	var chs []transcript.Change
+	for _, env := range s.out {
+		chs = append(chs, tr.Apply(env))
+	}
+	if reset := chs[3]; reset.Abandoned != 1 || !reset.Discarded {
+		t.Fatalf("reset of an attempt with only a hosted use: %+v", reset)
+	}
+	if ch := chs[4]; ch.Kind != transcript.KindHosted || ch.Hosted == nil || ch.Hosted.ID != "c" || ch.Step == nil {
+		t.Fatalf("change of a use of a later attempt: %+v", ch)
+	}
+	if ch := chs[5]; ch.Discarded || ch.Abandoned != 0 {
+		t.Fatalf("attempt 2's first delta dropped output it should not have: %+v", ch)
+	}
+	st := tr.Run("s/run-1").Step(1)
+	if len(st.Hosted) != 2 || st.Hosted[0].ID != "c" || st.Hosted[1].ID != "big" {
+		t.Fatalf("uses %+v", st.Hosted)
+	}
+	if big := st.Hosted[1]; len(big.URLs) != 2 || !big.Truncated {
+		t.Fatalf("URLs kept %d (truncated %v), want the two that fit in MaxField", len(big.URLs), big.Truncated)
+	}
+	// Attempt 3's deltas supersede attempt 2: its uses stay.
+	tr.Apply(s.seal(text(1, 3, "third")))
+	if st.Attempt != 3 || len(st.Hosted) != 2 {
+		t.Fatalf("after attempt 3 began: attempt %d, uses %+v", st.Attempt, st.Hosted)
+	}
+}

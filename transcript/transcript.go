@@ -56,6 +56,7 @@ const (
 	KindBudget     Kind = "budget"     // budget.warning: Change.Run.Warnings grew
 	KindAgent      Kind = "agent"      // agent.*, and a child's relayed delta: Change.Agent changed
 	KindWait       Kind = "wait"       // model.waiting: Change.Step.Waiting is set
+	KindHosted     Kind = "hosted"     // hosted_tool.activity: Change.Hosted was added to Change.Step
 	KindOther      Kind = "other"      // a type this version does not know
 )
 
@@ -64,7 +65,7 @@ var kinds = map[string]Kind{
 	keel.TypeRunStarted: KindRun, keel.TypeStepStarted: KindStep,
 	keel.TypeTextDelta: KindText, keel.TypeReasoningDelta: KindReasoning, keel.TypeToolCallDelta: KindDraft,
 	keel.TypeProviderStreamReset: KindReset, keel.TypeProviderRetry: KindRetry,
-	keel.TypeModelCallCompleted: KindResponse, keel.TypeUsageUpdated: KindUsage,
+	keel.TypeModelCallCompleted: KindResponse, keel.TypeUsageUpdated: KindUsage, keel.TypeHostedToolActivity: KindHosted,
 	keel.TypeToolProposed: KindTool, keel.TypeToolStarted: KindTool, keel.TypeToolDetached: KindTool,
 	keel.TypeToolFinished: KindTool, keel.TypeToolProgress: KindTool,
 	keel.TypeHostInputRequested: KindQuestion, keel.TypeHostInputResolved: KindQuestion,
@@ -107,8 +108,8 @@ const (
 	ReasonUnknownRun Reason = "unknown_run"
 	// ReasonOtherStep: a delta of a step that is not the current one.
 	ReasonOtherStep Reason = "other_step"
-	// ReasonAbandoned: a delta of an attempt that was reset or
-	// superseded.
+	// ReasonAbandoned: a delta, or a use of a hosted tool, of an attempt
+	// that was reset or superseded.
 	ReasonAbandoned Reason = "abandoned_attempt"
 	// ReasonComplete: a delta after its attempt's model_call.completed.
 	ReasonComplete Reason = "response_complete"
@@ -148,9 +149,13 @@ type Change struct {
 	Agent    *Agent
 	Question *Question
 	Steering *Steering
+	// Hosted is the use of a hosted tool that a hosted_tool.activity
+	// added to Step (or, when ignored as a duplicate, the use it repeats).
+	Hosted *Hosted
 	// Abandoned is the attempt whose output the event dropped from Step
 	// (a reset, or a delta of a later attempt), 0 when none; Discarded
-	// says that attempt had output.
+	// says that attempt had output (text, reasoning, drafts or uses of
+	// hosted tools).
 	Abandoned int
 	Discarded bool
 }
@@ -251,7 +256,8 @@ func (r *Run) apply(ev keel.Event, ch *Change) Reason {
 		if r.steps[e.Step] != nil {
 			return ReasonDuplicate
 		}
-		st := &Step{Number: e.Step, EstimatedContextTokens: e.EstimatedContextTokens, Attempt: 1, Drafts: []*Draft{}, Abandoned: []int{}}
+		st := &Step{Number: e.Step, EstimatedContextTokens: e.EstimatedContextTokens, Attempt: 1, Drafts: []*Draft{}, Abandoned: []int{},
+			Hosted: []*Hosted{}}
 		r.steps[e.Step] = st
 		r.Steps = append(r.Steps, st)
 		ch.Step = st
@@ -320,6 +326,8 @@ func (r *Run) apply(ev keel.Event, ch *Change) Reason {
 			st.abandon(e.Attempt, ch)
 		}
 		st.Completed, st.Waiting = true, nil
+	case keel.HostedToolActivity:
+		return r.hosted(e, ch)
 	case keel.ProviderRequestRetry, keel.CompactionStarted:
 		ch.Step = r.steps[stepOf(ev)]
 	case keel.CompactionCompleted:
@@ -447,11 +455,60 @@ func (r *Run) live(step, attempt int, empty bool, ch *Change) (*Step, Reason) {
 	return st, ""
 }
 
-// abandon drops the live attempt's output; next becomes the live attempt.
+// abandon drops the live attempt's output, and the uses of hosted tools
+// of every attempt before next; next becomes the live attempt.
 func (st *Step) abandon(next int, ch *Change) {
 	ch.Abandoned = st.Attempt
 	ch.Discarded = st.Text != "" || st.Reasoning != "" || len(st.Drafts) > 0
+	kept := []*Hosted{}
+	for _, h := range st.Hosted {
+		if h.Attempt >= next {
+			kept = append(kept, h)
+		} else {
+			ch.Discarded = true
+		}
+	}
+	st.Hosted = kept
 	st.Attempt, st.Text, st.Reasoning, st.Drafts, st.Completed, st.Waiting = next, "", "", []*Draft{}, false, nil
+}
+
+// hosted adds a use of a hosted tool to its step. It is output of its
+// attempt: one of an attempt reset or superseded is not shown, and a
+// later reset drops it. A second use with the same ID is a duplicate; a
+// use of a step the view never saw shows nothing.
+func (r *Run) hosted(e keel.HostedToolActivity, ch *Change) Reason {
+	if e.Step < 1 || e.Attempt < 1 {
+		return ReasonInvalid
+	}
+	st := r.steps[e.Step]
+	if st == nil {
+		return ""
+	}
+	ch.Step = st
+	if e.Attempt < st.Attempt || e.Attempt <= st.abandonedMax {
+		return ReasonAbandoned
+	}
+	id := cut(e.ID, MaxField)
+	for _, h := range st.Hosted {
+		if id != "" && h.ID == id {
+			ch.Hosted = h
+			return ReasonDuplicate
+		}
+	}
+	h := &Hosted{Attempt: e.Attempt, Name: cut(e.Name, MaxField), ID: id, Detail: cut(e.Detail, MaxField),
+		Query: cut(e.Query, MaxField), URLs: []string{}}
+	size := 0
+	for _, u := range e.URLs {
+		if len(h.URLs) == MaxURLs || size+len(u) > MaxField {
+			h.Truncated = true
+			break
+		}
+		size += len(u)
+		h.URLs = append(h.URLs, u)
+	}
+	st.Hosted = append(st.Hosted, h)
+	ch.Hosted = h
+	return ""
 }
 
 // stopWaiting clears the wait of the run's current step: an ended run

@@ -205,6 +205,32 @@ var streamCases = map[string]func(t *testing.T, tr *transcript.Transcript){
 		want(t, "run 2 code", r2.Result.Code, keel.CodeBudgetExceeded)
 		want(t, "ignored", tr.View().Ignored, map[transcript.Reason]int{transcript.ReasonUndecodable: 3, transcript.ReasonDuplicate: 1})
 	},
+	"hosted": func(t *testing.T, tr *transcript.Transcript) {
+		r := onlyRun(t, tr)
+		st1, st2 := r.Step(1), r.Step(2)
+		names := func(st *transcript.Step) []string {
+			var out []string
+			for _, h := range st.Hosted {
+				out = append(out, h.Name+" "+h.ID+" "+h.Query+h.Detail)
+			}
+			return out
+		}
+		want(t, "step 1 uses, the repeat of an ID and the bad ones left out", names(st1), []string{
+			"web_search srvtoolu_1 keel durable agents", "web_search srvtoolu_2 keel release notes",
+			"code_execution srvtoolu_3 ran 12 lines of Python", "file_search  searched 2 files"})
+		want(t, "first search's URLs", st1.Hosted[0].URLs, []string{"https://example.com/keel", "https://example.org/temporal", "https://example.net/agents"})
+		want(t, "a use without URLs", st1.Hosted[1].URLs, []string{})
+		want(t, "a null URL decodes as Go decodes it", st1.Hosted[3].URLs, []string{"", "file://notes.md"})
+		want(t, "step 2 uses: the reset dropped attempt 1's", names(st2), []string{
+			"web_search ws_c keel \x1b[31mrelease\x1b[0m", "web_search  no ID", "web_search  no ID either"})
+		want(t, "URLs kept", len(st2.Hosted[0].URLs), transcript.MaxURLs)
+		want(t, "truncated", st2.Hosted[0].Truncated, true)
+		want(t, "attempt", st2.Hosted[0].Attempt, 2)
+		want(t, "web searches, the abandoned request's included", r.Usage.WebSearches, int64(6))
+		want(t, "kept web searches", r.Result.Usage.WebSearches, int64(5))
+		want(t, "ignored", tr.View().Ignored, map[transcript.Reason]int{transcript.ReasonDuplicate: 1, transcript.ReasonInvalid: 1,
+			transcript.ReasonUndecodable: 1, transcript.ReasonAbandoned: 1, transcript.ReasonEnded: 1})
+	},
 	"delegation": func(t *testing.T, tr *transcript.Transcript) {
 		r := onlyRun(t, tr)
 		want(t, "cards", len(r.Agents), 3)

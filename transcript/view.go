@@ -15,6 +15,9 @@ const (
 	// tool's output, a question, a steering text); JSON values over it
 	// (arguments, schemas) are kept as null.
 	MaxField = 256 << 10
+	// MaxURLs bounds the URLs kept for one use of a hosted tool; they
+	// are also kept only while their bytes together fit in MaxField.
+	MaxURLs = 100
 )
 
 // View is what a transcript holds: its runs in the order they appeared,
@@ -152,6 +155,11 @@ type Step struct {
 	// rate limit (model.waiting, docs/contract.md §20.5): until its first
 	// delta, its response, a reset or the run's end.
 	Waiting *Waiting `json:"waiting,omitempty"`
+	// Hosted are the uses of tools the model's backend ran itself (web
+	// search, code execution, ...; hosted_tool.activity) in the order
+	// they were reported: those of the live attempt, and of a later one
+	// reported before it streamed.
+	Hosted []*Hosted `json:"hosted"`
 
 	abandonedMax int
 }
@@ -162,6 +170,21 @@ type Step struct {
 type Waiting struct {
 	Limit  string `json:"limit"`
 	WaitMS int64  `json:"wait_ms"`
+}
+
+// Hosted is one use of a tool the model's backend ran itself, as its
+// hosted_tool.activity reported it: the tool's name, the backend's ID of
+// the use ("" when it gave none), its short account (Detail) and, for a
+// web search, the query and the URLs of its results. URLs past MaxURLs,
+// or past MaxField bytes together, are left out and Truncated says so.
+type Hosted struct {
+	Attempt   int      `json:"attempt"`
+	Name      string   `json:"name"`
+	ID        string   `json:"id"`
+	Detail    string   `json:"detail"`
+	Query     string   `json:"query"`
+	URLs      []string `json:"urls"`
+	Truncated bool     `json:"truncated,omitempty"`
 }
 
 // Draft is a tool call the live attempt is streaming (tool_call.delta),
@@ -245,6 +268,7 @@ type Usage struct {
 	CacheReadTokens  int64 `json:"cache_read_tokens"`
 	CacheWriteTokens int64 `json:"cache_write_tokens"`
 	ReasoningTokens  int64 `json:"reasoning_tokens"`
+	WebSearches      int64 `json:"web_searches"`
 	Requests         int   `json:"requests"`
 	// Cost and Unpriced appear only when a request had a price or lacked
 	// one (docs/contract.md §20): usage recorded before prices has
@@ -255,13 +279,13 @@ type Usage struct {
 
 func usageOf(u keel.Usage) Usage {
 	return Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
-		CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens, Requests: u.Requests,
-		Cost: u.Cost, Unpriced: u.Unpriced}
+		CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens, WebSearches: u.WebSearches,
+		Requests: u.Requests, Cost: u.Cost, Unpriced: u.Unpriced}
 }
 
 // Keel returns u as a keel.Usage.
 func (u Usage) Keel() keel.Usage {
 	return keel.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
-		CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens, Requests: u.Requests,
-		Cost: u.Cost, Unpriced: u.Unpriced}
+		CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens, WebSearches: u.WebSearches,
+		Requests: u.Requests, Cost: u.Cost, Unpriced: u.Unpriced}
 }

@@ -557,6 +557,8 @@ export interface Usage {
   cache_read_tokens?: number;
   cache_write_tokens?: number;
   reasoning_tokens?: number;
+  /** Searches of the backend's hosted web search, which it bills per search. */
+  web_searches?: number;
   requests?: number;
   /** One entry per currency; absent when no request had a price. */
   cost?: Cost[];
@@ -579,6 +581,17 @@ export interface Envelope<T extends string = string, D = unknown> {
   data: D;
 }
 
+/** The data of a hosted_tool.activity event: the tool's name, the backend's ID of the use, its short account, and a web search's query and result URLs. */
+export interface HostedToolActivity {
+  step: number;
+  attempt: number;
+  name: string;
+  id?: string;
+  detail?: string;
+  query?: string;
+  urls?: string[];
+}
+
 /** A durable event: it has a seq. */
 export type Durable<T extends string, D> = Envelope<T, D> & { seq: number };
 /** An ephemeral event (a delta): no seq, an after_seq. */
@@ -594,6 +607,8 @@ export type KeelEvent =
   | Durable<"run.cancelled", { revision: number; usage_total?: Usage }>
   | Durable<"run.failed", { code: string; message: string; retryable: boolean; revision: number; usage_total?: Usage }>
   | Durable<"usage.updated", { step: number; attempt: number; usage: Usage; total: Usage }>
+  /** A use of a tool the model's backend ran itself (web search, code execution, file search), after the turn that used it and before its tool calls (docs/contract.md §1.3). */
+  | Durable<"hosted_tool.activity", HostedToolActivity>
   | Durable<"budget.warning", { step: number; scope: "run" | "session"; set: "caller" | "worker"; currency?: string; limit: number; spent: number }>
   | Durable<"tool.proposed", { tool_call_id: string; name: string; arguments: unknown; step: number }>
   | Durable<"tool.started", { tool_call_id: string; name: string }>

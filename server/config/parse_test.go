@@ -111,6 +111,10 @@ func TestParseRefuses(t *testing.T) {
 			want: "bad.yaml:2:6: prices.m: input must be a price per million tokens"},
 		{name: "price as text", yaml: "prices:\n  m: {input: cheap, output: 2, currency: USD}\n",
 			want: "bad.yaml:2:14: prices.m.input: want a number, got a string"},
+		{name: "negative search price", yaml: "prices:\n  m: {input: 1, output: 2, web_search: -10, currency: USD}\n",
+			want: "bad.yaml:2:6: prices.m: web_search must be a price per thousand searches"},
+		{name: "search price as text", yaml: "prices:\n  m: {input: 1, output: 2, web_search: ten, currency: USD}\n",
+			want: "bad.yaml:2:40: prices.m.web_search: want a number, got a string"},
 		{name: "lowercase currency", yaml: "prices:\n  m: {input: 1, output: 2, currency: usd}\n",
 			want: "bad.yaml:2:6: prices.m: currency must be a three-letter code"},
 		{name: "budget without limit", yaml: "budgets:\n  run: {currency: USD}\n",
@@ -225,7 +229,7 @@ func TestParseReportsEveryProblem(t *testing.T) {
 // keel's dated default table unless the file turns it off.
 func TestPricesAndBudgets(t *testing.T) {
 	cfg, err := Parse("keel.yaml", []byte(`prices:
-  "anthropic:claude-sonnet-4-5": {input: 2.50, output: 12, cached_input: 0.25, cache_write: 3, currency: USD}
+  "anthropic:claude-sonnet-4-5": {input: 2.50, output: 12, cached_input: 0.25, cache_write: 3, web_search: 8, currency: USD}
   "scripted:demo": {input: 1.00, output: 2.00, currency: EUR}
 budgets:
   run: {max: 5.00, currency: USD, warn_at: 0.5}
@@ -238,7 +242,7 @@ budgets:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := table["anthropic:claude-sonnet-4-5"]; got != (keel.Price{Currency: "USD", Input: 2.5, Output: 12, CachedInput: 0.25, CacheWrite: 3, Prices: PricesFromFile}) {
+	if got := table["anthropic:claude-sonnet-4-5"]; got != (keel.Price{Currency: "USD", Input: 2.5, Output: 12, CachedInput: 0.25, CacheWrite: 3, WebSearch: 8, Prices: PricesFromFile}) {
 		t.Errorf("the file's price does not replace the default: %+v", got)
 	}
 	if got := table["scripted:demo"]; got.Currency != "EUR" || got.Input != 1 {
@@ -273,5 +277,21 @@ func TestDefaultPriceTable(t *testing.T) {
 		if !strings.Contains(spec, ":") || p.Currency != "USD" || p.Output < p.Input || p.Prices == "" {
 			t.Errorf("%s: %+v", spec, p)
 		}
+	}
+	// Hosted web search, per thousand searches, where keel's authors
+	// read its price: Anthropic's 10 USD, OpenAI's 10 USD on reasoning
+	// models and 25 USD on the gpt-4o and gpt-4.1 families.
+	for spec, want := range map[string]float64{
+		"anthropic:claude-sonnet-4-5": 10, "anthropic:claude-haiku-4-5": 10, "anthropic:claude-opus-4-5": 10,
+		"openai:gpt-5": 10, "openai:o3": 10, "openai:gpt-4o": 25, "openai:gpt-4.1-mini": 25,
+		"openai:gpt-4.1-nano": 0,
+	} {
+		if got := table[spec].WebSearch; got != want {
+			t.Errorf("%s: web_search %v, want %v", spec, got, want)
+		}
+	}
+	searched := table["anthropic:claude-sonnet-4-5"].Cost(keel.Usage{InputTokens: 1000, OutputTokens: 100, WebSearches: 2})
+	if want := int64(0.003e9 + 0.0015e9 + 0.02e9); searched.Nanos != want {
+		t.Errorf("a request with two searches costs %d nanos, want %d", searched.Nanos, want)
 	}
 }

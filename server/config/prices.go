@@ -32,6 +32,7 @@ func DefaultPrices() (map[string]keel.Price, error) {
 			Output      float64 `yaml:"output"`
 			CachedInput float64 `yaml:"cached_input"`
 			CacheWrite  float64 `yaml:"cache_write"`
+			WebSearch   float64 `yaml:"web_search"`
 		} `yaml:"prices"`
 	}
 	if err := yaml.Unmarshal(defaultPricesYAML, &doc); err != nil {
@@ -40,7 +41,7 @@ func DefaultPrices() (map[string]keel.Price, error) {
 	out := make(map[string]keel.Price, len(doc.Prices))
 	for spec, e := range doc.Prices {
 		p := keel.Price{Currency: e.Currency, Input: e.Input, Output: e.Output, CachedInput: e.CachedInput,
-			CacheWrite: e.CacheWrite, Prices: doc.Name}
+			CacheWrite: e.CacheWrite, WebSearch: e.WebSearch, Prices: doc.Name}
 		if err := p.Validate(); err != nil {
 			return nil, fmt.Errorf("config: keel's default price table: %s: %w", spec, err)
 		}
@@ -75,7 +76,8 @@ func (c *Config) PriceTable() (map[string]keel.Price, error) {
 }
 
 // prices parses `prices:`, a mapping of model spec (or keel.yaml model
-// name) to price.
+// name) to price: per million tokens, and web_search per thousand hosted
+// web searches.
 func (p *parser) prices(n *yaml.Node, field string) {
 	p.cfg.Prices = map[string]keel.Price{}
 	p.entries(n, field, func(k, v *yaml.Node, f string) {
@@ -90,6 +92,7 @@ func (p *parser) prices(n *yaml.Node, field string) {
 			"output":       func(n *yaml.Node, f string) { pr.Output = p.amount(n, f); seen["output"] = true },
 			"cached_input": func(n *yaml.Node, f string) { pr.CachedInput = p.amount(n, f) },
 			"cache_write":  func(n *yaml.Node, f string) { pr.CacheWrite = p.amount(n, f) },
+			"web_search":   func(n *yaml.Node, f string) { pr.WebSearch = p.amount(n, f) },
 			"currency":     func(n *yaml.Node, f string) { pr.Currency = p.str(n, f) },
 		})
 		for _, need := range []string{"input", "output"} {

@@ -22,12 +22,15 @@ const (
 	aguiToolCallArgs       = "TOOL_CALL_ARGS"
 	aguiToolCallEnd        = "TOOL_CALL_END"
 	aguiToolCallResult     = "TOOL_CALL_RESULT"
+	aguiActivitySnapshot   = "ACTIVITY_SNAPSHOT"
 	aguiCustom             = "CUSTOM"
 )
 
 // aguiEvent is one AG-UI event on the wire. Each type uses a few of the
 // fields; the rest stay empty and are left out, since AG-UI clients strip
-// (and warn about) fields a type does not define.
+// (and warn about) fields a type does not define. Content is a string for
+// TOOL_CALL_RESULT (a *string, so an empty output is still sent) and an
+// object for ACTIVITY_SNAPSHOT.
 type aguiEvent struct {
 	Type            string          `json:"type"`
 	Timestamp       int64           `json:"timestamp,omitempty"`
@@ -40,7 +43,8 @@ type aguiEvent struct {
 	ToolCallID      string          `json:"toolCallId,omitempty"`
 	ToolCallName    string          `json:"toolCallName,omitempty"`
 	ParentMessageID string          `json:"parentMessageId,omitempty"`
-	Content         *string         `json:"content,omitempty"`
+	Content         any             `json:"content,omitempty"`
+	ActivityType    string          `json:"activityType,omitempty"`
 	Name            string          `json:"name,omitempty"`
 	Value           json.RawMessage `json:"value,omitempty"`
 	Message         string          `json:"message,omitempty"`
@@ -98,6 +102,23 @@ type aguiRun struct {
 	// opened counts the messages opened per child path, so each of a
 	// child's messages gets an ID of its own (nested, below).
 	opened map[string]int
+	// activities are the activity messages sent for uses of hosted
+	// tools, so a reset can name those of the attempt it abandons.
+	activities []sentActivity
+}
+
+// sentActivity is an ACTIVITY_SNAPSHOT sent for a hosted tool's use.
+type sentActivity struct {
+	step, attempt int
+	id            string
+}
+
+// aguiHosted is the content of a hosted tool's activity message: the use
+// as the transcript keeps it (its strings and URLs bounded), with its
+// step.
+type aguiHosted struct {
+	Step int `json:"step"`
+	transcript.Hosted
 }
 
 func newAGUIRun(threadID, runID, keelRun string) *aguiRun {
@@ -134,6 +155,11 @@ func (a *aguiRun) translate(env keel.Envelope) (evs []aguiEvent, ended bool, err
 	ch := a.tr.Apply(env)
 	switch {
 	case a.sent(env):
+		// Sent by the AG-UI run this one resumes: a reset here may still
+		// drop its activity message.
+		if e, ok := ch.Event.(keel.HostedToolActivity); ok && ch.Ignored == "" && ch.Hosted != nil {
+			a.activities = append(a.activities, sentActivity{step: e.Step, attempt: e.Attempt, id: a.activityID(e.Step, env.Seq)})
+		}
 		return nil, false, nil
 	case ch.Ignored == transcript.ReasonUndecodable && env.Durable():
 		_, err := env.Event()
@@ -167,18 +193,38 @@ func (a *aguiRun) translate(env keel.Envelope) (evs []aguiEvent, ended bool, err
 		// The contract has renderers drop the attempt's text: its message
 		// is closed and the CUSTOM event names it, so a frontend removes
 		// it; the next attempt streams into a new message.
-		var meta map[string]any
+		meta := map[string]any{}
 		if ch.Abandoned > 0 {
 			if abandoned := a.messageID(e.Step, ch.Abandoned); a.msg == abandoned {
 				a.closeMessage(ts)
-				meta = map[string]any{"abandoned_message_id": abandoned}
+				meta["abandoned_message_id"] = abandoned
 			}
+		}
+		// The activity messages of the uses of hosted tools it dropped:
+		// AG-UI cannot withdraw them either.
+		if ids := a.droppedActivities(e.Step, ch); len(ids) > 0 {
+			meta["abandoned_activity_ids"] = ids
 		}
 		a.custom(env, ts, meta)
 	case keel.ModelCallCompleted:
 		// The response is complete: so is its text.
 		if ch.Step != nil && ch.Step == ch.Run.Current() {
 			a.closeMessage(ts)
+		}
+		a.custom(env, ts, nil)
+	case keel.HostedToolActivity:
+		// A tool the model's backend ran itself: an activity message of
+		// its own (AG-UI's ACTIVITY_SNAPSHOT, its activityType the
+		// tool's name), then the keel event as CUSTOM.
+		if ch.Hosted != nil {
+			id := a.activityID(e.Step, env.Seq)
+			kind := ch.Hosted.Name
+			if kind == "" {
+				kind = "hosted_tool"
+			}
+			a.add(aguiEvent{Type: aguiActivitySnapshot, Timestamp: ts, MessageID: id, ActivityType: kind,
+				Content: aguiHosted{Step: e.Step, Hosted: *ch.Hosted}})
+			a.activities = append(a.activities, sentActivity{step: e.Step, attempt: e.Attempt, id: id})
 		}
 		a.custom(env, ts, nil)
 	case keel.ToolCallDelta:
@@ -273,6 +319,27 @@ func (a *aguiRun) nested(env keel.Envelope, ch transcript.Change, ts int64) {
 	a.add(aguiEvent{Type: aguiTextMessageContent, Timestamp: ts, MessageID: a.msg, Delta: ch.Text})
 }
 
+// droppedActivities returns the IDs of the activity messages sent for
+// uses of hosted tools of step that the change dropped (those of the
+// attempts before the step's live one, once an attempt was abandoned),
+// and forgets them.
+func (a *aguiRun) droppedActivities(step int, ch transcript.Change) []string {
+	if ch.Step == nil || !ch.Discarded {
+		return nil
+	}
+	var ids []string
+	kept := a.activities[:0]
+	for _, s := range a.activities {
+		if s.step == step && s.attempt < ch.Step.Attempt {
+			ids = append(ids, s.id)
+			continue
+		}
+		kept = append(kept, s)
+	}
+	a.activities = kept
+	return ids
+}
+
 // failed ends the AG-UI run on an error of the stream itself (the keel
 // run goes on).
 func (a *aguiRun) failed(err error) []aguiEvent {
@@ -288,6 +355,12 @@ func (a *aguiRun) lagged(missed int) []aguiEvent {
 	v, _ := json.Marshal(map[string]int{"missed": missed})
 	a.add(aguiEvent{Type: aguiCustom, Name: EventLag, Value: v})
 	return a.out
+}
+
+// activityID names the activity message of a hosted tool's use: its step
+// and the durable sequence of its event.
+func (a *aguiRun) activityID(step int, seq int64) string {
+	return fmt.Sprintf("%s/step-%d/hosted/%d", a.keelRun, step, seq)
 }
 
 // messageID names the assistant message of one attempt of one step.

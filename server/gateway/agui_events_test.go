@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/transcript"
 )
 
 // The AG-UI translation of every stream of transcript/testdata keeps
@@ -50,10 +53,11 @@ func TestAGUITranslatesRecordedStreams(t *testing.T) {
 					break
 				}
 			}
-			if name == "hostile" || name == "money" {
+			if name == "hostile" || name == "money" || name == "hosted" {
 				// Their durable events that do not decode (in money a
-				// cost that is no list) end the AG-UI run with an error
-				// (the stream writes RUN_ERROR).
+				// cost that is no list, in hosted URLs that are no list)
+				// end the AG-UI run with an error (the stream writes
+				// RUN_ERROR).
 				if failure == nil {
 					t.Fatal("the undecodable durable event did not fail the translation")
 				}
@@ -186,5 +190,79 @@ func TestAGUIPassesWaiting(t *testing.T) {
 	var w keel.ModelWaiting
 	if err := json.Unmarshal(sent[0].Value, &w); err != nil || w.Limit != "anthropic:claude-sonnet-4-5" || w.Wait.Std().Milliseconds() != 4200 {
 		t.Fatalf("first CUSTOM model.waiting %s: %v", sent[0].Value, err)
+	}
+}
+
+// A use of a hosted tool (hosted_tool.activity) reaches AG-UI as an
+// activity message of its own: ACTIVITY_SNAPSHOT, its activityType the
+// tool's name, its content the use as the transcript keeps it, then the
+// keel event as CUSTOM. A use the reducer ignores (a repeated ID, an
+// abandoned attempt's, an invalid step) sends nothing; one of a step it
+// never saw only the CUSTOM. A reset that drops a use names its activity
+// message, as it names the abandoned text message.
+func TestAGUIMapsHostedTools(t *testing.T) {
+	envs := readEnvelopes(t, filepath.Join("..", "..", "transcript", "testdata", "hosted.jsonl"))
+	const run = "hs/run-1"
+	a := newAGUIRun("thread", "agui-run", run)
+	var activities, customs []aguiEvent
+	var reset aguiEvent
+	failures := 0
+	for _, env := range envs {
+		evs, ended, err := a.translate(env)
+		if err != nil {
+			failures++ // the use whose URLs are no list
+			continue
+		}
+		for _, ev := range evs {
+			switch {
+			case ev.Type == aguiActivitySnapshot:
+				activities = append(activities, ev)
+			case ev.Type == aguiCustom && ev.Name == keel.TypeHostedToolActivity:
+				customs = append(customs, ev)
+			case ev.Type == aguiCustom && ev.Name == keel.TypeProviderStreamReset:
+				reset = ev
+			}
+		}
+		if ended {
+			break
+		}
+	}
+	if failures != 1 {
+		t.Fatalf("%d translations failed, want the one undecodable use", failures)
+	}
+	var ids []string
+	for _, ev := range activities {
+		ids = append(ids, ev.MessageID)
+	}
+	wantIDs := []string{run + "/step-1/hosted/5", run + "/step-1/hosted/6", run + "/step-1/hosted/7", run + "/step-1/hosted/12",
+		run + "/step-2/hosted/16", run + "/step-2/hosted/22", run + "/step-2/hosted/23", run + "/step-2/hosted/24"}
+	if !slices.Equal(ids, wantIDs) {
+		t.Fatalf("activity messages %q, want %q", ids, wantIDs)
+	}
+	if len(customs) != len(wantIDs)+1 {
+		t.Fatalf("%d CUSTOM hosted_tool.activity, want %d (the use of a step never started among them)", len(customs), len(wantIDs)+1)
+	}
+	first, err := json.Marshal(activities[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := envs[slices.IndexFunc(envs, func(e keel.Envelope) bool { return e.Seq == 5 })].At
+	want := `{"type":"ACTIVITY_SNAPSHOT","timestamp":` + strconv.FormatInt(at.UnixMilli(), 10) + `,"messageId":"hs/run-1/step-1/hosted/5",` +
+		`"content":{"step":1,"attempt":1,"name":"web_search","id":"srvtoolu_1","detail":"","query":"keel durable agents",` +
+		`"urls":["https://example.com/keel","https://example.org/temporal","https://example.net/agents"]},` +
+		`"activityType":"web_search","metadata":{"keel":{"seq":5}}}`
+	if string(first) != want {
+		t.Fatalf("first activity\n%s\nwant\n%s", first, want)
+	}
+	if k := activities[2]; k.ActivityType != "code_execution" {
+		t.Errorf("third activity's type %q", k.ActivityType)
+	}
+	big := activities[5].Content.(aguiHosted)
+	if len(big.URLs) != transcript.MaxURLs || !big.Truncated {
+		t.Errorf("a use with too many URLs sends %d (truncated %v)", len(big.URLs), big.Truncated)
+	}
+	meta, _ := reset.Metadata["keel"].(map[string]any)
+	if got, _ := meta["abandoned_activity_ids"].([]string); !slices.Equal(got, []string{run + "/step-2/hosted/16"}) {
+		t.Errorf("the reset names %v, want the activity of attempt 1's use", meta["abandoned_activity_ids"])
 	}
 }

@@ -36,7 +36,9 @@ func TestPageReducerReplaysRecordedStreams(t *testing.T) {
 	// (docs/contract.md §20).
 	// And rate limits: model.waiting on a step until the wait is over,
 	// its wait read as Go reads durations (docs/contract.md §20.5).
-	for _, name := range []string{"lineage", "money", "rate_limit"} {
+	// And hosted tools: hosted_tool.activity on its step as output of its
+	// attempt, URLs bounded, and web searches counted in usage.
+	for _, name := range []string{"lineage", "money", "rate_limit", "hosted"} {
 		if !slices.Contains(paths, filepath.Join("..", "..", "transcript", "testdata", name+".jsonl")) {
 			t.Fatalf("no %s stream among %v", name, paths)
 		}

@@ -533,6 +533,9 @@ class Usage(TypedDict, total=False):
     cache_read_tokens: int
     cache_write_tokens: int
     reasoning_tokens: int
+    #: Searches of the backend's hosted web search, which it bills per
+    #: search.
+    web_searches: int
     requests: int
     #: One entry per currency; absent when no request had a price.
     cost: List[Cost]
@@ -549,6 +552,21 @@ class BudgetWarning(TypedDict):
     currency: NotRequired[str]
     limit: int
     spent: int
+
+
+class HostedToolActivity(TypedDict):
+    """The data of a hosted_tool.activity event (docs/contract.md §1.3): a
+    use of a tool the model's backend ran itself (web search, code
+    execution, file search), after the turn that used it and before its
+    tool calls. A web search carries its query and the URLs of its
+    results."""
+    step: int
+    attempt: int
+    name: str
+    id: NotRequired[str]
+    detail: NotRequired[str]
+    query: NotRequired[str]
+    urls: NotRequired[List[str]]
 
 
 TERMINAL_TYPES = frozenset({"run.completed", "run.cancelled", "run.failed"})

@@ -156,6 +156,21 @@ func eventSummary(env keel.Envelope) string {
 	case keel.ModelWaiting:
 		return fmt.Sprintf("step %d attempt %d · waiting %s for rate limit %s", e.Step, e.Attempt, fmtDuration(e.Wait.Std()),
 			truncate(sanitizeLine(e.Limit), cardArgsRunes))
+	case keel.HostedToolActivity:
+		s := fmt.Sprintf("step %d attempt %d · %s", e.Step, e.Attempt, truncate(sanitizeLine(e.Name), cardArgsRunes))
+		if e.ID != "" {
+			s += " · " + truncate(sanitizeLine(e.ID), cardArgsRunes)
+		}
+		if e.Query != "" {
+			s += " · query " + quote(e.Query)
+		}
+		if n := len(e.URLs); n > 0 {
+			s += fmt.Sprintf(" · %d %s", n, plural(n, "URL", "URLs"))
+		}
+		if e.Detail != "" {
+			s += " · " + quote(e.Detail)
+		}
+		return s
 	case keel.ModelCallCompleted:
 		m := e.Metrics
 		return fmt.Sprintf("step %d attempt %d · %s %s · %s (first token %s) · %d in · %d out · %s",
@@ -208,7 +223,8 @@ func quote(s string) string {
 }
 
 func usageText(u keel.Usage) string {
-	return fmt.Sprintf("%d in · %d out · %d %s%s", u.InputTokens, u.OutputTokens, u.Requests, plural(u.Requests, "request", "requests"), costNote(u))
+	return fmt.Sprintf("%d in · %d out · %d %s%s%s", u.InputTokens, u.OutputTokens, u.Requests, plural(u.Requests, "request", "requests"),
+		searchesNote(u), costNote(u))
 }
 
 // pointText names a point of a session: after run N, or after step K of it.

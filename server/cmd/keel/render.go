@@ -142,6 +142,9 @@ func (r *renderer) Render(env keel.Envelope) {
 		}
 	case keel.StepStarted:
 		r.line(styleDim, "· step %d (~%d context tokens)", e.Step, e.EstimatedContextTokens)
+	case keel.HostedToolActivity:
+		// A tool the model's backend ran itself: one line, no card.
+		r.line(styleCyan, "%s", hostedText(e))
 	case keel.ToolProposed:
 		r.line(styleCyan, "┌ %s %s", sanitizeLine(e.Name), compactArgs(e.Arguments))
 	case keel.ToolProgress:
@@ -293,8 +296,37 @@ func (r *renderer) usageLine(fallback keel.Usage) {
 	if u.IsZero() {
 		return
 	}
-	r.line(styleDim, "  usage: %d tokens in · %d out · %d %s%s", u.InputTokens, u.OutputTokens,
-		u.Requests, plural(u.Requests, "request", "requests"), costNote(u))
+	r.line(styleDim, "  usage: %d tokens in · %d out · %d %s%s%s", u.InputTokens, u.OutputTokens,
+		u.Requests, plural(u.Requests, "request", "requests"), searchesNote(u), costNote(u))
+}
+
+// searchesNote is " · 3 web searches" for usage that counts hosted web
+// searches (billed per search), "" otherwise.
+func searchesNote(u keel.Usage) string {
+	if u.WebSearches <= 0 {
+		return ""
+	}
+	if u.WebSearches == 1 {
+		return " · 1 web search"
+	}
+	return fmt.Sprintf(" · %d web searches", u.WebSearches)
+}
+
+// hostedText is the line of a hosted tool's use: `⌕ web_search "query"
+// → 3 results`, or `⌕ code_execution · what it did`; every part from the
+// backend is sanitized and cut.
+func hostedText(e keel.HostedToolActivity) string {
+	s := "⌕ " + truncate(sanitizeLine(e.Name), cardArgsRunes)
+	if e.Query != "" {
+		s += ` "` + truncate(sanitizeLine(e.Query), cardArgsRunes) + `"`
+	}
+	if n := len(e.URLs); n > 0 {
+		s += fmt.Sprintf(" → %d %s", n, plural(n, "result", "results"))
+	}
+	if e.Detail != "" {
+		s += " · " + truncate(sanitizeLine(e.Detail), cardLineRunes)
+	}
+	return s
 }
 
 func (r *renderer) toolFinished(e keel.ToolFinished) {
@@ -356,7 +388,7 @@ func (r *renderer) agentFinished(e keel.AgentFinished) {
 		glyph, style = "✗", styleRed
 	}
 	r.line(style, "└ %s agent %s (%s) %s in %d %s%s", glyph, sanitizeLine(e.Agent), sanitizeLine(e.Path),
-		sanitizeLine(string(e.Status)), e.Steps, plural(e.Steps, "step", "steps"), costNote(e.Usage))
+		sanitizeLine(string(e.Status)), e.Steps, plural(e.Steps, "step", "steps"), searchesNote(e.Usage)+costNote(e.Usage))
 	if e.Error != nil {
 		r.line(styleDim, "  %s: %s", sanitizeLine(string(e.Error.Code)), truncate(sanitizeLine(e.Error.Message), cardLineRunes))
 	}

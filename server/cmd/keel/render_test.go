@@ -256,6 +256,41 @@ var renderCases = []struct {
 		},
 	},
 	{
+		// Tools the model's backend ran itself (hosted_tool.activity): one
+		// line each, after the response and before the tool calls; a
+		// query with escapes shown inert; a repeat of an ID and a use of
+		// an abandoned attempt show nothing; a reset that drops a use
+		// says so. Usage counts the web searches.
+		name: "hosted_tools",
+		build: func(b *events) {
+			const claude = "anthropic:claude-sonnet-4-5"
+			searched := keel.Usage{InputTokens: 400, OutputTokens: 40, WebSearches: 2, Requests: 1}
+			b.durable(keel.RunStarted{Number: 1, Prompt: "what is new?", Model: claude},
+				keel.StepStarted{Step: 1, EstimatedContextTokens: 400})
+			b.text(1, 1, "Let me look.")
+			b.durable(keel.UsageUpdated{Step: 1, Attempt: 1, Usage: searched, Total: searched},
+				keel.ModelCallCompleted{Step: 1, Attempt: 1},
+				keel.HostedToolActivity{Step: 1, Attempt: 1, Name: "web_search", ID: "srvtoolu_1", Query: "keel durable agents",
+					URLs: []string{"https://example.com/a", "https://example.com/b", "https://example.com/c"}},
+				keel.HostedToolActivity{Step: 1, Attempt: 1, Name: "web_search", ID: "srvtoolu_1", Query: "keel durable agents"},
+				keel.HostedToolActivity{Step: 1, Attempt: 1, Name: "web_search", ID: "srvtoolu_2", Query: "keel \x1b[31mnews\x1b[0m\nnow",
+					URLs: []string{"https://example.com/d"}},
+				keel.HostedToolActivity{Step: 1, Attempt: 1, Name: "code_execution", Detail: "ran 12 lines\x07 of Python"},
+				keel.ToolProposed{ToolCallID: "c1", Name: "read_file", Arguments: args(`{"path":"NEWS"}`), Step: 1},
+				keel.ToolFinished{ToolCallID: "c1", Name: "read_file", Status: keel.ToolOK, Output: "nothing"},
+				keel.StepStarted{Step: 2, EstimatedContextTokens: 500},
+				keel.HostedToolActivity{Step: 2, Attempt: 1, Name: "web_search", ID: "ws_a", Query: "lost"},
+				keel.UsageUpdated{Step: 2, Attempt: 1, Usage: keel.Usage{WebSearches: 1, Requests: 1},
+					Total: searched.Add(keel.Usage{WebSearches: 1, Requests: 1})},
+				keel.ProviderStreamReset{Step: 2, Attempt: 1, Reason: keel.ResetReason{Kind: keel.ResetRetryableFailure, Failure: keel.ProviderServer}},
+				keel.HostedToolActivity{Step: 2, Attempt: 1, Name: "web_search", ID: "ws_b", Query: "late"})
+			b.text(2, 2, "Nothing new.")
+			total := searched.Add(keel.Usage{WebSearches: 1, Requests: 1}).Add(usage(500, 3, 1))
+			b.durable(keel.UsageUpdated{Step: 2, Attempt: 2, Usage: usage(500, 3, 1), Total: total},
+				keel.RunCompleted{Revision: 1, Text: "Nothing new.", Steps: 2, Usage: searched.Add(usage(500, 3, 1)), UsageTotal: &total})
+		},
+	},
+	{
 		// Events the old renderer showed and the transcript drops: a
 		// repeated durable event, a late delta of an earlier step, a
 		// delta after its response was complete, progress of a call that
@@ -520,6 +555,26 @@ func TestEventSummaryOfForkAndRewind(t *testing.T) {
 		env := keel.Envelope{Type: tc.ev.EventType(), SessionID: "s2", Seq: 1, Data: data}
 		if got := eventSummary(env); got != tc.want {
 			t.Errorf("eventSummary(%s) = %q, want %q", tc.ev.EventType(), got, tc.want)
+		}
+	}
+}
+
+// A hosted tool's use is one line, whatever its backend sent: the query
+// and detail on one line, control characters dropped, long parts cut.
+func TestHostedText(t *testing.T) {
+	long := strings.Repeat("q", 300)
+	for _, tc := range []struct {
+		ev   keel.HostedToolActivity
+		want string
+	}{
+		{keel.HostedToolActivity{Name: "web_search", Query: "keel", URLs: []string{"a", "b", "c"}}, `⌕ web_search "keel" → 3 results`},
+		{keel.HostedToolActivity{Name: "web_search", Query: "one\nline\x1b]0;x\x07", URLs: []string{"a"}}, `⌕ web_search "one line]0;x" → 1 result`},
+		{keel.HostedToolActivity{Name: "code_execution", Detail: "exit 0"}, `⌕ code_execution · exit 0`},
+		{keel.HostedToolActivity{Name: "file_search", Query: long},
+			`⌕ file_search "` + strings.Repeat("q", cardArgsRunes-1) + `…"`},
+	} {
+		if got := hostedText(tc.ev); got != tc.want {
+			t.Errorf("hostedText(%+v) = %q, want %q", tc.ev, got, tc.want)
 		}
 	}
 }

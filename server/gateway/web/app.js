@@ -417,10 +417,13 @@
   }
 
   // tokens is a usage line: "1200 in / 50 out, 3 requests · 0.0123 USD",
+  // or "…, 3 requests, 2 web searches · 0.0323 USD",
   // the cost "≥" when some requests had no price (docs/contract.md §20).
+  // Hosted web searches, billed per search, follow the requests.
   function tokens(u) {
+    const searches = u.web_searches > 0 ? ", " + u.web_searches + (u.web_searches === 1 ? " web search" : " web searches") : "";
     return (u.input_tokens || 0) + " in / " + (u.output_tokens || 0) + " out, " +
-      (u.requests || 0) + (u.requests === 1 ? " request" : " requests") + cost(u);
+      (u.requests || 0) + (u.requests === 1 ? " request" : " requests") + searches + cost(u);
   }
 
   // cost is " · 0.0123 USD" (one part per currency, never converted), or
@@ -818,6 +821,14 @@
         [r.kind, r.failure, r.detail].filter(Boolean).join(": ") + "); its text was dropped."));
       break;
     }
+    case "hosted_tool.activity":
+      // A tool the model's backend ran itself (web search, code
+      // execution, …): a small card in its step, marked when its attempt
+      // is dropped (syncHosted). One of a step the page never saw names
+      // the tool only.
+      if (ch.hosted) append(hostedCard(env, ch.step, ch.hosted));
+      else append(row(env, "dim", "hosted tool " + d.name));
+      break;
     case "provider.request_retry":
       append(row(env, "retry", "Retrying in " + d.delay + " after " + d.kind + (d.status ? " " + d.status : "") +
         (d.message ? ": " + d.message : "")));
@@ -853,7 +864,50 @@
     default:
       append(row(env, "dim", env.type));
     }
+    syncHosted(ch);
     syncWaiting(ch);
+  }
+
+  // hostedCard is the card of a use of a hosted tool: "⌕ web_search
+  // “query” → 3 results · what the backend said of it", the results'
+  // URLs under it (folded when there are more than three), links only
+  // for http and https. Everything in it is the backend's text, set as
+  // text.
+  function hostedCard(env, st, h) {
+    const n = h.urls.length;
+    const results = n ? " → " + n + (h.truncated ? "+" : "") + (n === 1 && !h.truncated ? " result" : " results") : null;
+    const card = row(env, "hosted-card",
+      el("div", {class: "hosted-head"}, "⌕ ", el("span", {class: "hosted-name"}, h.name || "hosted tool"),
+        h.query ? [" ", el("q", {class: "hosted-query"}, h.query)] : null, results,
+        h.detail ? el("span", {class: "meta"}, " · " + h.detail) : null),
+      n ? el("details", {class: "hosted-urls", open: n <= 3}, el("summary", null, n === 1 ? "source" : "sources"),
+        el("ul", null, h.urls.map((u) => el("li", null, urlNode(u))))) : null);
+    card.dataset.step = st.number;
+    card.dataset.attempt = h.attempt;
+    return card;
+  }
+
+  // urlNode is a result's URL: a link that opens apart from the page for
+  // http and https, plain text for anything else.
+  function urlNode(u) {
+    let web = false;
+    try {
+      web = ["http:", "https:"].includes(new URL(u).protocol);
+    } catch {
+      web = false;
+    }
+    return web ? el("a", {href: u, target: "_blank", rel: "noopener noreferrer"}, u) : u;
+  }
+
+  // syncHosted marks the cards of hosted tools' uses the reducer dropped
+  // with their attempt (a reset, or a later attempt's output), as the
+  // attempt's streamed text is dropped; what they cost stays counted.
+  function syncHosted(ch) {
+    if (!ch.run || !ch.step || !ch.discarded) return;
+    const sel = '.hosted-card[data-run="' + CSS.escape(ch.run.id) + '"][data-step="' + ch.step.number + '"]';
+    for (const n of document.querySelectorAll(sel)) {
+      if (Number(n.dataset.attempt) < ch.step.attempt) n.classList.add("abandoned");
+    }
   }
 
   // waitText says how long a wait is: "350 ms", "4.2 s", "1 min 30 s".
@@ -923,6 +977,7 @@
     // A later attempt without a reset before it: the earlier one's output
     // is gone all the same.
     if (ch.abandoned) dropLive(liveNodes(env.run_id, d.step, ch.abandoned));
+    syncHosted(ch);
     switch (env.type) {
     case "text.delta":
     case "reasoning.delta":

@@ -15,12 +15,13 @@
   // Limits of what the view keeps (transcript.MaxText, transcript.MaxField).
   const MAX_TEXT = 4 << 20;
   const MAX_FIELD = 256 << 10;
+  const MAX_URLS = 100; // transcript.MaxURLs
 
   const KINDS = {
     "run.started": "run", "step.started": "step",
     "text.delta": "text", "reasoning.delta": "reasoning", "tool_call.delta": "draft",
     "provider.stream_reset": "reset", "provider.request_retry": "retry",
-    "model_call.completed": "response", "usage.updated": "usage",
+    "model_call.completed": "response", "usage.updated": "usage", "hosted_tool.activity": "hosted",
     "tool.proposed": "tool", "tool.started": "tool", "tool.detached": "tool", "tool.finished": "tool", "tool.progress": "tool",
     "host_input.requested": "question", "host_input.resolved": "question",
     "steering.accepted": "steering", "steering.applied": "steering", "steering.retracted": "steering",
@@ -33,13 +34,14 @@
   const EPHEMERAL = new Set(["text.delta", "reasoning.delta", "tool_call.delta", "tool.progress", "model.waiting"]);
 
   // The data of each type as Go decodes it: i integer, s string, b bool,
-  // u usage, c costs (a list of COST, keel.Costs), D duration (a Go
+  // u usage, c costs (a list of COST, keel.Costs), S a list of strings
+  // (null items decode as ""), D duration (a Go
   // duration string or a number of milliseconds, keel.Duration, which
   // refuses null), d a duration that may be null (*keel.Duration), o
   // object, r any JSON. A field of another JSON type makes the event
   // undecodable; null and absent fields are zero.
-  const USAGE = {input_tokens: "i", output_tokens: "i", cache_read_tokens: "i", cache_write_tokens: "i", reasoning_tokens: "i", requests: "i",
-    cost: "c", unpriced: "i"};
+  const USAGE = {input_tokens: "i", output_tokens: "i", cache_read_tokens: "i", cache_write_tokens: "i", reasoning_tokens: "i", web_searches: "i",
+    requests: "i", cost: "c", unpriced: "i"};
   const COST = {currency: "s", nanos: "i", prices: "s"};
   const SHAPES = {
     "run.started": {number: "i", revision: "i", prompt: "s", model: "s"},
@@ -51,6 +53,7 @@
     "model_call.completed": {step: "i", attempt: "i", metrics: "o"},
     "provider.stream_reset": {step: "i", attempt: "i", reason: "o"},
     "provider.request_retry": {step: "i", attempt: "i", kind: "s", status: "i", retry_after: "d", delay: "D", message: "s"},
+    "hosted_tool.activity": {step: "i", attempt: "i", name: "s", id: "s", detail: "s", query: "s", urls: "S"},
     "text.delta": {step: "i", attempt: "i", text: "s"},
     "reasoning.delta": {step: "i", attempt: "i", text: "s"},
     "tool_call.delta": {step: "i", attempt: "i", index: "i", id: "s", name: "s", arguments: "s"},
@@ -87,6 +90,7 @@
     case "o": return isObject(v);
     case "u": return isObject(v) && Object.entries(USAGE).every(([k, s]) => fits(s, v[k]));
     case "c": return Array.isArray(v) && v.every((c) => c === null || (isObject(c) && Object.entries(COST).every(([k, s]) => fits(s, c[k]))));
+    case "S": return Array.isArray(v) && v.every((x) => x === null || typeof x === "string");
     default: return true;
     }
   }
@@ -98,7 +102,7 @@
     if (!shape) return isObject(data) ? data : {};
     if (data === null || data === undefined) data = {};
     if (!isObject(data)) return null;
-    const zero = {i: 0, s: "", b: false, d: null, D: 0, o: null, u: null, c: null, r: null};
+    const zero = {i: 0, s: "", b: false, d: null, D: 0, o: null, u: null, c: null, S: null, r: null};
     const out = {};
     for (const [k, s] of Object.entries(shape)) {
       if (!fits(s, data[k])) return null;
@@ -266,13 +270,13 @@
 
   // apply reduces one envelope and returns what it changed: {kind,
   // ignored, event (its decoded data), run, step, text, draft, tool,
-  // question, steering, abandoned, discarded}; ignored is "" when the
-  // event was applied.
+  // question, steering, agent, hosted, abandoned, discarded}; ignored is
+  // "" when the event was applied.
   function apply(t, env) {
     env = isObject(env) ? env : {};
     const type = typeof env.type === "string" ? env.type : "";
     const ch = {kind: KINDS[type] || "other", ignored: "", event: null, run: null, step: null, text: "",
-      draft: null, tool: null, question: null, steering: null, agent: null, abandoned: 0, discarded: false};
+      draft: null, tool: null, question: null, steering: null, agent: null, hosted: null, abandoned: 0, discarded: false};
     const result = (why) => {
       if (why) {
         ch.ignored = why;
@@ -332,7 +336,7 @@
       if (d.step < 1) return "invalid";
       if (r._steps.has(d.step)) return "duplicate";
       const st = {number: d.step, estimated_context_tokens: d.estimated_context_tokens, attempt: 1, text: "", reasoning: "",
-        drafts: [], abandoned: [], completed: false, truncated: false, waiting: null, _abandonedMax: 0};
+        drafts: [], abandoned: [], completed: false, truncated: false, waiting: null, hosted: [], _abandonedMax: 0};
       r._steps.set(d.step, st);
       r.steps.push(st);
       ch.step = st;
@@ -394,6 +398,8 @@
       st.waiting = null;
       return "";
     }
+    case "hosted_tool.activity":
+      return hosted(r, d, ch);
     case "provider.request_retry":
       ch.step = r._steps.get(d.step) || null;
       return "";
@@ -564,15 +570,55 @@
     return [st, ""];
   }
 
+  // abandon drops the live attempt's output, and the uses of hosted tools
+  // of every attempt before next; next becomes the live attempt.
   function abandon(st, next, ch) {
     ch.abandoned = st.attempt;
     ch.discarded = st.text !== "" || st.reasoning !== "" || st.drafts.length > 0;
+    const kept = st.hosted.filter((h) => h.attempt >= next);
+    if (kept.length < st.hosted.length) ch.discarded = true;
+    st.hosted = kept;
     st.attempt = next;
     st.text = "";
     st.reasoning = "";
     st.drafts = [];
     st.completed = false;
     st.waiting = null;
+  }
+
+  // hosted adds a use of a hosted tool to its step (transcript.Run.hosted):
+  // output of its attempt, so one of an attempt reset or superseded is
+  // not shown; a second use with the same ID is a duplicate; one of a step
+  // never started shows nothing. URLs are kept up to MAX_URLS, and while
+  // their UTF-8 bytes together fit in MAX_FIELD.
+  function hosted(r, d, ch) {
+    if (d.step < 1 || d.attempt < 1) return "invalid";
+    const st = r._steps.get(d.step);
+    if (!st) return "";
+    ch.step = st;
+    if (d.attempt < st.attempt || d.attempt <= st._abandonedMax) return "abandoned_attempt";
+    const id = cut(d.id, MAX_FIELD);
+    const dup = id !== "" ? st.hosted.find((h) => h.id === id) : undefined;
+    if (dup) {
+      ch.hosted = dup;
+      return "duplicate";
+    }
+    const h = {attempt: d.attempt, name: cut(d.name, MAX_FIELD), id, detail: cut(d.detail, MAX_FIELD),
+      query: cut(d.query, MAX_FIELD), urls: [], truncated: false};
+    let size = 0;
+    for (const u of d.urls || []) {
+      const s = u === null ? "" : u;
+      const n = utf8Length(s);
+      if (h.urls.length === MAX_URLS || size + n > MAX_FIELD) {
+        h.truncated = true;
+        break;
+      }
+      size += n;
+      h.urls.push(s);
+    }
+    st.hosted.push(h);
+    ch.hosted = h;
+    return "";
   }
 
   // stopWaiting clears the wait of the run's current step: an ended run
@@ -680,10 +726,15 @@
   };
 
   // stepView is a step as transcript.Step encodes it: waiting only while
-  // it waits.
+  // it waits, a hosted tool's truncated only when set.
   function stepView(st) {
     const out = Object.assign({}, st);
     if (!st.waiting) delete out.waiting;
+    out.hosted = st.hosted.map((h) => {
+      const o = Object.assign({}, h);
+      if (!h.truncated) delete o.truncated;
+      return o;
+    });
     return out;
   }
 
