@@ -77,6 +77,7 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 			}
 			if bad == nil {
 				m.meter.request(step, attempt, res.Response.Usage)
+				m.emit(keel.ModelCallCompleted{Step: step, Attempt: attempt, Metrics: res.Metrics})
 				for i, h := range res.Response.Hosted {
 					if i == maxHostedEvents {
 						break
@@ -84,7 +85,6 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 					h.Step, h.Attempt = step, attempt
 					m.emit(h)
 				}
-				m.emit(keel.ModelCallCompleted{Step: step, Attempt: attempt, Metrics: res.Metrics})
 				m.meter.keep(res.Response.Usage)
 				res.Answer = answer
 				return res, "", nil

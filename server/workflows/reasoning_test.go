@@ -37,8 +37,8 @@ func (r *requestLog) Stream(ctx context.Context, req provider.Request) iter.Seq2
 // A run that asks for reasoning keeps what the backend needs back on the
 // assistant message, never as its text; the next request of the tool loop
 // carries it, and the session hands it over with the transcript. A hosted
-// tool use is a durable event of its step, before the call's
-// model_call.completed.
+// tool use is a durable event of its step, after the call's
+// model_call.completed and before its tool calls.
 func TestReasoningIsKeptAndSentBack(t *testing.T) {
 	env := newRunEnv(t, `{"turns":[
 	  {"reasoning":["Echo ","first."],"tool_calls":[{"id":"c1","name":"echo","arguments":{"text":"hi"}}],
@@ -61,7 +61,7 @@ func TestReasoningIsKeptAndSentBack(t *testing.T) {
 	require.Equal(t, []keel.ReasoningPart{first}, reqs.reqs[1].Messages[1].Reasoning, "the second request carries the first turn's reasoning")
 
 	want := []string{keel.TypeRunStarted,
-		keel.TypeStepStarted, keel.TypeUsageUpdated, keel.TypeHostedToolActivity, keel.TypeModelCallCompleted,
+		keel.TypeStepStarted, keel.TypeUsageUpdated, keel.TypeModelCallCompleted, keel.TypeHostedToolActivity,
 		keel.TypeToolProposed, keel.TypeToolStarted, keel.TypeToolFinished,
 		keel.TypeStepStarted, keel.TypeUsageUpdated, keel.TypeModelCallCompleted, keel.TypeRunCompleted}
 	if diff := cmp.Diff(want, types(res.Events)); diff != "" {
