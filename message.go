@@ -40,6 +40,9 @@ type Message struct {
 	// never shown as the message's text, and a backend is sent only the
 	// parts it wrote itself.
 	Reasoning []ReasoningPart `json:"reasoning,omitempty"`
+	// Attachments are the images and documents a user or tool message
+	// carries, by reference (Attachment).
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // ReasoningPart is one piece of a model's reasoning kept in the transcript
@@ -164,6 +167,9 @@ func EstimateTokens(system string, messages []Message) int {
 		for _, r := range m.Reasoning {
 			n += bytesToTokens(len(r.Text))
 		}
+		for _, a := range m.Attachments {
+			n += attachmentTokens(a)
+		}
 	}
 	return n
 }
@@ -180,3 +186,13 @@ func EstimateToolTokens(specs []ToolSpec) int {
 }
 
 func bytesToTokens(b int) int { return (b + 3) / 4 }
+
+// attachmentTokens is a rough estimate of what an attachment takes: an
+// image about what the backends charge a large one, a document about a
+// token for every 20 bytes of PDF.
+func attachmentTokens(a Attachment) int {
+	if a.Kind == AttachmentImage {
+		return 1600
+	}
+	return int(min(a.Bytes, MaxDocumentBytes) / 20)
+}

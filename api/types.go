@@ -223,6 +223,9 @@ const (
 // SendRequest is the argument of the "send" update.
 type SendRequest struct {
 	Prompt string `json:"prompt"`
+	// Attachments are images and documents the prompt carries, stored
+	// first (client.Attach): at most keel.MaxAttachments. Optional.
+	Attachments []keel.Attachment `json:"attachments,omitempty"`
 	// Config is this run's configuration: its set fields replace the
 	// session's defaults for this run only. Optional.
 	Config *RunConfig `json:"config,omitempty"`
@@ -480,6 +483,9 @@ type HistoryPage struct {
 // SteerRequest is the argument of the "steer" update (and signal).
 type SteerRequest struct {
 	Text string `json:"text"`
+	// Attachments are images and documents the steering carries, as a
+	// send's. Optional.
+	Attachments []keel.Attachment `json:"attachments,omitempty"`
 	// RunID, when set, names the run the steering is for: the session
 	// refuses it (keel.NotAccepting) once another run is active.
 	RunID string `json:"run_id,omitempty"`

@@ -86,6 +86,12 @@ type Options struct {
 	// moved to the store or encrypted, and for nothing else; it sends what
 	// it writes unencrypted.
 	DataConverter converter.DataConverter
+	// Attachments writes what Attach stores to the workers' content
+	// store: a store.Codec over it, or claimcheck.NewRemoteCodec with
+	// EncodeRemotely for a codec endpoint. Optional; default: with
+	// DataConverter unset, the codec endpoint the client reads through;
+	// else none, and Attach fails.
+	Attachments converter.PayloadCodec
 }
 
 // DefaultCodecEndpoint is where `keel dev` serves its content store's codec
@@ -113,6 +119,7 @@ type Client struct {
 	config    api.RunConfig
 	handOver  api.HandOverLimits
 	dc        converter.DataConverter
+	attach    converter.PayloadCodec
 }
 
 // Dial connects to Temporal as opts say, with Temporal's environment
@@ -124,9 +131,10 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if opts.DataConverter == nil && opts.Temporal != nil {
 		// The converter must be opts.Temporal's; this is the best guess.
 		opts.DataConverter = defaultDataConverter(cmp.Or(endpoint, DefaultCodecEndpoint))
+		opts.Attachments = cmp.Or(opts.Attachments, defaultAttachments(cmp.Or(endpoint, DefaultCodecEndpoint)))
 	}
 	c := &Client{namespace: opts.Namespace, live: opts.Live, liveBuf: opts.LiveBuffer, config: opts.Config,
-		handOver: opts.HandOver, dc: opts.DataConverter, tc: opts.Temporal}
+		handOver: opts.HandOver, dc: opts.DataConverter, tc: opts.Temporal, attach: opts.Attachments}
 	if c.tc != nil {
 		if c.namespace == "" {
 			c.namespace = connect.DefaultNamespace
@@ -152,6 +160,9 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		}
 		opts.DataConverter = defaultDataConverter(cmp.Or(endpoint, DefaultCodecEndpoint))
 		c.dc = opts.DataConverter
+		if c.attach == nil {
+			c.attach = defaultAttachments(cmp.Or(endpoint, DefaultCodecEndpoint))
+		}
 	}
 	tc, err := connect.Dial(ctx, conn, client.Options{
 		Logger: logger, DataConverter: opts.DataConverter,

@@ -26,8 +26,14 @@ func (r *Run) Steer(ctx context.Context, text string) error {
 // SteerRetractable is Steer returning the steering ID, to retract it with
 // RetractSteering while it is still staged.
 func (r *Run) SteerRetractable(ctx context.Context, text string) (string, error) {
+	return r.SteerAttached(ctx, text)
+}
+
+// SteerAttached is SteerRetractable with attachments (Client.Attach) the
+// steering carries.
+func (r *Run) SteerAttached(ctx context.Context, text string, atts ...keel.Attachment) (string, error) {
 	var res api.SteerResult
-	if err := r.update(ctx, api.UpdateSteer, &res, api.SteerRequest{Text: text}); err != nil {
+	if err := r.update(ctx, api.UpdateSteer, &res, api.SteerRequest{Text: text, Attachments: atts}); err != nil {
 		return "", err
 	}
 	return res.SteeringID, nil

@@ -130,7 +130,7 @@ func (s *Session) sendAs(ctx context.Context, updateID, prompt string, opts []Se
 		if active == nil {
 			continue
 		}
-		id, err := active.SteerRetractable(ctx, prompt)
+		id, err := active.SteerAttached(ctx, prompt, req.Attachments...)
 		if errors.Is(err, keel.ErrNotAccepting) {
 			continue
 		}

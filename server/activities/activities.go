@@ -67,7 +67,11 @@ type Activities struct {
 	Runs      RunReader      // Optional: without it a cache miss fails the turn.
 	Lifecycle Lifecycle      // Optional: without it Shutdown fails.
 	Segments  SegmentStore   // Optional: without it sessions keep their logs in memory.
-	Logger    *zap.Logger    // Optional: default logging.Default().
+	// Attachments reads the images and documents of messages for their
+	// providers, and stores those tools return. Optional: without it a
+	// turn whose transcript has one fails.
+	Attachments AttachmentStore
+	Logger      *zap.Logger // Optional: default logging.Default().
 	// CacheRuns bounds the transcript cache, which keeps the latest run's
 	// transcript of each session. A turn whose session fell out of it asks
 	// its run for the transcript (a query). Optional; default
@@ -99,8 +103,9 @@ type Activities struct {
 	// without it.
 	Rates RateGate
 
-	cache *transcriptCache
-	slots slots
+	cache       *transcriptCache
+	slots       slots
+	attachments attachmentCache
 }
 
 // publish sends an ephemeral event; failures are logged, never fatal: the

@@ -128,5 +128,8 @@ func (a *Activities) prepare(ctx context.Context, spec string, ref TranscriptRef
 	if err != nil {
 		return nil, "", nil, err
 	}
+	if messages, err = a.withAttachments(ctx, messages); err != nil {
+		return nil, "", nil, err
+	}
 	return p, model, messages, nil
 }

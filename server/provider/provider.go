@@ -46,6 +46,25 @@ type Request struct {
 	Reasoning keel.Reasoning
 }
 
+// InputChecker is a Provider that can say, before a run starts, whether
+// a model reads attachments of the given kinds (keel.Attachment). A
+// provider that is not one reads none.
+type InputChecker interface {
+	CheckInputs(model string, kinds []keel.AttachmentKind) error
+}
+
+// CheckInputs returns nil when p's model reads attachments of kinds, and
+// otherwise a *keel.Error of CodeInvalidInput saying why.
+func CheckInputs(p Provider, model string, kinds []keel.AttachmentKind) error {
+	if len(kinds) == 0 {
+		return nil
+	}
+	if c, ok := p.(InputChecker); ok {
+		return c.CheckInputs(model, kinds)
+	}
+	return keel.Errorf(keel.CodeInvalidInput, "attachments: the %s provider reads no images or documents", p.Name())
+}
+
 // ReasoningChecker is a Provider that can say, before a run starts,
 // whether a model takes a reasoning setting. A provider that is not one
 // takes none.

@@ -93,12 +93,18 @@ func NewDataConverter(c *Codec) converter.DataConverter {
 // bytes, hence equal keys.
 var marshal = proto.MarshalOptions{Deterministic: true}
 
-// Encode replaces each payload whose marshaled size exceeds the threshold
-// with a reference to it. Smaller payloads and references pass unchanged.
+// Encode replaces each payload whose marshaled size exceeds the threshold,
+// and every attachment, with a reference to it. Smaller payloads and
+// references pass unchanged.
 // If the store fails, Encode fails: a value is never dropped. With
 // CodecOptions.Encryption, payloads are encrypted first, and the size that
 // counts is the ciphertext's.
 func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	// An attachment is stored whatever its size (claimcheck.MetadataAttachment).
+	attached := make([]bool, len(payloads))
+	for i, p := range payloads {
+		_, attached[i] = claimcheck.IsAttachment(p)
+	}
 	payloads, err := c.encrypted(payloads)
 	if err != nil {
 		return nil, err
@@ -108,7 +114,7 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
 		out[i] = p
-		if p == nil || claimcheck.IsReference(p) || proto.Size(p) <= c.threshold {
+		if p == nil || claimcheck.IsReference(p) || (proto.Size(p) <= c.threshold && !attached[i]) {
 			continue
 		}
 		ref, err := c.PutPayload(ctx, p)

@@ -399,3 +399,14 @@ func (m *Models) CheckReasoning(spec string, r keel.Reasoning) error {
 	}
 	return provider.CheckReasoning(p, model, r)
 }
+
+// CheckInputs refuses, with a *keel.Error, attachments of kinds that the
+// model spec names cannot read (provider.CheckInputs); as CheckReasoning,
+// it leaves specs it cannot resolve to the checks that refuse them.
+func (m *Models) CheckInputs(spec string, kinds []keel.AttachmentKind) error {
+	p, model, err := m.Resolve(spec)
+	if err != nil {
+		return nil
+	}
+	return provider.CheckInputs(p, model, kinds)
+}

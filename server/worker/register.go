@@ -67,7 +67,7 @@ func (o Options) rules(models activities.ModelResolver) workflows.Rules {
 	if c, ok := models.(Catalog); ok {
 		r.AdmitModel, r.ModelOffer = c.Admits, c.Offer
 		if m, ok := c.(*Models); ok {
-			r.CheckReasoning = m.CheckReasoning
+			r.CheckReasoning, r.CheckInputs = m.CheckReasoning, m.CheckInputs
 		}
 	}
 	return r

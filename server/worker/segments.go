@@ -2,7 +2,9 @@ package worker
 
 import (
 	"context"
+	"errors"
 
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/keelrun/keel"
@@ -29,4 +31,35 @@ func (s codecSegments) StoreSegment(ctx context.Context, events []keel.Envelope)
 	}
 	key, size, err := claimcheck.ParseReference(ref)
 	return string(key), size, err
+}
+
+// codecAttachments reads and writes attachments through the content
+// store's codec, as claimcheck.AttachmentPayload values.
+type codecAttachments struct{ codec *store.Codec }
+
+var _ activities.AttachmentStore = codecAttachments{}
+
+func (s codecAttachments) ReadAttachment(ctx context.Context, key string, size int64) (string, []byte, error) {
+	k, err := claimcheck.ParseKey(key)
+	if err != nil {
+		return "", nil, err
+	}
+	out, err := s.codec.Decode([]*commonpb.Payload{claimcheck.Reference(k, int(size))})
+	if err != nil {
+		return "", nil, err
+	}
+	mediaType, ok := claimcheck.IsAttachment(out[0])
+	if !ok {
+		return "", nil, errors.New("the stored value is not an attachment")
+	}
+	return mediaType, out[0].GetData(), nil
+}
+
+func (s codecAttachments) StoreAttachment(ctx context.Context, mediaType string, data []byte) (string, int64, error) {
+	ref, err := s.codec.PutPayload(ctx, claimcheck.AttachmentPayload(mediaType, data))
+	if err != nil {
+		return "", 0, err
+	}
+	key, size, err := claimcheck.ParseReference(ref)
+	return string(key), int64(size), err
 }

@@ -400,6 +400,7 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 	}
 	if opts.Codec != nil {
 		acts.Segments = codecSegments{opts.Codec}
+		acts.Attachments = codecAttachments{opts.Codec}
 	}
 	if err := checkRateLimits(opts.Policy.RateLimits); err != nil {
 		return nil, err

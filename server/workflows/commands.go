@@ -31,6 +31,9 @@ func (r *run) validateSteer(req api.SteerRequest) error {
 	if err := checkText("steering text", req.Text, lim.SteeringBytes); err != nil {
 		return err
 	}
+	if err := r.rules.admitsAttachments(r.cfg.Model, req.Attachments); err != nil {
+		return wireError(err)
+	}
 	if err := r.accepting(); err != nil {
 		return err
 	}
@@ -43,6 +46,9 @@ func (r *run) validateSteerSignal(req api.SteerRequest) error {
 	if err := checkText("steering text", req.Text, api.MaxPromptBytes); err != nil {
 		return err
 	}
+	if err := keel.CheckAttachments(req.Attachments); err != nil {
+		return wireError(err.(*keel.Error))
+	}
 	if err := r.accepting(); err != nil {
 		return err
 	}
@@ -50,7 +56,7 @@ func (r *run) validateSteerSignal(req api.SteerRequest) error {
 }
 
 func (r *run) steer(req api.SteerRequest) api.SteerResult {
-	return api.SteerResult{SteeringID: r.steering.stage(req.Text)}
+	return api.SteerResult{SteeringID: r.steering.stage(req.Text, req.Attachments)}
 }
 
 // validateRespond checks a respond update under the worker's limits; the

@@ -39,7 +39,7 @@ func (r *recorder) types() []string {
 func TestSteeringStageRetractApply(t *testing.T) {
 	var rec recorder
 	s := newSteering(rec.emit)
-	a, b, c := s.stage("first"), s.stage("second"), s.stage("third")
+	a, b, c := s.stage("first", nil), s.stage("second", nil), s.stage("third", nil)
 	require.Equal(t, []string{"steer-1", "steer-2", "steer-3"}, []string{a, b, c})
 	require.Equal(t, api.Retracted, s.retract(b))
 	require.Equal(t, api.NotFound, s.retract(b), "a retracted steer is gone")

@@ -32,6 +32,10 @@ type Rules struct {
 	// would use cannot take, with a *keel.Error. Optional: nil leaves
 	// it to the run's first model turn.
 	CheckReasoning func(spec string, r keel.Reasoning) error
+	// CheckInputs refuses attachments of kinds the model a run would use
+	// cannot read, with a *keel.Error. Optional: nil leaves it to the
+	// model's provider.
+	CheckInputs func(spec string, kinds []keel.AttachmentKind) error
 	// Limits bound prompts, steering, answers, run configurations, queued
 	// prompts and staged steering (docs/contract.md §18). Optional: zero
 	// fields take the defaults of api.Limits.
@@ -127,6 +131,27 @@ func (r Rules) admitsReasoning(cfg api.RunConfig) *keel.Error {
 		return ke
 	}
 	return keel.Errorf(keel.CodeInvalidInput, "reasoning: %v", err)
+}
+
+// admitsAttachments checks the attachments of a prompt or a steer: each a
+// reference keel takes, and of kinds the model spec can read.
+func (r Rules) admitsAttachments(spec string, atts []keel.Attachment) *keel.Error {
+	if len(atts) == 0 {
+		return nil
+	}
+	if err := keel.CheckAttachments(atts); err != nil {
+		return err.(*keel.Error)
+	}
+	if r.CheckInputs == nil {
+		return nil
+	}
+	if err := r.CheckInputs(spec, keel.AttachmentKinds(keel.Message{Attachments: atts})); err != nil {
+		if ke, ok := err.(*keel.Error); ok {
+			return ke
+		}
+		return keel.Errorf(keel.CodeInvalidInput, "attachments: %v", err)
+	}
+	return nil
 }
 
 // modelRefused is the answer to a send whose model the worker does not

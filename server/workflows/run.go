@@ -68,14 +68,16 @@ type run struct {
 // runInput is what a run starts from: its prompt and configuration, and
 // the session's state before it.
 type runInput struct {
-	SessionID  string
-	RunID      string
-	Number     int
-	Revision   int64
-	BaseSeq    int64
-	Prompt     string
-	Transcript []keel.Message
-	Config     api.RunConfig
+	SessionID string
+	RunID     string
+	Number    int
+	Revision  int64
+	BaseSeq   int64
+	Prompt    string
+	// Attachments are the prompt's (api.SendRequest.Attachments).
+	Attachments []keel.Attachment
+	Transcript  []keel.Message
+	Config      api.RunConfig
 	// SessionSpent is what the session's earlier runs spent, for its
 	// session budget (docs/contract.md §20).
 	SessionSpent keel.Usage
@@ -163,7 +165,7 @@ func (r *run) loop() {
 	emit := r.journal.emit
 	emit(keel.RunStarted{Number: r.in.Number, Revision: r.in.Revision, Prompt: r.in.Prompt, Model: r.cfg.Model,
 		Agent: r.cfg.Agent})
-	r.transcript.add(keel.UserMessage(r.in.Prompt))
+	r.transcript.add(keel.Message{Role: keel.RoleUser, Content: r.in.Prompt, Attachments: r.in.Attachments})
 	if err := r.cfg.Validate(); err != nil {
 		r.finishFailed(err.(*keel.Error), "")
 		return

@@ -55,6 +55,9 @@ func (s *session) validateSend(req api.SendRequest) error {
 	if err := s.rules.admitsReasoning(cfg); err != nil {
 		return wireError(err)
 	}
+	if err := s.rules.admitsAttachments(cfg.WithDefaults().Model, req.Attachments); err != nil {
+		return wireError(err)
+	}
 	if err := s.rules.admitsBudgets(cfg); err != nil {
 		return wireError(err)
 	}

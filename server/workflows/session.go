@@ -164,7 +164,7 @@ func (s *session) runPrompt(ctx workflow.Context, p *pendingRun) {
 	}
 	spent := s.st.Usage
 	r := newRun(rctx, runInput{SessionID: s.id, RunID: runID, Number: p.number, Revision: s.st.Revision,
-		BaseSeq: s.st.Seq, Prompt: p.req.Prompt, Transcript: s.st.Transcript, Config: cfg, SessionSpent: spent,
+		BaseSeq: s.st.Seq, Prompt: p.req.Prompt, Attachments: p.req.Attachments, Transcript: s.st.Transcript, Config: cfg, SessionSpent: spent,
 		Delegations: s.st.Delegations}, s.rules, s.setState)
 	r.startErr = startErr
 	if d := s.delegated; d != nil {

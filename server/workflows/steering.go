@@ -21,6 +21,7 @@ type steering struct {
 
 type steer struct {
 	id, text string
+	atts     []keel.Attachment
 	applied  bool
 }
 
@@ -28,10 +29,11 @@ func newSteering(emit emitFunc) *steering {
 	return &steering{emit: emit, byID: map[string]*steer{}}
 }
 
-// stage accepts text for the next boundary and returns its steering ID.
-func (s *steering) stage(text string) string {
+// stage accepts text and its attachments for the next boundary and
+// returns its steering ID.
+func (s *steering) stage(text string, atts []keel.Attachment) string {
 	s.count++
-	st := &steer{id: fmt.Sprintf("steer-%d", s.count), text: text}
+	st := &steer{id: fmt.Sprintf("steer-%d", s.count), text: text, atts: atts}
 	s.byID[st.id] = st
 	s.staged = append(s.staged, st)
 	s.emit(keel.SteeringAccepted{SteeringID: st.id, Text: st.text})
@@ -65,7 +67,7 @@ func (s *steering) apply() []keel.Message {
 	for _, st := range s.staged {
 		st.applied = true
 		s.emit(keel.SteeringApplied{SteeringID: st.id})
-		msgs = append(msgs, keel.Message{Role: keel.RoleUser, Content: st.text, SteeringID: st.id})
+		msgs = append(msgs, keel.Message{Role: keel.RoleUser, Content: st.text, SteeringID: st.id, Attachments: st.atts})
 	}
 	s.staged = nil
 	return msgs

@@ -240,3 +240,7 @@ func usageOf(first, fallback *keel.Usage) *keel.Usage {
 // CheckReasoning implements provider.ReasoningChecker: a script takes any
 // setting, and keeps its turns' reasoning when asked for it.
 func (p *Provider) CheckReasoning(string, keel.Reasoning) error { return nil }
+
+// CheckInputs implements provider.InputChecker: a script takes any
+// attachment (and reads none).
+func (p *Provider) CheckInputs(string, []keel.AttachmentKind) error { return nil }
