@@ -1,12 +1,16 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/internal/lru"
+	"github.com/keelrun/keel/server/tool"
 )
 
 // AttachmentStore reads and writes attachments' bytes in the content
@@ -61,6 +65,52 @@ func (a *Activities) withAttachments(ctx context.Context, msgs []keel.Message) (
 		return msgs, nil
 	}
 	return out, nil
+}
+
+// storeFiles stores the files a tool returned and returns their
+// references, and a note for each one left out: of a type keel does not
+// take, past keel.MaxAttachments, or with no store to keep it in.
+func (a *Activities) storeFiles(ctx context.Context, files []tool.File) ([]keel.Attachment, []string) {
+	var atts []keel.Attachment
+	var notes []string
+	for _, f := range files {
+		name := clipRunes(f.Name, keel.MaxAttachmentName/4)
+		kind, err := keel.CheckAttachmentData(f.MediaType, f.Data)
+		switch {
+		case err != nil:
+			notes = append(notes, fmt.Sprintf("[%s left out: %s]", cmp.Or(name, "a file"), err.(*keel.Error).Message))
+			continue
+		case len(atts) == keel.MaxAttachments:
+			notes = append(notes, fmt.Sprintf("[%s left out: a result shows at most %d files]", cmp.Or(name, "a file"), keel.MaxAttachments))
+			continue
+		case a.Attachments == nil:
+			notes = append(notes, fmt.Sprintf("[%s left out: this worker has no content store]", cmp.Or(name, "a "+string(kind))))
+			continue
+		}
+		key, size, err := a.Attachments.StoreAttachment(ctx, f.MediaType, f.Data)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("[%s left out: it could not be stored]", cmp.Or(name, "a "+string(kind))))
+			continue
+		}
+		atts = append(atts, keel.Attachment{Kind: kind, MediaType: f.MediaType, Name: name, Key: key, Size: size, Bytes: int64(len(f.Data))})
+	}
+	return atts, notes
+}
+
+// clipRunes cuts s to at most n bytes without splitting a character, and
+// drops control characters.
+func clipRunes(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(s, ""))
+	for len(s) > n {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return s
 }
 
 func (a *Activities) readAttachment(ctx context.Context, att keel.Attachment) ([]byte, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -73,6 +74,13 @@ func (a *Activities) Tool(ctx context.Context, in ToolInput) (result *ToolOutput
 		out.Status, out.Output = keel.ToolError, truncateOutput(res.Output)
 	default:
 		out.Status, out.Output = keel.ToolOK, truncateOutput(res.Output)
+	}
+	if err == nil && len(res.Files) > 0 {
+		var notes []string
+		out.Attachments, notes = a.storeFiles(ctx, res.Files)
+		if len(notes) > 0 {
+			out.Output = truncateOutput(strings.TrimSpace(out.Output + "\n" + strings.Join(notes, "\n")))
+		}
 	}
 	return out, nil
 }

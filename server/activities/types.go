@@ -176,7 +176,10 @@ type ToolOutput struct {
 	Status    keel.ToolStatus `json:"status"`
 	Output    string          `json:"output"`
 	NeedInput *tool.Question  `json:"need_input,omitempty"`
-	Duration  keel.Duration   `json:"duration"`
+	// Attachments are the references of the files the result showed
+	// (tool.Result.Files), stored.
+	Attachments []keel.Attachment `json:"attachments,omitempty"`
+	Duration    keel.Duration     `json:"duration"`
 	// Sampling is the usage of each request the call made to the run's
 	// model, in order; the run counts it.
 	Sampling []keel.Usage `json:"sampling,omitempty"`

@@ -23,6 +23,19 @@ type Result struct {
 	Output string `json:"output"`
 	// IsError marks an output that reports a failure to the model.
 	IsError bool `json:"is_error,omitempty"`
+	// Files are images and PDFs the result shows the model: the worker
+	// stores each in the content store and the tool message carries its
+	// reference (keel.Attachment). Those keel does not take, or past
+	// keel.MaxAttachments, are left out with a note in the output.
+	// Optional.
+	Files []File `json:"-"`
+}
+
+// File is an image or a document a tool returns.
+type File struct {
+	Name      string
+	MediaType string
+	Data      []byte
 }
 
 // Detacher is implemented by tools that run detached: the run goes on while

@@ -324,7 +324,7 @@ func TestFuncWithoutSchema(t *testing.T) {
 	}
 	for _, args := range []string{``, `{}`} {
 		got, err := tl.Call(context.Background(), json.RawMessage(args))
-		if err != nil || got != (Result{Output: "noon"}) {
+		if err != nil || got.Output != "noon" || got.IsError || got.Files != nil {
 			t.Errorf("Call(%q) = %+v, %v", args, got, err)
 		}
 	}

@@ -64,6 +64,7 @@ type slot struct {
 	closed   bool
 	status   keel.ToolStatus
 	output   string
+	atts     []keel.Attachment // the result's (activities.ToolOutput.Attachments)
 	detached bool
 	cancel   workflow.CancelFunc
 }
@@ -110,7 +111,9 @@ func (t *tools) runBatch(step int, res *activities.ModelTurnResult) []keel.Messa
 				fmt.Sprintf("running in the background as job %s; its result will arrive in a later message", s.call.ID)))
 			continue
 		}
-		msgs = append(msgs, keel.ToolResultMessage(s.call, s.status, s.output))
+		m := keel.ToolResultMessage(s.call, s.status, s.output)
+		m.Attachments = s.atts
+		msgs = append(msgs, m)
 	}
 	return msgs
 }
@@ -233,6 +236,7 @@ func (t *tools) exec(ctx workflow.Context, s *slot) (keel.ToolStatus, string) {
 			return keel.ToolError, "tool failed: " + err.Error()
 		}
 		if out.NeedInput == nil {
+			s.atts = out.Attachments
 			return out.Status, out.Output
 		}
 		ans, err := t.host.ask(ctx, s.call.ID, *out.NeedInput)
@@ -335,7 +339,8 @@ func (t *tools) jobIDs() []string {
 
 func jobResultMessage(s *slot) keel.Message {
 	return keel.Message{Role: keel.RoleUser, ToolCallID: s.call.ID, ToolName: s.call.Name, ToolStatus: s.status,
-		Content: fmt.Sprintf("[background job %s (%s) finished: %s]\n%s", s.call.ID, s.call.Name, s.status, s.output)}
+		Content:     fmt.Sprintf("[background job %s (%s) finished: %s]\n%s", s.call.ID, s.call.Name, s.status, s.output),
+		Attachments: s.atts}
 }
 
 // statusFor is interrupted when ctx was cancelled, otherwise status.

@@ -17,7 +17,16 @@ import (
 // error result.
 func resultOf(res *sdk.CallToolResult) tool.Result {
 	var parts []string
-	for _, c := range res.Content {
+	var files []tool.File
+	for i, c := range res.Content {
+		if img, ok := c.(*sdk.ImageContent); ok {
+			// The image itself goes to the model as an attachment; the
+			// line stays, so a worker without a store still says one came.
+			files = append(files, tool.File{Name: fmt.Sprintf("image %d", i+1), MediaType: img.MIMEType, Data: img.Data})
+		}
+		if r, ok := c.(*sdk.EmbeddedResource); ok && r.Resource != nil && r.Resource.MIMEType == "application/pdf" && len(r.Resource.Blob) > 0 {
+			files = append(files, tool.File{Name: r.Resource.URI, MediaType: r.Resource.MIMEType, Data: r.Resource.Blob})
+		}
 		parts = append(parts, contentText(c))
 	}
 	if res.StructuredContent != nil {
@@ -25,7 +34,7 @@ func resultOf(res *sdk.CallToolResult) tool.Result {
 			parts = append(parts, string(js))
 		}
 	}
-	return tool.Result{Output: strings.Join(parts, "\n"), IsError: res.IsError}
+	return tool.Result{Output: strings.Join(parts, "\n"), IsError: res.IsError, Files: files}
 }
 
 func contentText(c sdk.Content) string {

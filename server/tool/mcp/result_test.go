@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"reflect"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,9 +30,14 @@ func TestResultOf(t *testing.T) {
 			&sdk.ResourceLink{URI: "file:///a.txt", Name: "a"},
 			&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "file:///b.txt", Text: "bee"}},
 			&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "file:///c.bin", MIMEType: "application/zip", Blob: []byte("zz")}},
-		}}, tool.Result{Output: "[image image/png, 4 bytes]\n[resource link file:///a.txt (a)]\nbee\n[resource file:///c.bin application/zip, 2 bytes]"}},
+		}}, tool.Result{Output: "[image image/png, 4 bytes]\n[resource link file:///a.txt (a)]\nbee\n[resource file:///c.bin application/zip, 2 bytes]",
+			Files: []tool.File{{Name: "image 1", MediaType: "image/png", Data: []byte("1234")}}}},
+		{"a PDF resource", &sdk.CallToolResult{Content: []sdk.Content{
+			&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "file:///r.pdf", MIMEType: "application/pdf", Blob: []byte("%PDF-1.4")}},
+		}}, tool.Result{Output: "[resource file:///r.pdf application/pdf, 8 bytes]",
+			Files: []tool.File{{Name: "file:///r.pdf", MediaType: "application/pdf", Data: []byte("%PDF-1.4")}}}},
 	} {
-		if got := resultOf(tc.res); got != tc.want {
+		if got := resultOf(tc.res); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
