@@ -37,6 +37,7 @@ var (
 	ErrBadBaseURL  = errors.New("anthropic: base URL must be an absolute http or https URL")
 	ErrBadCacheTTL = errors.New("anthropic: cache TTL must be " + CacheTTL5m + " or " + CacheTTL1h)
 	ErrHostedTool  = errors.New("anthropic: hosted tools are " + HostedWebSearch + " and " + HostedCodeExecution)
+	ErrBadInputs   = errors.New("anthropic: inputs are " + string(keel.AttachmentImage) + " and " + string(keel.AttachmentDocument))
 )
 
 // The hosted tools (server tools) a Config may enable.
@@ -76,6 +77,11 @@ type Config struct {
 	// (whose cache writes cost more). Optional; default: the API's own, 5
 	// minutes.
 	CacheTTL string
+	// Inputs are the attachment kinds (keel.AttachmentImage,
+	// keel.AttachmentDocument) that every model reads, for a proxy whose
+	// models the names do not tell. Optional; default (nil): by model, as
+	// CheckInputs says. An empty, non-nil list reads none.
+	Inputs []keel.AttachmentKind
 	// HTTPClient makes the requests. Optional; default: a client without an
 	// overall timeout, since the request's context bounds it.
 	HTTPClient *http.Client
@@ -93,7 +99,10 @@ type Provider struct {
 	hosted   []sdk.ToolUnionParam
 }
 
-var _ provider.Provider = (*Provider)(nil)
+var (
+	_ provider.Provider     = (*Provider)(nil)
+	_ provider.InputChecker = (*Provider)(nil)
+)
 
 // New returns a Provider for cfg. The SDK's own retries are off: the Run
 // workflow owns retrying, so each Stream makes exactly one HTTP request.
@@ -112,6 +121,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if err := cfg.Reasoning.Validate(); err != nil {
 		return nil, fmt.Errorf("anthropic: %w", err)
+	}
+	if err := checkInputs(cfg.Inputs); err != nil {
+		return nil, err
 	}
 	var hosted []sdk.ToolUnionParam
 	for _, h := range cfg.HostedTools {

@@ -17,6 +17,10 @@
 // the end of this one), so the next request of a conversation reads
 // everything it shares with this one from the cache.
 //
+// Attachments (keel.Attachment) go as image and document blocks with
+// base64 sources, after their message's text or inside its tool result;
+// CheckInputs says which models read them (Config.Inputs overrides).
+//
 // Example:
 //
 //	p, err := anthropic.New(anthropic.FromEnv()) // ANTHROPIC_API_KEY

@@ -89,7 +89,8 @@ func (p *Provider) params(req provider.Request) (sdk.MessageNewParams, error) {
 // not announced by an earlier assistant message are left out, since the API
 // rejects a result without its call. Empty text is left out too: the API
 // rejects empty text blocks. Thinking goes back only to a request that
-// thinks.
+// thinks. Attachments follow their message's text, as image and document
+// blocks of a user turn or inside a tool result.
 func messages(in []keel.Message, thinking bool) ([]sdk.MessageParam, error) {
 	var out []sdk.MessageParam
 	add := func(role sdk.MessageParamRole, blocks ...sdk.ContentBlockParamUnion) {
@@ -106,9 +107,18 @@ func messages(in []keel.Message, thinking bool) ([]sdk.MessageParam, error) {
 	for i, m := range in {
 		switch m.Role {
 		case keel.RoleUser:
+			var blocks []sdk.ContentBlockParamUnion
 			if m.Content != "" {
-				add(sdk.MessageParamRoleUser, sdk.NewTextBlock(m.Content))
+				blocks = append(blocks, sdk.NewTextBlock(m.Content))
 			}
+			for j, a := range m.Attachments {
+				b, err := attachmentBlock(i, j, a)
+				if err != nil {
+					return nil, err
+				}
+				blocks = append(blocks, b)
+			}
+			add(sdk.MessageParamRoleUser, blocks...)
 		case keel.RoleAssistant:
 			var blocks []sdk.ContentBlockParamUnion
 			if thinking && !m.Aborted {
@@ -149,6 +159,13 @@ func messages(in []keel.Message, thinking bool) ([]sdk.MessageParam, error) {
 			r := sdk.ToolResultBlockParam{ToolUseID: m.ToolCallID}
 			if m.Content != "" {
 				r.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: m.Content}}}
+			}
+			for j, a := range m.Attachments {
+				b, err := attachmentBlock(i, j, a)
+				if err != nil {
+					return nil, err
+				}
+				r.Content = append(r.Content, sdk.ToolResultBlockParamContentUnion{OfImage: b.OfImage, OfDocument: b.OfDocument})
 			}
 			if m.ToolStatus != "" && m.ToolStatus != keel.ToolOK {
 				r.IsError = param.NewOpt(true)

@@ -27,7 +27,7 @@ const (
 )
 
 // openAIHost is the host of OpenAI's own API, the one CacheKeyAuto sends
-// the key to.
+// the key to and whose models CheckInputs knows.
 const openAIHost = "api.openai.com"
 
 // sendsCacheKey says whether requests to baseURL carry a prompt_cache_key
@@ -37,10 +37,15 @@ func sendsCacheKey(mode CacheKeyMode, baseURL string) bool {
 	case CacheKeyOn:
 		return true
 	case CacheKeyAuto:
-		u, err := url.Parse(baseURL)
-		return err == nil && strings.EqualFold(u.Hostname(), openAIHost)
+		return isOpenAI(baseURL)
 	}
 	return false
+}
+
+// isOpenAI says whether baseURL is OpenAI's own API.
+func isOpenAI(baseURL string) bool {
+	u, err := url.Parse(baseURL)
+	return err == nil && strings.EqualFold(u.Hostname(), openAIHost)
 }
 
 // cacheKey is the request's prompt_cache_key: a hash of what stays the same

@@ -25,6 +25,12 @@
 // keel.HostedToolActivity, and completed web searches are counted in
 // keel.Usage.WebSearches.
 //
+// Attachments (keel.Attachment) go as data URLs: image_url and file
+// parts on Chat Completions (a tool result's in a user message after its
+// batch), input_image and input_file on the Responses API (a tool
+// result's in its function_call_output). CheckInputs knows OpenAI's own
+// models; other servers' models read what Config.Inputs declares.
+//
 // Example:
 //
 //	p, err := openai.New(openai.Config{BaseURL: "http://localhost:11434/v1"}) // Ollama, no key

@@ -56,6 +56,8 @@ var (
 		HostedFileSearch + " and " + HostedCodeInterpreter)
 	ErrHostedToolsNeedResponses = errors.New("openai: hosted tools need the Responses API (API: " + APIResponses + ")")
 	ErrNoVectorStores           = errors.New("openai: " + HostedFileSearch + " needs VectorStoreIDs")
+	ErrBadInputs                = errors.New("openai: inputs are " + string(keel.AttachmentImage) + " and " +
+		string(keel.AttachmentDocument))
 )
 
 // Config configures a Provider.
@@ -101,6 +103,12 @@ type Config struct {
 	// gets: an effort (a budget is refused). Optional; default: the
 	// server's.
 	Reasoning keel.Reasoning
+	// Inputs are the attachment kinds (keel.AttachmentImage,
+	// keel.AttachmentDocument) that every model reads: what a model of a
+	// server other than OpenAI's own reads, which keel cannot tell.
+	// Optional; default (nil): on OpenAI's API by model, as CheckInputs
+	// says, elsewhere none. An empty, non-nil list reads none.
+	Inputs []keel.AttachmentKind
 	// HTTPClient makes the requests. Optional; default: a client without an
 	// overall timeout, since the request's context bounds it.
 	HTTPClient *http.Client
@@ -123,11 +131,14 @@ type Provider struct {
 	sources bool
 	// cacheKey says whether requests carry a prompt_cache_key.
 	cacheKey bool
+	// openAI says the base URL is OpenAI's own API.
+	openAI bool
 }
 
 var (
 	_ provider.Provider         = (*Provider)(nil)
 	_ provider.ReasoningChecker = (*Provider)(nil)
+	_ provider.InputChecker     = (*Provider)(nil)
 )
 
 // New returns a Provider for cfg. The SDK's own retries are off: the Run
@@ -164,6 +175,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Reasoning.BudgetTokens != 0 {
 		return nil, errors.New("openai: " + noBudget)
 	}
+	if err := checkInputs(cfg.Inputs); err != nil {
+		return nil, err
+	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}
 	}
@@ -179,7 +193,7 @@ func New(cfg Config) (*Provider, error) {
 	return &Provider{cfg: cfg, chat: oai.NewChatCompletionService(opts...),
 		responses: responses.NewResponseService(opts...),
 		hosted:    hosted, sources: slices.Contains(cfg.HostedTools, HostedWebSearch),
-		cacheKey: sendsCacheKey(cfg.PromptCacheKey, cfg.BaseURL)}, nil
+		cacheKey: sendsCacheKey(cfg.PromptCacheKey, cfg.BaseURL), openAI: isOpenAI(cfg.BaseURL)}, nil
 }
 
 // Name returns "openai".

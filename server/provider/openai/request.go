@@ -120,16 +120,42 @@ func cmpOr(a, b int) int {
 // text: its tool calls never ran to completion. Tool results whose call was
 // not announced by an earlier assistant message (the calls of an aborted
 // message) are left out, since the API rejects a result without its call.
+// A user message's attachments are content parts after its text; a tool
+// message carries text only, so the attachments of a batch of tool
+// results go in a user message right after the batch.
 func messages(system string, in []keel.Message) ([]oai.ChatCompletionMessageParamUnion, error) {
 	out := make([]oai.ChatCompletionMessageParamUnion, 0, len(in)+1)
 	if system != "" {
 		out = append(out, oai.SystemMessage(system))
 	}
 	announced := map[string]bool{}
+	// attached are the tool results of the current batch that carry
+	// attachments, sent in a user message after the batch.
+	var attached []int
+	flush := func() error {
+		if len(attached) == 0 {
+			return nil
+		}
+		u, err := chatToolAttachments(in, attached)
+		if err != nil {
+			return err
+		}
+		out, attached = append(out, u), nil
+		return nil
+	}
 	for i, m := range in {
+		if m.Role != keel.RoleTool {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
 		switch m.Role {
 		case keel.RoleUser:
-			out = append(out, oai.UserMessage(m.Content))
+			u, err := chatUserMessage(i, m)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, u)
 		case keel.RoleAssistant:
 			if m.Aborted || len(m.ToolCalls) == 0 {
 				if m.Content != "" {
@@ -158,11 +184,17 @@ func messages(system string, in []keel.Message) ([]oai.ChatCompletionMessagePara
 		case keel.RoleTool:
 			if announced[m.ToolCallID] {
 				out = append(out, oai.ToolMessage(m.Content, m.ToolCallID))
+				if len(m.Attachments) > 0 {
+					attached = append(attached, i)
+				}
 			}
 		default:
 			return nil, &keel.ProviderError{Provider: Name, Kind: keel.ProviderInvalidRequest,
 				Message: fmt.Sprintf("message %d has unknown role %q", i, m.Role)}
 		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -122,14 +122,19 @@ func hasOwnReasoning(m keel.Message) bool {
 // those without it, or written by another provider, are left out), then
 // its text, then its function calls. An aborted message goes as plain
 // text, and tool results without an announced call are left out, as on
-// Chat Completions.
+// Chat Completions. Attachments go in their message: a user message's
+// after its text, a tool result's in its output.
 func inputItems(in []keel.Message) (responses.ResponseInputParam, error) {
 	out := make(responses.ResponseInputParam, 0, len(in))
 	announced := map[string]bool{}
 	for i, m := range in {
 		switch m.Role {
 		case keel.RoleUser:
-			out = append(out, responses.ResponseInputItemParamOfMessage(m.Content, responses.EasyInputMessageRoleUser))
+			item, err := responsesUserMessage(i, m)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, item)
 		case keel.RoleAssistant:
 			if !m.Aborted {
 				out = appendReasoning(out, m.Reasoning)
@@ -150,7 +155,10 @@ func inputItems(in []keel.Message) (responses.ResponseInputParam, error) {
 			}
 		case keel.RoleTool:
 			if announced[m.ToolCallID] {
-				item := responses.ResponseInputItemParamOfFunctionCallOutput(m.Content)
+				item, err := responsesToolOutput(i, m)
+				if err != nil {
+					return nil, err
+				}
 				item.OfFunctionCallOutput.CallID = param.NewOpt(m.ToolCallID)
 				out = append(out, item)
 			}

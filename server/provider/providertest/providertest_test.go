@@ -1,11 +1,15 @@
 package providertest
 
 import (
+	"bytes"
+	"image/png"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/keelrun/keel"
 )
 
 func get(t *testing.T, url string) (*http.Response, string, error) {
@@ -53,5 +57,21 @@ func TestSSECut(t *testing.T) {
 	}
 	if body != "data: 1\n\n" {
 		t.Errorf("body before the cut = %q", body)
+	}
+}
+
+// The attachments are what keel takes: checked by their bytes and valid
+// references.
+func TestAttachments(t *testing.T) {
+	for _, a := range []keel.Attachment{Attachment("image/png", "dot.png", PNG()), Attachment("application/pdf", "", []byte(PDF))} {
+		if kind, err := keel.CheckAttachmentData(a.MediaType, a.Data); err != nil || kind != a.Kind {
+			t.Errorf("%s: kind %q, error %v", a.MediaType, kind, err)
+		}
+		if err := a.Validate(); err != nil {
+			t.Errorf("%s: %v", a.MediaType, err)
+		}
+	}
+	if _, err := png.Decode(bytes.NewReader(PNG())); err != nil {
+		t.Errorf("PNG does not decode: %v", err)
 	}
 }
