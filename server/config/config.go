@@ -110,6 +110,10 @@ type Model struct {
 	// VectorStores are the vector stores OpenAI's file_search searches.
 	// Optional; required with it.
 	VectorStores []string
+	// Inputs are the attachment kinds the model reads ("image",
+	// "document"), for a server whose models keel cannot tell. Optional;
+	// default: the provider's own rule; [] for none.
+	Inputs []keel.AttachmentKind
 }
 
 // Limits bound every run a worker serves, whatever the run asks for.

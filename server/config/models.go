@@ -87,10 +87,10 @@ func (c *Config) newProvider(m Model) (provider.Provider, *Error) {
 	switch m.Provider {
 	case ProviderOpenAI:
 		p, err = openai.New(openai.Config{BaseURL: m.BaseURL, APIKey: key, MaxTokens: m.MaxTokens, API: m.API,
-			HostedTools: m.HostedTools, VectorStoreIDs: m.VectorStores, Reasoning: m.Reasoning})
+			HostedTools: m.HostedTools, VectorStoreIDs: m.VectorStores, Reasoning: m.Reasoning, Inputs: m.Inputs})
 	case ProviderAnthropic:
 		p, err = anthropic.New(anthropic.Config{BaseURL: m.BaseURL, APIKey: key, MaxTokens: m.MaxTokens,
-			Reasoning: m.Reasoning, HostedTools: m.HostedTools})
+			Reasoning: m.Reasoning, HostedTools: m.HostedTools, Inputs: m.Inputs})
 	case ProviderScripted:
 		s := scripted.Demo()
 		if m.Model != scripted.DemoName {

@@ -151,6 +151,21 @@ func TestModelReasoningAndHostedTools(t *testing.T) {
 	if err := m.CheckReasoning("gpt", keel.Reasoning{BudgetTokens: 4096}); err == nil {
 		t.Error("an OpenAI model took a thinking budget")
 	}
+	// A compatible server reads what its entry declares, and nothing else.
+	local := keelFile(t, "models:\n  vision:\n    provider: openai\n    base_url: http://localhost:11434/v1\n    model: qwen2.5vl\n    inputs: [image]\n"+
+		"  text:\n    provider: openai\n    base_url: http://localhost:11434/v1\n    model: qwen3\n", nil)
+	var lm worker.Models
+	if err := local.AddModels(&lm); err != nil {
+		t.Fatal(err)
+	}
+	if err := lm.CheckInputs("vision", []keel.AttachmentKind{keel.AttachmentImage}); err != nil {
+		t.Errorf("declared images refused: %v", err)
+	}
+	for spec, kinds := range map[string][]keel.AttachmentKind{"vision": {keel.AttachmentDocument}, "text": {keel.AttachmentImage}} {
+		if err := lm.CheckInputs(spec, kinds); err == nil {
+			t.Errorf("%s read %v", spec, kinds)
+		}
+	}
 	for _, c := range []struct{ field, yaml string }{
 		{"models.old.reasoning", "models:\n  old:\n    provider: anthropic\n    model: claude-3-5-haiku-latest\n    api_key_env: KEEL_TEST_ANTHROPIC_KEY\n    reasoning: {effort: low}\n"},
 		{"models.old", "models:\n  old:\n    provider: anthropic\n    model: claude-sonnet-4-5\n    api_key_env: KEEL_TEST_ANTHROPIC_KEY\n    hosted_tools: [browser]\n"},

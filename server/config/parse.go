@@ -258,6 +258,17 @@ func (p *parser) models(n *yaml.Node, field string) {
 			"hosted_tools":  func(n *yaml.Node, f string) { m.HostedTools = p.strings(n, f) },
 			"api":           func(n *yaml.Node, f string) { m.API = p.str(n, f) },
 			"vector_stores": func(n *yaml.Node, f string) { m.VectorStores = p.strings(n, f) },
+			"inputs": func(n *yaml.Node, f string) {
+				m.Inputs = []keel.AttachmentKind{}
+				for _, k := range p.strings(n, f) {
+					switch kind := keel.AttachmentKind(k); kind {
+					case keel.AttachmentImage, keel.AttachmentDocument:
+						m.Inputs = append(m.Inputs, kind)
+					default:
+						p.errorf(n, f, "%q: an input is image or document", k)
+					}
+				}
+			},
 		})
 		if v.Kind == yaml.MappingNode {
 			p.checkModel(k, f, &m)
@@ -277,8 +288,8 @@ func (p *parser) checkModel(k *yaml.Node, f string, m *Model) {
 		p.errorf(k, f, "api and vector_stores are for openai models")
 	}
 	if m.Provider == ProviderScripted {
-		if m.BaseURL != "" || m.APIKeyEnv != "" || m.MaxTokens != 0 || m.HostedTools != nil {
-			p.errorf(k, f, "a scripted model takes no base_url, api_key_env, max_tokens or hosted_tools")
+		if m.BaseURL != "" || m.APIKeyEnv != "" || m.MaxTokens != 0 || m.HostedTools != nil || m.Inputs != nil {
+			p.errorf(k, f, "a scripted model takes no base_url, api_key_env, max_tokens, hosted_tools or inputs")
 		}
 		if m.Model != "demo" {
 			m.Model = p.localPath(m.Model)

@@ -6,6 +6,7 @@ package workflows
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +40,8 @@ func (r *recorder) types() []string {
 func TestSteeringStageRetractApply(t *testing.T) {
 	var rec recorder
 	s := newSteering(rec.emit)
-	a, b, c := s.stage("first", nil), s.stage("second", nil), s.stage("third", nil)
+	img := []keel.Attachment{{Kind: keel.AttachmentImage, MediaType: "image/png", Key: "sha256:" + strings.Repeat("a", 64), Size: 9, Bytes: 9}}
+	a, b, c := s.stage("first", img), s.stage("second", nil), s.stage("third", nil)
 	require.Equal(t, []string{"steer-1", "steer-2", "steer-3"}, []string{a, b, c})
 	require.Equal(t, api.Retracted, s.retract(b))
 	require.Equal(t, api.NotFound, s.retract(b), "a retracted steer is gone")
@@ -50,6 +52,7 @@ func TestSteeringStageRetractApply(t *testing.T) {
 	require.Len(t, msgs, 2)
 	require.Equal(t, "first", msgs[0].Content)
 	require.Equal(t, a, msgs[0].SteeringID)
+	require.Equal(t, img, msgs[0].Attachments, "steering keeps its attachments")
 	require.Equal(t, "third", msgs[1].Content)
 	require.False(t, s.pending())
 	require.Equal(t, api.AlreadyApplied, s.retract(a))
