@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 from .errors import ConnectionFailed, KeelError, error_from
 from .sse import parse_sse
-from .types import (Budget, Event, EventsPage, ForkResponse, ForksResponse, HistoryPage, Lag, RequestsResponse, RetractResponse,
+from .types import (Budget, Event, Reasoning, EventsPage, ForkResponse, ForksResponse, HistoryPage, Lag, RequestsResponse, RetractResponse,
                     RewindResponse, RunResponse, Schedule, ScheduleChange, SchedulesResponse, ScheduleStatus,
                     SessionsResponse, SessionStatus, StatusResponse, SteerResponse)
 
@@ -56,7 +56,7 @@ class Client:
              set_default: bool = False, budget: Optional[Budget] = None,
              session_budget: Optional[Budget] = None,
              output_schema: Optional[Dict[str, Any]] = None, agent: Optional[str] = None,
-             once: Optional[str] = None) -> RunResponse:
+             once: Optional[str] = None, reasoning: Optional[Reasoning] = None) -> RunResponse:
         """Sends a prompt; the first creates the session (POST /v1/sessions/{id}/runs).
         Options left None take the session's defaults; those given apply to
         this run only, unless set_default makes them the session's defaults.
@@ -65,7 +65,7 @@ class Client:
         body = {"prompt": prompt, "model": model, "tools": tools, "system": system, "max_steps": max_steps,
                 "max_tokens": max_tokens, "approvals": approvals, "if_active": if_active, "set_default": set_default or None,
                 "budget": budget, "session_budget": session_budget, "output_schema": output_schema, "agent": agent,
-                "once": once}
+                "once": once, "reasoning": reasoning}
         return self._json("POST", _session(session_id) + "/runs", body={k: v for k, v in body.items() if v is not None})
 
     def state(self, session_id: str) -> SessionStatus:

@@ -50,7 +50,7 @@ class RoutesTest(unittest.TestCase):
         c.sessions(limit=5)
         c.send("s1", "p", model="m", tools=[], system="s", max_steps=3, max_tokens=500, approvals={"*": "ask"}, if_active="queue",
                set_default=True, budget={"max": 0.5, "currency": "USD"}, session_budget={"max_tokens": 1000},
-               output_schema={"type": "object"}, agent="a", once="k")
+               output_schema={"type": "object"}, agent="a", once="k", reasoning={"effort": "low"})
         c.state("s1")
         c.history("s1", offset=1, limit=2)
         c.events_page("s1", after=3, limit=4)

@@ -37,7 +37,7 @@ function operationOf(method, pathname) {
 // Every call, with every optional argument.
 async function callEverything(c) {
   await c.sessions({ limit: 5 });
-  await c.send("s1", { prompt: "p", model: "m", tools: [], system: "s", max_steps: 3, max_tokens: 500, approvals: { "*": "ask" }, if_active: "queue", set_default: true, budget: { max: 0.5, currency: "USD" }, session_budget: { max_tokens: 1000 }, output_schema: { type: "object" }, agent: "a", once: "k" });
+  await c.send("s1", { prompt: "p", model: "m", tools: [], system: "s", max_steps: 3, max_tokens: 500, approvals: { "*": "ask" }, if_active: "queue", set_default: true, budget: { max: 0.5, currency: "USD" }, session_budget: { max_tokens: 1000 }, output_schema: { type: "object" }, agent: "a", once: "k", reasoning: { effort: "low" } });
   await c.state("s1");
   await c.history("s1", { offset: 1, limit: 2 });
   await c.eventsPage("s1", { after: 3, limit: 4 });
