@@ -160,7 +160,7 @@ func StartWorker(tb testing.TB, srv *devserver.Server, opts WorkerOptions) sdkwo
 func Client(tb testing.TB, srv *devserver.Server, ch live.Channel) *client.Client {
 	tb.Helper()
 	c, err := client.Dial(context.Background(), client.Options{Temporal: Dial(tb, srv), Live: ch,
-		DataConverter: store.NewDataConverter(Codec(tb, srv))})
+		DataConverter: store.NewDataConverter(Codec(tb, srv)), Attachments: Codec(tb, srv)})
 	if err != nil {
 		tb.Fatalf("client: %v", err)
 	}
