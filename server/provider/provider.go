@@ -11,6 +11,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"iter"
 
 	"github.com/keelrun/keel"
@@ -63,6 +64,33 @@ func CheckInputs(p Provider, model string, kinds []keel.AttachmentKind) error {
 		return c.CheckInputs(model, kinds)
 	}
 	return keel.Errorf(keel.CodeInvalidInput, "attachments: the %s provider reads no images or documents", p.Name())
+}
+
+// KnownKind reports whether k is a kind of attachment keel has.
+func KnownKind(k keel.AttachmentKind) bool {
+	return k == keel.AttachmentImage || k == keel.AttachmentDocument
+}
+
+// KindNoun names attachments of kind k in a refusal ("images").
+func KindNoun(k keel.AttachmentKind) string {
+	switch k {
+	case keel.AttachmentImage:
+		return "images"
+	case keel.AttachmentDocument:
+		return "PDF documents"
+	}
+	return fmt.Sprintf("%.20q attachments", k)
+}
+
+// CheckKinds refuses a backend's configured input kinds that are not
+// kinds keel has, with bad.
+func CheckKinds(kinds []keel.AttachmentKind, bad error) error {
+	for _, k := range kinds {
+		if !KnownKind(k) {
+			return fmt.Errorf("%w, not %.20q", bad, k)
+		}
+	}
+	return nil
 }
 
 // ReasoningChecker is a Provider that can say, before a run starts,

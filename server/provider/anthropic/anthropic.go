@@ -122,7 +122,7 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Reasoning.Validate(); err != nil {
 		return nil, fmt.Errorf("anthropic: %w", err)
 	}
-	if err := checkInputs(cfg.Inputs); err != nil {
+	if err := provider.CheckKinds(cfg.Inputs, ErrBadInputs); err != nil {
 		return nil, err
 	}
 	var hosted []sdk.ToolUnionParam

@@ -10,6 +10,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/packages/param"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/server/provider"
 )
 
 // noDocuments are the model families that read no PDFs (the claude-3
@@ -26,7 +27,7 @@ var (
 func (p *Provider) CheckInputs(model string, kinds []keel.AttachmentKind) error {
 	for _, k := range kinds {
 		if !p.reads(model, k) {
-			return keel.Errorf(keel.CodeInvalidInput, "attachments: %.64s reads no %s", model, kindNoun(k))
+			return keel.Errorf(keel.CodeInvalidInput, "attachments: %.64s reads no %s", model, provider.KindNoun(k))
 		}
 	}
 	return nil
@@ -46,26 +47,6 @@ func (p *Provider) reads(model string, k keel.AttachmentKind) bool {
 		return !family(noDocuments)
 	}
 	return false
-}
-
-func kindNoun(k keel.AttachmentKind) string {
-	switch k {
-	case keel.AttachmentImage:
-		return "images"
-	case keel.AttachmentDocument:
-		return "PDF documents"
-	}
-	return fmt.Sprintf("%.20q attachments", k)
-}
-
-// checkInputs refuses a Config.Inputs kind that is not one.
-func checkInputs(kinds []keel.AttachmentKind) error {
-	for _, k := range kinds {
-		if k != keel.AttachmentImage && k != keel.AttachmentDocument {
-			return fmt.Errorf("%w, not %.20q", ErrBadInputs, k)
-		}
-	}
-	return nil
 }
 
 // attachmentBlock is the block of attachment j of message i: an image

@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/server/provider"
 )
 
 // CheckInputs implements provider.InputChecker. With Config.Inputs set,
@@ -23,14 +24,14 @@ func (p *Provider) CheckInputs(model string, kinds []keel.AttachmentKind) error 
 		switch {
 		case p.cfg.Inputs != nil:
 			if !slices.Contains(p.cfg.Inputs, k) {
-				return keel.Errorf(keel.CodeInvalidInput, "attachments: %.64s reads no %s", model, kindNoun(k))
+				return keel.Errorf(keel.CodeInvalidInput, "attachments: %.64s reads no %s", model, provider.KindNoun(k))
 			}
 		case !p.openAI:
 			return keel.Errorf(keel.CodeInvalidInput, "attachments: keel cannot tell whether %.64s on this "+
 				"OpenAI-compatible server reads %s; the operator declares what it reads with inputs "+
-				"on the model in keel.yaml", model, kindNoun(k))
-		case !knownKind(k) || !readsFiles(model):
-			return keel.Errorf(keel.CodeInvalidInput, "attachments: %.64s reads no %s", model, kindNoun(k))
+				"on the model in keel.yaml", model, provider.KindNoun(k))
+		case !provider.KnownKind(k) || !readsFiles(model):
+			return keel.Errorf(keel.CodeInvalidInput, "attachments: %.64s reads no %s", model, provider.KindNoun(k))
 		}
 	}
 	return nil
@@ -54,30 +55,6 @@ func readsFiles(model string) bool {
 		}
 	}
 	return false
-}
-
-func knownKind(k keel.AttachmentKind) bool {
-	return k == keel.AttachmentImage || k == keel.AttachmentDocument
-}
-
-func kindNoun(k keel.AttachmentKind) string {
-	switch k {
-	case keel.AttachmentImage:
-		return "images"
-	case keel.AttachmentDocument:
-		return "PDF documents"
-	}
-	return fmt.Sprintf("%.20q attachments", k)
-}
-
-// checkInputs refuses a Config.Inputs kind that is not one.
-func checkInputs(kinds []keel.AttachmentKind) error {
-	for _, k := range kinds {
-		if !knownKind(k) {
-			return fmt.Errorf("%w, not %.20q", ErrBadInputs, k)
-		}
-	}
-	return nil
 }
 
 // dataURL is the kind of attachment j of message i and its bytes as a

@@ -175,7 +175,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Reasoning.BudgetTokens != 0 {
 		return nil, errors.New("openai: " + noBudget)
 	}
-	if err := checkInputs(cfg.Inputs); err != nil {
+	if err := provider.CheckKinds(cfg.Inputs, ErrBadInputs); err != nil {
 		return nil, err
 	}
 	if cfg.HTTPClient == nil {
