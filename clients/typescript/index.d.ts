@@ -681,6 +681,14 @@ export interface RunOption {
   run?: number;
 }
 
+/** Options of steer(): the run, and attachments the steering carries (from uploadAttachment). */
+export interface SteerOptions extends RunOption {
+  attachments?: Attachment[];
+}
+
+/** The media types an attachment may have. */
+export type AttachmentMediaType = Attachment["media_type"];
+
 export interface EventsOptions {
   /** Stream durable events after this seq (default 0: the whole log). */
   after?: number;
@@ -706,7 +714,13 @@ export declare class KeelClient {
   history(sessionId: string, options?: { offset?: number; limit?: number }): Promise<HistoryPage>;
   eventsPage(sessionId: string, options?: { after?: number; limit?: number }): Promise<EventsPage>;
   events(sessionId: string, options?: EventsOptions): EventStream;
-  steer(sessionId: string, text: string, options?: RunOption): Promise<SteerResponse>;
+  steer(sessionId: string, text: string, options?: SteerOptions): Promise<SteerResponse>;
+  /**
+   * Stores an image or a PDF (POST /v1/attachments) and resolves to its
+   * reference, for the attachments of send() and steer(). mediaType
+   * defaults to a Blob's own type.
+   */
+  uploadAttachment(data: Blob | ArrayBuffer | ArrayBufferView, mediaType?: AttachmentMediaType | string, name?: string): Promise<Attachment>;
   retractSteering(sessionId: string, steeringId: string, options?: RunOption): Promise<RetractResponse>;
   respond(sessionId: string, requestId: string, answer: unknown, options?: RunOption): Promise<StatusResponse>;
   cancel(sessionId: string, options?: RunOption): Promise<StatusResponse>;
@@ -733,7 +747,8 @@ export declare class KeelClient {
   triggerSchedule(name: string): Promise<StatusResponse>;
   /** One call; a success's raw Response, else a typed KeelError. */
   request(method: string, path: string, init?: {
-    query?: Record<string, unknown>; body?: unknown; headers?: Record<string, string>; signal?: AbortSignal;
+    query?: Record<string, unknown>; body?: unknown; data?: BodyInit; contentType?: string;
+    headers?: Record<string, string>; signal?: AbortSignal;
   }): Promise<Response>;
 }
 
