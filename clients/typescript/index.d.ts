@@ -21,6 +21,12 @@ export interface Error {
 /** The body of POST /v1/sessions/{id}/runs. */
 export interface RunRequest {
   prompt: string;
+  /**
+   * Images and PDFs the prompt carries: references that POST /v1/attachments
+   * answered, at most 8. A model that cannot read their kinds is refused (400
+   * invalid_input).
+   */
+  attachments?: Attachment[];
   /** Model spec, e.g. scripted:demo, openai:gpt-4o. */
   model?: string;
   /** Tools the model may call; [] for none; absent for the session's. */
@@ -142,6 +148,8 @@ export interface EventsPage {
 
 export interface SteerRequest {
   text: string;
+  /** Images and PDFs the steering carries, as a prompt's attachments. */
+  attachments?: Attachment[];
 }
 
 export interface SteerResponse {
@@ -323,6 +331,26 @@ export interface Reasoning {
    * effort (OpenAI).
    */
   budget_tokens?: number;
+}
+
+/**
+ * An image or a PDF a prompt or steering carries by reference: its bytes are in
+ * the workers' content store (POST /v1/attachments put them there), so history
+ * and the transcript hold this reference, never the bytes.
+ */
+export interface Attachment {
+  /** image (PNG, JPEG, GIF, WebP) or document (PDF). */
+  kind: "image" | "document";
+  /** The content's media type, checked against its first bytes. */
+  media_type: "image/png" | "image/jpeg" | "image/gif" | "image/webp" | "application/pdf";
+  /** What its sender called it (a file name), for display. */
+  name?: string;
+  /** The content store's key of the stored value. */
+  key: string;
+  /** The stored value's size in bytes (the store's reference). */
+  size: number;
+  /** The attachment's length in bytes: at most 5 MiB for an image, 10 MiB for a PDF. */
+  bytes: number;
 }
 
 /**
@@ -653,6 +681,14 @@ export interface RunOption {
   run?: number;
 }
 
+/** Options of steer(): the run, and attachments the steering carries (from uploadAttachment). */
+export interface SteerOptions extends RunOption {
+  attachments?: Attachment[];
+}
+
+/** The media types an attachment may have. */
+export type AttachmentMediaType = Attachment["media_type"];
+
 export interface EventsOptions {
   /** Stream durable events after this seq (default 0: the whole log). */
   after?: number;
@@ -678,7 +714,13 @@ export declare class KeelClient {
   history(sessionId: string, options?: { offset?: number; limit?: number }): Promise<HistoryPage>;
   eventsPage(sessionId: string, options?: { after?: number; limit?: number }): Promise<EventsPage>;
   events(sessionId: string, options?: EventsOptions): EventStream;
-  steer(sessionId: string, text: string, options?: RunOption): Promise<SteerResponse>;
+  steer(sessionId: string, text: string, options?: SteerOptions): Promise<SteerResponse>;
+  /**
+   * Stores an image or a PDF (POST /v1/attachments) and resolves to its
+   * reference, for the attachments of send() and steer(). mediaType
+   * defaults to a Blob's own type.
+   */
+  uploadAttachment(data: Blob | ArrayBuffer | ArrayBufferView, mediaType?: AttachmentMediaType | string, name?: string): Promise<Attachment>;
   retractSteering(sessionId: string, steeringId: string, options?: RunOption): Promise<RetractResponse>;
   respond(sessionId: string, requestId: string, answer: unknown, options?: RunOption): Promise<StatusResponse>;
   cancel(sessionId: string, options?: RunOption): Promise<StatusResponse>;
@@ -705,7 +747,8 @@ export declare class KeelClient {
   triggerSchedule(name: string): Promise<StatusResponse>;
   /** One call; a success's raw Response, else a typed KeelError. */
   request(method: string, path: string, init?: {
-    query?: Record<string, unknown>; body?: unknown; headers?: Record<string, string>; signal?: AbortSignal;
+    query?: Record<string, unknown>; body?: unknown; data?: BodyInit; contentType?: string;
+    headers?: Record<string, string>; signal?: AbortSignal;
   }): Promise<Response>;
 }
 

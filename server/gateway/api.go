@@ -36,6 +36,9 @@ func (g *Gateway) routeAPI() {
 	// AG-UI names its session (threadId) in the body: postAGUI checks it
 	// against the key's prefix.
 	g.handle(Route{Method: http.MethodPost, Path: "/v1/ag-ui", sessions: true}, http.HandlerFunc(g.postAGUI))
+	// An upload belongs to no session: see postAttachment.
+	g.handle(Route{Method: http.MethodPost, Path: "/v1/attachments", ownBody: MaxAttachmentBodyBytes, noSession: true},
+		http.HandlerFunc(g.postAttachment))
 	g.routeSchedules()
 }
 
@@ -121,6 +124,11 @@ func requireJSON(r *http.Request) error {
 // client, a trusted caller, may set them).
 type RunRequest struct {
 	Prompt string `json:"prompt"`
+	// Attachments are images and documents the prompt carries, each a
+	// reference that POST /v1/attachments answered: at most
+	// keel.MaxAttachments. A model that cannot read their kinds is
+	// refused (400).
+	Attachments []keel.Attachment `json:"attachments,omitempty"`
 	// Model, Tools, System, MaxSteps, MaxTokens and Approvals override the
 	// session's defaults for this run only (api.RunConfig); Tools []
 	// means none.
@@ -201,6 +209,9 @@ func (req RunRequest) Validate() ([]client.SendOption, error) {
 		// session would be created: 413, as the worker answers.
 		return nil, keel.Errorf(keel.CodeTooLarge, "the prompt is %d bytes; the limit is %d", len(req.Prompt), api.MaxPromptBytes)
 	}
+	if err := checkAttachments(req.Attachments); err != nil {
+		return nil, err
+	}
 	if len(req.Once) > api.MaxOnceBytes {
 		return nil, keel.Errorf(keel.CodeInvalidInput, "once: a request's key must be 1 to %d bytes, got %d", api.MaxOnceBytes, len(req.Once))
 	}
@@ -233,6 +244,9 @@ func (req RunRequest) Validate() ([]client.SendOption, error) {
 		req.Budget != nil || req.SessionBudget != nil || len(req.OutputSchema) > 0 || req.Agent != "" || req.Reasoning != nil
 	if hasConfig {
 		opts = append(opts, client.WithConfig(cfg))
+	}
+	if len(req.Attachments) > 0 {
+		opts = append(opts, client.WithAttachments(req.Attachments...))
 	}
 	if req.SetDefault {
 		switch {

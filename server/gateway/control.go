@@ -13,10 +13,14 @@ import (
 // SteerRequest is the body of POST /v1/sessions/{id}/steer.
 type SteerRequest struct {
 	Text string `json:"text"`
+	// Attachments are images and documents the steering carries, as a
+	// run's (RunRequest.Attachments).
+	Attachments []keel.Attachment `json:"attachments,omitempty"`
 }
 
-// Validate checks the text as the run does, before any call: 1 to
-// api.MaxPromptBytes bytes.
+// Validate checks the text and the attachments as the run does, before
+// any call: 1 to api.MaxPromptBytes bytes of text, at most
+// keel.MaxAttachments valid references.
 func (req SteerRequest) Validate() error {
 	switch {
 	case req.Text == "":
@@ -24,7 +28,7 @@ func (req SteerRequest) Validate() error {
 	case len(req.Text) > api.MaxPromptBytes:
 		return keel.Errorf(keel.CodeTooLarge, "the steering text is %d bytes; the limit is %d", len(req.Text), api.MaxPromptBytes)
 	}
-	return nil
+	return checkAttachments(req.Attachments)
 }
 
 // SteerResponse is its answer.
@@ -105,7 +109,7 @@ func (g *Gateway) postSteer(w http.ResponseWriter, r *http.Request, s *client.Se
 		WriteError(w, err)
 		return
 	}
-	id, err := run.SteerRetractable(ctx, req.Text)
+	id, err := run.SteerAttached(ctx, req.Text, req.Attachments...)
 	if err != nil {
 		WriteError(w, err)
 		return

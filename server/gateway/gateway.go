@@ -53,8 +53,9 @@ type Options struct {
 	// defeats DNS rebinding (a page whose name was made to resolve to the
 	// gateway). Default: none.
 	AllowedHosts []string
-	// MaxBodyBytes bounds a request body; a larger one gets 413.
-	// Default DefaultMaxBodyBytes.
+	// MaxBodyBytes bounds a request body; a larger one gets 413. An
+	// upload's (POST /v1/attachments) is bounded by
+	// MaxAttachmentBodyBytes instead. Default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// KeepAlive is the longest an event stream stays silent: after it, a
 	// comment line is sent so proxies and browsers keep the connection.
@@ -104,8 +105,9 @@ type Options struct {
 	WebUIURL string
 	// Logger receives one record per request (method, path, status,
 	// duration; never a header, query or body) at debug level, at warn for
-	// 503 and error for other 5xx answers, with their causes; a request
-	// about a session carries its session_id.
+	// 503 and 501 (an upload without a content store) and error for other
+	// 5xx answers, with their causes; a request about a session carries
+	// its session_id.
 	// Default: logging.Default() (warnings on stderr).
 	Logger *zap.Logger
 }
@@ -157,6 +159,12 @@ type Route struct {
 	// maxBody bounds the route's body below Options.MaxBodyBytes; 0: no
 	// bound of its own.
 	maxBody int64
+	// ownBody, when set, is the route's body limit in place of
+	// Options.MaxBodyBytes (an upload's, above it).
+	ownBody int64
+	// noSession says the route touches no session's data (an upload): a
+	// key's session prefix does not limit it.
+	noSession bool
 }
 
 // Validate checks what New would refuse in the options: the keys and the
@@ -393,6 +401,9 @@ func (g *Gateway) guard(rt Route, h http.Handler) http.Handler {
 	if rt.maxBody > 0 {
 		limit = min(limit, rt.maxBody)
 	}
+	if rt.ownBody > 0 {
+		limit = rt.ownBody
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !rt.Public && g.keys.enabled() {
 			k := g.keys.match(r)
@@ -446,6 +457,8 @@ func (g *Gateway) logRequest(r *http.Request, status int, d time.Duration, cause
 	switch {
 	case status == http.StatusServiceUnavailable:
 		level = zapcore.WarnLevel // Temporal out of reach or busy: not the gateway's fault
+	case status == http.StatusNotImplemented:
+		level = zapcore.WarnLevel // an upload to a gateway without a content store: its configuration
 	case status >= 500:
 		level = zapcore.ErrorLevel
 	}

@@ -267,7 +267,7 @@ func (k *keyEntry) authorize(rt Route, r *http.Request) *Error {
 		}
 		return nil
 	}
-	if !rt.sessions {
+	if !rt.sessions && !rt.noSession {
 		return apiError(http.StatusForbidden, CodeForbidden, "this API key is limited to a session prefix, and this route names no session")
 	}
 	return nil

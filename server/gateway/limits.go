@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 )
 
@@ -34,9 +35,16 @@ const limitRetryAfter = 5
 
 // MaxSteerBodyBytes bounds the body of POST /steer: a steering text of at
 // most api.MaxPromptBytes as a JSON string, which escaping can make twice
-// as long, and its object. Routes without a limit of their own take
-// Options.MaxBodyBytes; every route takes at most that.
-const MaxSteerBodyBytes = 2*api.MaxPromptBytes + 1<<10
+// as long, its attachments (keel.MaxAttachments references, each at most
+// maxAttachmentJSON) and its object. Routes without a limit of their own
+// take Options.MaxBodyBytes; every route but the upload's takes at most
+// that.
+const MaxSteerBodyBytes = 2*api.MaxPromptBytes + 1<<10 + keel.MaxAttachments*maxAttachmentJSON
+
+// maxAttachmentJSON bounds one attachment reference as JSON: its name of
+// keel.MaxAttachmentName bytes, every one escaped as \u00XX at worst,
+// and its other fields.
+const maxAttachmentJSON = 6*keel.MaxAttachmentName + 512
 
 // followers counts what holds a Temporal history long poll: a session's
 // hub, or an AG-UI stream's run follower.

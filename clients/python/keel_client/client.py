@@ -12,9 +12,9 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 from .errors import ConnectionFailed, KeelError, error_from
 from .sse import parse_sse
-from .types import (Budget, Event, Reasoning, EventsPage, ForkResponse, ForksResponse, HistoryPage, Lag, RequestsResponse, RetractResponse,
-                    RewindResponse, RunResponse, Schedule, ScheduleChange, SchedulesResponse, ScheduleStatus,
-                    SessionsResponse, SessionStatus, StatusResponse, SteerResponse)
+from .types import (Attachment, Budget, Event, EventsPage, ForkResponse, ForksResponse, HistoryPage, Lag, Reasoning,
+                    RequestsResponse, RetractResponse, RewindResponse, RunResponse, Schedule, ScheduleChange,
+                    SchedulesResponse, ScheduleStatus, SessionsResponse, SessionStatus, StatusResponse, SteerResponse)
 
 #: The gateway's address under ``keel dev``.
 DEFAULT_BASE_URL = "http://127.0.0.1:7280"
@@ -56,16 +56,18 @@ class Client:
              set_default: bool = False, budget: Optional[Budget] = None,
              session_budget: Optional[Budget] = None,
              output_schema: Optional[Dict[str, Any]] = None, agent: Optional[str] = None,
-             once: Optional[str] = None, reasoning: Optional[Reasoning] = None) -> RunResponse:
+             once: Optional[str] = None, reasoning: Optional[Reasoning] = None,
+             attachments: Optional[List[Attachment]] = None) -> RunResponse:
         """Sends a prompt; the first creates the session (POST /v1/sessions/{id}/runs).
         Options left None take the session's defaults; those given apply to
         this run only, unless set_default makes them the session's defaults.
         With once, a key of the caller's, a send repeated with the same key
-        starts nothing and answers the first send's run ("repeated")."""
-        body = {"prompt": prompt, "model": model, "tools": tools, "system": system, "max_steps": max_steps,
-                "max_tokens": max_tokens, "approvals": approvals, "if_active": if_active, "set_default": set_default or None,
-                "budget": budget, "session_budget": session_budget, "output_schema": output_schema, "agent": agent,
-                "once": once, "reasoning": reasoning}
+        starts nothing and answers the first send's run ("repeated").
+        attachments are references from upload_attachment, at most 8."""
+        body = {"prompt": prompt, "attachments": attachments, "model": model, "tools": tools, "system": system,
+                "max_steps": max_steps, "max_tokens": max_tokens, "approvals": approvals, "reasoning": reasoning,
+                "if_active": if_active, "set_default": set_default or None, "budget": budget,
+                "session_budget": session_budget, "output_schema": output_schema, "agent": agent, "once": once}
         return self._json("POST", _session(session_id) + "/runs", body={k: v for k, v in body.items() if v is not None})
 
     def state(self, session_id: str) -> SessionStatus:
@@ -92,9 +94,25 @@ class Client:
         return EventStream(self, session_id, after=after, last_event_id=last_event_id, reconnect=reconnect,
                            max_reconnects=max_reconnects, reconnect_delay=reconnect_delay)
 
-    def steer(self, session_id: str, text: str, *, run: Optional[int] = None) -> SteerResponse:
-        """Steers the active run (POST /v1/sessions/{id}/steer); returns once accepted."""
-        return self._json("POST", _session(session_id) + "/steer", query={"run": run}, body={"text": text})
+    def steer(self, session_id: str, text: str, *, run: Optional[int] = None,
+              attachments: Optional[List[Attachment]] = None) -> SteerResponse:
+        """Steers the active run (POST /v1/sessions/{id}/steer); returns once
+        accepted. attachments are references from upload_attachment."""
+        body: Dict[str, Any] = {"text": text}
+        if attachments is not None:
+            body["attachments"] = attachments
+        return self._json("POST", _session(session_id) + "/steer", query={"run": run}, body=body)
+
+    def upload_attachment(self, data: bytes, media_type: str, name: Optional[str] = None) -> Attachment:
+        """Stores an image or a PDF for a prompt or steering to carry (POST
+        /v1/attachments) and returns its reference: pass it in
+        ``attachments`` of :meth:`send` or :meth:`steer`. ``media_type`` is
+        image/png, image/jpeg, image/gif, image/webp or application/pdf, and
+        the gateway checks the bytes against it (415 for another type, 400
+        for content that is not of it, 413 past 5 MiB for an image or 10
+        MiB for a PDF); ``name`` is for display. An upload belongs to no
+        session."""
+        return self._json("POST", "/v1/attachments", query={"name": name}, data=bytes(data), content_type=media_type)
 
     def retract_steering(self, session_id: str, steering_id: str, *, run: Optional[int] = None) -> RetractResponse:
         """Withdraws staged steering (DELETE /v1/sessions/{id}/steer/{steering_id})."""
@@ -180,18 +198,21 @@ class Client:
     # Transport.
 
     def open(self, method: str, path: str, *, query: Optional[Mapping[str, Any]] = None, body: Any = None,
-             headers: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None):
+             headers: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None,
+             data: Optional[bytes] = None, content_type: Optional[str] = None):
         """Sends one call and returns the open answer of a success (an
-        http.client.HTTPResponse); an error answer raises its KeelError."""
+        http.client.HTTPResponse); an error answer raises its KeelError.
+        ``body`` is sent as JSON; ``data`` as it is, as ``content_type``."""
         q = {k: str(v) for k, v in (query or {}).items() if v is not None}
         url = self.base_url + path + ("?" + urllib.parse.urlencode(q) if q else "")
         h = {"Accept": "application/json", **self.headers, **(headers or {})}
         if self.api_key:
             h["Authorization"] = "Bearer " + self.api_key
-        data = None
         if body is not None:
             h["Content-Type"] = "application/json"
             data = json.dumps(body).encode()
+        elif data is not None:
+            h["Content-Type"] = content_type or "application/octet-stream"
         req = urllib.request.Request(url, data=data, headers=h, method=method)
         try:
             return urllib.request.urlopen(req, timeout=timeout or self.timeout)

@@ -32,6 +32,10 @@ class Error(TypedDict):
 class RunRequest(TypedDict):
     """The body of POST /v1/sessions/{id}/runs."""
     prompt: str
+    #: Images and PDFs the prompt carries: references that POST /v1/attachments
+    #: answered, at most 8. A model that cannot read their kinds is refused (400
+    #: invalid_input).
+    attachments: NotRequired[List[Attachment]]
     #: Model spec, e.g. scripted:demo, openai:gpt-4o.
     model: NotRequired[str]
     #: Tools the model may call; [] for none; absent for the session's.
@@ -156,6 +160,8 @@ class EventsPage(TypedDict):
 
 class SteerRequest(TypedDict):
     text: str
+    #: Images and PDFs the steering carries, as a prompt's attachments.
+    attachments: NotRequired[List[Attachment]]
 
 
 class SteerResponse(TypedDict):
@@ -336,6 +342,25 @@ class Reasoning(TypedDict):
     #: Most tokens the model may think with; refused by backends that take only
     #: an effort (OpenAI).
     budget_tokens: NotRequired[int]
+
+
+class Attachment(TypedDict):
+    """An image or a PDF a prompt or steering carries by reference: its bytes are
+    in the workers' content store (POST /v1/attachments put them there), so
+    history and the transcript hold this reference, never the bytes."""
+    #: image (PNG, JPEG, GIF, WebP) or document (PDF).
+    kind: Literal["image", "document"]
+    #: The content's media type, checked against its first bytes.
+    media_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"]
+    #: What its sender called it (a file name), for display.
+    name: NotRequired[str]
+    #: The content store's key of the stored value.
+    key: str
+    #: The stored value's size in bytes (the store's reference).
+    size: int
+    #: The attachment's length in bytes: at most 5 MiB for an image, 10 MiB for
+    #: a PDF.
+    bytes: int
 
 
 class ScheduleConfig(TypedDict):

@@ -29,8 +29,12 @@ class FakeGateway:
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n) if n else b""
                 u = urlsplit(self.path)
+                # A JSON body decoded (body); any other as it came (raw).
+                is_json = self.headers.get("Content-Type") == "application/json"
                 fake.calls.append({"method": self.command, "path": u.path, "query": dict(parse_qsl(u.query)),
-                                   "headers": dict(self.headers.items()), "body": json.loads(raw) if raw else None})
+                                   "headers": dict(self.headers.items()),
+                                   "body": json.loads(raw) if raw and is_json else None,
+                                   "raw": raw if raw and not is_json else None})
                 status, body = fake.replies.pop(0) if fake.replies else (200, {})
                 if isinstance(body, str):
                     data, ctype = body.encode(), "text/event-stream"

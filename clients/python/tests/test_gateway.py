@@ -6,16 +6,20 @@ skipped."""
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 import unittest
 from typing import Callable, List, Union
 
-from keel_client import BadRequest, Client, Conflict, Event, EventStream, Lag, NotFound, Unauthorized
+from keel_client import BadRequest, Client, Conflict, Event, EventStream, KeelError, Lag, NotFound, Unauthorized
 
 URL = os.environ.get("KEEL_GATEWAY_URL")
 PREFIX = os.environ.get("KEEL_SESSION_PREFIX") or f"py-{int(time.time())}"
 Item = Union[Event, Lag]
+
+#: A 1×1 PNG.
+PIXEL = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYPj/HwADAgH/tIZQOQAAAABJRU5ErkJggg==")
 
 
 def model(name: str) -> str:
@@ -163,6 +167,25 @@ class GatewayTest(unittest.TestCase):
         self.assertEqual([e.data["request_id"] for e in resolved], [asked.data["request_id"]])
         self.assertEqual([e.data["output"] for e in rest if e.type == "tool.finished"], ["blue"])
         self.assertEqual(rest[-1].data["text"], "Blue it is.")
+
+    def test_attachment_uploaded_and_sent(self) -> None:
+        att = self.client.upload_attachment(PIXEL, "image/png", "pixel.png")
+        self.assertEqual((att["kind"], att["media_type"], att.get("name"), att["bytes"]), ("image", "image/png", "pixel.png", len(PIXEL)))
+        self.assertRegex(att["key"], r"^sha256:[0-9a-f]{64}$")
+        self.assertEqual(self.client.upload_attachment(PIXEL, "image/png")["key"], att["key"], "the same bytes, the same key")
+
+        sid = f"{PREFIX}-attach"
+        run = self.client.send(sid, "What is this?", model=model("HELLO"), attachments=[att])
+        with self.client.events(sid, after=run["base_seq"]) as stream:
+            until(stream, of_type("run.completed"))
+        self.assertEqual(self.client.history(sid)["messages"][0]["attachments"], [att])
+
+        with self.assertRaises(KeelError) as cm:
+            self.client.upload_attachment(b"hello", "text/plain")
+        self.assertEqual((cm.exception.status, cm.exception.code), (415, "unsupported_media_type"))
+        with self.assertRaises(BadRequest) as bad:
+            self.client.upload_attachment(b"hello", "image/png")
+        self.assertEqual(bad.exception.code, "invalid_input")
 
     def test_bad_requests_get_typed_errors(self) -> None:
         with self.assertRaises(NotFound) as cm:

@@ -6,6 +6,7 @@ the gateway's OpenAPI document."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import typing
@@ -16,6 +17,9 @@ from keel_client import Client, KeelError, types
 from tests.fake import FakeGateway, header
 
 TABLE = json.loads((Path(__file__).resolve().parent.parent / "keel_client" / "routes.json").read_text())
+
+#: A 1×1 PNG.
+PIXEL = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYPj/HwADAgH/tIZQOQAAAABJRU5ErkJggg==")
 
 
 def operation_of(method: str, path: str):
@@ -48,9 +52,10 @@ class RoutesTest(unittest.TestCase):
 
     def call_everything(self, c: Client) -> None:
         c.sessions(limit=5)
+        att = c.upload_attachment(PIXEL, "image/png", "pixel.png")
         c.send("s1", "p", model="m", tools=[], system="s", max_steps=3, max_tokens=500, approvals={"*": "ask"}, if_active="queue",
                set_default=True, budget={"max": 0.5, "currency": "USD"}, session_budget={"max_tokens": 1000},
-               output_schema={"type": "object"}, agent="a", once="k", reasoning={"effort": "low"})
+               output_schema={"type": "object"}, agent="a", once="k", reasoning={"effort": "low"}, attachments=[att])
         c.state("s1")
         c.history("s1", offset=1, limit=2)
         c.events_page("s1", after=3, limit=4)
@@ -60,7 +65,7 @@ class RoutesTest(unittest.TestCase):
             self.gw.replies.append((200, ": nothing\n\n"))
             with self.assertRaises(KeelError):
                 list(c.events("s1", reconnect=False, **kw))
-        c.steer("s1", "t", run=2)
+        c.steer("s1", "t", run=2, attachments=[att])
         c.retract_steering("s1", "steer-1", run=2)
         c.respond("s1", "r1", {"any": "json"}, run=2)
         c.cancel("s1", run=2)
@@ -69,7 +74,7 @@ class RoutesTest(unittest.TestCase):
         c.rewind("s1", 1, step=1)
         c.forks("s1", limit=3)
         config = {"model": "m", "tools": [], "system": "s", "max_steps": 3, "max_tokens": 500, "approvals": {"*": "ask"},
-                  "budget": {"max": 0.5, "currency": "USD"}, "session_budget": {"max_tokens": 1000},
+                  "reasoning": {"effort": "low"}, "budget": {"max": 0.5, "currency": "USD"}, "session_budget": {"max_tokens": 1000},
                   "output_schema": {"type": "object"}}
         c.schedules(limit=5)
         c.create_schedule({"id": "d1", "cron": "0 9 * * 1-5", "every": "1h", "timezone": "Europe/Berlin", "jitter": "30s",
@@ -101,6 +106,13 @@ class RoutesTest(unittest.TestCase):
                 self.assertEqual(header(call, "Content-Type"), "application/json")
             if "body" not in op:
                 self.assertIsNone(call["body"], f"{name} sent a body")
+            # An upload sends the file as its media type; no other call
+            # sends a body that is not JSON.
+            if name == "uploadAttachment":
+                self.assertEqual(header(call, "Content-Type"), "image/png")
+                self.assertEqual(call["raw"], PIXEL)
+            else:
+                self.assertIsNone(call["raw"], f"{name} sent a body that is not JSON")
         self.assertEqual(sorted(seen), sorted(TABLE["operations"]))
         for name, op in TABLE["operations"].items():
             got = seen[name]
@@ -125,6 +137,19 @@ class RoutesTest(unittest.TestCase):
         class Short(typing.TypedDict):
             run_id: str
         self.assertNotEqual(sorted(fields_of(Short, TABLE["schemas"])), sorted(TABLE["schemas"]["SteerResponse"]))
+
+    def test_upload_sends_the_bytes_as_their_type(self) -> None:
+        self.gw.replies.append((201, {"kind": "image", "media_type": "image/png", "key": "sha256:" + "ab" * 32,
+                                      "size": 80, "bytes": len(PIXEL), "name": "a b.png"}))
+        att = Client(self.gw.url).upload_attachment(PIXEL, "image/png", "a b.png")
+        self.assertEqual(att["key"], "sha256:" + "ab" * 32)
+        call = self.gw.calls[0]
+        self.assertEqual((call["method"], call["path"], call["query"]), ("POST", "/v1/attachments", {"name": "a b.png"}))
+        self.assertEqual(header(call, "Content-Type"), "image/png")
+        self.assertEqual(call["raw"], PIXEL)
+        Client(self.gw.url).upload_attachment(bytearray(PIXEL), "application/pdf")
+        self.assertEqual(self.gw.calls[1]["query"], {}, "no name, no query")
+        self.assertEqual(header(self.gw.calls[1], "Content-Type"), "application/pdf")
 
     def test_ids_are_one_path_segment(self) -> None:
         Client(self.gw.url + "/v1/").retract_steering("s 1", "a/b")

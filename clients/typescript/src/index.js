@@ -73,9 +73,32 @@ export class KeelClient {
     return new EventStream(this, sessionId, options);
   }
 
-  /** Steers the active run (POST /v1/sessions/{id}/steer); resolves once accepted. */
+  /**
+   * Steers the active run (POST /v1/sessions/{id}/steer); resolves once
+   * accepted. `options.attachments` are references from uploadAttachment.
+   */
   steer(sessionId, text, options = {}) {
-    return this.#json("POST", `${session(sessionId)}/steer`, { query: { run: options.run }, body: { text } });
+    const body = { text };
+    if (options.attachments !== undefined) body.attachments = options.attachments;
+    return this.#json("POST", `${session(sessionId)}/steer`, { query: { run: options.run }, body });
+  }
+
+  /**
+   * Stores an image or a PDF for a prompt or steering to carry (POST
+   * /v1/attachments) and resolves to its reference, an Attachment: pass it
+   * in `attachments` of send() or steer(). `data` is the file's bytes (a
+   * Blob, ArrayBuffer or typed array); `mediaType` is image/png,
+   * image/jpeg, image/gif, image/webp or application/pdf (default: a
+   * Blob's own type), and the gateway checks the bytes against it; `name`
+   * is for display. An upload belongs to no session.
+   * @param {Blob | ArrayBuffer | ArrayBufferView} data
+   * @param {string} [mediaType]
+   * @param {string} [name]
+   */
+  uploadAttachment(data, mediaType, name) {
+    const type = mediaType || (typeof Blob !== "undefined" && data instanceof Blob ? data.type : "");
+    if (!type) throw new TypeError("keel: uploadAttachment needs the file's media type (image/png, application/pdf, ...)");
+    return this.#json("POST", "/v1/attachments", { query: { name }, data, contentType: type });
   }
 
   /** Withdraws staged steering (DELETE /v1/sessions/{id}/steer/{steering_id}). */
@@ -177,7 +200,8 @@ export class KeelClient {
    * error answer becomes a typed KeelError.
    * @param {string} method
    * @param {string} path
-   * @param {{query?: Record<string, unknown>, body?: unknown, headers?: Record<string, string>, signal?: AbortSignal}} [init]
+   * `body` is sent as JSON; `data` is sent as it is, as `contentType`.
+   * @param {{query?: Record<string, unknown>, body?: unknown, data?: BodyInit, contentType?: string, headers?: Record<string, string>, signal?: AbortSignal}} [init]
    * @returns {Promise<Response>}
    */
   async request(method, path, init = {}) {
@@ -192,6 +216,9 @@ export class KeelClient {
     if (init.body !== undefined) {
       headers["Content-Type"] = "application/json";
       req.body = JSON.stringify(init.body);
+    } else if (init.data !== undefined) {
+      headers["Content-Type"] = init.contentType || "application/octet-stream";
+      req.body = init.data;
     }
     let res;
     try {

@@ -175,6 +175,33 @@ test("a host-input request is listed and answered", { skip }, async () => {
   assert.equal(rest.at(-1).data.text, "Blue it is.");
 });
 
+// pixel is a 1×1 PNG.
+const pixel = Uint8Array.from(atob("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYPj/HwADAgH/tIZQOQAAAABJRU5ErkJggg=="), (c) => c.charCodeAt(0));
+
+test("an image is uploaded and sent with a prompt; history holds its reference", { skip }, async () => {
+  const att = await client.uploadAttachment(pixel, "image/png", "pixel.png");
+  assert.equal(att.kind, "image");
+  assert.equal(att.media_type, "image/png");
+  assert.equal(att.name, "pixel.png");
+  assert.equal(att.bytes, pixel.length);
+  assert.match(att.key, /^sha256:[0-9a-f]{64}$/);
+  const again = await client.uploadAttachment(new Blob([pixel], { type: "image/png" }));
+  assert.equal(again.key, att.key, "the same bytes, the same key");
+
+  const id = `${prefix}-attach`;
+  const run = await client.send(id, { prompt: "What is this?", model: model("HELLO"), attachments: [att] });
+  const f = follow(id, { after: run.base_seq });
+  await f.until(ofType("run.completed"));
+  await f.close();
+  const history = await client.history(id);
+  assert.deepEqual(history.messages[0].attachments, [att]);
+
+  await assert.rejects(client.uploadAttachment(new TextEncoder().encode("hello"), "text/plain"),
+    (err) => err.status === 415 && err.code === "unsupported_media_type");
+  await assert.rejects(client.uploadAttachment(new TextEncoder().encode("hello"), "image/png"),
+    (err) => err instanceof BadRequestError && err.code === "invalid_input");
+});
+
 test("bad requests get typed errors", { skip }, async () => {
   await assert.rejects(client.state(`${prefix}-nobody`),
     (err) => err instanceof NotFoundError && err.status === 404 && err.code === "not_found");

@@ -10,12 +10,18 @@ import { KeelClient } from "../src/index.js";
 
 const table = JSON.parse(readFileSync(new URL("../routes.json", import.meta.url), "utf8"));
 
+// pixel is a 1×1 PNG.
+const pixel = Uint8Array.from(atob("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYPj/HwADAgH/tIZQOQAAAABJRU5ErkJggg=="), (c) => c.charCodeAt(0));
+
 // recorder is a fetch that answers {} (or an empty event stream) and
-// records each request.
+// records each request: a JSON body decoded, any other as it was sent
+// (raw).
 function recorder() {
   const calls = [];
   const fetch = async (url, init) => {
-    calls.push({ method: init.method, url: new URL(url), headers: init.headers, body: init.body && JSON.parse(init.body) });
+    const json = init.headers["Content-Type"] === "application/json";
+    calls.push({ method: init.method, url: new URL(url), headers: init.headers,
+      body: json && init.body !== undefined ? JSON.parse(init.body) : undefined, raw: json ? undefined : init.body });
     if (init.headers.Accept === "text/event-stream") {
       return new Response(": nothing\n\n", { status: 200, headers: { "Content-Type": "text/event-stream" } });
     }
@@ -37,7 +43,9 @@ function operationOf(method, pathname) {
 // Every call, with every optional argument.
 async function callEverything(c) {
   await c.sessions({ limit: 5 });
-  await c.send("s1", { prompt: "p", model: "m", tools: [], system: "s", max_steps: 3, max_tokens: 500, approvals: { "*": "ask" }, if_active: "queue", set_default: true, budget: { max: 0.5, currency: "USD" }, session_budget: { max_tokens: 1000 }, output_schema: { type: "object" }, agent: "a", once: "k", reasoning: { effort: "low" } });
+  const att = await c.uploadAttachment(pixel, "image/png", "pixel.png");
+  await c.uploadAttachment(new Blob([pixel], { type: "image/png" }));
+  await c.send("s1", { prompt: "p", attachments: [att], model: "m", tools: [], system: "s", max_steps: 3, max_tokens: 500, approvals: { "*": "ask" }, reasoning: { effort: "low" }, if_active: "queue", set_default: true, budget: { max: 0.5, currency: "USD" }, session_budget: { max_tokens: 1000 }, output_schema: { type: "object" }, agent: "a", once: "k" });
   await c.state("s1");
   await c.history("s1", { offset: 1, limit: 2 });
   await c.eventsPage("s1", { after: 3, limit: 4 });
@@ -46,7 +54,7 @@ async function callEverything(c) {
   for (const opts of [{ lastEventId: 7 }, { after: 3 }]) {
     await assert.rejects(async () => { for await (const _ of c.events("s1", { ...opts, reconnect: false })) { /* none */ } });
   }
-  await c.steer("s1", "t", { run: 2 });
+  await c.steer("s1", "t", { run: 2, attachments: [att] });
   await c.retractSteering("s1", "steer-1", { run: 2 });
   await c.respond("s1", "r1", { any: "json" }, { run: 2 });
   await c.cancel("s1", { run: 2 });
@@ -54,7 +62,7 @@ async function callEverything(c) {
   await c.fork("s1", { run: 2, step: 1, into: "s2" });
   await c.rewind("s1", { run: 1, step: 1 });
   await c.forks("s1", { limit: 3 });
-  const config = { model: "m", tools: [], system: "s", max_steps: 3, max_tokens: 500, approvals: { "*": "ask" }, budget: { max: 0.5, currency: "USD" }, session_budget: { max_tokens: 1000 }, output_schema: { type: "object" } };
+  const config = { model: "m", tools: [], system: "s", max_steps: 3, max_tokens: 500, approvals: { "*": "ask" }, reasoning: { effort: "low" }, budget: { max: 0.5, currency: "USD" }, session_budget: { max_tokens: 1000 }, output_schema: { type: "object" } };
   await c.schedules({ limit: 5 });
   await c.createSchedule({ id: "d1", cron: "0 9 * * 1-5", every: "1h", timezone: "Europe/Berlin", jitter: "30s", prompt: "p", session: "s1", new_session: false, config, overlap: "queue", pause_on_failure: true, catchup_window: "15m" });
   await c.schedule("d1");
@@ -80,8 +88,15 @@ test("the client calls exactly the operations of routes.json, with their paramet
     assert.equal(call.headers.Authorization, "Bearer k", `${name} without the API key`);
     if (call.body !== undefined) assert.equal(call.headers["Content-Type"], "application/json");
     seen.set(name, got);
-    // A route without a body sends none: the gateway refuses unknown fields.
+    // A route without a JSON body sends none (the gateway refuses unknown
+    // fields); an upload sends the file as its media type.
     if (!op.body) assert.equal(call.body, undefined, `${name} sent a body`);
+    if (name === "uploadAttachment") {
+      assert.equal(call.headers["Content-Type"], "image/png");
+      assert.ok(call.raw !== undefined, "an upload without its bytes");
+    } else {
+      assert.equal(call.raw, undefined, `${name} sent a body that is not JSON`);
+    }
   }
   assert.deepEqual([...seen.keys()].sort(), Object.keys(table.operations).sort(), "operations called");
   for (const [name, op] of Object.entries(table.operations)) {
@@ -109,4 +124,18 @@ test("IDs are escaped into one path segment", async () => {
   await c.retractSteering("s 1", "a/b");
   assert.equal(calls[0].url.pathname, "/v1/sessions/s%201/steer/a%2Fb");
   assert.throws(() => c.state(""), TypeError);
+});
+
+test("an upload sends the bytes as their media type, a name in the query, and answers the reference", async () => {
+  const { calls, fetch } = recorder();
+  const c = new KeelClient("http://gw.test", { fetch });
+  await c.uploadAttachment(pixel, "image/png", "a b.png");
+  assert.equal(calls[0].url.pathname, "/v1/attachments");
+  assert.equal(calls[0].url.searchParams.get("name"), "a b.png");
+  assert.equal(calls[0].headers["Content-Type"], "image/png");
+  assert.equal(calls[0].raw, pixel);
+  await c.uploadAttachment(new Blob([pixel], { type: "application/pdf" }));
+  assert.equal(calls[1].headers["Content-Type"], "application/pdf", "a Blob's own type");
+  assert.equal(calls[1].url.search, "", "no name, no query");
+  assert.throws(() => c.uploadAttachment(pixel), TypeError, "bytes without a media type");
 });

@@ -159,7 +159,7 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer, defaults api.Run
 		return fail(fmt.Errorf("keel: %w", err))
 	}
 	out.Client, err = client.Dial(ctx, client.Options{Temporal: out.temporal, Namespace: co.Namespace,
-		Live: out.live, Config: defaults, DataConverter: cs.dc})
+		Live: out.live, Config: defaults, DataConverter: cs.dc, Attachments: cs.attach})
 	if err != nil {
 		return fail(err)
 	}
@@ -207,6 +207,8 @@ func hintFor(name string, err error) string {
 		return "this session is closed; start a new one (omit --session)"
 	case errors.Is(err, keel.ErrNotAccepting):
 		return "the run has ended and takes no more commands; `keel state SESSION` shows what the session is doing"
+	case errors.Is(err, client.ErrNoContentStore):
+		return "attachments are stored in the workers' content store: run `keel dev` on this machine, or name the store (--store) or its codec endpoint (--codec-endpoint)"
 	case errors.Is(err, keel.ErrRuntimeShutdown):
 		return "the runtime was shut down; no new runs start"
 	case errors.Is(err, context.DeadlineExceeded):

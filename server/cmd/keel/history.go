@@ -12,8 +12,8 @@ import (
 )
 
 const historyDesc = `Prints the committed transcript of SESSION: each message under a role
-header, the assistant's tool calls with their arguments, and the first lines
-of each tool result. It reads one page of at most --limit messages from
+header, the assistant's tool calls with their arguments, the first lines
+of each tool result, and a message's attachments as [image: NAME, SIZE]. It reads one page of at most --limit messages from
 --offset and says how to read the next. --json prints the page as JSON
 (messages, offset, total, revision) instead.`
 
@@ -82,6 +82,10 @@ func writeTranscript(w io.Writer, page api.HistoryPage, color bool) {
 			for _, c := range m.ToolCalls {
 				r.line(styleCyan, "→ %s %s", sanitizeLine(c.Name), compactArgs(c.Arguments))
 			}
+		}
+		// Attachments by reference: what and how large, never the bytes.
+		for _, a := range m.Attachments {
+			r.line(styleDim, "%s", attachmentNote(a))
 		}
 	}
 	first, last := page.Offset, page.Offset+len(page.Messages)

@@ -28,7 +28,10 @@ the tools default to the demo's (list_files, read_file, sleep, write_file),
 with any other model to none unless --tools names them. --model, --tools,
 --max-steps and --approve-ask configure this run only; with --set-default
 they become the session's defaults as well, for later prompts (from any
-client) that do not set them.`
+client) that do not set them. --attach FILE sends an image or a PDF with the
+prompt (repeat it for more): the file is checked here, by its content, then
+stored in the workers' content store, and the prompt carries a reference to
+it.`
 
 // promptFlags are the flags that say what a prompt runs with, shared by
 // run and send.
@@ -50,6 +53,10 @@ type promptFlags struct {
 	// effort and thinking are --reasoning-effort and --reasoning-budget.
 	effort   string
 	thinking int
+	// attach is --attach; files are its files, read and checked by
+	// validate.
+	attach attachFlag
+	files  []attachFile
 }
 
 func (p *promptFlags) register(fs *flagSet) {
@@ -65,18 +72,33 @@ func (p *promptFlags) register(fs *flagSet) {
 	fs.Var(&p.outputSchema, "output-schema", "JSON Schema `FILE` the final answer must match; the outcome then carries it as JSON (docs/contract.md §21.1)")
 	fs.StringVar(&p.effort, "reasoning-effort", "", "ask the model to reason first: `LEVEL` minimal, low, medium or high (refused where the model cannot)")
 	fs.IntVar(&p.thinking, "reasoning-budget", 0, "ask the model to reason with up to `N` tokens (Anthropic's extended thinking; at least 1024)")
+	p.attach.register(fs)
 	fs.BoolVar(&p.setDefault, "set-default", false,
 		"make this run's --model, --tools, --max-steps and --approve-ask the session's defaults too, for later prompts that do not set them (default: they apply to this run only)")
 }
 
 // sendOptions are the send's options as the flags say: the run's
-// configuration, for this run only unless --set-default.
-func (p *promptFlags) sendOptions() []client.SendOption {
+// configuration, for this run only unless --set-default, and the
+// attachments (stored with attach).
+func (p *promptFlags) sendOptions(atts []keel.Attachment) []client.SendOption {
 	opts := []client.SendOption{client.WithConfig(p.config())}
 	if p.setDefault {
 		opts = append(opts, client.SetDefault())
 	}
+	if len(atts) > 0 {
+		opts = append(opts, client.WithAttachments(atts...))
+	}
 	return opts
+}
+
+// send stores the --attach files and sends prompt to the session with
+// opts after the flags' own.
+func (p *promptFlags) send(ctx context.Context, kc *conn, sess *client.Session, prompt string, opts ...client.SendOption) (*client.Run, error) {
+	atts, err := attach(ctx, kc, p.files)
+	if err != nil {
+		return nil, err
+	}
+	return sess.Send(ctx, prompt, append(p.sendOptions(atts), opts...)...)
 }
 
 // validate checks the flags and the prompt before anything is sent.
@@ -104,6 +126,11 @@ func (p *promptFlags) validate(fs *flagSet, stderr io.Writer, prompt string) (in
 			return fs.usageError(stderr, "--reasoning-effort, --reasoning-budget: %s", err.(*keel.Error).Message), false
 		}
 	}
+	files, code, ok := p.attach.load(fs, stderr)
+	if !ok {
+		return code, false
+	}
+	p.files = files
 	return exitOK, true
 }
 
@@ -194,7 +221,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer kc.close()
 	sess := p.sessionOf(kc)
-	run, err := sess.Send(ctx, prompt, p.sendOptions()...)
+	run, err := p.send(ctx, kc, sess, prompt)
 	if err != nil {
 		return fail(stderr, "run", fmt.Errorf("send to session %s: %w", sess.ID(), err))
 	}

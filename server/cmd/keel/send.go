@@ -16,7 +16,8 @@ is given) and prints {"session_id", "run_id", "number", "revision"} as JSON
 once the run has started, without waiting for it to end. While a run is
 active in the session the prompt is rejected, unless --queue makes it the
 next run ("queued": true). Follow the run with "keel events SESSION
---follow". --model, --tools and --set-default work as in "keel run".`
+--follow". --model, --tools, --attach and --set-default work as in "keel
+run".`
 
 // sendResult is what send prints; its field names are a stable interface
 // for scripts.
@@ -49,12 +50,12 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "send", err)
 	}
 	defer kc.close()
-	opts := p.sendOptions()
+	var opts []client.SendOption
 	if *queue {
 		opts = append(opts, client.Queue())
 	}
 	sess := p.sessionOf(kc)
-	run, err := sess.Send(ctx, prompt, opts...)
+	run, err := p.send(ctx, kc, sess, prompt, opts...)
 	if err != nil {
 		return fail(stderr, "send", fmt.Errorf("send to session %s: %w", sess.ID(), err))
 	}

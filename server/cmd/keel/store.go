@@ -81,6 +81,11 @@ func (s *storeFlags) learnEndpoint(ctx context.Context, conn connect.Options, lo
 type contentStore struct {
 	// dc is the data converter of the command's Temporal client.
 	dc converter.DataConverter
+	// attach stores what client.Attach stores: the store's codec with
+	// --store, else the codec endpoint, asked to encode (keel dev's
+	// stores an attachment in its store, encrypted if it encrypts); nil
+	// for a worker or without an endpoint.
+	attach converter.PayloadCodec
 	// codec is set with --store: a worker needs it for its segments.
 	codec *store.Codec
 	// where says which store, without secrets, for the worker's banner.
@@ -118,6 +123,11 @@ func (s *storeFlags) open(ctx context.Context) (*contentStore, error) {
 		if !s.worker && s.endpoint != "" {
 			codecs = append(codecs, claimcheck.NewRemoteCodec(s.endpoint, claimcheck.RemoteOptions{
 				DecryptLocally: enc != nil, EncodeRemotely: enc == nil, ModifyRequest: withCodecToken}))
+			// An attachment goes to the store whatever the command
+			// encrypts itself: the endpoint stores it (and encrypts it
+			// as its workers do), which only it can do without --store.
+			cs.attach = claimcheck.NewRemoteCodec(s.endpoint, claimcheck.RemoteOptions{
+				EncodeRemotely: true, ModifyRequest: withCodecToken})
 		}
 		if enc != nil {
 			codecs = append(codecs, enc)
@@ -144,7 +154,7 @@ func (s *storeFlags) open(ctx context.Context) (*contentStore, error) {
 		opts.Encryption = enc
 	}
 	cs.codec = store.NewCodec(st, opts)
-	cs.dc, cs.where = store.NewDataConverter(cs.codec), st.URL()
+	cs.dc, cs.where, cs.attach = store.NewDataConverter(cs.codec), st.URL(), cs.codec
 	cs.close = func() { _ = st.Close() }
 	return cs, nil
 }

@@ -681,6 +681,7 @@
       el("div", {class: "bubble user"}, d.prompt));
       if (isCount(d.number)) start.dataset.pointRun = d.number;
       append(start);
+      attachmentsSoon();
       updateLinks();
       refreshStateSoon((st) => (st.active_run && st.active_run.run_id === env.run_id) || isEnded(env.run_id));
       break;
@@ -697,8 +698,11 @@
     }
     case "session.forked": {
       const ok = typeof d.source === "string" && isCount(d.run);
-      append(row(env, "lineage-row", ok ? ["forked from ", sourceLabel(d.source), " after " + pointLabel(d.run, d.step)] :
-        "forked (origin not understood)"));
+      const node = row(env, "lineage-row", ok ? ["forked from ", sourceLabel(d.source), " after " + pointLabel(d.run, d.step)] :
+        "forked (origin not understood)");
+      // The messages the fork began with, which its log shows no prompt of.
+      if (isCount(d.messages)) node.dataset.messages = d.messages;
+      append(node);
       break;
     }
     case "session.rewound": {
@@ -797,6 +801,7 @@
         if (b) b.remove();
       }
       append(row(env, "dim", "steering " + status));
+      if (status === "applied") attachmentsSoon();
       break;
     }
     case "usage.updated":
@@ -1111,13 +1116,163 @@
     }
   }
 
+  // Attachments (images, PDFs). The composer uploads the files chosen
+  // (POST /v1/attachments, the file as its own media type) and sends their
+  // references with the next prompt or steering, showing them as chips
+  // until then. The log shows a message's attachments as chips too: the
+  // events do not carry them, the session's history does, so it is read
+  // when the log shows a new prompt or applied steering.
+  const attachmentTypes = ["image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"];
+  const maxAttachments = 8;
+  const maxAttachmentName = 256;
+  const pending = []; // the references the next prompt carries
+  let uploading = 0;
+  let attachTimer = 0;
+
+  // sizeText says a size in bytes as keel's CLI does: 70 B, 12 KB, 3.4 MB.
+  function sizeText(n) {
+    if (!Number.isFinite(n) || n < 0) return "";
+    if (n < 1024) return n + " B";
+    if (n < 1024 * 1024) return Math.round(n / 1024) + " KB";
+    return String(Math.round(n / (1024 * 1024) * 10) / 10) + " MB";
+  }
+
+  // attachmentChip is an attachment as a small labelled chip: its kind,
+  // its name (or media type) and its size; never its bytes.
+  function attachmentChip(a, ...extra) {
+    const kind = a && a.kind === "document" ? "PDF" : "image";
+    const name = a && typeof a.name === "string" && a.name ? a.name : String(a && a.media_type || "attachment");
+    return el("span", {class: "chip attachment", "data-kind": a && a.kind, "data-key": a && a.key,
+      title: [a && a.media_type, a && a.key].filter(Boolean).join(" · ")},
+    el("span", {class: "chip-kind"}, kind), el("span", {class: "chip-name"}, name),
+    el("span", {class: "chip-size"}, sizeText(a && a.bytes)), ...extra);
+  }
+
+  function showPending() {
+    const box = $("pending");
+    box.replaceChildren(...pending.map((a, i) => {
+      const remove = el("button", {type: "button", title: "Remove", "aria-label": "Remove " + (a.name || "attachment")}, "×");
+      remove.addEventListener("click", () => {
+        pending.splice(i, 1);
+        showPending();
+      });
+      return attachmentChip(a, remove);
+    }));
+    if (uploading) box.dataset.busy = "true";
+    else delete box.dataset.busy;
+    box.hidden = !pending.length && !uploading;
+    $("send").disabled = $("steer").disabled = uploading > 0;
+  }
+
+  // uploadName is a file's name as an upload takes it: printable, at most
+  // maxAttachmentName bytes.
+  function uploadName(name) {
+    let s = String(name || "").replace(/[\x00-\x1f\x7f]/g, "?");
+    const enc = new TextEncoder();
+    while (enc.encode(s).length > maxAttachmentName) s = Array.from(s).slice(0, -1).join("");
+    return s;
+  }
+
+  async function uploadFiles(files) {
+    showError(null);
+    for (const f of files) {
+      if (!attachmentTypes.includes(f.type)) {
+        showError({code: "unsupported_media_type", message: f.name + ": keel attaches PNG, JPEG, GIF and WebP images and PDFs"});
+        continue;
+      }
+      if (pending.length + uploading >= maxAttachments) {
+        showError({code: "too_many", message: "a prompt carries at most " + maxAttachments + " attachments"});
+        break;
+      }
+      uploading++;
+      showPending();
+      try {
+        const name = uploadName(f.name);
+        const resp = await fetch("/v1/attachments" + (name ? "?name=" + encodeURIComponent(name) : ""),
+          {method: "POST", headers: headers({"Content-Type": f.type}), body: f});
+        if (!resp.ok) throw await apiError(resp);
+        pending.push(await resp.json());
+      } catch (err) {
+        showError(err);
+      } finally {
+        uploading--;
+        showPending();
+      }
+    }
+  }
+
+  // withPending adds the pending attachments to body.
+  function withPending(body) {
+    if (pending.length) body.attachments = pending.slice();
+    return body;
+  }
+
+  function clearPending() {
+    pending.length = 0;
+    showPending();
+  }
+
+  function attachmentsSoon() {
+    clearTimeout(attachTimer);
+    const id = page.session;
+    attachTimer = setTimeout(() => loadAttachments(id), 200);
+  }
+
+  // loadAttachments reads the session's history and puts the attachments
+  // of its user messages on the prompts and steering of the log.
+  async function loadAttachments(id) {
+    if (!id || id !== page.session) return;
+    const messages = [];
+    try {
+      for (let offset = 0; offset < 5000;) {
+        const h = await call("GET", sessionPath(id) + "/history?offset=" + offset + "&limit=200");
+        const got = Array.isArray(h && h.messages) ? h.messages : [];
+        messages.push(...got);
+        offset += got.length;
+        if (!got.length || offset >= h.total) break;
+      }
+    } catch {
+      return; // the chips are extra: the log stands without them
+    }
+    if (id !== page.session) return;
+    // A fork's history begins with the messages it was forked with; the
+    // runs a rewind left are not in the history.
+    const forked = $("log").querySelector('.lineage-row[data-type="session.forked"][data-messages]');
+    placeAttachments(messages.slice(forked ? Number(forked.dataset.messages) : 0),
+      [...$("log").querySelectorAll(".run-start:not([data-left]), .steering")]);
+  }
+
+  // placeAttachments matches the history's user messages to the log's
+  // prompts and steering, in order: steering by its ID, a prompt by its
+  // text. Messages the log does not show (a compacted summary) and rows
+  // the history no longer holds (runs a rewind left) are passed over.
+  function placeAttachments(messages, rows) {
+    let i = 0;
+    for (const m of messages) {
+      if (!m || m.role !== "user") continue;
+      let j = i;
+      for (; j < rows.length; j++) {
+        const r = rows[j];
+        const steering = r.classList.contains("steering");
+        if (m.steering_id ? steering && r.dataset.steering === m.steering_id
+          : !steering && (r.querySelector(".bubble.user") || {}).textContent === (m.content || "")) break;
+      }
+      if (j === rows.length) continue;
+      const atts = Array.isArray(m.attachments) ? m.attachments : [];
+      const old = rows[j].querySelector(":scope > .attachments");
+      if (old) old.remove();
+      if (atts.length) rows[j].append(el("div", {class: "attachments"}, atts.map((a) => attachmentChip(a))));
+      i = j + 1;
+    }
+  }
+
   // The composer.
 
   async function send(e) {
     e.preventDefault();
     const text = $("prompt").value;
-    if (!text.trim() || !page.session) return;
-    const body = {prompt: text};
+    if (!text.trim() || !page.session || uploading) return;
+    const body = withPending({prompt: text});
     const model = $("model").value.trim();
     if (model) body.model = model;
     const tools = $("tools").value.split(",").map((t) => t.trim()).filter(Boolean);
@@ -1126,6 +1281,7 @@
     try {
       await call("POST", sessionPath(page.session) + "/runs", body);
       $("prompt").value = "";
+      clearPending();
       if (!page.stream) {
         page.failures = 0;
         startStream(false); // a new session's stream, or one waiting to reconnect
@@ -1138,11 +1294,12 @@
 
   async function steer() {
     const text = $("prompt").value;
-    if (!text.trim() || !page.session) return;
+    if (!text.trim() || !page.session || uploading) return;
     showError(null);
     try {
-      await call("POST", sessionPath(page.session) + "/steer", {text});
+      await call("POST", sessionPath(page.session) + "/steer", withPending({text}));
       $("prompt").value = "";
+      clearPending();
     } catch (err) {
       showError(err);
     }
@@ -1198,6 +1355,12 @@
   $("refresh").addEventListener("click", loadSessions);
   $("composer").addEventListener("submit", send);
   $("steer").addEventListener("click", steer);
+  $("attach-button").addEventListener("click", () => $("attach").click());
+  $("attach").addEventListener("change", (e) => {
+    const files = [...e.target.files];
+    e.target.value = ""; // the same file may be chosen again
+    uploadFiles(files);
+  });
   $("cancel").addEventListener("click", cancelRun);
   $("prompt").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("composer").requestSubmit();

@@ -220,9 +220,13 @@ func (s *Stack) startGateway(ctx context.Context, cfg Config) error {
 		// their lag is measured here.
 		ch = telemetry.MeterLive(ch, cfg.Telemetry.MetricsHandler())
 	}
+	opts := client.Options{Temporal: s.Temporal, Namespace: s.Namespace, Live: ch, DataConverter: s.Store.DataConverter}
+	if s.Store.Codec != nil {
+		// POST /v1/attachments stores uploads where the workers read them.
+		opts.Attachments = s.Store.Codec
+	}
 	var err error
-	if s.Client, err = client.Dial(ctx, client.Options{Temporal: s.Temporal, Namespace: s.Namespace, Live: ch,
-		DataConverter: s.Store.DataConverter}); err != nil {
+	if s.Client, err = client.Dial(ctx, opts); err != nil {
 		return err
 	}
 	s.Gateway, err = gateway.New(s.Client, *cfg.Gateway)

@@ -32,7 +32,7 @@ func TestRunConfigCopiesAgree(t *testing.T) {
 		without []string // RunConfig's fields it leaves out (its doc says why)
 		own     []string // its fields that are not RunConfig's
 	}{
-		{reflect.TypeFor[gateway.RunRequest](), operator, []string{"prompt", "if_active", "set_default", "once"}},
+		{reflect.TypeFor[gateway.RunRequest](), operator, []string{"prompt", "attachments", "if_active", "set_default", "once"}},
 		{reflect.TypeFor[gateway.ScheduleConfig](), operator, nil},
 	} {
 		have := jsonNames(c.typ)

@@ -48,6 +48,7 @@ var Roots = []Root{
 	{"SessionsResponse", typeOf[gateway.SessionsResponse]()},
 	{"Budget", typeOf[api.Budget]()},
 	{"Reasoning", typeOf[keel.Reasoning]()},
+	{"Attachment", typeOf[keel.Attachment]()},
 	{"ScheduleConfig", typeOf[gateway.ScheduleConfig]()},
 	{"Schedule", typeOf[gateway.Schedule]()},
 	{"ScheduleChange", typeOf[gateway.ScheduleChange]()},
@@ -82,6 +83,7 @@ var enums = map[reflect.Type]enum{
 	typeOf[api.Overlap]():       {"", []string{string(api.OverlapSkip), string(api.OverlapQueue), string(api.OverlapSteer)}},
 	typeOf[keel.ReasoningEffort](): {"", []string{string(keel.ReasoningMinimal), string(keel.ReasoningLow),
 		string(keel.ReasoningMedium), string(keel.ReasoningHigh)}},
+	typeOf[keel.AttachmentKind](): {"", []string{string(keel.AttachmentImage), string(keel.AttachmentDocument)}},
 }
 
 // tsNames are the TypeScript client's own declarations of types the
