@@ -116,7 +116,7 @@ func (a Attachment) Validate() error {
 // CheckAttachments validates the attachments of one message.
 func CheckAttachments(atts []Attachment) error {
 	if len(atts) > MaxAttachments {
-		return Errorf(CodeTooMany, "a message carries at most %d attachments, not %d", MaxAttachments, len(atts))
+		return Errorf(CodeInvalidInput, "attachments: a message carries at most %d, not %d", MaxAttachments, len(atts))
 	}
 	for _, a := range atts {
 		if err := a.Validate(); err != nil {

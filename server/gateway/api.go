@@ -209,7 +209,7 @@ func (req RunRequest) Validate() ([]client.SendOption, error) {
 		// session would be created: 413, as the worker answers.
 		return nil, keel.Errorf(keel.CodeTooLarge, "the prompt is %d bytes; the limit is %d", len(req.Prompt), api.MaxPromptBytes)
 	}
-	if err := checkAttachments(req.Attachments); err != nil {
+	if err := keel.CheckAttachments(req.Attachments); err != nil {
 		return nil, err
 	}
 	if len(req.Once) > api.MaxOnceBytes {

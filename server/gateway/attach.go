@@ -73,16 +73,6 @@ func (g *Gateway) postAttachment(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, a)
 }
 
-// checkAttachments checks a request's attachments as the session will
-// (keel.CheckAttachments), but for their count: too many is the request's
-// mistake (400), which no retry mends, not a limit that is full (429).
-func checkAttachments(atts []keel.Attachment) error {
-	if len(atts) > keel.MaxAttachments {
-		return keel.Errorf(keel.CodeInvalidInput, "attachments: a message carries at most %d, not %d", keel.MaxAttachments, len(atts))
-	}
-	return keel.CheckAttachments(atts)
-}
-
 // attachmentType reads the media type the upload is declared as: one
 // Content-Type (its parameters ignored) that keel takes, else 415.
 func attachmentType(r *http.Request) (string, keel.AttachmentKind, error) {

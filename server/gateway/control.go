@@ -28,7 +28,7 @@ func (req SteerRequest) Validate() error {
 	case len(req.Text) > api.MaxPromptBytes:
 		return keel.Errorf(keel.CodeTooLarge, "the steering text is %d bytes; the limit is %d", len(req.Text), api.MaxPromptBytes)
 	}
-	return checkAttachments(req.Attachments)
+	return keel.CheckAttachments(req.Attachments)
 }
 
 // SteerResponse is its answer.
