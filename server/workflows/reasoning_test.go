@@ -82,6 +82,20 @@ func TestReasoningIsKeptAndSentBack(t *testing.T) {
 	next.execSession(t, again)
 	require.Len(t, later.reqs, 1)
 	require.Equal(t, []keel.ReasoningPart{first}, later.reqs[0].Messages[1].Reasoning)
+
+	// A fork at the run, and a fork of its first step, keep it too.
+	var atRun, atStep api.ForkPoint
+	idleSession(t, carry.SessionInput{SessionID: "s1", Carry: res.Carry}, func(e *runEnv) {
+		var err error
+		atRun, err = forkPoint(t, e, api.Point{Run: 1})
+		require.NoError(t, err)
+		atStep, err = forkPoint(t, e, api.Point{Run: 1, Step: 1})
+		require.NoError(t, err)
+	})
+	require.Equal(t, []keel.ReasoningPart{first}, atRun.Transcript[1].Reasoning)
+	require.Equal(t, []keel.ReasoningPart{first}, atStep.Transcript[1].Reasoning)
+	forked := idleSession(t, forkInput("f1", atStep))
+	require.Equal(t, []keel.ReasoningPart{first}, forked.Carry.Transcript[1].Reasoning)
 }
 
 // A run that does not ask for reasoning keeps none: the transcript holds
