@@ -37,10 +37,17 @@ func TestRollingUpgradePinsRunsAndMovesSessions(t *testing.T) {
 	// One partition per task queue: the routing reaches each partition of
 	// each task queue before it is complete, and under load an attempt
 	// that missed one of four partitions waited out the server's
-	// one-minute propagation timeout, sometimes twice (waitRouted).
+	// one-minute propagation timeout, sometimes twice (waitRouted). The
+	// activity partition learns the routing from the workflow root by a
+	// long poll, which pauses between fast answers for up to half its
+	// timeout (matching's user-data fetch loop): at the default timeout,
+	// 2.4 minutes in which the routing cannot complete, longer than the
+	// test waits (one clean-clone run in about ten). A 10 s long poll caps
+	// that pause at 5 s.
 	srv := keeltest.StartServer(t, devserver.Config{DynamicConfig: map[string]any{
 		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key().String():  1,
 		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key().String(): 1,
+		dynamicconfig.MatchingGetUserDataLongPollTimeout.Key().String():  10 * time.Second,
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
