@@ -3,6 +3,7 @@ package keel
 import (
 	"bytes"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -107,7 +108,7 @@ func (a Attachment) Validate() error {
 		return Errorf(CodeInvalidInput, "attachment: not a reference to a stored attachment (use client.Attach or POST /v1/attachments)")
 	case a.Bytes <= 0 || a.Bytes > kind.MaxBytes():
 		return Errorf(CodeTooLarge, "attachment: the %s is %d bytes; the limit is %d", kind, a.Bytes, kind.MaxBytes())
-	case len(a.Name) > MaxAttachmentName || !utf8.ValidString(a.Name) || strings.ContainsFunc(a.Name, isControl):
+	case !ValidAttachmentName(a.Name):
 		return Errorf(CodeInvalidInput, "attachment: a name is at most %d bytes of printable text", MaxAttachmentName)
 	}
 	return nil
@@ -131,21 +132,12 @@ func AttachmentKinds(msgs ...Message) []AttachmentKind {
 	var out []AttachmentKind
 	for _, m := range msgs {
 		for _, a := range m.Attachments {
-			if !containsKind(out, a.Kind) {
+			if !slices.Contains(out, a.Kind) {
 				out = append(out, a.Kind)
 			}
 		}
 	}
 	return out
-}
-
-func containsKind(ks []AttachmentKind, k AttachmentKind) bool {
-	for _, x := range ks {
-		if x == k {
-			return true
-		}
-	}
-	return false
 }
 
 func attachmentTypeList() string {
@@ -167,4 +159,9 @@ func validStoreKey(k string) bool {
 	return true
 }
 
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+// ValidAttachmentName reports whether name may name an attachment: at
+// most MaxAttachmentName bytes of printable text.
+func ValidAttachmentName(name string) bool {
+	return len(name) <= MaxAttachmentName && utf8.ValidString(name) &&
+		!strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f })
+}

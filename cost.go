@@ -172,29 +172,20 @@ func (p Price) Estimate(promptTokens, maxOutput int64) int64 {
 	return addSaturating(perMillion(promptTokens, max(p.Input, p.CacheWrite)), perMillion(maxOutput, p.Output))
 }
 
-// perMillion returns the cost in nanos of tokens at price per million,
+// perMillion returns the cost in nanos of tokens at price per million.
+func perMillion(tokens int64, price float64) int64 { return costOf(tokens, price, 1_000_000) }
+
+// perThousand returns the cost in nanos of n uses at price per thousand.
+func perThousand(n int64, price float64) int64 { return costOf(n, price, 1_000) }
+
+// costOf returns the cost in nanos of n items at price per `per` items,
 // rounded to the nearest nano, at most math.MaxInt64 (a float past it
 // would convert to anything).
-func perMillion(tokens int64, price float64) int64 {
-	if tokens <= 0 || !(price > 0) {
-		return 0
-	}
-	// price per million in units is price*1000 nanos per token.
-	n := math.Round(float64(tokens) * price * (NanosPerUnit / 1_000_000))
-	if n >= math.MaxInt64 || math.IsNaN(n) {
-		return math.MaxInt64
-	}
-	return int64(n)
-}
-
-// perThousand returns the cost in nanos of n uses at price per thousand,
-// rounded to the nearest nano, at most math.MaxInt64.
-func perThousand(n int64, price float64) int64 {
+func costOf(n int64, price, per float64) int64 {
 	if n <= 0 || !(price > 0) {
 		return 0
 	}
-	// price per thousand in units is price*1,000,000 nanos per use.
-	c := math.Round(float64(n) * price * (NanosPerUnit / 1_000))
+	c := math.Round(float64(n) * price * (NanosPerUnit / per))
 	if c >= math.MaxInt64 || math.IsNaN(c) {
 		return math.MaxInt64
 	}

@@ -6,8 +6,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/client"
@@ -35,7 +33,7 @@ func (g *Gateway) postAttachment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.URL.Query().Get("name")
-	if len(name) > keel.MaxAttachmentName || !utf8.ValidString(name) || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+	if !keel.ValidAttachmentName(name) {
 		WriteError(w, keel.Errorf(keel.CodeInvalidInput, "name: at most %d bytes of printable text", keel.MaxAttachmentName))
 		return
 	}
