@@ -40,6 +40,12 @@ const (
 	// steering staged in a run). Retryable: the same call may succeed
 	// once the queue drains. The gateway answers 429 with Retry-After.
 	CodeTooMany Code = "keel.TooMany"
+	// CodeHookStopped: a hook stopped the run (docs/contract.md §23); the
+	// message is its reason. CodeHookFailed: a hook whose failure fails
+	// the run failed after its retries; the message is its sanitized
+	// error, Retryable its retryability.
+	CodeHookStopped Code = "keel.HookStopped"
+	CodeHookFailed  Code = "keel.HookFailed"
 	// CodeBudgetExceeded: the next request would spend more than a budget
 	// leaves (docs/contract.md §20). The run ended before the request,
 	// with what it had done committed.

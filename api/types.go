@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/keelrun/keel"
@@ -60,7 +61,16 @@ type RunConfig struct {
 	// instructions, tools, limits and output schema, which a send that
 	// names an agent may not set itself. Optional.
 	Agent string `json:"agent,omitempty"`
+	// Hooks names hooks the worker offers (keel.yaml hooks, Go
+	// worker.Options.Hooks) that run at this run's execution boundaries
+	// (docs/contract.md §23): a send naming another is refused. At most
+	// MaxRunHooks names, each a valid agent name. Optional: none takes the
+	// session's, and an agent's hooks come before the send's.
+	Hooks []string `json:"hooks,omitempty"`
 }
+
+// MaxRunHooks bounds RunConfig.Hooks.
+const MaxRunHooks = 8
 
 // Approval is a tool's approval policy.
 type Approval string
@@ -159,6 +169,9 @@ func (c RunConfig) Merge(o *RunConfig) RunConfig {
 	if o.Agent != "" {
 		c.Agent = o.Agent
 	}
+	if o.Hooks != nil {
+		c.Hooks = o.Hooks
+	}
 	return c
 }
 
@@ -187,6 +200,17 @@ func (c RunConfig) Validate() error {
 	}
 	if c.Agent != "" && !ValidAgentName(c.Agent) {
 		return keel.Errorf(keel.CodeInvalidInput, "agent: want 1 to %d letters, digits, '-' or '_', starting with a letter", MaxAgentNameBytes)
+	}
+	if len(c.Hooks) > MaxRunHooks {
+		return keel.Errorf(keel.CodeInvalidInput, "hooks: at most %d, not %d", MaxRunHooks, len(c.Hooks))
+	}
+	for i, h := range c.Hooks {
+		if !ValidAgentName(h) {
+			return keel.Errorf(keel.CodeInvalidInput, "hooks[%d]: want 1 to %d letters, digits, '-' or '_', starting with a letter", i, MaxAgentNameBytes)
+		}
+		if slices.Contains(c.Hooks[:i], h) {
+			return keel.Errorf(keel.CodeInvalidInput, "hooks[%d]: %s is named twice", i, h)
+		}
 	}
 	return CheckOutputSchema(c.OutputSchema)
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -46,6 +47,10 @@ type AgentSpec struct {
 	// Reasoning is what its runs ask of the model (keel.Reasoning).
 	// Optional: the run's own.
 	Reasoning *keel.Reasoning `json:"reasoning,omitempty"`
+	// Hooks are hooks the worker offers that run at its runs' boundaries,
+	// before those the run names itself (docs/contract.md §23).
+	// Optional.
+	Hooks []string `json:"hooks,omitempty"`
 	// Detached makes a delegation to it run in the background, as a
 	// detached tool does (§8). Optional.
 	Detached bool `json:"detached,omitempty"`
@@ -71,6 +76,15 @@ func (a AgentSpec) Apply(cfg api.RunConfig) api.RunConfig {
 	cfg.OutputSchema = a.OutputSchema
 	if a.Reasoning != nil {
 		cfg.Reasoning = a.Reasoning
+	}
+	if len(a.Hooks) > 0 {
+		hooks := append([]string{}, a.Hooks...)
+		for _, h := range cfg.Hooks {
+			if !slices.Contains(hooks, h) {
+				hooks = append(hooks, h)
+			}
+		}
+		cfg.Hooks = hooks
 	}
 	return cfg
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/store"
+	"github.com/keelrun/keel/server/hook"
 	"github.com/keelrun/keel/server/tool"
 	"github.com/keelrun/keel/server/tool/mcp"
 )
@@ -103,6 +104,15 @@ type Options struct {
 	// namespace's ScheduleRegistry with these. Optional: zero fields
 	// take the defaults of ScheduleLimits.
 	Schedules ScheduleLimits
+	// Hooks are the hooks the worker offers, by name (keel.yaml hooks,
+	// docs/contract.md §23): a run names those it wants
+	// (api.RunConfig.Hooks), and a send naming another is refused.
+	// Optional.
+	Hooks map[string]hook.Hook
+	// Sinks receive every durable event of every session the worker runs,
+	// at least once and in order (keel.yaml sinks, docs/contract.md
+	// §23.6). Optional.
+	Sinks map[string]hook.Sink
 	// MCPServers are the MCP servers whose tools the worker offers to the
 	// model as mcp__<server>__<tool> (keel.yaml's mcp_servers). New
 	// connects them with mcp.Connect into the worker's tool registry,
