@@ -30,8 +30,11 @@ type Message struct {
 	// Aborted marks the partial output of an assistant turn that was cut
 	// short by cancellation or failure. Providers see it as ordinary text.
 	Aborted bool `json:"aborted,omitempty"`
-	// SteeringID is set on user messages that entered through steering.
+	// SteeringID is set on user messages that entered through steering;
+	// InputID on those that a hook brought as boundary input
+	// (BoundaryInputApplied), internal context rather than the human's.
 	SteeringID string `json:"steering_id,omitempty"`
+	InputID    string `json:"input_id,omitempty"`
 	// CompactedTurns is set on the summary that compaction put in place of
 	// earlier messages: the number of assistant turns it stands for.
 	CompactedTurns int `json:"compacted_turns,omitempty"`

@@ -14,6 +14,7 @@ import (
 	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/server/hook"
 	"github.com/keelrun/keel/server/provider"
 	"github.com/keelrun/keel/server/tool"
 )
@@ -71,7 +72,10 @@ type Activities struct {
 	// providers, and stores those tools return. Optional: without it a
 	// turn whose transcript has one fails.
 	Attachments AttachmentStore
-	Logger      *zap.Logger // Optional: default logging.Default().
+	// Hooks are the hooks the worker offers, by name (docs/contract.md
+	// §23). Optional.
+	Hooks  map[string]hook.Hook
+	Logger *zap.Logger // Optional: default logging.Default().
 	// CacheRuns bounds the transcript cache, which keeps the latest run's
 	// transcript of each session. A turn whose session fell out of it asks
 	// its run for the transcript (a query). Optional; default

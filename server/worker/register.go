@@ -8,6 +8,7 @@ import (
 	"github.com/keelrun/keel/internal/ratelimit"
 	"github.com/keelrun/keel/internal/schedreg"
 	"github.com/keelrun/keel/server/activities"
+	"github.com/keelrun/keel/server/hook"
 	"github.com/keelrun/keel/server/workflows"
 )
 
@@ -41,6 +42,7 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 	r.RegisterActivityWithOptions(acts.ModelTurn, activity.RegisterOptions{Name: activities.ModelTurnName})
 	r.RegisterActivityWithOptions(acts.Tool, activity.RegisterOptions{Name: activities.ToolName})
 	r.RegisterActivityWithOptions(acts.Compact, activity.RegisterOptions{Name: activities.CompactName})
+	r.RegisterActivityWithOptions(acts.Hook, activity.RegisterOptions{Name: activities.HookName})
 	r.RegisterWorkflowWithOptions(workflows.RuntimeWorkflow, workflow.RegisterOptions{Name: api.RuntimeWorkflowName,
 		VersioningBehavior: runtimeVersioning})
 	r.RegisterWorkflowWithOptions(workflows.RateLimitWorkflow, workflow.RegisterOptions{Name: ratelimit.RateLimitWorkflowName,
@@ -63,7 +65,7 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 // run's first model turn.
 func (o Options) rules(models activities.ModelResolver) workflows.Rules {
 	r := workflows.Rules{Limits: o.Limits, RunBudget: o.Policy.RunBudget, SessionBudget: o.Policy.SessionBudget,
-		Agents: o.Agents}
+		Agents: o.Agents, Hooks: hookSpecs(o.Hooks)}
 	if c, ok := models.(Catalog); ok {
 		r.AdmitModel, r.ModelOffer = c.Admits, c.Offer
 		if m, ok := c.(*Models); ok {
@@ -78,5 +80,17 @@ func (o Options) rules(models activities.ModelResolver) workflows.Rules {
 // the worker's schedule limits.
 func scheduleRulesOf(r workflows.Rules, quota schedreg.ScheduleLimits) scheduleRules {
 	return scheduleRules{admitModel: r.AdmitModel, modelOffer: r.ModelOffer, checkReasoning: r.CheckReasoning, limits: r.Limits,
-		runBudget: r.RunBudget, sessionBudget: r.SessionBudget, checkAgent: r.CheckAgent, quota: quota}
+		runBudget: r.RunBudget, sessionBudget: r.SessionBudget, checkAgent: r.CheckAgent, checkHooks: r.CheckHooks, quota: quota}
+}
+
+// hookSpecs are the specs of the worker's hooks, by name.
+func hookSpecs(hooks map[string]hook.Hook) map[string]hook.Spec {
+	if len(hooks) == 0 {
+		return nil
+	}
+	specs := make(map[string]hook.Spec, len(hooks))
+	for name, h := range hooks {
+		specs[name] = h.Spec()
+	}
+	return specs
 }

@@ -44,6 +44,8 @@ type scheduleRules struct {
 	// checkAgent refuses an agent the worker does not offer, or a
 	// config that sets what its agent defines.
 	checkAgent func(api.RunConfig) error
+	// checkHooks refuses a hook the worker does not offer.
+	checkHooks func(api.RunConfig) error
 	// quota bounds the namespace's schedules and their firings.
 	quota schedreg.ScheduleLimits
 }
@@ -107,6 +109,11 @@ func (s *schedules) check(sc api.Schedule) error {
 	}
 	if s.rules.checkAgent != nil {
 		if err := s.rules.checkAgent(*cfg); err != nil {
+			return err
+		}
+	}
+	if s.rules.checkHooks != nil {
+		if err := s.rules.checkHooks(*cfg); err != nil {
 			return err
 		}
 	}

@@ -400,7 +400,7 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 	}
 	acts := &activities.Activities{Models: models, Tools: tools, Live: opts.Live, Logger: logger,
 		HeartbeatEvery: opts.HeartbeatInterval, Policy: opts.Policy,
-		Agents: opts.Agents, Delegation: opts.Delegation,
+		Agents: opts.Agents, Delegation: opts.Delegation, Hooks: opts.Hooks,
 		// A worker runs turns of at most this many sessions at once: the
 		// transcript cache keeps each of them, so a turn after the first
 		// never has to ask its run for the transcript (a query).

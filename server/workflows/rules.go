@@ -10,6 +10,7 @@ import (
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/carry"
 	"github.com/keelrun/keel/internal/delegation"
+	"github.com/keelrun/keel/server/hook"
 )
 
 // Rules are the worker's own checks on what callers send a session: which
@@ -51,6 +52,26 @@ type Rules struct {
 	// replay runs the agent the run ran, whatever the worker offers now.
 	// Optional.
 	Agents map[string]delegation.AgentSpec
+	// Hooks are the specs of the hooks the worker offers, by name
+	// (docs/contract.md §23): a send naming another is refused. A run
+	// records the specs of those it names as it starts (startHooks).
+	// Optional.
+	Hooks map[string]hook.Spec
+}
+
+// CheckHooks refuses a run configuration (an agent's hooks applied) that
+// names a hook the worker does not offer: at send, and when a schedule is
+// made.
+func (r Rules) CheckHooks(c api.RunConfig) error {
+	if len(c.Hooks) > api.MaxRunHooks {
+		return keel.Errorf(keel.CodeInvalidInput, "hooks: at most %d, not %d", api.MaxRunHooks, len(c.Hooks))
+	}
+	for _, name := range c.Hooks {
+		if _, ok := r.Hooks[name]; !ok {
+			return keel.Errorf(keel.CodeInvalidInput, "hook %s is not offered by this worker", clip(name, 40))
+		}
+	}
+	return nil
 }
 
 // admitsAgent refuses a send that names an agent the worker does not

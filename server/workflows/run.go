@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -10,6 +11,7 @@ import (
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/instrument"
+	"github.com/keelrun/keel/server/hook"
 )
 
 // run is one run of a session: the loop, and the parts it drives. Each
@@ -48,6 +50,7 @@ type run struct {
 	tools      *tools
 	model      *modelTurns
 	compactor  *compactor
+	hooks      *hooks
 
 	// toolTokens is the last known estimate of the tool schemas' size.
 	toolTokens int
@@ -60,6 +63,12 @@ type run struct {
 	outcome *keel.Outcome
 	// startErr ends the run as it starts: the agent it names is gone.
 	startErr *keel.Error
+	// stopErr ends the run: a hook stopped it, or failed it
+	// (docs/contract.md §23). It cancels the run's work as a cancel
+	// does, and the run ends failed instead of cancelled.
+	stopErr *keel.Error
+	// inputs counts the boundary inputs applied, for their IDs.
+	inputs int
 	// reportUp, set in a child session, tells the parent what host-input
 	// requests are open (delegate.go).
 	reportUp func()
@@ -105,6 +114,9 @@ func newRun(ctx workflow.Context, in runInput, rules Rules, onState func(keel.Se
 		emit: emit, lastSeq: r.journal.lastSeq, meter: r.meter, transcript: r.transcript}
 	r.compactor = &compactor{cfg: r.cfg, sessionID: in.SessionID, runID: in.RunID, root: ctx, work: r.work,
 		emit: emit, meter: r.meter, transcript: r.transcript}
+	r.hooks = &hooks{sessionID: in.SessionID, runID: in.RunID, emit: emit, heartbeat: r.cfg.HeartbeatAfter.Std(),
+		maxInput: rules.limits().PromptBytes, stop: r.stop}
+	r.tools.hooks = r.hooks
 	return r
 }
 
@@ -174,20 +186,25 @@ func (r *run) loop() {
 		r.finishFailed(r.startErr, "")
 		return
 	}
+	r.hookBoundary(keel.HookRunStart, "")
 	for {
 		if r.cancelled() {
-			r.finishCancelled("")
+			r.endCancelled("")
 			return
 		}
 		r.boundary()
 		r.compactor.maybeCompact(r.step, r.toolTokens, r.tools.busy())
 		if r.cancelled() {
-			r.finishCancelled("")
+			r.endCancelled("")
 			return
 		}
 		if limit := r.stepLimit(); r.step+r.tools.kids.steps >= limit {
 			r.finishFailed(&keel.Error{Code: keel.CodeMaxSteps,
 				Message: fmt.Sprintf("run reached its limit of %d steps", limit)}, "")
+			return
+		}
+		if r.hookBoundary(keel.HookBeforeStep, ""); r.cancelled() {
+			r.endCancelled("")
 			return
 		}
 		r.step++
@@ -196,7 +213,7 @@ func (r *run) loop() {
 		res, partial, err := r.model.turn(r.step)
 		if err != nil {
 			if r.cancelled() {
-				r.finishCancelled(partial)
+				r.endCancelled(partial)
 			} else {
 				r.finishFailed(err, partial)
 			}
@@ -214,13 +231,79 @@ func (r *run) loop() {
 		if r.waitForMore() {
 			continue
 		}
+		// Boundary input before the commit makes the run go on.
+		if r.hookBoundary(keel.HookBeforeCommit, res.Response.Text) {
+			continue
+		}
 		if r.cancelled() {
-			r.finishCancelled("")
+			r.endCancelled("")
 			return
 		}
 		r.finishCompleted(res.Response.Text, res.Answer)
 		return
 	}
+}
+
+// stop ends the run with err, the first a hook gave: its work is
+// cancelled, and the loop ends it failed (endCancelled).
+func (r *run) stop(err *keel.Error) {
+	if r.stopErr == nil {
+		r.stopErr = err
+	}
+	r.cancelWork()
+}
+
+// endCancelled ends a run whose work was cancelled: failed if a hook
+// stopped it, cancelled otherwise.
+func (r *run) endCancelled(partial string) {
+	if r.stopErr != nil {
+		r.finishFailed(r.stopErr, partial)
+		return
+	}
+	r.finishCancelled(partial)
+}
+
+// hookBoundary runs the hooks at a run boundary (run_start, before_step,
+// before_commit; text is the end-turn response at before_commit) and
+// applies the boundary input they bring, unless the run is being ended
+// by then: input the run will not read never enters its transcript. It
+// reports whether input was applied.
+func (r *run) hookBoundary(p keel.HookPoint, text string) bool {
+	if !r.hooks.at(p) {
+		return false
+	}
+	c := hook.Call{Point: p, SessionID: r.in.SessionID, RunID: r.in.RunID, Step: r.step}
+	switch p {
+	case keel.HookRunStart:
+		c.Prompt = r.in.Prompt
+	case keel.HookBeforeStep:
+		c.Step = r.step + 1
+	case keel.HookBeforeCommit:
+		c.Text = text
+	}
+	v := r.hooks.call(r.work, c, strconv.Itoa(c.Step))
+	if v.stopped || r.cancelled() {
+		return false
+	}
+	for _, in := range v.inputs {
+		r.inputs++
+		id := fmt.Sprintf("%s-input-%d", r.in.RunID, r.inputs)
+		r.journal.emit(keel.BoundaryInputApplied{InputID: id, Source: in.source, Point: p, Step: c.Step, Text: in.text})
+		r.transcript.add(keel.Message{Role: keel.RoleUser, Content: in.text, InputID: id})
+	}
+	return len(v.inputs) > 0
+}
+
+// hookEnd runs the hooks at run_end, with how the run ended, before its
+// terminal event: they cannot change it, and their failures are recorded
+// only. They run even when the run was cancelled.
+func (r *run) hookEnd(status keel.RunStatus, text string, err *keel.Error) {
+	if !r.hooks.at(keel.HookRunEnd) {
+		return
+	}
+	ctx, _ := workflow.NewDisconnectedContext(r.root)
+	r.hooks.call(ctx, hook.Call{Point: keel.HookRunEnd, SessionID: r.in.SessionID, RunID: r.in.RunID, Step: r.step,
+		Outcome: &hook.Outcome{Status: status, Text: text, Error: err}}, "end")
 }
 
 // stepLimit is the run's step limit: its own, or the worker's if smaller.
@@ -257,6 +340,7 @@ func (r *run) waitForMore() bool {
 // finishCompleted commits a run whose model ended its turn; answer is the
 // final text as JSON when the run has an output schema (answer.go).
 func (r *run) finishCompleted(text string, answer json.RawMessage) {
+	r.hookEnd(keel.StatusCompleted, text, nil)
 	rev := r.in.Revision + 1
 	r.journal.emit(keel.RunCompleted{Revision: rev, Text: text, Steps: r.step, Usage: r.meter.kept, UsageTotal: r.terminalUsage(), Answer: answer})
 	r.finish(keel.StatusCompleted, rev, text, nil)
@@ -269,6 +353,7 @@ func (r *run) finishCompleted(text string, answer json.RawMessage) {
 // cancelled first.
 func (r *run) finishCancelled(partial string) {
 	r.settle(partial)
+	r.hookEnd(keel.StatusCancelled, "", nil)
 	rev := r.in.Revision + 1
 	r.journal.emit(keel.RunCancelled{Revision: rev, UsageTotal: r.terminalUsage()})
 	r.finish(keel.StatusCancelled, rev, "", nil)
@@ -276,6 +361,7 @@ func (r *run) finishCancelled(partial string) {
 
 func (r *run) finishFailed(err *keel.Error, partial string) {
 	r.settle(partial)
+	r.hookEnd(keel.StatusFailed, "", err)
 	rev := r.in.Revision + 1
 	r.journal.emit(keel.RunFailed{Code: err.Code, Message: err.Message, Retryable: err.Retryable, Revision: rev,
 		UsageTotal: r.terminalUsage()})

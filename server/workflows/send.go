@@ -49,6 +49,9 @@ func (s *session) validateSend(req api.SendRequest) error {
 	if a, ok := s.rules.Agents[cfg.Agent]; ok {
 		cfg = a.Apply(cfg)
 	}
+	if err := s.rules.CheckHooks(cfg); err != nil {
+		return wireError(err.(*keel.Error))
+	}
 	if !s.rules.admitsModel(cfg.WithDefaults().Model) {
 		return wireError(s.rules.modelRefused())
 	}

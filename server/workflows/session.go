@@ -167,6 +167,9 @@ func (s *session) runPrompt(ctx workflow.Context, p *pendingRun) {
 		BaseSeq: s.st.Seq, Prompt: p.req.Prompt, Attachments: p.req.Attachments, Transcript: s.st.Transcript, Config: cfg, SessionSpent: spent,
 		Delegations: s.st.Delegations}, s.rules, s.setState)
 	r.startErr = startErr
+	if startErr == nil {
+		r.hooks.named, r.startErr = startHooks(ctx, s.rules, cfg.Hooks)
+	}
 	if d := s.delegated; d != nil {
 		r.tools.kids.depth, r.tools.kids.relay, r.model.relay = d.Depth, d.Relay, d.Relay
 		r.reportUp = func() { s.reportRequests(ctx, r) }

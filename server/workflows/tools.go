@@ -13,6 +13,7 @@ import (
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/internal/instrument"
 	"github.com/keelrun/keel/server/activities"
+	"github.com/keelrun/keel/server/hook"
 	"github.com/keelrun/keel/server/tool"
 )
 
@@ -50,6 +51,9 @@ type tools struct {
 	// many steps the run has left for a child.
 	kids      *delegations
 	stepsLeft func() int
+
+	// hooks run at before_tool and after_tool (hooks.go).
+	hooks *hooks
 
 	// running are the detached calls still running; finished those done
 	// whose results wait for the next step boundary, in completion order.
@@ -139,21 +143,60 @@ func (t *tools) start(s *slot) {
 	// The worker's policy comes with the turn's result (CallPlan), so a
 	// replay decides as the run did.
 	needsApproval := t.cfg.ApprovalFor(s.call.Name) == api.ApprovalAsk || s.plan.Approval == api.ApprovalAsk
-	if !needsApproval {
+	// A call that hooks see first starts once they let it.
+	gated := t.hooks.at(keel.HookBeforeTool)
+	if !needsApproval && !gated {
 		t.started(s)
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		start := workflow.Now(ctx)
+		if gated {
+			if status, why, ok := t.beforeTool(ctx, s); !ok {
+				t.close(s, status, why, 0)
+				return
+			}
+		}
 		if needsApproval {
 			if ok, why := t.approve(ctx, s); !ok {
 				t.close(s, statusFor(ctx, keel.ToolError), why, 0)
 				return
 			}
+		}
+		if needsApproval || gated {
 			t.started(s)
 		}
 		status, output := t.exec(ctx, s)
+		t.afterTool(ctx, s, status, output)
 		t.close(s, status, output, workflow.Now(ctx).Sub(start))
 	})
+}
+
+// beforeTool runs the hooks at before_tool: they may deny the call (its
+// result is the reason), run it with other arguments, or stop the run.
+func (t *tools) beforeTool(ctx workflow.Context, s *slot) (keel.ToolStatus, string, bool) {
+	call := s.call
+	v := t.hooks.call(ctx, hook.Call{Point: keel.HookBeforeTool, SessionID: t.sessionID, RunID: t.runID, Step: s.step,
+		Tool: &call}, s.call.ID)
+	switch {
+	case ctx.Err() != nil:
+		return keel.ToolInterrupted, interruptedOutput, false
+	case v.denied != "":
+		return keel.ToolError, v.denied, false
+	case v.replaced:
+		s.call.Arguments = v.args
+	}
+	return "", "", true
+}
+
+// afterTool runs the hooks at after_tool with the call's result, which
+// they see and cannot change; they may stop the run.
+func (t *tools) afterTool(ctx workflow.Context, s *slot, status keel.ToolStatus, output string) {
+	if !t.hooks.at(keel.HookAfterTool) || ctx.Err() != nil {
+		return
+	}
+	call := s.call
+	t.hooks.call(ctx, hook.Call{Point: keel.HookAfterTool, SessionID: t.sessionID, RunID: t.runID, Step: s.step,
+		Tool: &call, Result: &hook.ToolResult{Status: status, Output: output}}, s.call.ID)
 }
 
 // started emits tool.started, then tool.detached for a detached call,
