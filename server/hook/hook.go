@@ -211,5 +211,5 @@ type funcHook struct {
 	f    func(context.Context, Call) (Decision, error)
 }
 
-func (h funcHook) Spec() Spec                                        { return h.spec }
+func (h funcHook) Spec() Spec                                         { return h.spec }
 func (h funcHook) Call(ctx context.Context, c Call) (Decision, error) { return h.f(ctx, c) }
