@@ -18,8 +18,10 @@ import (
 
 	sdkclient "go.temporal.io/sdk/client"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/logging"
+	"github.com/keelrun/keel/server/hook"
 	"github.com/keelrun/keel/server/provider"
 	"github.com/keelrun/keel/server/provider/scripted"
 	"github.com/keelrun/keel/server/tool"
@@ -55,6 +57,9 @@ type workerSpec struct {
 	// a workflow task waits for the killed worker that had the workflow
 	// cached before any worker may take it. Default Temporal's, 5 s.
 	StickyTimeout time.Duration `json:"sticky_timeout,omitempty"`
+	// HookHold makes the guard hook (guardHook) hold its call, once its
+	// effect is tallied, until the process is killed.
+	HookHold bool `json:"hook_hold,omitempty"`
 }
 
 // TestHelperWorkerProcess is not a test: it is the body of a worker process
@@ -99,6 +104,7 @@ func serveWorker(raw string) error {
 	defer c.Close()
 	opts := worker.Options{
 		Models: scriptModels{scripted.New(script)}, Tools: tools, Logger: logger, StopTimeout: time.Second,
+		Hooks: map[string]hook.Hook{"guard": guardHook(spec.TallyLog, spec.Generation, spec.HookHold)},
 	}
 	opts.Worker.StickyScheduleToStartTimeout = spec.StickyTimeout
 	if spec.NATSURL != "" {
@@ -132,6 +138,8 @@ func (m scriptModels) Resolve(string) (provider.Provider, string, error) { retur
 type tallyArgs struct {
 	Label  string `json:"label"`
 	HoldMS int    `json:"hold_ms,omitempty"`
+	// HoldGen limits HoldMS to the worker process of that generation.
+	HoldGen int `json:"hold_gen,omitempty"`
 }
 
 // tallyLine is one line of the tally log.
@@ -157,7 +165,7 @@ func tallyTool(path string, generation int) tool.Tool {
 		if err := appendTally(path, line); err != nil {
 			return "", err
 		}
-		if a.HoldMS > 0 {
+		if a.HoldMS > 0 && (a.HoldGen == 0 || a.HoldGen == generation) {
 			select {
 			case <-time.After(time.Duration(a.HoldMS) * time.Millisecond):
 			case <-ctx.Done():
@@ -169,6 +177,45 @@ func tallyTool(path string, generation int) tool.Tool {
 			return "", err
 		}
 		return "counted " + a.Label, nil
+	})
+}
+
+// guardHook is a before_tool hook with an effect outside the worker, made
+// once per call key as a hook should: it tallies "hook" with the call's
+// key and answers a replace of the tally call's label (label+"-guarded",
+// and the arguments it had); asked again under a key it tallied, it
+// tallies "hook-again" and answers the same without a second effect. With
+// hold it then holds the call until the process dies, so a kill lands
+// after its effect and before the worker reports its answer.
+func guardHook(path string, generation int, hold bool) hook.Hook {
+	spec := hook.Spec{Points: []keel.HookPoint{keel.HookBeforeTool}, Timeout: keel.Duration(time.Minute)}
+	return hook.Func(spec, func(ctx context.Context, c hook.Call) (hook.Decision, error) {
+		var a tallyArgs
+		if err := json.Unmarshal(c.Tool.Arguments, &a); err != nil {
+			return hook.Decision{}, err
+		}
+		a.Label += "-guarded"
+		args, err := json.Marshal(a)
+		if err != nil {
+			return hook.Decision{}, err
+		}
+		lines, err := os.ReadFile(path)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return hook.Decision{}, err
+		}
+		phase := "hook"
+		if strings.Contains(string(lines), `"phase":"hook","key":"`+c.Key+`"`) {
+			phase = "hook-again"
+		}
+		if err := appendTally(path, tallyLine{Phase: phase, Key: c.Key, RunID: c.RunID, ToolCallID: c.Tool.ID,
+			Generation: generation, Label: a.Label}); err != nil {
+			return hook.Decision{}, err
+		}
+		if hold {
+			<-ctx.Done()
+			return hook.Decision{}, ctx.Err()
+		}
+		return hook.Decision{Action: keel.HookReplace, Arguments: args}, nil
 	})
 }
 

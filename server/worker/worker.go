@@ -398,6 +398,9 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 	if err := addAgentTools(tools, opts.Agents); err != nil {
 		return nil, err
 	}
+	if err := checkHooks(opts.Hooks, opts.Agents); err != nil {
+		return nil, err
+	}
 	acts := &activities.Activities{Models: models, Tools: tools, Live: opts.Live, Logger: logger,
 		HeartbeatEvery: opts.HeartbeatInterval, Policy: opts.Policy,
 		Agents: opts.Agents, Delegation: opts.Delegation, Hooks: opts.Hooks,
@@ -433,4 +436,28 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 		}
 	}
 	return acts, nil
+}
+
+// checkHooks refuses hooks a run could not name or the workflow could not
+// call, and agents naming hooks the worker lacks.
+func checkHooks(hooks map[string]hook.Hook, agents map[string]AgentSpec) error {
+	for name, h := range hooks {
+		if !api.ValidAgentName(name) {
+			return fmt.Errorf("worker: hook %.40q: want 1 to %d letters, digits, '-' or '_', starting with a letter", name, api.MaxAgentNameBytes)
+		}
+		if h == nil {
+			return fmt.Errorf("worker: hook %s is nil", name)
+		}
+		if err := h.Spec().Validate(); err != nil {
+			return fmt.Errorf("worker: hook %s: %w", name, err)
+		}
+	}
+	for name, a := range agents {
+		for _, h := range a.Hooks {
+			if _, ok := hooks[h]; !ok {
+				return fmt.Errorf("worker: agent %s names hook %.40q, which the worker does not offer", name, h)
+			}
+		}
+	}
+	return nil
 }
