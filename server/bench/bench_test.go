@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/server/bench"
 	"github.com/keelrun/keel/server/devserver"
+	"github.com/keelrun/keel/server/hook"
 	"github.com/keelrun/keel/server/internal/keeltest"
 	"github.com/keelrun/keel/server/tool"
 )
@@ -204,4 +206,52 @@ func BenchmarkStepPhases(b *testing.B) {
 	}
 	b.ReportMetric(ms(k.Step.P50()), "keel-step-p50-ms")
 	b.ReportMetric(ms(bare.Step.P50()), "bare-step-p50-ms")
+}
+
+// BenchmarkHookOverhead compares steps of runs that name a no-op hook at
+// before_step (one Hook activity per step that answers continue) with the
+// same runs naming none, on the same server and worker, the two
+// interleaved run by run so that both see the same load. b.N is the
+// number of runs of each, each of stepsPerRun model steps whose tool call
+// the workflow answers itself (as BenchmarkStepOverhead/model).
+//
+//	go test -run '^$' -bench HookOverhead -benchtime 20x ./server/bench/
+func BenchmarkHookOverhead(b *testing.B) {
+	const stepsPerRun = 10
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	srv := keeltest.StartServer(b, devserver.Config{})
+	models := bench.NewStampingModels(stepsPerRun, "missing")
+	noop := hook.Func(hook.Spec{Points: []keel.HookPoint{keel.HookBeforeStep}},
+		func(context.Context, hook.Call) (hook.Decision, error) { return hook.Decision{}, nil })
+	keeltest.StartWorker(b, srv, keeltest.WorkerOptions{Models: models, Hooks: map[string]hook.Hook{"noop": noop}})
+	kc := keeltest.Client(b, srv, nil)
+	hooked := []string{"noop"}
+	for _, h := range [][]string{nil, hooked} {
+		if _, err := bench.MeasureHookedSteps(ctx, kc, models, 1, stepsPerRun, h); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	var bare, with bench.Latencies
+	for range b.N {
+		s, err := bench.MeasureHookedSteps(ctx, kc, models, 1, stepsPerRun, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bare = append(bare, s...)
+		if s, err = bench.MeasureHookedSteps(ctx, kc, models, 1, stepsPerRun, hooked); err != nil {
+			b.Fatal(err)
+		}
+		with = append(with, s...)
+	}
+	b.StopTimer()
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	ratio := float64(with.P50()) / float64(bare.P50())
+	b.ReportMetric(ms(bare.P50()), "step-p50-ms")
+	b.ReportMetric(ms(with.P50()), "hooked-step-p50-ms")
+	b.ReportMetric(ms(with.P50()-bare.P50()), "hook-cost-ms")
+	b.ReportMetric(ratio, "ratio")
+	b.Logf("%d steps each: without hooks p50 %v p99 %v | a no-op hook at before_step p50 %v p99 %v | ratio %.2f",
+		len(bare), bare.P50(), bare.P99(), with.P50(), with.P99(), ratio)
 }

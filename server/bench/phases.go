@@ -89,7 +89,7 @@ func (p *Phases) Add(q Phases) {
 func MeasureKeelStepPhases(ctx context.Context, c *client.Client, runs, n int) (Phases, error) {
 	var all Phases
 	for i := range runs {
-		run, err := runSteps(ctx, c, fmt.Sprintf("phases %d %d", time.Now().UnixNano(), i), n)
+		run, err := runSteps(ctx, c, fmt.Sprintf("phases %d %d", time.Now().UnixNano(), i), n, nil)
 		if err != nil {
 			return all, err
 		}

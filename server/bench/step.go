@@ -92,10 +92,15 @@ func (m *StampingModels) Steps(prompt string) Latencies {
 // worker must resolve models with m and offer NoopTool, and returns every
 // step interval.
 func MeasureSteps(ctx context.Context, c *client.Client, m *StampingModels, runs, n int) (Latencies, error) {
+	return MeasureHookedSteps(ctx, c, m, runs, n, nil)
+}
+
+// MeasureHookedSteps is MeasureSteps with runs that name hooks.
+func MeasureHookedSteps(ctx context.Context, c *client.Client, m *StampingModels, runs, n int, hooks []string) (Latencies, error) {
 	var all Latencies
 	for i := range runs {
 		prompt := fmt.Sprintf("bench %d %d", time.Now().UnixNano(), i)
-		if _, err := runSteps(ctx, c, prompt, n); err != nil {
+		if _, err := runSteps(ctx, c, prompt, n, hooks); err != nil {
 			return nil, err
 		}
 		all = append(all, m.Steps(prompt)...)
@@ -105,9 +110,9 @@ func MeasureSteps(ctx context.Context, c *client.Client, m *StampingModels, runs
 
 // runSteps runs one keel run of n steps in a new session and checks that
 // it completed them.
-func runSteps(ctx context.Context, c *client.Client, prompt string, n int) (*client.Run, error) {
+func runSteps(ctx context.Context, c *client.Client, prompt string, n int, hooks []string) (*client.Run, error) {
 	run, err := c.NewSession().Send(ctx, prompt, client.WithConfig(api.RunConfig{
-		Model: "scripted:bench", Tools: []string{"noop"}, MaxSteps: n + 1}))
+		Model: "scripted:bench", Tools: []string{"noop"}, MaxSteps: n + 1, Hooks: hooks}))
 	if err != nil {
 		return nil, err
 	}

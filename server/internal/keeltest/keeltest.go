@@ -32,6 +32,7 @@ import (
 	"github.com/keelrun/keel/server/provider"
 	"github.com/keelrun/keel/server/provider/scripted"
 	"github.com/keelrun/keel/server/store"
+	"github.com/keelrun/keel/server/hook"
 	"github.com/keelrun/keel/server/tool"
 	"github.com/keelrun/keel/server/worker"
 )
@@ -120,6 +121,8 @@ type WorkerOptions struct {
 	Schedules schedreg.ScheduleLimits
 	// MetricsHandler is worker.Options': keel's metrics and the SDK's.
 	MetricsHandler sdkclient.MetricsHandler
+	// Hooks are worker.Options' (docs/contract.md §23).
+	Hooks map[string]hook.Hook
 }
 
 // StartWorker starts a keel worker on srv with its own Temporal client,
@@ -147,7 +150,7 @@ func StartWorker(tb testing.TB, srv *devserver.Server, opts WorkerOptions) sdkwo
 		Worker: &worker.Options{Models: models, Tools: tools, StopTimeout: time.Second,
 			Logger: logging.AtLeast(cfg.Logger, cfg.LogLevel), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch,
 			Policy: opts.Policy,
-			Agents: opts.Agents, Schedules: opts.Schedules, MetricsHandler: opts.MetricsHandler},
+			Agents: opts.Agents, Schedules: opts.Schedules, MetricsHandler: opts.MetricsHandler, Hooks: opts.Hooks},
 	})
 	if err != nil {
 		tb.Fatalf("worker: %v", err)
