@@ -312,3 +312,29 @@ func TestSendNamingAHookNotOfferedIsRefused(t *testing.T) {
 	require.Contains(t, refused.Error(), "hook nope is not offered by this worker")
 	require.Contains(t, refused.Error(), string(keel.CodeInvalidInput))
 }
+
+// docs/contract.md §23.3: a stop at after_tool ends the run's work as a
+// cancel does (the batch's other call is interrupted), and the run fails
+// with keel.HookStopped; the call that finished keeps its result.
+func TestAfterToolStopInterruptsTheBatch(t *testing.T) {
+	rec := &recorder{decide: func(c hook.Call) (hook.Decision, error) {
+		if c.Tool.Name == "echo" {
+			return hook.Decision{Action: keel.HookStop, Reason: "saw enough"}, nil
+		}
+		return hook.Decision{}, nil
+	}}
+	env := newHookEnv(t, `{"turns":[
+	  {"tool_calls":[{"id":"e","name":"echo","arguments":{"text":"x"}},{"id":"s","name":"sleep","arguments":{"seconds":3600}}]},
+	  {"text":["never"]}]}`,
+		map[string]hook.Hook{"watch": rec.hook(hook.Spec{Points: []keel.HookPoint{keel.HookAfterTool}})})
+	res := env.execSession(t, hookRun("go", []string{"watch"}, "echo", "sleep"))
+
+	require.Equal(t, keel.StatusFailed, res.Outcome.Status)
+	require.Equal(t, keel.CodeHookStopped, failure(t, res.Outcome).Code)
+	tools := toolEvents(t, res.Events)
+	require.Contains(t, tools, "finished:e:ok")
+	require.Contains(t, tools, "finished:s:interrupted")
+	require.Equal(t, 1, res.Outcome.Steps)
+	end, _ := at(res.Events, keel.TypeRunFailed, 0)
+	require.Less(t, end.Sub(res.Events[0].At), time.Hour, "the sleep did not hold the run")
+}
