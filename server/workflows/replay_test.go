@@ -188,10 +188,10 @@ var recordedHistories = []recordedHistory{
 	// hooks' specs recorded as it starts, then a Hook activity at each
 	// point, boundary input and replaced arguments (docs/contract.md §23).
 	{file: "session_hooks.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
-		activities.HookName:      7,
-		activities.ModelTurnName: 2,
-		activities.ToolName:      1,
-		enumspb.EVENT_TYPE_MARKER_RECORDED.String():                     1,
+		activities.HookName:                         7,
+		activities.ModelTurnName:                    2,
+		activities.ToolName:                         1,
+		enumspb.EVENT_TYPE_MARKER_RECORDED.String(): 1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: noChildWorkflows},
 	// A run cancelled while its model streamed (e2e

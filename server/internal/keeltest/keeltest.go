@@ -28,11 +28,11 @@ import (
 	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/devserver"
+	"github.com/keelrun/keel/server/hook"
 	"github.com/keelrun/keel/server/internal/stack"
 	"github.com/keelrun/keel/server/provider"
 	"github.com/keelrun/keel/server/provider/scripted"
 	"github.com/keelrun/keel/server/store"
-	"github.com/keelrun/keel/server/hook"
 	"github.com/keelrun/keel/server/tool"
 	"github.com/keelrun/keel/server/worker"
 )
