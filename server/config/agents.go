@@ -41,6 +41,9 @@ type Agent struct {
 	OutputSchema json.RawMessage
 	// Detached runs a delegation to it in the background. Optional.
 	Detached bool
+	// Hooks are hooks of the file its runs run, before those a run names
+	// itself. Optional.
+	Hooks []string
 }
 
 // Spec is the agent as the worker offers it.
@@ -51,7 +54,7 @@ func (a Agent) Spec() delegation.AgentSpec {
 	}
 	return delegation.AgentSpec{Name: a.Name, Description: a.Description, Model: a.Model, Instructions: a.Instructions,
 		Tools: tools, Agents: slices.Clone(a.Agents), MaxSteps: a.MaxSteps, MaxTokens: a.MaxTokens, Reasoning: a.Reasoning,
-		OutputSchema: a.OutputSchema, Detached: a.Detached}
+		OutputSchema: a.OutputSchema, Detached: a.Detached, Hooks: slices.Clone(a.Hooks)}
 }
 
 // AgentSpecs returns the file's agents by name.
@@ -86,6 +89,7 @@ func (p *parser) agents(n *yaml.Node, field string) {
 				}
 			},
 			"agents":     func(n *yaml.Node, f string) { a.Agents = p.strings(n, f) },
+			"hooks":      func(n *yaml.Node, f string) { a.Hooks = p.strings(n, f) },
 			"max_steps":  func(n *yaml.Node, f string) { a.MaxSteps = p.positive(n, f) },
 			"max_tokens": func(n *yaml.Node, f string) { a.MaxTokens = p.positive(n, f) },
 			"reasoning": func(n *yaml.Node, f string) {
@@ -154,6 +158,7 @@ func (p *parser) checkAgents() {
 				p.errorAt(f+".model", "no model named %q in this file (or give a spec such as scripted:NAME)", a.Model)
 			}
 		}
+		p.checkAgentHooks(a)
 	}
 	// A cycle is refused once, at the first agent (in file order) on it.
 	reported := map[string]bool{}

@@ -15,8 +15,10 @@ import (
 // Apply sets in opts what the file configures: the models (AddModels, on
 // opts.Models when it is a *worker.Models, else on worker.DefaultModels()),
 // Workspace, Tools (the enabled built-ins, unless opts.Tools is already
-// set), Policy (approvals and limits), Limits and MCPServers. It builds
-// the providers now, so a missing key fails here, naming the model.
+// set), Policy (approvals and limits), Limits, MCPServers, Agents, and
+// Hooks and Sinks (added to a program's own). It builds the providers,
+// webhooks and sinks now, so a missing key or secret fails here, naming
+// its field.
 func (c *Config) Apply(opts *worker.Options) error {
 	switch m := opts.Models.(type) {
 	case nil:
@@ -64,6 +66,9 @@ func (c *Config) Apply(opts *worker.Options) error {
 	opts.Limits = c.Limits.Inputs
 	opts.MCPServers = c.MCPServerConfigs()
 	opts.Agents = c.AgentSpecs()
+	if err := c.applyHooks(opts); err != nil {
+		return err
+	}
 	opts.Delegation = c.Limits.Delegation
 	opts.Schedules = c.Limits.Schedules
 	return nil

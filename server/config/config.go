@@ -74,6 +74,12 @@ type Config struct {
 	// Agents are the named agents, in file order (docs/contract.md
 	// §21.2).
 	Agents []Agent
+	// Hooks are the webhooks the worker offers, in file order
+	// (docs/contract.md §23).
+	Hooks []Hook
+	// Sinks are the HTTP sinks that receive every durable event, in file
+	// order (docs/contract.md §23.6).
+	Sinks []Sink
 
 	// at holds where each field was read, for errors found after parsing
 	// (Apply).

@@ -1,8 +1,8 @@
 // Package config reads keel.yaml, a worker's configuration file: named
 // models, the default model, scripts and the models clients may name, the
 // workspace, the enabled built-in tools, approval policies per tool,
-// limits, prices and budget ceilings, named agents and MCP servers
-// (docs/config.md).
+// limits, prices and budget ceilings, named agents, MCP servers, and the
+// webhooks and HTTP sinks of docs/contract.md §23 (docs/config.md).
 //
 // Load reads and checks a file; every unknown field and bad value is
 // refused with the file, line and field named (*Error). Apply turns the
@@ -18,6 +18,8 @@
 //	}
 //	w, err := worker.New(c, opts)
 //
-// A file never holds an API key: a model names the environment variable
-// that does (api_key_env), read by the worker when it starts.
+// A file never holds an API key or a secret: a model names the
+// environment variable that holds its key (api_key_env), a hook or a sink
+// the one that holds its signing secret (secret_env), read by the worker
+// when it starts.
 package config

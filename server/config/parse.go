@@ -78,6 +78,8 @@ func (p *parser) parse(data []byte) {
 		"prices":        p.prices,
 		"budgets":       p.budgets,
 		"agents":        p.agents,
+		"hooks":         p.hooks,
+		"sinks":         p.sinks,
 		"default_prices": func(n *yaml.Node, f string) {
 			var on bool
 			if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&on) != nil {
@@ -101,7 +103,7 @@ func (p *parser) fields(n *yaml.Node, prefix string, known map[string]func(*yaml
 			parse(v, field)
 		case slices.Contains(secretFields, k.Value):
 			// Never echo the value: it may be the key itself.
-			p.errorf(k, field, "keys and secrets never go in the configuration file; name the environment variable that holds the key with api_key_env")
+			p.errorf(k, field, "keys and secrets never go in the configuration file; name the environment variable that holds the key with api_key_env (secret_env for hooks and sinks)")
 		default:
 			p.errorf(k, field, "unknown field (known: %s)", strings.Join(sortedKeys(known), ", "))
 		}

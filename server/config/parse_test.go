@@ -74,7 +74,7 @@ func TestParseRefuses(t *testing.T) {
 		secret string
 	}{
 		{name: "unknown top-level field", yaml: "workspace: ws\nmodle: x\n",
-			want: "bad.yaml:2:1: modle: unknown field (known: agents, allow_models, approvals, budgets, default_model, default_prices, limits, mcp_servers, models, prices, scripts, tools, workspace)"},
+			want: "bad.yaml:2:1: modle: unknown field (known: agents, allow_models, approvals, budgets, default_model, default_prices, hooks, limits, mcp_servers, models, prices, scripts, sinks, tools, workspace)"},
 		{name: "literal key", yaml: "models:\n  gpt:\n    provider: openai\n    model: m\n    api_key: sk-live-0123456789\n",
 			want: "bad.yaml:5:5: models.gpt.api_key: keys and secrets never go", secret: "sk-live-0123456789"},
 		{name: "key pasted as variable name", yaml: "models:\n  gpt:\n    provider: openai\n    model: m\n    api_key_env: sk-live-0123456789\n",
