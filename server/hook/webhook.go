@@ -14,9 +14,9 @@
 // keel.CodeHookFailed unless said: retryable are a connection error, a
 // timeout, 408, 429 and 5xx; not retryable are other statuses, a
 // redirect (never followed, to any host), an answer over
-// MaxResponseBytes (keel.CodeTooLarge), invalid JSON, and a decision the
-// point does not take (Decision.Check: keel.CodeInvalidInput or
-// keel.CodeTooLarge). Messages name the hook and what went wrong, never
+// MaxResponseBytes (keel.CodeTooLarge), and invalid JSON. (Whether the point
+// takes the decision, and its size, the worker checks where it is used,
+// against the run's limits: Decision.Check.) Messages name the hook and what went wrong, never
 // the URL, the secret or the answer.
 //
 // An HTTP sink (NewHTTPSink) POSTs each delivery as
@@ -40,7 +40,6 @@ import (
 	"net/http"
 
 	"github.com/keelrun/keel"
-	"github.com/keelrun/keel/api"
 )
 
 // MaxResponseBytes bounds a webhook's answer; a longer one is refused,
@@ -126,15 +125,6 @@ func (w *Webhook) Call(ctx context.Context, c Call) (Decision, error) {
 	}
 	if json.Unmarshal(data, &d) != nil {
 		return Decision{}, failure(false, "%s: invalid JSON response", who)
-	}
-	// The run's own prompt limit applies again where the decision lands;
-	// this refuses what no run could take.
-	if err := d.Check(c.Point, api.MaxPromptBytes); err != nil {
-		var ke *keel.Error
-		if errors.As(err, &ke) {
-			return Decision{}, &keel.Error{Code: ke.Code, Message: who + ": decision refused: " + ke.Message}
-		}
-		return Decision{}, err
 	}
 	return d, nil
 }
