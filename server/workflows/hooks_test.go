@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/keelrun/keel"
@@ -21,9 +25,12 @@ import (
 )
 
 // newHookEnv is newRunEnv whose worker offers hooks.
-func newHookEnv(t *testing.T, script string, hooks map[string]hook.Hook) *runEnv {
+func newHookEnv(t *testing.T, script string, hooks map[string]hook.Hook, logger ...log.Logger) *runEnv {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
+	if len(logger) > 0 {
+		suite.SetLogger(logger[0])
+	}
 	env := suite.NewTestWorkflowEnvironment()
 	e := &runEnv{TestWorkflowEnvironment: env, acts: &activities.Activities{Models: scriptModels{scriptedProvider(t, script)},
 		Tools: testTools(t), Segments: &memSegments{}, Hooks: hooks}}
@@ -337,4 +344,88 @@ func TestAfterToolStopInterruptsTheBatch(t *testing.T) {
 	require.Equal(t, 1, res.Outcome.Steps)
 	end, _ := at(res.Events, keel.TypeRunFailed, 0)
 	require.Less(t, end.Sub(res.Events[0].At), time.Hour, "the sleep did not hold the run")
+}
+
+// logRecorder keeps every record the SDK logs.
+type logRecorder struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logRecorder) rec(level, msg string, kv ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprint(append([]any{level, msg}, kv...)...))
+}
+func (l *logRecorder) Debug(msg string, kv ...any) { l.rec("DEBUG", msg, kv...) }
+func (l *logRecorder) Info(msg string, kv ...any)  { l.rec("INFO", msg, kv...) }
+func (l *logRecorder) Warn(msg string, kv ...any)  { l.rec("WARN", msg, kv...) }
+func (l *logRecorder) Error(msg string, kv ...any) { l.rec("ERROR", msg, kv...) }
+
+// docs/contract.md §23.4, §1.5: webhooks that misbehave as an attacker's
+// would (hang, answer 10 MB, redirect to another host, answer invalid
+// JSON, bring input over the prompt limit) each end the run's call with a
+// typed, bounded result, and neither the events nor the logs hold the
+// webhook's URL, its secret or what it answered.
+func TestHostileWebhooksLeaveNoSecret(t *testing.T) {
+	const secret = "whsec-do-not-log-me"
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the redirect was followed")
+	}))
+	defer other.Close()
+	big := strings.Repeat("z", 10<<20)
+	// release ends the hanging handler's waits, which the server side of
+	// a request the client gave up on may not see end on its own.
+	release := make(chan struct{})
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+		code    keel.Code
+	}{
+		{"hangs", func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+		}, keel.CodeHookFailed},
+		{"answers 10 MB", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, big) }, keel.CodeTooLarge},
+		{"redirects", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+"/steal", http.StatusTemporaryRedirect)
+		}, keel.CodeHookFailed},
+		{"answers invalid JSON", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, `{"action":"zzzz`)
+		}, keel.CodeHookFailed},
+		{"brings input over the prompt limit", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, `{"input":["`+strings.Repeat("z", api.MaxPromptBytes+1)+`"]}`)
+		}, keel.CodeTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.handler)
+			defer srv.Close()
+			defer func() {
+				if tc.name == "hangs" {
+					close(release)
+				}
+			}()
+			wh, err := hook.NewWebhook(hook.WebhookConfig{URL: srv.URL + "/keel?token=" + secret, Secret: []byte(secret),
+				Spec: hook.Spec{Points: []keel.HookPoint{keel.HookBeforeStep}, Timeout: keel.Duration(200 * time.Millisecond),
+					OnError: hook.OnErrorContinue}})
+			require.NoError(t, err)
+			logs := &logRecorder{}
+			env := newHookEnv(t, `{"turns":[{"text":["done"]}]}`, map[string]hook.Hook{"audit": wh}, logs)
+			res := env.execSession(t, hookRun("hello", []string{"audit"}))
+
+			require.Equal(t, keel.StatusCompleted, res.Outcome.Status, "on_error continue: the run goes on")
+			failed := find[keel.HookFailed](t, res.Events)
+			require.Len(t, failed, 1)
+			require.Equal(t, tc.code, failed[0].Code)
+			require.True(t, failed[0].Continued)
+			require.LessOrEqual(t, len(failed[0].Message), 1024)
+			require.Empty(t, find[keel.BoundaryInputApplied](t, res.Events))
+			everything := fmt.Sprint(res.Events) + strings.Join(logs.lines, "\n")
+			for _, leak := range []string{secret, srv.URL, other.URL, "zzzz"} {
+				require.NotContains(t, everything, leak)
+			}
+		})
+	}
 }
