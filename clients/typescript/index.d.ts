@@ -60,6 +60,14 @@ export interface RunRequest {
    * system, tools and output_schema must be absent.
    */
   agent?: string;
+  /**
+   * Hooks the worker offers (keel.yaml hooks) that run at the run's execution
+   * boundaries (docs/contract.md §23), in order, after an agent's own; absent
+   * for the session's. A hook the worker does not offer is refused (400
+   * invalid_input). Boundary input a hook brings enters as internal context
+   * (boundary_input.applied), never as steering.
+   */
+  hooks?: string[];
   if_active?: "reject" | "queue" | "steer";
   /**
    * Make model, tools, system, max_steps, max_tokens and approvals the
@@ -377,6 +385,11 @@ export interface ScheduleConfig {
   session_budget?: Budget;
   /** Ask the model to reason first; the model's own setting (keel.yaml) when absent. */
   reasoning?: Reasoning;
+  /**
+   * Hooks the worker offers for each firing's run, as hooks of POST .../runs
+   * (docs/contract.md §23).
+   */
+  hooks?: string[];
   /**
    * A JSON Schema each firing's final answer must match, as output_schema of
    * POST .../runs (docs/contract.md §21.1).

@@ -65,6 +65,12 @@ class RunRequest(TypedDict):
     #: docs/contract.md §21.2): its model, instructions, tools and output
     #: schema, so model, system, tools and output_schema must be absent.
     agent: NotRequired[str]
+    #: Hooks the worker offers (keel.yaml hooks) that run at the run's execution
+    #: boundaries (docs/contract.md §23), in order, after an agent's own;
+    #: absent for the session's. A hook the worker does not offer is refused
+    #: (400 invalid_input). Boundary input a hook brings enters as internal
+    #: context (boundary_input.applied), never as steering.
+    hooks: NotRequired[List[str]]
     if_active: NotRequired[Literal["reject", "queue", "steer"]]
     #: Make model, tools, system, max_steps, max_tokens and approvals the
     #: session's defaults too, from this run on. Without it they apply to this
@@ -385,6 +391,9 @@ class ScheduleConfig(TypedDict):
     #: Ask the model to reason first; the model's own setting (keel.yaml) when
     #: absent.
     reasoning: NotRequired[Reasoning]
+    #: Hooks the worker offers for each firing's run, as hooks of POST .../runs
+    #: (docs/contract.md §23).
+    hooks: NotRequired[List[str]]
     #: A JSON Schema each firing's final answer must match, as output_schema of
     #: POST .../runs (docs/contract.md §21.1).
     output_schema: NotRequired[Dict[str, Any]]
