@@ -633,6 +633,48 @@ export interface HostedToolActivity {
   urls?: string[];
 }
 
+/** An execution boundary where hooks run (docs/contract.md §23), in the order a run meets them. */
+export type HookPoint = "run_start" | "before_step" | "before_tool" | "after_tool" | "before_commit" | "run_end";
+
+/**
+ * The data of a boundary_input.applied event: input a hook brought (source: the hook's name) entered the
+ * conversation at a step boundary as internal context, not as a person's steering.
+ */
+export interface BoundaryInputApplied {
+  input_id: string;
+  source: string;
+  point: HookPoint;
+  step: number;
+  text: string;
+}
+
+/**
+ * The data of a hook.decided event: a hook denied a tool call (the model sees reason as the call's error),
+ * ran it with other arguments (those it ran with), or stopped the run (run.failed keel.HookStopped follows).
+ */
+export interface HookDecided {
+  hook: string;
+  point: HookPoint;
+  action: "deny" | "replace" | "stop";
+  reason?: string;
+  tool_call_id?: string;
+  arguments?: unknown;
+}
+
+/**
+ * The data of a hook.failed event: a hook call failed after its retries (code, message and retryable are its
+ * sanitized error). continued says the run went on; otherwise run.failed keel.HookFailed follows.
+ */
+export interface HookFailed {
+  hook: string;
+  point: HookPoint;
+  tool_call_id?: string;
+  code: string;
+  message: string;
+  retryable?: boolean;
+  continued?: boolean;
+}
+
 /** A durable event: it has a seq. */
 export type Durable<T extends string, D> = Envelope<T, D> & { seq: number };
 /** An ephemeral event (a delta): no seq, an after_seq. */
@@ -662,6 +704,10 @@ export type KeelEvent =
   | Durable<"host_input.resolved", { request_id: string; tool_call_id: string; interrupted?: boolean }>
   | Durable<"agent.started", { tool_call_id: string; agent: string; session_id: string; path: string }>
   | Durable<"agent.finished", { tool_call_id: string; agent: string; session_id: string; path: string; status: string; steps: number; usage: Usage; error?: Record<string, unknown> }>
+  /** A run's hooks (docs/contract.md §23): boundary input as internal context, a hook's decision, a hook's failure. */
+  | Durable<"boundary_input.applied", BoundaryInputApplied>
+  | Durable<"hook.decided", HookDecided>
+  | Durable<"hook.failed", HookFailed>
   | Durable<"session.forked", { source: string; run: number; step?: number; revision: number; seq: number; messages: number }>
   | Durable<"session.rewound", { from_run: number; from_revision: number; to_run: number; to_step?: number; revision: number; messages: number }>
   | Delta<"text.delta", { step: number; attempt: number; text: string }>

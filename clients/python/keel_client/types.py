@@ -603,6 +603,49 @@ class HostedToolActivity(TypedDict):
     urls: NotRequired[List[str]]
 
 
+#: An execution boundary where hooks run (docs/contract.md §23), in the
+#: order a run meets them.
+HookPoint = Literal["run_start", "before_step", "before_tool", "after_tool", "before_commit", "run_end"]
+
+
+class BoundaryInputApplied(TypedDict):
+    """The data of a boundary_input.applied event (docs/contract.md §23):
+    input a hook brought (source: the hook's name) entered the conversation
+    at a step boundary as internal context, not as a person's steering."""
+    input_id: str
+    source: str
+    point: HookPoint
+    step: int
+    text: str
+
+
+class HookDecided(TypedDict):
+    """The data of a hook.decided event (docs/contract.md §23): a hook
+    denied a tool call (the model sees reason as the call's error), ran it
+    with other arguments (those it ran with), or stopped the run (run.failed
+    keel.HookStopped follows)."""
+    hook: str
+    point: HookPoint
+    action: Literal["deny", "replace", "stop"]
+    reason: NotRequired[str]
+    tool_call_id: NotRequired[str]
+    arguments: NotRequired[Any]
+
+
+class HookFailed(TypedDict):
+    """The data of a hook.failed event (docs/contract.md §23): a hook call
+    failed after its retries (code, message and retryable are its sanitized
+    error). continued says the run went on; otherwise run.failed
+    keel.HookFailed follows."""
+    hook: str
+    point: HookPoint
+    tool_call_id: NotRequired[str]
+    code: str
+    message: str
+    retryable: NotRequired[bool]
+    continued: NotRequired[bool]
+
+
 TERMINAL_TYPES = frozenset({"run.completed", "run.cancelled", "run.failed"})
 
 
