@@ -61,4 +61,7 @@ func TestHookFlag(t *testing.T) {
 	if !isScheduleFlag("hook") {
 		t.Error("--hook alone is no change to schedule update")
 	}
+	if got := configText(&api.RunConfig{Model: "scripted:a", Hooks: []string{"guard", "audit"}}); got != "model scripted:a, hooks guard,audit" {
+		t.Errorf("describe shows the config as %q", got)
+	}
 }
