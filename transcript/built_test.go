@@ -292,6 +292,51 @@ func TestBuildStreams(t *testing.T) {
 		keel.RunCompleted{Revision: 1, Text: "Found it.", Steps: 2, Usage: step1.Add(step2), UsageTotal: &total},
 		keel.HostedToolActivity{Step: 2, Attempt: 2, Name: "web_search", ID: "ws_d", Query: "after the end"})
 	b.write("hosted")
+
+	// Hooks (docs/contract.md §23): boundary input enters at run_start,
+	// before_step and before_commit as internal context; a hook denies one
+	// tool call and replaces another's arguments; a hook that fails with
+	// on_error continue is recorded and the run goes on; a stop at
+	// before_commit ends the run with run.failed keel.HookStopped. A
+	// repeat, a decision of the wrong shape, a boundary input without a
+	// sequence and a failure after the end change nothing.
+	b = &builder{t: t, session: "hk", run: "hk/run-1", at: at}
+	b.durable(keel.RunStarted{Number: 1, Prompt: "tidy the inbox", Model: "scripted:hooks"},
+		keel.BoundaryInputApplied{InputID: "in-1", Source: "mail", Point: keel.HookRunStart, Text: "2 new messages: invoice, lunch"},
+		keel.StepStarted{Step: 1, EstimatedContextTokens: 60})
+	b.delta(keel.TextDelta{Step: 1, Attempt: 1, Text: "Cleaning up."})
+	b.durable(keel.UsageUpdated{Step: 1, Attempt: 1, Usage: keel.Usage{InputTokens: 60, OutputTokens: 12, Requests: 1},
+		Total: keel.Usage{InputTokens: 60, OutputTokens: 12, Requests: 1}},
+		keel.ModelCallCompleted{Step: 1, Attempt: 1},
+		keel.ToolProposed{ToolCallID: "c1", Name: "delete_file", Arguments: json.RawMessage(`{"path":"inbox/invoice"}`), Step: 1},
+		keel.HookDecided{Hook: "guard", Point: keel.HookBeforeTool, Action: keel.HookDeny, Reason: "invoices are kept", ToolCallID: "c1"},
+		keel.ToolFinished{ToolCallID: "c1", Name: "delete_file", Status: keel.ToolError, Output: "invoices are kept"},
+		keel.ToolProposed{ToolCallID: "c2", Name: "write_file", Arguments: json.RawMessage(`{"path":"/etc/notes"}`), Step: 1},
+		keel.HookDecided{Hook: "guard", Point: keel.HookBeforeTool, Action: keel.HookReplace, Reason: "kept in the workspace",
+			ToolCallID: "c2", Arguments: json.RawMessage(`{"path":"notes"}`)},
+		keel.ToolStarted{ToolCallID: "c2", Name: "write_file"},
+		keel.ToolFinished{ToolCallID: "c2", Name: "write_file", Status: keel.ToolOK, Output: "wrote notes"},
+		keel.HookFailed{Hook: "audit", Point: keel.HookAfterTool, ToolCallID: "c2", Code: keel.CodeHookFailed,
+			Message: "audit log unreachable", Retryable: true, Continued: true})
+	b.raw(keel.Envelope{Seq: b.seq, Type: keel.TypeHookFailed, Data: json.RawMessage(`{"hook":"audit","point":"after_tool"}`)}) // a repeat
+	b.durable(keel.BoundaryInputApplied{InputID: "in-2", Source: "mail", Point: keel.HookBeforeStep, Step: 2, Text: "1 new message: \x1b[31mURGENT\x1b[0m\nreply today"},
+		keel.StepStarted{Step: 2, EstimatedContextTokens: 140})
+	b.delta(keel.TextDelta{Step: 2, Attempt: 1, Text: "Done."})
+	b.durable(keel.UsageUpdated{Step: 2, Attempt: 1, Usage: keel.Usage{InputTokens: 140, OutputTokens: 2, Requests: 1},
+		Total: keel.Usage{InputTokens: 200, OutputTokens: 14, Requests: 2}},
+		keel.ModelCallCompleted{Step: 2, Attempt: 1},
+		keel.BoundaryInputApplied{InputID: "in-3", Source: "mail", Point: keel.HookBeforeCommit, Step: 2, Text: "one more: the lunch moved"})
+	b.seq++
+	b.raw(keel.Envelope{Seq: b.seq, Type: keel.TypeHookDecided, Data: json.RawMessage(`{"hook":"guard","action":7}`)}) // undecodable
+	b.raw(keel.Envelope{Type: keel.TypeBoundaryInputApplied, Data: json.RawMessage(`{"input_id":"in-x","source":"mail","text":"no seq"}`)})
+	b.durable(keel.StepStarted{Step: 3, EstimatedContextTokens: 160},
+		keel.UsageUpdated{Step: 3, Attempt: 1, Usage: keel.Usage{InputTokens: 160, OutputTokens: 3, Requests: 1},
+			Total: keel.Usage{InputTokens: 360, OutputTokens: 17, Requests: 3}},
+		keel.ModelCallCompleted{Step: 3, Attempt: 1},
+		keel.HookDecided{Hook: "quota", Point: keel.HookBeforeCommit, Action: keel.HookStop, Reason: "the day's quota is spent"},
+		keel.RunFailed{Code: keel.CodeHookStopped, Message: "the day's quota is spent", Revision: 1},
+		keel.HookFailed{Hook: "audit", Point: keel.HookRunEnd, Code: keel.CodeHookFailed, Message: "after the end", Continued: true})
+	b.write("hooks")
 }
 
 type builder struct {

@@ -40,6 +40,9 @@
 //     run's end. It follows the rules of deltas; a notice of an attempt
 //     that has streamed output is stale, a wait of zero adds nothing and
 //     a negative one is invalid.
+//   - A hook's facts (boundary_input.applied, hook.decided, hook.failed;
+//     §23) are durable facts of their run, drawn once as they come: the
+//     view keeps none of them.
 //   - The terminal event ends the run: nothing of it counts after (§2.11).
 //
 // Input is never trusted: the reducer takes any sequence of envelopes

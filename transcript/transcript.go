@@ -57,6 +57,7 @@ const (
 	KindAgent      Kind = "agent"      // agent.*, and a child's relayed delta: Change.Agent changed
 	KindWait       Kind = "wait"       // model.waiting: Change.Step.Waiting is set
 	KindHosted     Kind = "hosted"     // hosted_tool.activity: Change.Hosted was added to Change.Step
+	KindHook       Kind = "hook"       // boundary_input.applied, hook.decided, hook.failed: facts of the run's hooks
 	KindOther      Kind = "other"      // a type this version does not know
 )
 
@@ -75,6 +76,7 @@ var kinds = map[string]Kind{
 	keel.TypeSessionForked: KindSession, keel.TypeSessionRewound: KindSession,
 	keel.TypeBudgetWarning: KindBudget, keel.TypeModelWaiting: KindWait,
 	keel.TypeAgentStarted: KindAgent, keel.TypeAgentFinished: KindAgent,
+	keel.TypeBoundaryInputApplied: KindHook, keel.TypeHookDecided: KindHook, keel.TypeHookFailed: KindHook,
 }
 
 // ephemeral reports whether a type travels only on the live channel

@@ -231,6 +231,17 @@ var streamCases = map[string]func(t *testing.T, tr *transcript.Transcript){
 		want(t, "ignored", tr.View().Ignored, map[transcript.Reason]int{transcript.ReasonDuplicate: 1, transcript.ReasonInvalid: 1,
 			transcript.ReasonUndecodable: 1, transcript.ReasonAbandoned: 1, transcript.ReasonEnded: 1})
 	},
+	"hooks": func(t *testing.T, tr *transcript.Transcript) {
+		r := onlyRun(t, tr)
+		want(t, "status", r.Status, transcript.Failed)
+		want(t, "stopped by a hook", r.Result.Code, keel.CodeHookStopped)
+		want(t, "steps, the one boundary input at before_commit added", len(r.Steps), 3)
+		want(t, "the denied call", r.Tools[0].State, transcript.ToolState(keel.ToolError))
+		want(t, "the replaced call ran", r.Tools[1].State, transcript.ToolState(keel.ToolOK))
+		want(t, "no steering: boundary input is not", len(r.Steering), 0)
+		want(t, "ignored", tr.View().Ignored, map[transcript.Reason]int{transcript.ReasonRepeat: 1, transcript.ReasonUndecodable: 1,
+			transcript.ReasonNoSeq: 1, transcript.ReasonEnded: 1})
+	},
 	"delegation": func(t *testing.T, tr *transcript.Transcript) {
 		r := onlyRun(t, tr)
 		want(t, "cards", len(r.Agents), 3)

@@ -60,6 +60,14 @@ export interface RunRequest {
    * system, tools and output_schema must be absent.
    */
   agent?: string;
+  /**
+   * Hooks the worker offers (keel.yaml hooks) that run at the run's execution
+   * boundaries (docs/contract.md §23), in order, after an agent's own; absent
+   * for the session's. A hook the worker does not offer is refused (400
+   * invalid_input). Boundary input a hook brings enters as internal context
+   * (boundary_input.applied), never as steering.
+   */
+  hooks?: string[];
   if_active?: "reject" | "queue" | "steer";
   /**
    * Make model, tools, system, max_steps, max_tokens and approvals the
@@ -378,6 +386,11 @@ export interface ScheduleConfig {
   /** Ask the model to reason first; the model's own setting (keel.yaml) when absent. */
   reasoning?: Reasoning;
   /**
+   * Hooks the worker offers for each firing's run, as hooks of POST .../runs
+   * (docs/contract.md §23).
+   */
+  hooks?: string[];
+  /**
    * A JSON Schema each firing's final answer must match, as output_schema of
    * POST .../runs (docs/contract.md §21.1).
    */
@@ -620,6 +633,48 @@ export interface HostedToolActivity {
   urls?: string[];
 }
 
+/** An execution boundary where hooks run (docs/contract.md §23), in the order a run meets them. */
+export type HookPoint = "run_start" | "before_step" | "before_tool" | "after_tool" | "before_commit" | "run_end";
+
+/**
+ * The data of a boundary_input.applied event: input a hook brought (source: the hook's name) entered the
+ * conversation at a step boundary as internal context, not as a person's steering.
+ */
+export interface BoundaryInputApplied {
+  input_id: string;
+  source: string;
+  point: HookPoint;
+  step: number;
+  text: string;
+}
+
+/**
+ * The data of a hook.decided event: a hook denied a tool call (the model sees reason as the call's error),
+ * ran it with other arguments (those it ran with), or stopped the run (run.failed keel.HookStopped follows).
+ */
+export interface HookDecided {
+  hook: string;
+  point: HookPoint;
+  action: "deny" | "replace" | "stop";
+  reason?: string;
+  tool_call_id?: string;
+  arguments?: unknown;
+}
+
+/**
+ * The data of a hook.failed event: a hook call failed after its retries (code, message and retryable are its
+ * sanitized error). continued says the run went on; otherwise run.failed keel.HookFailed follows.
+ */
+export interface HookFailed {
+  hook: string;
+  point: HookPoint;
+  tool_call_id?: string;
+  code: string;
+  message: string;
+  retryable?: boolean;
+  continued?: boolean;
+}
+
 /** A durable event: it has a seq. */
 export type Durable<T extends string, D> = Envelope<T, D> & { seq: number };
 /** An ephemeral event (a delta): no seq, an after_seq. */
@@ -649,6 +704,10 @@ export type KeelEvent =
   | Durable<"host_input.resolved", { request_id: string; tool_call_id: string; interrupted?: boolean }>
   | Durable<"agent.started", { tool_call_id: string; agent: string; session_id: string; path: string }>
   | Durable<"agent.finished", { tool_call_id: string; agent: string; session_id: string; path: string; status: string; steps: number; usage: Usage; error?: Record<string, unknown> }>
+  /** A run's hooks (docs/contract.md §23): boundary input as internal context, a hook's decision, a hook's failure. */
+  | Durable<"boundary_input.applied", BoundaryInputApplied>
+  | Durable<"hook.decided", HookDecided>
+  | Durable<"hook.failed", HookFailed>
   | Durable<"session.forked", { source: string; run: number; step?: number; revision: number; seq: number; messages: number }>
   | Durable<"session.rewound", { from_run: number; from_revision: number; to_run: number; to_step?: number; revision: number; messages: number }>
   | Delta<"text.delta", { step: number; attempt: number; text: string }>

@@ -227,6 +227,19 @@ func (a *aguiRun) translate(env keel.Envelope) (evs []aguiEvent, ended bool, err
 			a.activities = append(a.activities, sentActivity{step: e.Step, attempt: e.Attempt, id: id})
 		}
 		a.custom(env, ts, nil)
+	case keel.BoundaryInputApplied:
+		// Input a hook brought entered the conversation as internal
+		// context (docs/contract.md §23), not a person's message: an
+		// activity message of its own (activityType boundary_input, its
+		// content the event's data), then the keel event as CUSTOM.
+		a.add(aguiEvent{Type: aguiActivitySnapshot, Timestamp: ts, MessageID: a.inputID(env.Seq), ActivityType: aguiBoundaryInput,
+			Content: e})
+		a.custom(env, ts, nil)
+	case keel.HookDecided, keel.HookFailed:
+		// AG-UI has no type for a hook's decision or failure: CUSTOM. A
+		// denied or rewritten call's TOOL_CALL_RESULT follows, and a stop
+		// or a failure that fails the run its RUN_ERROR.
+		a.custom(env, ts, nil)
 	case keel.ToolCallDelta:
 		// The complete call arrives as TOOL_CALL_* with tool.proposed.
 	case keel.ToolProposed:
@@ -361,6 +374,16 @@ func (a *aguiRun) lagged(missed int) []aguiEvent {
 // and the durable sequence of its event.
 func (a *aguiRun) activityID(step int, seq int64) string {
 	return fmt.Sprintf("%s/step-%d/hosted/%d", a.keelRun, step, seq)
+}
+
+// aguiBoundaryInput is the activityType of boundary input's activity
+// messages.
+const aguiBoundaryInput = "boundary_input"
+
+// inputID names the activity message of boundary input: the durable
+// sequence of its event.
+func (a *aguiRun) inputID(seq int64) string {
+	return fmt.Sprintf("%s/input/%d", a.keelRun, seq)
 }
 
 // messageID names the assistant message of one attempt of one step.

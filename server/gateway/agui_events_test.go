@@ -53,9 +53,10 @@ func TestAGUITranslatesRecordedStreams(t *testing.T) {
 					break
 				}
 			}
-			if name == "hostile" || name == "money" || name == "hosted" {
+			if name == "hostile" || name == "money" || name == "hosted" || name == "hooks" {
 				// Their durable events that do not decode (in money a
-				// cost that is no list, in hosted URLs that are no list)
+				// cost that is no list, in hosted URLs that are no list,
+				// in hooks a decision whose action is a number)
 				// end the AG-UI run with an error (the stream writes
 				// RUN_ERROR).
 				if failure == nil {
@@ -264,5 +265,71 @@ func TestAGUIMapsHostedTools(t *testing.T) {
 	meta, _ := reset.Metadata["keel"].(map[string]any)
 	if got, _ := meta["abandoned_activity_ids"].([]string); !slices.Equal(got, []string{run + "/step-2/hosted/16"}) {
 		t.Errorf("the reset names %v, want the activity of attempt 1's use", meta["abandoned_activity_ids"])
+	}
+}
+
+// A run's hook events (docs/contract.md §23) reach AG-UI as keel's facts,
+// never as a person's message: boundary input as an activity message of
+// its own (ACTIVITY_SNAPSHOT, activityType boundary_input, its content the
+// event's data) then CUSTOM; a hook's decision and failure as CUSTOM; the
+// stop's run.failed as RUN_ERROR hook_stopped. A repeat sends nothing,
+// and a decision that does not decode fails the translation.
+func TestAGUIMapsHooks(t *testing.T) {
+	envs := readEnvelopes(t, filepath.Join("..", "..", "transcript", "testdata", "hooks.jsonl"))
+	const run = "hk/run-1"
+	a := newAGUIRun("thread", "agui-run", run)
+	var activities []aguiEvent
+	customs := map[string]int{}
+	var last aguiEvent
+	failures := 0
+	for _, env := range envs {
+		evs, ended, err := a.translate(env)
+		if err != nil {
+			failures++ // the decision whose action is a number
+			continue
+		}
+		for _, ev := range evs {
+			switch {
+			case ev.Type == aguiActivitySnapshot:
+				activities = append(activities, ev)
+			case ev.Type == aguiCustom:
+				customs[ev.Name]++
+			case ev.Type == aguiTextMessageStart && ev.Role != "assistant":
+				t.Errorf("a %s message: %+v", ev.Role, ev)
+			}
+			last = ev
+		}
+		if ended {
+			break
+		}
+	}
+	if failures != 1 {
+		t.Fatalf("%d translations failed, want the one undecodable decision", failures)
+	}
+	var ids []string
+	for _, ev := range activities {
+		ids = append(ids, ev.MessageID+" "+ev.ActivityType)
+	}
+	if want := []string{run + "/input/2 boundary_input", run + "/input/14 boundary_input", run + "/input/18 boundary_input"}; !slices.Equal(ids, want) {
+		t.Fatalf("activity messages %q, want %q", ids, want)
+	}
+	first, err := json.Marshal(activities[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := envs[1].At
+	want := `{"type":"ACTIVITY_SNAPSHOT","timestamp":` + strconv.FormatInt(at.UnixMilli(), 10) + `,"messageId":"hk/run-1/input/2",` +
+		`"content":{"input_id":"in-1","source":"mail","point":"run_start","step":0,"text":"2 new messages: invoice, lunch"},` +
+		`"activityType":"boundary_input","metadata":{"keel":{"seq":2}}}`
+	if string(first) != want {
+		t.Fatalf("first activity\n%s\nwant\n%s", first, want)
+	}
+	for typ, n := range map[string]int{keel.TypeBoundaryInputApplied: 3, keel.TypeHookDecided: 3, keel.TypeHookFailed: 1} {
+		if customs[typ] != n {
+			t.Errorf("%d CUSTOM %s, want %d", customs[typ], typ, n)
+		}
+	}
+	if last.Type != aguiRunError || last.Code != "hook_stopped" || last.Message != "the day's quota is spent" {
+		t.Errorf("the run ends with %+v, want RUN_ERROR hook_stopped", last)
 	}
 }

@@ -154,6 +154,11 @@ type RunRequest struct {
 	// (docs/contract.md §21.2): its model, instructions, tools and output
 	// schema, none of which the request may then set.
 	Agent string `json:"agent,omitempty"`
+	// Hooks names hooks the worker offers that run at the run's
+	// execution boundaries (docs/contract.md §23), in order, after an
+	// agent's own: at most api.MaxRunHooks, each named once. One the
+	// worker does not offer is refused (400).
+	Hooks []string `json:"hooks,omitempty"`
 	// IfActive says what to do while a run is active: "reject" (default:
 	// 409 run_active), "queue" (run it next) or "steer" (give it to the
 	// active run as steering).
@@ -230,7 +235,7 @@ func (req RunRequest) Validate() ([]client.SendOption, error) {
 	}
 	cfg := api.RunConfig{Model: req.Model, Tools: req.Tools, System: req.System, MaxSteps: req.MaxSteps, MaxTokens: req.MaxTokens,
 		Approvals: req.Approvals, Budget: req.Budget, SessionBudget: req.SessionBudget, OutputSchema: req.OutputSchema, Agent: req.Agent,
-		Reasoning: req.Reasoning}
+		Reasoning: req.Reasoning, Hooks: req.Hooks}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -241,7 +246,8 @@ func (req RunRequest) Validate() ([]client.SendOption, error) {
 		return nil, keel.Errorf(keel.CodeInvalidInput, "agent %s defines its model, instructions, tools and output schema: send none of them with it", req.Agent)
 	}
 	hasConfig := req.Model != "" || req.Tools != nil || req.System != "" || req.MaxSteps != 0 || req.MaxTokens != 0 || req.Approvals != nil ||
-		req.Budget != nil || req.SessionBudget != nil || len(req.OutputSchema) > 0 || req.Agent != "" || req.Reasoning != nil
+		req.Budget != nil || req.SessionBudget != nil || len(req.OutputSchema) > 0 || req.Agent != "" || req.Reasoning != nil ||
+		req.Hooks != nil
 	if hasConfig {
 		opts = append(opts, client.WithConfig(cfg))
 	}

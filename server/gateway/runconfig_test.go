@@ -31,12 +31,52 @@ func TestRunRequestMaxTokens(t *testing.T) {
 func TestScheduleConfigRoundTrip(t *testing.T) {
 	c := &gateway.ScheduleConfig{Model: "scripted:demo", Tools: []string{"t"}, System: "s", MaxSteps: 3, MaxTokens: 500,
 		Approvals: map[string]api.Approval{"*": api.ApprovalAsk}, Budget: &api.Budget{MaxTokens: 10},
-		SessionBudget: &api.Budget{MaxTokens: 20}, OutputSchema: json.RawMessage(`{"type":"object"}`)}
+		SessionBudget: &api.Budget{MaxTokens: 20}, OutputSchema: json.RawMessage(`{"type":"object"}`),
+		Reasoning: &keel.Reasoning{Effort: keel.ReasoningLow}, Hooks: []string{"guard", "audit"}}
 	if got := gateway.ScheduleConfigRoundTrip(c); !reflect.DeepEqual(got, c) {
 		t.Fatalf("got %+v, want %+v", got, c)
 	}
-	a := &gateway.ScheduleConfig{Agent: "researcher"}
+	a := &gateway.ScheduleConfig{Agent: "researcher", Hooks: []string{"guard"}}
 	if got := gateway.ScheduleConfigRoundTrip(a); !reflect.DeepEqual(got, a) {
 		t.Fatalf("got %+v, want %+v", got, a)
+	}
+}
+
+// A run's hooks (docs/contract.md §23) go with its config, beside an
+// agent too; a name that cannot be a hook's, one named twice, or more
+// than api.MaxRunHooks are refused before any call, typed
+// keel.InvalidInput, naming the field and clipped.
+func TestRunRequestHooks(t *testing.T) {
+	many := make([]string, api.MaxRunHooks+1)
+	for i := range many {
+		many[i] = "h" + strings.Repeat("x", i)
+	}
+	for name, hooks := range map[string][]string{
+		"a path":   {"../hook"},
+		"markup":   {"<b>" + strings.Repeat("x", 1<<12)},
+		"empty":    {""},
+		"twice":    {"guard", "audit", "guard"},
+		"too many": many,
+	} {
+		_, err := gateway.RunRequest{Prompt: "hi", Hooks: hooks}.Validate()
+		if !errors.Is(err, keel.ErrInvalidInput) || !strings.Contains(err.Error(), "hooks") || len(err.Error()) > 200 ||
+			strings.Contains(err.Error(), "<b>") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for name, req := range map[string]gateway.RunRequest{
+		"alone":             {Prompt: "hi", Hooks: []string{"guard", "audit"}},
+		"with an agent":     {Prompt: "hi", Agent: "planner", Hooks: []string{"guard"}},
+		"as a new default":  {Prompt: "hi", Hooks: []string{"guard"}, SetDefault: true},
+		"the most it takes": {Prompt: "hi", Hooks: many[:api.MaxRunHooks]},
+	} {
+		opts, err := req.Validate()
+		want := 1
+		if req.SetDefault {
+			want = 2
+		}
+		if err != nil || len(opts) != want {
+			t.Errorf("%s: %d options, %v; want %d", name, len(opts), err, want)
+		}
 	}
 }

@@ -28,6 +28,9 @@ type ScheduleConfig struct {
 	Budget        *api.Budget             `json:"budget,omitempty"`
 	SessionBudget *api.Budget             `json:"session_budget,omitempty"`
 	Reasoning     *keel.Reasoning         `json:"reasoning,omitempty"`
+	// Hooks names hooks the worker offers for each firing's run, as
+	// RunRequest's.
+	Hooks []string `json:"hooks,omitempty"`
 	// OutputSchema is the JSON Schema each firing's final answer must
 	// match, as RunRequest's.
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
@@ -38,7 +41,8 @@ func (c *ScheduleConfig) runConfig() *api.RunConfig {
 		return nil
 	}
 	return &api.RunConfig{Agent: c.Agent, Model: c.Model, Tools: c.Tools, System: c.System, MaxSteps: c.MaxSteps, MaxTokens: c.MaxTokens,
-		Approvals: c.Approvals, Budget: c.Budget, SessionBudget: c.SessionBudget, OutputSchema: c.OutputSchema, Reasoning: c.Reasoning}
+		Approvals: c.Approvals, Budget: c.Budget, SessionBudget: c.SessionBudget, OutputSchema: c.OutputSchema, Reasoning: c.Reasoning,
+		Hooks: c.Hooks}
 }
 
 func scheduleConfigOf(c *api.RunConfig) *ScheduleConfig {
@@ -46,7 +50,8 @@ func scheduleConfigOf(c *api.RunConfig) *ScheduleConfig {
 		return nil
 	}
 	return &ScheduleConfig{Agent: c.Agent, Model: c.Model, Tools: c.Tools, System: c.System, MaxSteps: c.MaxSteps, MaxTokens: c.MaxTokens,
-		Approvals: c.Approvals, Budget: c.Budget, SessionBudget: c.SessionBudget, OutputSchema: c.OutputSchema, Reasoning: c.Reasoning}
+		Approvals: c.Approvals, Budget: c.Budget, SessionBudget: c.SessionBudget, OutputSchema: c.OutputSchema, Reasoning: c.Reasoning,
+		Hooks: c.Hooks}
 }
 
 // Schedule is a schedule's definition: the body of POST /v1/schedules and

@@ -57,17 +57,21 @@ class Client:
              session_budget: Optional[Budget] = None,
              output_schema: Optional[Dict[str, Any]] = None, agent: Optional[str] = None,
              once: Optional[str] = None, reasoning: Optional[Reasoning] = None,
+             hooks: Optional[List[str]] = None,
              attachments: Optional[List[Attachment]] = None) -> RunResponse:
         """Sends a prompt; the first creates the session (POST /v1/sessions/{id}/runs).
         Options left None take the session's defaults; those given apply to
         this run only, unless set_default makes them the session's defaults.
         With once, a key of the caller's, a send repeated with the same key
         starts nothing and answers the first send's run ("repeated").
-        attachments are references from upload_attachment, at most 8."""
+        attachments are references from upload_attachment, at most 8. hooks
+        names hooks the worker offers, run at the run's execution boundaries
+        (docs/contract.md §23), at most 8."""
         body = {"prompt": prompt, "attachments": attachments, "model": model, "tools": tools, "system": system,
                 "max_steps": max_steps, "max_tokens": max_tokens, "approvals": approvals, "reasoning": reasoning,
                 "if_active": if_active, "set_default": set_default or None, "budget": budget,
-                "session_budget": session_budget, "output_schema": output_schema, "agent": agent, "once": once}
+                "session_budget": session_budget, "output_schema": output_schema, "agent": agent, "hooks": hooks,
+                "once": once}
         return self._json("POST", _session(session_id) + "/runs", body={k: v for k, v in body.items() if v is not None})
 
     def state(self, session_id: str) -> SessionStatus:

@@ -65,6 +65,12 @@ class RunRequest(TypedDict):
     #: docs/contract.md §21.2): its model, instructions, tools and output
     #: schema, so model, system, tools and output_schema must be absent.
     agent: NotRequired[str]
+    #: Hooks the worker offers (keel.yaml hooks) that run at the run's execution
+    #: boundaries (docs/contract.md §23), in order, after an agent's own;
+    #: absent for the session's. A hook the worker does not offer is refused
+    #: (400 invalid_input). Boundary input a hook brings enters as internal
+    #: context (boundary_input.applied), never as steering.
+    hooks: NotRequired[List[str]]
     if_active: NotRequired[Literal["reject", "queue", "steer"]]
     #: Make model, tools, system, max_steps, max_tokens and approvals the
     #: session's defaults too, from this run on. Without it they apply to this
@@ -385,6 +391,9 @@ class ScheduleConfig(TypedDict):
     #: Ask the model to reason first; the model's own setting (keel.yaml) when
     #: absent.
     reasoning: NotRequired[Reasoning]
+    #: Hooks the worker offers for each firing's run, as hooks of POST .../runs
+    #: (docs/contract.md §23).
+    hooks: NotRequired[List[str]]
     #: A JSON Schema each firing's final answer must match, as output_schema of
     #: POST .../runs (docs/contract.md §21.1).
     output_schema: NotRequired[Dict[str, Any]]
@@ -592,6 +601,49 @@ class HostedToolActivity(TypedDict):
     detail: NotRequired[str]
     query: NotRequired[str]
     urls: NotRequired[List[str]]
+
+
+#: An execution boundary where hooks run (docs/contract.md §23), in the
+#: order a run meets them.
+HookPoint = Literal["run_start", "before_step", "before_tool", "after_tool", "before_commit", "run_end"]
+
+
+class BoundaryInputApplied(TypedDict):
+    """The data of a boundary_input.applied event (docs/contract.md §23):
+    input a hook brought (source: the hook's name) entered the conversation
+    at a step boundary as internal context, not as a person's steering."""
+    input_id: str
+    source: str
+    point: HookPoint
+    step: int
+    text: str
+
+
+class HookDecided(TypedDict):
+    """The data of a hook.decided event (docs/contract.md §23): a hook
+    denied a tool call (the model sees reason as the call's error), ran it
+    with other arguments (those it ran with), or stopped the run (run.failed
+    keel.HookStopped follows)."""
+    hook: str
+    point: HookPoint
+    action: Literal["deny", "replace", "stop"]
+    reason: NotRequired[str]
+    tool_call_id: NotRequired[str]
+    arguments: NotRequired[Any]
+
+
+class HookFailed(TypedDict):
+    """The data of a hook.failed event (docs/contract.md §23): a hook call
+    failed after its retries (code, message and retryable are its sanitized
+    error). continued says the run went on; otherwise run.failed
+    keel.HookFailed follows."""
+    hook: str
+    point: HookPoint
+    tool_call_id: NotRequired[str]
+    code: str
+    message: str
+    retryable: NotRequired[bool]
+    continued: NotRequired[bool]
 
 
 TERMINAL_TYPES = frozenset({"run.completed", "run.cancelled", "run.failed"})

@@ -55,7 +55,8 @@ class RoutesTest(unittest.TestCase):
         att = c.upload_attachment(PIXEL, "image/png", "pixel.png")
         c.send("s1", "p", model="m", tools=[], system="s", max_steps=3, max_tokens=500, approvals={"*": "ask"}, if_active="queue",
                set_default=True, budget={"max": 0.5, "currency": "USD"}, session_budget={"max_tokens": 1000},
-               output_schema={"type": "object"}, agent="a", once="k", reasoning={"effort": "low"}, attachments=[att])
+               output_schema={"type": "object"}, agent="a", once="k", reasoning={"effort": "low"}, hooks=["guard"],
+               attachments=[att])
         c.state("s1")
         c.history("s1", offset=1, limit=2)
         c.events_page("s1", after=3, limit=4)
@@ -75,7 +76,7 @@ class RoutesTest(unittest.TestCase):
         c.forks("s1", limit=3)
         config = {"model": "m", "tools": [], "system": "s", "max_steps": 3, "max_tokens": 500, "approvals": {"*": "ask"},
                   "reasoning": {"effort": "low"}, "budget": {"max": 0.5, "currency": "USD"}, "session_budget": {"max_tokens": 1000},
-                  "output_schema": {"type": "object"}}
+                  "hooks": ["guard"], "output_schema": {"type": "object"}}
         c.schedules(limit=5)
         c.create_schedule({"id": "d1", "cron": "0 9 * * 1-5", "every": "1h", "timezone": "Europe/Berlin", "jitter": "30s",
                            "prompt": "p", "session": "s1", "new_session": False, "config": config, "overlap": "queue",

@@ -45,7 +45,7 @@ async function callEverything(c) {
   await c.sessions({ limit: 5 });
   const att = await c.uploadAttachment(pixel, "image/png", "pixel.png");
   await c.uploadAttachment(new Blob([pixel], { type: "image/png" }));
-  await c.send("s1", { prompt: "p", attachments: [att], model: "m", tools: [], system: "s", max_steps: 3, max_tokens: 500, approvals: { "*": "ask" }, reasoning: { effort: "low" }, if_active: "queue", set_default: true, budget: { max: 0.5, currency: "USD" }, session_budget: { max_tokens: 1000 }, output_schema: { type: "object" }, agent: "a", once: "k" });
+  await c.send("s1", { prompt: "p", attachments: [att], model: "m", tools: [], system: "s", max_steps: 3, max_tokens: 500, approvals: { "*": "ask" }, reasoning: { effort: "low" }, if_active: "queue", set_default: true, budget: { max: 0.5, currency: "USD" }, session_budget: { max_tokens: 1000 }, output_schema: { type: "object" }, agent: "a", hooks: ["guard"], once: "k" });
   await c.state("s1");
   await c.history("s1", { offset: 1, limit: 2 });
   await c.eventsPage("s1", { after: 3, limit: 4 });
@@ -62,7 +62,7 @@ async function callEverything(c) {
   await c.fork("s1", { run: 2, step: 1, into: "s2" });
   await c.rewind("s1", { run: 1, step: 1 });
   await c.forks("s1", { limit: 3 });
-  const config = { model: "m", tools: [], system: "s", max_steps: 3, max_tokens: 500, approvals: { "*": "ask" }, reasoning: { effort: "low" }, budget: { max: 0.5, currency: "USD" }, session_budget: { max_tokens: 1000 }, output_schema: { type: "object" } };
+  const config = { model: "m", tools: [], system: "s", max_steps: 3, max_tokens: 500, approvals: { "*": "ask" }, reasoning: { effort: "low" }, budget: { max: 0.5, currency: "USD" }, session_budget: { max_tokens: 1000 }, hooks: ["guard"], output_schema: { type: "object" } };
   await c.schedules({ limit: 5 });
   await c.createSchedule({ id: "d1", cron: "0 9 * * 1-5", every: "1h", timezone: "Europe/Berlin", jitter: "30s", prompt: "p", session: "s1", new_session: false, config, overlap: "queue", pause_on_failure: true, catchup_window: "15m" });
   await c.schedule("d1");

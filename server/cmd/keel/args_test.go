@@ -191,6 +191,11 @@ func TestPromptConfig(t *testing.T) {
 			Approvals: map[string]api.Approval{"*": api.ApprovalAsk}}},
 		// An empty list asks for nothing: no policy at all, not an empty one.
 		{[]string{"--approve-ask", ""}, api.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools}},
+		// Hooks in the order given (docs/contract.md §23); with an agent
+		// they stay, after the agent's own.
+		{[]string{"--hook", "guard", "--hook", "audit"}, api.RunConfig{Model: "scripted:demo", Tools: scripted.DemoTools,
+			Hooks: []string{"guard", "audit"}}},
+		{[]string{"--agent", "planner", "--hook", "guard"}, api.RunConfig{Agent: "planner", Hooks: []string{"guard"}}},
 	} {
 		fs := newFlagSet("t", "keel t", "test")
 		var p promptFlags

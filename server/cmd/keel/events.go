@@ -149,6 +149,8 @@ func eventSummary(env keel.Envelope) string {
 		return sanitizeLine(e.SteeringID)
 	case keel.SteeringRetracted:
 		return sanitizeLine(e.SteeringID)
+	case keel.BoundaryInputApplied, keel.HookDecided, keel.HookFailed:
+		return hookEventSummary(e)
 	case keel.UsageUpdated:
 		return fmt.Sprintf("step %d attempt %d · %s · total %s", e.Step, e.Attempt, usageText(e.Usage), usageText(e.Total))
 	case keel.BudgetWarning:

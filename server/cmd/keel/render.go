@@ -174,6 +174,15 @@ func (r *renderer) Render(env keel.Envelope) {
 		r.line(styleDim, "» steering %s applied", sanitizeLine(e.SteeringID))
 	case keel.SteeringRetracted:
 		r.line(styleDim, "» steering %s retracted", sanitizeLine(e.SteeringID))
+	case keel.BoundaryInputApplied:
+		// Input a hook brought: context from its source, not steering.
+		r.line(styleDim, "%s", boundaryInputText(e))
+	case keel.HookDecided:
+		style, text := hookDecidedText(e, ch.Run)
+		r.line(style, "%s", text)
+	case keel.HookFailed:
+		style, text := hookFailedText(e)
+		r.line(style, "%s", text)
 	case keel.ProviderStreamReset:
 		r.line(styleYellow, "↺ attempt %d abandoned (%s); its output above is discarded, retrying", e.Attempt, resetReason(e.Reason))
 	case keel.ProviderRequestRetry:

@@ -291,6 +291,51 @@ var renderCases = []struct {
 		},
 	},
 	{
+		// A run's hooks (docs/contract.md §23): boundary input as context
+		// from its source, never steering, its text cut to a line and its
+		// escapes inert; a denied call and a rewritten one on their cards;
+		// a failure the run went on after; a stop, then the run.failed it
+		// ends with. A failure after the end shows nothing.
+		name: "hooks",
+		build: func(b *events) {
+			b.durable(keel.RunStarted{Number: 1, Prompt: "tidy the inbox", Model: "scripted:hooks"},
+				keel.BoundaryInputApplied{InputID: "in-1", Source: "mail", Point: keel.HookRunStart, Text: "2 new messages: invoice, lunch"},
+				keel.StepStarted{Step: 1, EstimatedContextTokens: 60})
+			b.text(1, 1, "Cleaning up.")
+			b.durable(keel.UsageUpdated{Step: 1, Attempt: 1, Usage: usage(60, 12, 1), Total: usage(60, 12, 1)},
+				keel.ModelCallCompleted{Step: 1, Attempt: 1},
+				keel.ToolProposed{ToolCallID: "c1", Name: "delete_file", Arguments: args(`{"path":"inbox/invoice"}`), Step: 1},
+				keel.HookDecided{Hook: "guard", Point: keel.HookBeforeTool, Action: keel.HookDeny, Reason: "invoices are kept", ToolCallID: "c1"},
+				keel.ToolFinished{ToolCallID: "c1", Name: "delete_file", Status: keel.ToolError, Output: "invoices are kept"},
+				keel.ToolProposed{ToolCallID: "c2", Name: "write_file", Arguments: args(`{"path":"/etc/notes"}`), Step: 1},
+				keel.HookDecided{Hook: "guard", Point: keel.HookBeforeTool, Action: keel.HookReplace, Reason: "kept in the workspace",
+					ToolCallID: "c2", Arguments: args(`{ "path" : "notes" }`)},
+				keel.ToolStarted{ToolCallID: "c2", Name: "write_file"},
+				keel.ToolFinished{ToolCallID: "c2", Name: "write_file", Status: keel.ToolOK, Output: "wrote notes"},
+				keel.HookFailed{Hook: "audit", Point: keel.HookAfterTool, ToolCallID: "c2", Code: keel.CodeHookFailed,
+					Message: "audit log unreachable", Retryable: true, Continued: true},
+				keel.BoundaryInputApplied{InputID: "in-2", Source: "mail", Point: keel.HookBeforeStep, Step: 2,
+					Text: "1 new message: \x1b[31mURGENT\x1b[0m\nreply today"},
+				keel.StepStarted{Step: 2, EstimatedContextTokens: 140})
+			b.text(2, 1, "Done.")
+			b.durable(keel.UsageUpdated{Step: 2, Attempt: 1, Usage: usage(140, 2, 1), Total: usage(200, 14, 2)},
+				keel.ModelCallCompleted{Step: 2, Attempt: 1},
+				keel.HookDecided{Hook: "quota", Point: keel.HookBeforeCommit, Action: keel.HookStop, Reason: "the day's quota is spent"},
+				keel.RunFailed{Code: keel.CodeHookStopped, Message: "the day's quota is spent", Revision: 1},
+				keel.HookFailed{Hook: "audit", Point: keel.HookRunEnd, Code: keel.CodeHookFailed, Message: "after the end", Continued: true})
+		},
+	},
+	{
+		// A hook whose failure fails the run: its line says so, and
+		// run.failed follows with keel.HookFailed.
+		name: "hook_failed",
+		build: func(b *events) {
+			b.durable(keel.RunStarted{Number: 3, Revision: 2, Prompt: "go", Model: "scripted:demo"},
+				keel.HookFailed{Hook: "policy", Point: keel.HookRunStart, Code: keel.CodeHookFailed, Message: "policy service: 503"},
+				keel.RunFailed{Code: keel.CodeHookFailed, Message: "hook policy: policy service: 503", Revision: 2})
+		},
+	},
+	{
 		// Events the old renderer showed and the transcript drops: a
 		// repeated durable event, a late delta of an earlier step, a
 		// delta after its response was complete, progress of a call that

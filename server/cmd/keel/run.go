@@ -53,6 +53,8 @@ type promptFlags struct {
 	// effort and thinking are --reasoning-effort and --reasoning-budget.
 	effort   string
 	thinking int
+	// hooks is --hook.
+	hooks hookFlag
 	// attach is --attach; files are its files, read and checked by
 	// validate.
 	attach attachFlag
@@ -72,6 +74,7 @@ func (p *promptFlags) register(fs *flagSet) {
 	fs.Var(&p.outputSchema, "output-schema", "JSON Schema `FILE` the final answer must match; the outcome then carries it as JSON (docs/contract.md §21.1)")
 	fs.StringVar(&p.effort, "reasoning-effort", "", "ask the model to reason first: `LEVEL` minimal, low, medium or high (refused where the model cannot)")
 	fs.IntVar(&p.thinking, "reasoning-budget", 0, "ask the model to reason with up to `N` tokens (Anthropic's extended thinking; at least 1024)")
+	p.hooks.register(fs, "the run")
 	p.attach.register(fs)
 	fs.BoolVar(&p.setDefault, "set-default", false,
 		"make this run's --model, --tools, --max-steps and --approve-ask the session's defaults too, for later prompts that do not set them (default: they apply to this run only)")
@@ -163,9 +166,10 @@ func (p *promptFlags) reasoning() *keel.Reasoning {
 // config is the run's configuration as the flags say.
 func (p *promptFlags) config() api.RunConfig {
 	cfg := api.RunConfig{Model: p.model, MaxSteps: p.maxSteps, Budget: p.budget.b, SessionBudget: p.sessionBudget.b,
-		OutputSchema: p.outputSchema.schema, Reasoning: p.reasoning()}
+		OutputSchema: p.outputSchema.schema, Reasoning: p.reasoning(), Hooks: p.hooks.hooks()}
 	if p.agent != "" {
-		// The agent's own model, tools and schema apply.
+		// The agent's own model, tools and schema apply; its hooks run
+		// before the run's own.
 		cfg.Agent, cfg.Model, cfg.OutputSchema = p.agent, "", nil
 	}
 	switch {

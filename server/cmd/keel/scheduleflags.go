@@ -22,6 +22,7 @@ type scheduleFlags struct {
 	tools, approveAsk                                      listFlag
 	maxSteps                                               int
 	budget, sessionBudget                                  budgetFlag
+	hooks                                                  hookFlag
 }
 
 func (f *scheduleFlags) register(fs *flagSet) {
@@ -39,6 +40,7 @@ func (f *scheduleFlags) register(fs *flagSet) {
 	fs.Var(&f.approveAsk, "approve-ask", "comma-separated tool `LIST` whose every call waits for the host's approval (\"*\": all tools)")
 	fs.Var(&f.budget, "budget", "most each firing's run may spend: `AMOUNT` as for keel run --budget")
 	fs.Var(&f.sessionBudget, "session-budget", "most the session's runs may spend together: `AMOUNT` as for --budget")
+	f.hooks.register(fs, "each firing's run")
 	fs.StringVar(&f.overlap, "overlap", "", "while a run is active in the session: `POLICY` skip (send nothing), queue (run next) or steer (steer the active run) (default skip)")
 	fs.BoolVar(&f.pauseOnFailure, "pause-on-failure", false, "pause the schedule when a firing fails: its send is refused or its run fails (each firing then waits for its run)")
 	fs.DurationVar(&f.catchup, "catchup-window", 0, "take a firing missed while the server was down if at most `DURATION` late (default 10m, at least 10s)")
@@ -80,8 +82,10 @@ func (f *scheduleFlags) config(fs *flagSet, base *api.RunConfig) *api.RunConfig 
 			cfg.Budget = f.budget.b
 		case "session-budget":
 			cfg.SessionBudget = f.sessionBudget.b
+		case "hook":
+			cfg.Hooks = f.hooks.hooks()
 		}
-	}, "model", "agent", "tools", "max-steps", "approve-ask", "budget", "session-budget")
+	}, "model", "agent", "tools", "max-steps", "approve-ask", "budget", "session-budget", "hook")
 	if !set && base == nil {
 		return nil
 	}
@@ -136,7 +140,7 @@ func (f *scheduleFlags) change(fs *flagSet, cur api.Schedule) api.ScheduleChange
 			c.PauseOnFailure = boolp(f.pauseOnFailure)
 		case "catchup-window":
 			c.CatchupWindow = dur(f.catchup)
-		case "model", "agent", "tools", "max-steps", "approve-ask", "budget", "session-budget":
+		case "model", "agent", "tools", "max-steps", "approve-ask", "budget", "session-budget", "hook":
 			configFlags = true
 		}
 	})
@@ -196,6 +200,7 @@ func cmdScheduleUpdate(ctx context.Context, args []string, stdout, stderr io.Wri
 	fs := newFlagSet("schedule update", "keel schedule update [flags] ID", scheduleUpdateDesc)
 	var t scheduleTarget
 	var f scheduleFlags
+	f.hooks.update = true // --hook "": the firings name no hooks
 	t.register(fs)
 	f.register(fs)
 	asJSON := fs.Bool("json", false, "print the changed schedule's description as JSON")
@@ -230,7 +235,7 @@ func cmdScheduleUpdate(ctx context.Context, args []string, stdout, stderr io.Wri
 // isScheduleFlag reports whether name is one of scheduleFlags'.
 func isScheduleFlag(name string) bool {
 	return slices.Contains([]string{"cron", "every", "timezone", "jitter", "prompt", "session", "new-session", "model",
-		"agent", "tools", "max-steps", "approve-ask", "budget", "session-budget", "overlap", "pause-on-failure", "catchup-window"}, name)
+		"agent", "tools", "max-steps", "approve-ask", "budget", "session-budget", "hook", "overlap", "pause-on-failure", "catchup-window"}, name)
 }
 
 // printScheduleNow prints the schedule after a change: its description

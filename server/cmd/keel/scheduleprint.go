@@ -108,6 +108,9 @@ func configText(c *api.RunConfig) string {
 	if c.Budget != nil {
 		parts = append(parts, "a budget")
 	}
+	if len(c.Hooks) > 0 {
+		parts = append(parts, "hooks "+sanitizeLine(strings.Join(c.Hooks, ",")))
+	}
 	return strings.Join(parts, ", ")
 }
 

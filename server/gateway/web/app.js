@@ -804,6 +804,30 @@
       if (status === "applied") attachmentsSoon();
       break;
     }
+    case "boundary_input.applied":
+      // Input a hook brought (mail that arrived, a file that changed)
+      // entered the conversation as internal context from its source,
+      // not as a person's steering (docs/contract.md §23).
+      append(row(env, "boundary-input", el("div", {class: "meta"}, "context from " + d.source + " · " + d.point),
+        el("div", {class: "bubble context"}, d.text)));
+      break;
+    case "hook.decided": {
+      // A hook denied a call or rewrote its arguments (on the call's
+      // card), or stopped the run (the run.failed that follows ends it).
+      const card = d.tool_call_id ? toolCard(env.run_id, d.tool_call_id) : null;
+      const node = row(env, "hook-row", hookDecisionText(d, !!card),
+        d.action === "replace" && d.arguments !== null ? el("pre", {class: "tool-args"}, JSON.stringify(d.arguments, null, 1)) : null);
+      node.dataset.action = d.action;
+      inCard(env.run_id, d.tool_call_id, node);
+      break;
+    }
+    case "hook.failed": {
+      const node = row(env, "hook-row", "hook " + d.hook + " failed at " + d.point + ": " + d.code + ": " + d.message +
+        (d.continued ? "; the run goes on" : "; the run fails"));
+      node.dataset.action = d.continued ? "continued" : "failed";
+      inCard(env.run_id, d.tool_call_id, node);
+      break;
+    }
     case "usage.updated":
       page.runUsage = ch.run.usage;
       showUsage();
@@ -890,6 +914,19 @@
     card.dataset.step = st.number;
     card.dataset.attempt = h.attempt;
     return card;
+  }
+
+  // hookDecisionText says what a hook decided: "hook guard denied the
+  // call: reason" on the call's card, naming the call's ID elsewhere.
+  function hookDecisionText(d, onCard) {
+    const call = onCard ? "the call" : "call " + d.tool_call_id;
+    const why = d.reason ? ": " + d.reason : "";
+    switch (d.action) {
+    case "deny": return "hook " + d.hook + " denied " + call + why;
+    case "replace": return "hook " + d.hook + " replaced the arguments of " + call + why;
+    case "stop": return "hook " + d.hook + " stopped the run at " + d.point + why;
+    default: return "hook " + d.hook + " decided " + d.action + " at " + d.point + why;
+    }
   }
 
   // urlNode is a result's URL: a link that opens apart from the page for

@@ -30,6 +30,7 @@
     "session.forked": "session", "session.rewound": "session",
     "budget.warning": "budget", "model.waiting": "wait",
     "agent.started": "agent", "agent.finished": "agent",
+    "boundary_input.applied": "hook", "hook.decided": "hook", "hook.failed": "hook",
   };
   const EPHEMERAL = new Set(["text.delta", "reasoning.delta", "tool_call.delta", "tool.progress", "model.waiting"]);
 
@@ -75,6 +76,9 @@
     "agent.started": {tool_call_id: "s", agent: "s", session_id: "s", path: "s"},
     "agent.finished": {tool_call_id: "s", agent: "s", session_id: "s", path: "s", status: "s", steps: "i", usage: "u", error: "o"},
     "model.waiting": {step: "i", attempt: "i", limit: "s", wait: "D"},
+    "boundary_input.applied": {input_id: "s", source: "s", point: "s", step: "i", text: "s"},
+    "hook.decided": {hook: "s", point: "s", action: "s", reason: "s", tool_call_id: "s", arguments: "r"},
+    "hook.failed": {hook: "s", point: "s", tool_call_id: "s", code: "s", message: "s", retryable: "b", continued: "b"},
   };
 
   const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
