@@ -68,7 +68,9 @@ type hooks struct {
 	sessionID, runID string
 	emit             emitFunc
 	heartbeat        time.Duration
-	// maxInput bounds each boundary input: the run's prompt limit.
+	// maxInput bounds each boundary input: the worker's prompt limit,
+	// sent with each call (an activity's input, which a replay does not
+	// compare, so a worker whose limits changed still replays).
 	maxInput int
 	// stop ends the run with err: a hook stopped it, or failed it.
 	stop func(err *keel.Error)
