@@ -51,6 +51,11 @@ type Rules struct {
 	// replay runs the agent the run ran, whatever the worker offers now.
 	// Optional.
 	Agents map[string]delegation.AgentSpec
+	// Sinks are the names of the worker's event sinks, sorted: each
+	// execution of a session records them in history as it starts
+	// (sinks.go), so a replay delivers to the sinks the execution did.
+	// Optional.
+	Sinks []string
 }
 
 // admitsAgent refuses a send that names an agent the worker does not
