@@ -127,7 +127,7 @@ func (h sinkHandler) WithTags(tags map[string]string) client.MetricsHandler {
 	return h
 }
 func (h sinkHandler) Counter(name string) client.MetricsCounter { return sinkCounter{h, name} }
-func (h sinkHandler) Gauge(string) client.MetricsGauge         { return client.MetricsNopHandler.Gauge("") }
+func (h sinkHandler) Gauge(string) client.MetricsGauge          { return client.MetricsNopHandler.Gauge("") }
 func (h sinkHandler) Timer(name string) client.MetricsTimer     { return sinkTimer{h, name} }
 
 type sinkCounter struct {

@@ -39,8 +39,8 @@ import (
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/server/activities"
-	"github.com/keelrun/keel/server/store"
 	"github.com/keelrun/keel/server/hook"
+	"github.com/keelrun/keel/server/store"
 	"github.com/keelrun/keel/server/tool"
 	"github.com/keelrun/keel/server/tool/mcp"
 )
