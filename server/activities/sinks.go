@@ -93,7 +93,11 @@ func (a *Activities) DeliverEvents(ctx context.Context, in DeliverEventsInput) e
 			instrument.SinkDelivered(h, in.Sink, evs[:n], time.Now())
 			after = evs[n-1].Seq
 			cursor.Store(after)
-			activity.RecordHeartbeat(ctx, after)
+			if after < in.Upto {
+				// Progress a retried attempt keeps (the last batch's
+				// needs no heartbeat: the activity completes).
+				activity.RecordHeartbeat(ctx, after)
+			}
 			evs = evs[n:]
 		}
 	}
