@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -95,15 +96,21 @@ func (s *collectingSink) received(t *testing.T, session string) []keel.Envelope 
 }
 
 // startSinkWorker starts a keel worker on srv, as keeltest.StartWorker
-// does, with the event sinks given.
+// does, playing script, with the event sinks given.
 func startSinkWorker(t *testing.T, srv *devserver.Server, script string, sinks map[string]hook.Sink) *stack.Stack {
+	t.Helper()
+	return startWorkerWith(t, srv, worker.Options{Models: keeltest.ScriptModels(t, script), Sinks: sinks})
+}
+
+// startWorkerWith starts a keel worker on srv with opts, its tools the
+// built-ins on a temporary workspace.
+func startWorkerWith(t *testing.T, srv *devserver.Server, opts worker.Options) *stack.Stack {
 	t.Helper()
 	tools, err := tool.Builtins(t.TempDir())
 	require.NoError(t, err)
+	opts.Tools, opts.StopTimeout, opts.Logger = tools, time.Second, testlog.New(t)
 	st, err := stack.Build(context.Background(), stack.Config{Server: srv,
-		Store: stack.StoreConfig{Codec: keeltest.Codec(t, srv)},
-		Worker: &worker.Options{Models: keeltest.ScriptModels(t, script), Tools: tools, StopTimeout: time.Second,
-			Logger: testlog.New(t), Sinks: sinks}})
+		Store: stack.StoreConfig{Codec: keeltest.Codec(t, srv)}, Worker: &opts})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Stop() })
 	return st
@@ -154,6 +161,71 @@ func TestSinkGetsEverythingAcrossWorkerRestart(t *testing.T) {
 	require.Equal(t, log, got)
 
 	replaySessionWithoutSinks(t, ctx, srv, tc, sess.ID())
+}
+
+// refusingSink takes no event of a session other than parent while that
+// session's workflow runs: a child's sink never has its events before the
+// child ends.
+type refusingSink struct {
+	*collectingSink
+	parent string
+	tc     sdkclient.Client
+}
+
+func (s refusingSink) Deliver(ctx context.Context, sessionID string, events []keel.Envelope) error {
+	if sessionID != s.parent {
+		d, err := s.tc.DescribeWorkflowExecution(ctx, sessionID, "")
+		if err != nil {
+			return err
+		}
+		if d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return errors.New("not while the session runs")
+		}
+	}
+	return s.collectingSink.Deliver(ctx, sessionID, events)
+}
+
+// docs/contract.md §23.6, §21.3: a child session ends its workflow after
+// its one run, here before its sink took any of its events; its parent
+// delivers the child's log, reading it from the child's closed
+// workflow.
+func TestParentDeliversItsChildsLog(t *testing.T) {
+	ctx := testContext(t, 2*time.Minute)
+	srv := keeltest.StartServer(t, devserver.Config{})
+	tc := keeltest.Dial(t, srv)
+	sink := refusingSink{collectingSink: newCollectingSink(), parent: "sink-parent", tc: tc}
+	var book keeltest.ScriptBook
+	planner := book.Add(t, "sink-planner", `{"turns":[
+	  {"tool_calls":[{"id":"c1","name":"agent__researcher","arguments":{"task":"facts"}}]},
+	  {"text":["done"]}]}`)
+	researcher := book.Add(t, "sink-researcher", `{"turns":[{"text":["the facts"]}]}`)
+	startWorkerWith(t, srv, worker.Options{Models: &book, Sinks: map[string]hook.Sink{"audit": sink},
+		Agents: map[string]worker.AgentSpec{
+			"planner":    {Name: "planner", Model: planner, Tools: []string{"agent__researcher"}, Agents: []string{"researcher"}},
+			"researcher": {Name: "researcher", Model: researcher},
+		}})
+	c := keeltest.Client(t, srv, nil)
+	run, err := c.Session(sink.parent).Send(ctx, "plan", client.WithConfig(api.RunConfig{Agent: "planner"}))
+	require.NoError(t, err)
+	out, err := run.Outcome(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "done", out.Text)
+
+	log, err := run.Session().EventsAfter(ctx, 0)
+	require.NoError(t, err)
+	var childID string
+	for _, ev := range log {
+		if ev.Type == keel.TypeAgentStarted {
+			childID = decode[keel.AgentStarted](ev).SessionID
+		}
+	}
+	require.NotEmpty(t, childID)
+	childLog, err := c.Session(childID).EventsAfter(ctx, 0)
+	require.NoError(t, err)
+	sink.waitFor(t, ctx, childID, childLog[len(childLog)-1].Seq)
+	require.Equal(t, childLog, sink.received(t, childID))
+	sink.waitFor(t, ctx, sink.parent, log[len(log)-1].Seq)
+	require.Equal(t, log, sink.received(t, sink.parent))
 }
 
 // replaySessionWithoutSinks replays every closed execution of a session
