@@ -306,15 +306,33 @@ func TestSinkThatHangsNeverDelaysTheRun(t *testing.T) {
 }
 
 // A sink the session recorded but the worker running the delivery lacks
-// (removed from its configuration): the delivery fails at once, without
-// retries, the cursor stays, and the other sink gets everything.
+// (removed from its configuration): the delivery fails at once and is not
+// tried again (not in the two minutes the run then sleeps, when a failing
+// sink's would be, 1 s, 2 s, 4 s, … apart), the cursor stays, and the
+// other sink gets everything.
 func TestSinkNotOfferedStopsItsDeliveries(t *testing.T) {
 	sink := &recordingSink{}
 	segs := &memSegments{}
+	refused := make(chan struct{})
+	var once sync.Once
+	type noArgs struct{}
+	// The run goes on once the refusal is in, so it happens within it.
+	await := tool.New("await_refusal", "Waits for the refusal.", func(ctx context.Context, _ noArgs) (string, error) {
+		select {
+		case <-refused:
+			return "refused", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	script := `{"turns":[
+	  {"tool_calls":[{"id":"w","name":"await_refusal","arguments":{}}]},
+	  {"tool_calls":[{"id":"nap","name":"sleep","arguments":{"seconds":120}}]},
+	  {"text":["done"]}]}`
 	w := sinkSetup{sinks: map[string]hook.Sink{"audit": sink}, names: []string{"audit", "gone"},
-		models: scriptModels{scriptedProvider(t, echoThenDone)}}
+		models: scriptModels{scriptedProvider(t, script)}, tools: []tool.Tool{await}}
 	e := newSinkEnv(t, w, segs)
-	var refused, attempts atomic.Int32
+	var attempts atomic.Int32
 	e.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
 		var in activities.DeliverEventsInput
 		if info.ActivityType.Name == activities.DeliverEventsName && args.Get(&in) == nil && in.Sink == "gone" {
@@ -324,12 +342,13 @@ func TestSinkNotOfferedStopsItsDeliveries(t *testing.T) {
 	e.SetOnActivityCompletedListener(func(info *activity.Info, _ converter.EncodedValue, err error) {
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.Type() == activities.ErrSinkNotOffered {
-			refused.Add(1)
+			once.Do(func() { close(refused) })
 		}
 	})
-	run := e.execSession(t, promptOf("one", "echo"))
-	require.Equal(t, int32(1), refused.Load(), "one delivery to the missing sink, refused")
-	require.Equal(t, int32(1), attempts.Load(), "and not retried")
+	run := e.execSession(t, sessionSend{Prompt: "one",
+		Config: api.RunConfig{Model: "scripted:test", Tools: []string{"await_refusal", "sleep"}}})
+	require.Equal(t, keel.StatusCompleted, run.Outcome.Status)
+	require.Equal(t, int32(1), attempts.Load(), "one delivery to the missing sink, refused and not tried again")
 	last := idleUntilDelivered(t, w, segs, run.Carry)
 	require.Equal(t, map[string]int64{"audit": last.Seq}, last.Sinks, "the missing sink's cursor stays at 0")
 	require.Len(t, sink.received(t, "s1"), int(last.Seq))
