@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -229,46 +230,61 @@ func TestSinkGetsEveryEventInOrderAcrossContinueAsNew(t *testing.T) {
 	require.Equal(t, log, got)
 }
 
-// A sink down for a minute (by the test clock) fails every delivery
+// A sink down for a while (by the test clock) fails every delivery
 // meanwhile; Temporal retries them, and once it is back it gets
-// everything, in order, from where it was.
-func TestSinkDownForAMinuteGetsEverythingAfterwards(t *testing.T) {
-	sink := &recordingSink{}
-	segs := &memSegments{}
-	script := `{"turns":[
-	  {"tool_calls":[{"id":"nap","name":"sleep","arguments":{"seconds":120}}]},
-	  {"text":["done"]}]}`
-	w := sinkSetup{sinks: map[string]hook.Sink{"audit": sink}, names: []string{"audit"},
-		models: scriptModels{scriptedProvider(t, script)}}
-	e := newSinkEnv(t, w, segs)
-	back := e.Now().Add(time.Minute)
-	var firstTaken atomic.Pointer[time.Time]
-	sink.fail = func(string) error {
-		now := e.Now()
-		if now.Before(back) {
-			return errors.New("sink down")
-		}
-		firstTaken.CompareAndSwap(nil, &now)
-		return nil
-	}
-	run := e.execSession(t, sessionSend{Prompt: "nap", Config: api.RunConfig{Model: "scripted:test", Tools: []string{"sleep"}}})
-	require.Equal(t, keel.StatusCompleted, run.Outcome.Status)
-	// The run's own durable timer is not held up by the failing sink: it
-	// ends two minutes in, as the sleep says.
-	end, _ := at(run.Events, keel.TypeRunCompleted, 0)
-	start, _ := at(run.Events, keel.TypeRunStarted, 0)
-	require.Less(t, end.Sub(start), 121*time.Second)
+// everything, in order, from where it was. Down for five minutes, the
+// delivery outlives its retries (the test environment stops at ten
+// attempts, as the 24 h schedule-to-close would): the session waits and
+// delivers again from the same cursor.
+func TestSinkDownForAWhileGetsEverythingAfterwards(t *testing.T) {
+	for _, tc := range []struct {
+		down        time.Duration
+		minFailures int
+	}{
+		{time.Minute, 5},      // 1 s, 2 s, 4 s, 8 s, 16 s, 30 s apart
+		{5 * time.Minute, 11}, // more than one activity's ten attempts
+	} {
+		t.Run(tc.down.String(), func(t *testing.T) {
+			sink := &recordingSink{}
+			segs := &memSegments{}
+			nap := 2 * tc.down
+			script := fmt.Sprintf(`{"turns":[
+			  {"tool_calls":[{"id":"nap","name":"sleep","arguments":{"seconds":%d}}]},
+			  {"text":["done"]}]}`, int(nap.Seconds()))
+			w := sinkSetup{sinks: map[string]hook.Sink{"audit": sink}, names: []string{"audit"},
+				models: scriptModels{scriptedProvider(t, script)}}
+			e := newSinkEnv(t, w, segs)
+			back := e.Now().Add(tc.down)
+			var firstTaken atomic.Pointer[time.Time]
+			sink.fail = func(string) error {
+				now := e.Now()
+				if now.Before(back) {
+					return errors.New("sink down")
+				}
+				firstTaken.CompareAndSwap(nil, &now)
+				return nil
+			}
+			run := e.execSession(t, sessionSend{Prompt: "nap", Config: api.RunConfig{Model: "scripted:test", Tools: []string{"sleep"}}})
+			require.Equal(t, keel.StatusCompleted, run.Outcome.Status)
+			// The run's own durable timer is not held up by the failing
+			// sink: it ends when the sleep says.
+			end, _ := at(run.Events, keel.TypeRunCompleted, 0)
+			start, _ := at(run.Events, keel.TypeRunStarted, 0)
+			require.Less(t, end.Sub(start), nap+time.Second)
 
-	last := idleUntilDelivered(t, w, segs, run.Carry)
-	sink.mu.Lock()
-	failures := sink.failures
-	sink.mu.Unlock()
-	require.GreaterOrEqual(t, failures, 5, "deliveries failed while the sink was down (1 s, 2 s, 4 s, … apart)")
-	require.NotNil(t, firstTaken.Load())
-	require.False(t, firstTaken.Load().Before(back), "nothing was taken while the sink was down")
-	got := sink.received(t, "s1")
-	require.Equal(t, last.Seq, int64(len(got)))
-	require.Equal(t, newSinkEnv(t, w, segs).storedEvents(t, last), got)
+			last := idleUntilDelivered(t, w, segs, run.Carry)
+			sink.mu.Lock()
+			failures := sink.failures
+			sink.mu.Unlock()
+			require.GreaterOrEqual(t, failures, tc.minFailures, "deliveries failed while the sink was down")
+			require.NotNil(t, firstTaken.Load())
+			require.False(t, firstTaken.Load().Before(back), "nothing was taken while the sink was down")
+			require.Less(t, firstTaken.Load().Sub(back), nap-tc.down, "the sink got its events while the run slept")
+			got := sink.received(t, "s1")
+			require.Equal(t, last.Seq, int64(len(got)))
+			require.Equal(t, newSinkEnv(t, w, segs).storedEvents(t, last), got)
+		})
+	}
 }
 
 // A sink that hangs never holds up the run: the run ends, the session
