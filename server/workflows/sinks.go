@@ -30,9 +30,9 @@ import (
 // Undelivered), and the parent delivers the rest of the child's log.
 
 // sinksChange gates the deliveries: executions that started before them
-// record no sink names and deliver nothing. It can go once no execution
-// of v0.1.0 (RELEASE) may still replay, at the release after the one
-// that ships event sinks.
+// (v0.1.0's, RELEASE) record no sink names and deliver nothing. It can go
+// in the release after the one that ships event sinks, once RELEASE names
+// that one: no execution without the marker is in flight then.
 const sinksChange = "event-sinks"
 
 // Delivery's timing. A delivery is retried by Temporal, 1 s, 2 s, 4 s, …
