@@ -13,6 +13,7 @@ package carry
 import (
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/delegation"
 )
 
 // SessionInput starts an execution of a Session workflow: api.SessionInput
@@ -76,6 +77,11 @@ type SessionCarry struct {
 	// Once are the keys of the sends taken under one
 	// (api.SendRequest.Once), at most api.OnceRemembered, newest last.
 	Once []OnceSent `json:"once,omitempty"`
+	// Sinks are, by event sink, the sequence of the session's log each
+	// has received up to (docs/contract.md §23.6); SinkLogs the logs of
+	// ended children that the session goes on delivering.
+	Sinks    map[string]int64     `json:"sinks,omitempty"`
+	SinkLogs []delegation.SinkLog `json:"sink_logs,omitempty"`
 }
 
 // RunMark records where a committed run's messages are in the session's

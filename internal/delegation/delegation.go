@@ -124,6 +124,20 @@ func (l DelegationLimits) WithDefaults() DelegationLimits {
 // one run is committed.
 type DelegationResult struct {
 	Outcome keel.Outcome `json:"outcome"`
+	// Undelivered are the logs of the child, and of its own ended
+	// children, that its event sinks may not all have received: the
+	// parent delivers them from there (docs/contract.md §23.6).
+	Undelivered []SinkLog `json:"undelivered,omitempty"`
+}
+
+// SinkLog is a session's durable log as the worker's event sinks have
+// received it: its last sequence, and by sink name the sequence each
+// sink has received up to. A session that ends its workflow (a child)
+// hands its own to whoever goes on delivering it.
+type SinkLog struct {
+	SessionID string           `json:"session_id"`
+	Seq       int64            `json:"seq"`
+	Sinks     map[string]int64 `json:"sinks,omitempty"`
 }
 
 // ChildRequests is the signal a child session sends its parent whenever

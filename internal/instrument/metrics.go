@@ -68,6 +68,14 @@ const (
 	// refused (docs/contract.md §22.11); label reason (interval,
 	// sessions). Recorded by the SendScheduled activity.
 	ScheduleFiringsRefusedTotal = "keel_schedule_firings_refused_total"
+	// SinkLag is the time from a durable event (its at, the workflow's
+	// clock) to its delivery to an event sink (docs/contract.md §23.6);
+	// label sink. SinkEventsTotal counts the events delivered, repeats
+	// included, and SinkFailuresTotal the deliveries that failed; label
+	// sink. Recorded by the DeliverEvents activity.
+	SinkLag           = "keel_sink_lag_seconds"
+	SinkEventsTotal   = "keel_sink_delivered_events_total"
+	SinkFailuresTotal = "keel_sink_failed_deliveries_total"
 )
 
 // RunFinished records a run's terminal commit.
@@ -140,4 +148,20 @@ func LivePublishFailed(h client.MetricsHandler) {
 // for reason (schedreg.RefusedInterval, schedreg.RefusedSessions).
 func ScheduleFiringRefused(h client.MetricsHandler, reason string) {
 	h.WithTags(map[string]string{"reason": reason}).Counter(ScheduleFiringsRefusedTotal).Inc(1)
+}
+
+// SinkDelivered records events delivered to sink at now: their count and
+// each one's lag.
+func SinkDelivered(h client.MetricsHandler, sink string, events []keel.Envelope, now time.Time) {
+	h = h.WithTags(map[string]string{"sink": sink})
+	lag := h.Timer(SinkLag)
+	for _, ev := range events {
+		lag.Record(now.Sub(ev.At))
+	}
+	h.Counter(SinkEventsTotal).Inc(int64(len(events)))
+}
+
+// SinkFailed records a delivery to sink that failed.
+func SinkFailed(h client.MetricsHandler, sink string) {
+	h.WithTags(map[string]string{"sink": sink}).Counter(SinkFailuresTotal).Inc(1)
 }

@@ -106,6 +106,11 @@ type Activities struct {
 	// §20.5). Optional without rate limits; with them, a model turn fails
 	// without it.
 	Rates RateGate
+	// Sinks are the worker's event sinks, by name (docs/contract.md
+	// §23.6), and Logs how DeliverEvents reads the logs it delivers.
+	// Optional: without them a session's deliveries fail as not offered.
+	Sinks map[string]hook.Sink
+	Logs  SessionLog
 
 	cache       *transcriptCache
 	slots       slots

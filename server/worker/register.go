@@ -1,6 +1,9 @@
 package worker
 
 import (
+	"maps"
+	"slices"
+
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/workflow"
 
@@ -50,6 +53,7 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 	r.RegisterActivityWithOptions(acts.Shutdown, activity.RegisterOptions{Name: activities.ShutdownName})
 	r.RegisterActivityWithOptions(acts.RuntimeState, activity.RegisterOptions{Name: activities.RuntimeStateName})
 	r.RegisterActivityWithOptions(acts.StoreEvents, activity.RegisterOptions{Name: activities.StoreEventsName})
+	r.RegisterActivityWithOptions(acts.DeliverEvents, activity.RegisterOptions{Name: activities.DeliverEventsName})
 	// A schedule's firing (docs/contract.md §22); its activities need a
 	// Temporal client, so New registers them (registerSchedules).
 	r.RegisterWorkflowWithOptions(workflows.ScheduledSendWorkflow, workflow.RegisterOptions{
@@ -65,7 +69,7 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 // run's first model turn.
 func (o Options) rules(models activities.ModelResolver) workflows.Rules {
 	r := workflows.Rules{Limits: o.Limits, RunBudget: o.Policy.RunBudget, SessionBudget: o.Policy.SessionBudget,
-		Agents: o.Agents, Hooks: hookSpecs(o.Hooks)}
+		Agents: o.Agents, Hooks: hookSpecs(o.Hooks), Sinks: slices.Sorted(maps.Keys(o.Sinks))}
 	if c, ok := models.(Catalog); ok {
 		r.AdmitModel, r.ModelOffer = c.Admits, c.Offer
 		if m, ok := c.(*Models); ok {

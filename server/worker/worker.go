@@ -403,7 +403,7 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 	}
 	acts := &activities.Activities{Models: models, Tools: tools, Live: opts.Live, Logger: logger,
 		HeartbeatEvery: opts.HeartbeatInterval, Policy: opts.Policy,
-		Agents: opts.Agents, Delegation: opts.Delegation, Hooks: opts.Hooks,
+		Agents: opts.Agents, Delegation: opts.Delegation, Hooks: opts.Hooks, Sinks: opts.Sinks,
 		// A worker runs turns of at most this many sessions at once: the
 		// transcript cache keeps each of them, so a turn after the first
 		// never has to ask its run for the transcript (a query).
@@ -430,6 +430,7 @@ func NewActivities(c client.Client, opts Options) (*activities.Activities, error
 			acts.Rates = newRateGate(c, tq, acts.Logger)
 		}
 		acts.Runs = runReader{c: c}
+		acts.Logs = sessionLogs{c: c, codec: opts.Codec}
 		acts.Lifecycle = newLifecycle(c, opts.Namespace)
 		if !opts.NoCancelWatch {
 			acts.Cancels = newCancelWatch(c, acts.Logger)

@@ -58,8 +58,10 @@ type delegations struct {
 	// and their own children, by child path, as each child last reported
 	// them (delegation.ChildRequests).
 	requests map[string][]api.HostRequest
-	// changed is called when requests change.
+	// changed is called when requests change; adopt takes the logs an
+	// ended child hands back for the event sinks (sinks.go).
 	changed func()
+	adopt   func([]delegation.SinkLog)
 }
 
 // childCall is a running child.
@@ -136,6 +138,9 @@ func (t *tools) delegate(ctx workflow.Context, s *slot) (keel.ToolStatus, string
 	var res delegation.DelegationResult
 	err = fut.Get(dctx, &res)
 	k.end(c)
+	if k.adopt != nil {
+		k.adopt(res.Undelivered)
+	}
 
 	o := res.Outcome
 	fin := keel.AgentFinished{ToolCallID: s.call.ID, Agent: plan.Spec.Name, SessionID: childID, Path: path,

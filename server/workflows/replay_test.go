@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -205,6 +206,31 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED.String():                1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: noChildWorkflows},
+	// A session delivering its events to an event sink (e2e
+	// TestRecordSinkHistory, docs/contract.md §23.6): the event-sinks
+	// version marker, the sinks' names as a side effect, DeliverEvents
+	// activities beside the run's; the replayer has no sinks, so the
+	// recorded names alone make the same commands.
+	{file: "session_sinks.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
+		activities.DeliverEventsName:                                    2,
+		activities.ModelTurnName:                                        2,
+		enumspb.EVENT_TYPE_MARKER_RECORDED.String():                     3, // version, names, committed
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
+	}, check: all(noChildWorkflows, hasVersion("event-sinks"))},
+}
+
+// hasVersion checks that the history recorded a workflow.GetVersion marker
+// for change.
+func hasVersion(change string) func(*historypb.History) error {
+	return func(h *historypb.History) error {
+		for _, ev := range h.GetEvents() {
+			m := ev.GetMarkerRecordedEventAttributes()
+			if m.GetMarkerName() == "Version" && strings.Contains(string(m.GetDetails()["change-id"].GetPayloads()[0].GetData()), change) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no version marker of %q", change)
+	}
 }
 
 func TestReplayRecordedHistories(t *testing.T) {

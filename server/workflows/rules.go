@@ -57,6 +57,11 @@ type Rules struct {
 	// records the specs of those it names as it starts (startHooks).
 	// Optional.
 	Hooks map[string]hook.Spec
+	// Sinks are the names of the worker's event sinks, sorted: each
+	// execution of a session records them in history as it starts
+	// (sinks.go), so a replay delivers to the sinks the execution did.
+	// Optional.
+	Sinks []string
 }
 
 // CheckHooks refuses a run configuration (an agent's hooks applied) that

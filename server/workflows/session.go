@@ -61,6 +61,10 @@ type session struct {
 	// reported are the host-input requests a child session last reported
 	// to its parent.
 	reported []string
+	// sinks are the event sinks this execution delivers to (sinks.go);
+	// ended is set once the execution's workflow function returns.
+	sinks sinks
+	ended bool
 }
 
 // pendingRun is an accepted prompt, queued or running.
@@ -82,6 +86,8 @@ func sessionWorkflow(ctx workflow.Context, in carry.SessionInput, rules Rules) (
 	s := &session{id: in.SessionID, root: ctx, rules: rules, cfg: in.Config, limits: in.HandOver.WithDefaults(),
 		st: carry.SessionCarry{State: keel.StateIdle}}
 	err := s.main(ctx, in)
+	// No delivery starts in the task that ends the execution.
+	s.ended = true
 	return s.result, err
 }
 
@@ -103,6 +109,7 @@ func (s *session) main(ctx workflow.Context, in carry.SessionInput) error {
 	if err := s.registerHandlers(ctx); err != nil {
 		return err
 	}
+	s.startSinks(ctx)
 	if !s.checked {
 		workflow.Go(ctx, s.checkRuntime)
 	}
@@ -111,7 +118,7 @@ func (s *session) main(ctx workflow.Context, in carry.SessionInput) error {
 		if s.ran && s.delegated != nil {
 			// A child session's one run is committed: its outcome goes
 			// back to the parent, and the session ends (child.go).
-			s.result = &delegation.DelegationResult{Outcome: *s.st.Last}
+			s.result = &delegation.DelegationResult{Outcome: *s.st.Last, Undelivered: s.sinkLogs()}
 			return nil
 		}
 		if s.ran {
@@ -174,6 +181,7 @@ func (s *session) runPrompt(ctx workflow.Context, p *pendingRun) {
 		r.tools.kids.depth, r.tools.kids.relay, r.model.relay = d.Depth, d.Relay, d.Relay
 		r.reportUp = func() { s.reportRequests(ctx, r) }
 	}
+	r.tools.kids.adopt = s.adoptSinkLogs
 	p.result = api.SendResult{RunID: runID, Number: p.number, Revision: s.st.Revision, BaseSeq: s.st.Seq,
 		Execution: workflow.GetInfo(ctx).WorkflowExecution.RunID}
 	p.started = true
