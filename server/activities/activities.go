@@ -165,6 +165,12 @@ type heartbeater struct {
 // and the cancellation watch. The activity works under the returned
 // context and calls Stop on the heartbeater when it returns.
 func (a *Activities) begin(ctx context.Context) (context.Context, *heartbeater) {
+	return a.beginWith(ctx, nil)
+}
+
+// beginWith is begin whose heartbeats carry details() (progress a retried
+// attempt resumes from): a heartbeat without details would erase it.
+func (a *Activities) beginWith(ctx context.Context, details func() any) (context.Context, *heartbeater) {
 	release := func() {}
 	wctx := ctx
 	if a.Cancels != nil {
@@ -194,7 +200,11 @@ func (a *Activities) begin(ctx context.Context) (context.Context, *heartbeater) 
 			if hctx.Err() != nil {
 				return // stopped as the tick came: select picked either
 			}
-			activity.RecordHeartbeat(ctx)
+			if details != nil {
+				activity.RecordHeartbeat(ctx, details())
+			} else {
+				activity.RecordHeartbeat(ctx)
+			}
 		}
 	}()
 	return wctx, h

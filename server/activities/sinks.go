@@ -72,8 +72,11 @@ func (a *Activities) DeliverEvents(ctx context.Context, in DeliverEventsInput) e
 	}
 	var cursor atomic.Int64
 	cursor.Store(after)
-	stop := a.heartbeatCursor(ctx, &cursor)
-	defer stop()
+	// A live attempt is not timed out while a Deliver call or a read takes
+	// its time, and an abandoned one (its session moved on) learns it from
+	// a heartbeat's answer, which cancels ctx.
+	ctx, hb := a.beginWith(ctx, func() any { return cursor.Load() })
+	defer hb.Stop()
 	h := activity.GetMetricsHandler(ctx)
 	for after < in.Upto {
 		evs, err := a.readLog(ctx, in, after)
@@ -148,41 +151,4 @@ func batchLen(evs []keel.Envelope) int {
 		n++
 	}
 	return n
-}
-
-// heartbeatCursor heartbeats the delivered cursor on a ticker while a
-// Deliver call or a read takes its time, so that a live attempt is not
-// timed out, and an abandoned one (its session moved on) learns it from
-// the heartbeat's answer, which cancels ctx. Every heartbeat carries the
-// cursor: one without details would erase it.
-func (a *Activities) heartbeatCursor(ctx context.Context, cursor *atomic.Int64) func() {
-	every := a.HeartbeatEvery
-	if every <= 0 {
-		every = DefaultHeartbeatEvery
-	}
-	if timeout := activity.GetInfo(ctx).HeartbeatTimeout; timeout > 0 && every > timeout/2 {
-		every = timeout / 2
-	}
-	hctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-hctx.Done():
-				return
-			case <-t.C:
-			}
-			if hctx.Err() != nil {
-				return
-			}
-			activity.RecordHeartbeat(ctx, cursor.Load())
-		}
-	}()
-	return func() {
-		stop()
-		<-done
-	}
 }

@@ -16,6 +16,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
+
+	"github.com/keelrun/keel/server/devserver"
 )
 
 // Counts are counters by name: frontend calls by method, persistence
@@ -326,3 +328,12 @@ func (h warningCounter) Write(e zapcore.Entry, fields []zapcore.Field) error {
 }
 
 func (h warningCounter) Sync() error { return h.next.Sync() }
+
+// startCounted starts an in-memory server tuned as keel dev's whose
+// requests and billable actions c counts, logging errors only.
+func startCounted(ctx context.Context, c *ServerCounters) (*devserver.Server, error) {
+	return devserver.Start(ctx, devserver.Config{Port: devserver.AnyPort, DisableUI: true,
+		Logger: c.Logger(zap.NewNop()), LogLevel: zapcore.ErrorLevel,
+		FrontendInterceptors: []grpc.UnaryServerInterceptor{c.Interceptor()},
+		MetricsHandler:       c.MetricsHandler()})
+}

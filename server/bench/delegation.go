@@ -13,15 +13,12 @@ import (
 
 	sdkclient "go.temporal.io/sdk/client"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"google.golang.org/grpc"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/live"
-	"github.com/keelrun/keel/server/devserver"
 	kstack "github.com/keelrun/keel/server/internal/stack"
 	"github.com/keelrun/keel/server/natsserver"
 	"github.com/keelrun/keel/server/provider/scripted"
@@ -109,10 +106,7 @@ func MeasureDelegation(ctx context.Context, opts DelegationOptions) (*Delegation
 		}
 	}
 	counters := &ServerCounters{}
-	srv, err := devserver.Start(ctx, devserver.Config{Port: devserver.AnyPort, DisableUI: true,
-		Logger: counters.Logger(zap.NewNop()), LogLevel: zapcore.ErrorLevel,
-		FrontendInterceptors: []grpc.UnaryServerInterceptor{counters.Interceptor()},
-		MetricsHandler:       counters.MetricsHandler()})
+	srv, err := startCounted(ctx, counters)
 	if err != nil {
 		return nil, err
 	}

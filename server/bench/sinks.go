@@ -12,14 +12,11 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
-	"github.com/keelrun/keel/server/devserver"
 	"github.com/keelrun/keel/server/hook"
 	kstack "github.com/keelrun/keel/server/internal/stack"
 	"github.com/keelrun/keel/server/provider/scripted"
@@ -174,10 +171,7 @@ func MeasureSinks(ctx context.Context, opts SinkOptions) (*SinkReport, error) {
 		}
 	}
 	counters := &ServerCounters{}
-	srv, err := devserver.Start(ctx, devserver.Config{Port: devserver.AnyPort, DisableUI: true,
-		Logger: counters.Logger(zap.NewNop()), LogLevel: zapcore.ErrorLevel,
-		FrontendInterceptors: []grpc.UnaryServerInterceptor{counters.Interceptor()},
-		MetricsHandler:       counters.MetricsHandler()})
+	srv, err := startCounted(ctx, counters)
 	if err != nil {
 		return nil, err
 	}
