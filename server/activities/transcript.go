@@ -16,10 +16,8 @@ import (
 // transcript rebuilds the conversation a turn refers to: from the worker's
 // cache when it holds the prefix, from the session's workflow otherwise.
 func (a *Activities) transcript(ctx context.Context, ref TranscriptRef, tail []keel.Message) ([]keel.Message, error) {
-	if a.cache == nil {
-		a.initCache()
-	}
-	if msgs, ok := a.cache.get(ref, tail); ok {
+	cache := a.transcripts()
+	if msgs, ok := cache.get(ref, tail); ok {
 		return msgs, nil
 	}
 	if a.Runs == nil {
@@ -34,13 +32,16 @@ func (a *Activities) transcript(ctx context.Context, ref TranscriptRef, tail []k
 	if len(msgs) != ref.Len {
 		return nil, fmt.Errorf("transcript of %s has %d messages, want %d", ref.WorkflowID, len(msgs), ref.Len)
 	}
-	a.cache.put(ref, msgs)
+	cache.put(ref, msgs)
 	return msgs, nil
 }
 
 var cacheInit sync.Mutex
 
-func (a *Activities) initCache() {
+// transcripts returns the transcript cache, made by the first turn that
+// needs it. Every turn takes the lock: a check of a.cache outside it
+// would race with the turn that makes it.
+func (a *Activities) transcripts() *transcriptCache {
 	cacheInit.Lock()
 	defer cacheInit.Unlock()
 	if a.cache == nil {
@@ -50,6 +51,7 @@ func (a *Activities) initCache() {
 		}
 		a.cache = &transcriptCache{entries: lru.New[*cacheEntry](n)}
 	}
+	return a.cache
 }
 
 // transcriptCache holds the latest known transcript of recent sessions:

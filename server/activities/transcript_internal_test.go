@@ -1,7 +1,9 @@
 package activities
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/keelrun/keel"
@@ -39,5 +41,32 @@ func TestTranscriptCacheKeepsOneEntryASession(t *testing.T) {
 	}
 	if _, ok := c.get(TranscriptRef{WorkflowID: "s1", RunID: exec(20), Len: 5, Generation: 1}, nil); ok {
 		t.Error("a later compaction generation was served from the older one")
+	}
+}
+
+// fixedReader answers every transcript read with n messages.
+type fixedReader struct{ n int }
+
+func (r fixedReader) Transcript(_ context.Context, ref TranscriptRef) ([]keel.Message, error) {
+	return make([]keel.Message, r.n), nil
+}
+
+// The first turns of a worker find its cache made once, whatever their
+// number: under -race, a check of the cache outside its lock was a data
+// race between two first turns (a clean-clone CI run saw it).
+func TestFirstTurnsShareOneCache(t *testing.T) {
+	a := &Activities{Runs: fixedReader{n: 2}}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			ref := TranscriptRef{WorkflowID: fmt.Sprint("s", i), RunID: "r", Len: 2}
+			if _, err := a.transcript(context.Background(), ref, nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := a.cache.entries.Len(); got != 8 {
+		t.Fatalf("the cache holds %d transcripts of 8 sessions: turns made caches of their own", got)
 	}
 }
