@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -132,25 +133,23 @@ func requirePinnedSoon(t *testing.T, ctx context.Context, tc sdkclient.Client, w
 	}, time.Minute, 20*time.Millisecond, "%s's current execution is pinned to %s", workflowID, buildID)
 }
 
-// waitRouted waits until the server has propagated the deployment's
-// routing to its task queues: until then a new execution may still start
-// on the version that was current before (docs/operations.md). The
-// server propagates with an activity of a minute's timeout, retried: an
-// attempt that waits on a task queue partition that missed the change
-// (seen in about one run in four on a clean clone) ends only at that
-// timeout, and the retry completes it. Two clean-clone runs in a row
-// then saw the routing of the second build take over three minutes
-// (several attempts), which a run alone on this machine never repeated
-// in six tries; so the wait outlasts four attempts, and the test's
-// context the two waits.
-func waitRouted(t *testing.T, ctx context.Context, tc sdkclient.Client, deployment string) {
+// waitRouted waits until the workflow task queue's root partition routes
+// to buildID, the deployment's new current version: from then on a new
+// execution (a session's next, continued as new) starts on it (one
+// partition, see above). Not the server's report that the routing
+// reached every task queue (ROUTING_CONFIG_UPDATE_STATE_COMPLETED): that
+// waits on the activity queue's partition too, which learns user data by
+// a long poll with pauses, and under a loaded clean-clone run it took
+// over five minutes; pinned runs' activities follow their run's version,
+// not the current one, so the test needs only the workflow queue's.
+func waitRouted(t *testing.T, ctx context.Context, tc sdkclient.Client, buildID string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		resp, err := tc.WorkflowService().DescribeWorkerDeployment(ctx, &workflowservice.DescribeWorkerDeploymentRequest{
-			Namespace: devserver.DefaultNamespace, DeploymentName: deployment})
-		return err == nil && resp.GetWorkerDeploymentInfo().GetRoutingConfigUpdateState() ==
-			enumspb.ROUTING_CONFIG_UPDATE_STATE_COMPLETED
-	}, 5*time.Minute, 20*time.Millisecond, "the routing of %s reaches its task queues", deployment)
+		resp, err := tc.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+			Namespace: devserver.DefaultNamespace, TaskQueue: &taskqueuepb.TaskQueue{Name: api.TaskQueue},
+			TaskQueueType: enumspb.TASK_QUEUE_TYPE_WORKFLOW})
+		return err == nil && resp.GetVersioningInfo().GetCurrentDeploymentVersion().GetBuildId() == buildID
+	}, 5*time.Minute, 20*time.Millisecond, "the workflow task queue routes to %s", buildID)
 }
 
 // startBuild starts a worker that is build buildID of deployment, playing
@@ -184,7 +183,7 @@ func setCurrent(t *testing.T, ctx context.Context, tc sdkclient.Client, deployme
 	for {
 		_, err := h.SetCurrentVersion(ctx, sdkclient.WorkerDeploymentSetCurrentVersionOptions{BuildID: buildID})
 		if err == nil {
-			waitRouted(t, ctx, tc, deployment)
+			waitRouted(t, ctx, tc, buildID)
 			return
 		}
 		var precondition *serviceerror.FailedPrecondition
