@@ -38,6 +38,13 @@ import (
 // with the codec first, as keel's client does.
 type Committed struct {
 	KeelSeq int64 `json:"keel_seq"`
+	// KeelSinks, in the first marker of a session's execution only, are
+	// the worker's event sinks the execution delivers to
+	// (docs/contract.md §23.6): recorded here, on a marker the execution
+	// records anyway, so that a replay delivers to the sinks the
+	// execution did, and a history from before sinks (whose markers lack
+	// it) delivers to none.
+	KeelSinks []string `json:"keel_sinks,omitempty"`
 }
 
 // CommittedSeq reads a Committed marker: the sequence it records, and

@@ -72,8 +72,7 @@ type SinkReport struct {
 	BaselineActions, SinkActions float64
 	// BaselineHistory and SinkHistory are the run's execution's history,
 	// mean bytes and events; BaselineMarkers and SinkMarkers the bytes of
-	// its two records of the sinks (the version marker and the names),
-	// which an execution of keel before event sinks does not have.
+	// the sinks' names in its first Committed marker (none without sinks).
 	BaselineHistory, SinkHistory HistorySize
 	BaselineMarkers, SinkMarkers float64
 	Load                         string
@@ -307,8 +306,7 @@ func shortRun(ctx context.Context, kc *client.Client, session string) (int64, er
 }
 
 // historySample is one execution's history: its size, and the bytes of
-// its sinks' two markers (the event-sinks version marker and the side
-// effect that names the sinks: a JSON array or null).
+// the sinks' names in its first Committed marker.
 type historySample struct {
 	size    HistorySize
 	markers float64
@@ -331,14 +329,13 @@ func firstExecutionSize(ctx context.Context, tc sdkclient.Client, id string) (hi
 		h.size.Bytes += size
 		h.size.Events++
 		m := ev.GetMarkerRecordedEventAttributes()
-		switch m.GetMarkerName() {
-		case "Version":
-			h.markers += size
-		case "SideEffect":
-			data := m.GetDetails()["data"].GetPayloads()
-			var names []string
-			if len(data) == 1 && json.Unmarshal(data[0].GetData(), &names) == nil {
-				h.markers += size
+		if _, ok := api.CommittedSeq(m); ok {
+			var c api.Committed
+			if json.Unmarshal(m.GetDetails()["data"].GetPayloads()[0].GetData(), &c) == nil && len(c.KeelSinks) > 0 {
+				with, _ := json.Marshal(c)
+				c.KeelSinks = nil
+				without, _ := json.Marshal(c)
+				h.markers += float64(len(with) - len(without))
 			}
 		}
 	}
@@ -376,6 +373,6 @@ func (r *SinkReport) Print(w io.Writer) {
 	fmt.Fprintf(w, "delivered %d events, %d of them again (at least once)\n", r.Delivered, r.Repeats)
 	fmt.Fprintf(w, "the run's execution's history: %.0f bytes, %.1f events without a sink; %.0f bytes, %.1f events with one (%+.0f bytes)\n",
 		r.BaselineHistory.Bytes, r.BaselineHistory.Events, r.SinkHistory.Bytes, r.SinkHistory.Events, r.SinkHistory.Bytes-r.BaselineHistory.Bytes)
-	fmt.Fprintf(w, "of which the sinks' version marker and names: %.0f bytes without a sink, %.0f with one (an execution of keel before sinks has neither)\n",
+	fmt.Fprintf(w, "of which the sinks' names in the first Committed marker: %.0f bytes without a sink, %.0f with one\n",
 		r.BaselineMarkers, r.SinkMarkers)
 }

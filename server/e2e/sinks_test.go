@@ -268,8 +268,8 @@ type replayOnly struct{ sdkworker.WorkflowReplayer }
 func (replayOnly) RegisterActivityWithOptions(any, activity.RegisterOptions) {}
 
 // TestRecordSinkHistory records a session's first execution delivering
-// to an event sink (the event-sinks version marker, the sinks' names as
-// a side effect, DeliverEvents activities), for
+// to an event sink (the sinks' names in its first Committed marker,
+// DeliverEvents activities), for
 // server/workflows/replay_test.go. It writes session_sinks.json.
 func TestRecordSinkHistory(t *testing.T) {
 	skipUnlessRecording(t)

@@ -12,10 +12,15 @@ import (
 // reports that the execution ends in the task being decided: no marker
 // then, since a reader takes a closed execution as committed whole and the
 // next execution announces what it took over in its first task.
-func announce(ctx workflow.Context, seq func() int64, closing func() bool) {
+//
+// The execution's first marker also records sinks(), the worker's event
+// sinks, and hands what it recorded to started (sinks.go): a replay gets
+// the names from history, and a history from before sinks none.
+func announce(ctx workflow.Context, seq func() int64, closing func() bool, sinks func() []string, started func(workflow.Context, []string)) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	workflow.Go(dctx, func(ctx workflow.Context) {
 		var announced int64
+		first := true
 		for {
 			if err := workflow.Await(ctx, func() bool {
 				return seq() != announced && !closing()
@@ -24,8 +29,17 @@ func announce(ctx workflow.Context, seq func() int64, closing func() bool) {
 			}
 			announced = seq()
 			c := api.Committed{KeelSeq: announced}
-			workflow.SideEffectWithOptions(ctx, workflow.SideEffectOptions{Summary: "committed events"},
+			if first {
+				c.KeelSinks = sinks()
+			}
+			enc := workflow.SideEffectWithOptions(ctx, workflow.SideEffectOptions{Summary: "committed events"},
 				func(workflow.Context) any { return c })
+			if first {
+				first = false
+				var rec api.Committed
+				_ = enc.Get(&rec)
+				started(ctx, rec.KeelSinks)
+			}
 		}
 	})
 }

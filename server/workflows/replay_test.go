@@ -2,12 +2,13 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -207,30 +208,32 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: noChildWorkflows},
 	// A session delivering its events to an event sink (e2e
-	// TestRecordSinkHistory, docs/contract.md §23.6): the event-sinks
-	// version marker, the sinks' names as a side effect, DeliverEvents
-	// activities beside the run's; the replayer has no sinks, so the
-	// recorded names alone make the same commands.
+	// TestRecordSinkHistory, docs/contract.md §23.6): the sinks' names in
+	// the execution's first Committed marker, DeliverEvents activities
+	// beside the run's; the replayer has no sinks, so the recorded names
+	// alone make the same commands.
 	{file: "session_sinks.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		activities.DeliverEventsName:                                    2,
 		activities.ModelTurnName:                                        2,
-		enumspb.EVENT_TYPE_MARKER_RECORDED.String():                     3, // version, names, committed
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
-	}, check: all(noChildWorkflows, hasVersion("event-sinks"))},
+	}, check: all(noChildWorkflows, namesSinks)},
 }
 
-// hasVersion checks that the history recorded a workflow.GetVersion marker
-// for change.
-func hasVersion(change string) func(*historypb.History) error {
-	return func(h *historypb.History) error {
-		for _, ev := range h.GetEvents() {
-			m := ev.GetMarkerRecordedEventAttributes()
-			if m.GetMarkerName() == "Version" && strings.Contains(string(m.GetDetails()["change-id"].GetPayloads()[0].GetData()), change) {
-				return nil
-			}
+// namesSinks checks that the history's first Committed marker names the
+// execution's sinks.
+func namesSinks(h *historypb.History) error {
+	for _, ev := range h.GetEvents() {
+		m := ev.GetMarkerRecordedEventAttributes()
+		if _, ok := api.CommittedSeq(m); !ok {
+			continue
 		}
-		return fmt.Errorf("no version marker of %q", change)
+		var c api.Committed
+		if err := json.Unmarshal(m.GetDetails()["data"].GetPayloads()[0].GetData(), &c); err != nil || len(c.KeelSinks) == 0 {
+			return fmt.Errorf("the first Committed marker names no sinks (%v)", err)
+		}
+		return nil
 	}
+	return errors.New("no Committed marker")
 }
 
 func TestReplayRecordedHistories(t *testing.T) {

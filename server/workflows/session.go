@@ -109,11 +109,10 @@ func (s *session) main(ctx workflow.Context, in carry.SessionInput) error {
 	if err := s.registerHandlers(ctx); err != nil {
 		return err
 	}
-	s.startSinks(ctx)
 	if !s.checked {
 		workflow.Go(ctx, s.checkRuntime)
 	}
-	announce(ctx, s.lastSeq, func() bool { return s.movingOn })
+	announce(ctx, s.lastSeq, func() bool { return s.movingOn }, func() []string { return s.rules.Sinks }, s.startSinks)
 	for {
 		if s.ran && s.delegated != nil {
 			// A child session's one run is committed: its outcome goes

@@ -29,12 +29,6 @@ import (
 // cursors to its parent with its result (delegation.DelegationResult
 // Undelivered), and the parent delivers the rest of the child's log.
 
-// sinksChange gates the deliveries: executions that started before them
-// (v0.1.0's, RELEASE) record no sink names and deliver nothing. It can go
-// in the release after the one that ships event sinks, once RELEASE names
-// that one: no execution without the marker is in flight then.
-const sinksChange = "event-sinks"
-
 // Delivery's timing. A delivery is retried by Temporal, 1 s, 2 s, 4 s, …
 // at most sinkMaxBackoff apart, for sinkSchedule; then the session waits
 // sinkPause and tries again from the same cursor: no event is skipped.
@@ -48,9 +42,8 @@ const (
 
 // sinks is what the session knows of its event sinks in this execution.
 type sinks struct {
-	// on is set once the execution recorded the sinks' names (an
-	// execution of older code delivers nothing); names are those
-	// recorded.
+	// on is set once the execution recorded sinks (its first Committed
+	// marker names them); names are those recorded.
 	on    bool
 	names []string
 }
@@ -61,19 +54,17 @@ type span struct {
 	after, upto int64
 }
 
-// startSinks records the worker's sinks, once per execution, and starts
-// a delivery goroutine for each. The goroutines outlive a cancellation of
-// ctx: a cancelled run's events are delivered too.
-func (s *session) startSinks(ctx workflow.Context) {
-	if workflow.GetVersion(ctx, sinksChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+// startSinks starts a delivery goroutine for each sink the execution
+// recorded in its first Committed marker (announce), on ctx, which a
+// cancellation does not reach: a cancelled run's events are delivered
+// too. An execution of code from before sinks recorded none.
+func (s *session) startSinks(ctx workflow.Context, names []string) {
+	if len(names) == 0 {
 		return
 	}
-	var names []string
-	_ = workflow.SideEffect(ctx, func(workflow.Context) any { return s.rules.Sinks }).Get(&names)
 	s.sinks = sinks{on: true, names: names}
-	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	for _, name := range names {
-		workflow.Go(dctx, func(ctx workflow.Context) { s.deliver(ctx, name) })
+		workflow.Go(ctx, func(ctx workflow.Context) { s.deliver(ctx, name) })
 	}
 }
 
