@@ -42,15 +42,20 @@ func (s *session) startConfig(ctx workflow.Context, p *pendingRun) (api.RunConfi
 // ran and a replay takes it from there, whatever the worker offers by
 // then. Runs that name no agent record nothing.
 func (s *session) startAgent(ctx workflow.Context, name string) (delegation.AgentSpec, *keel.Error) {
-	var found struct {
+	type record struct {
 		Spec *delegation.AgentSpec `json:"spec"`
 	}
+	// The side effect returns its own value, and Get decodes into another:
+	// decoding into the value it returned would write into the slices it
+	// shares with the worker's rules, which other sessions read at once.
 	enc := workflow.SideEffect(ctx, func(workflow.Context) any {
+		var r record
 		if a, ok := s.rules.Agents[name]; ok {
-			found.Spec = &a
+			r.Spec = &a
 		}
-		return found
+		return r
 	})
+	var found record
 	if err := enc.Get(&found); err != nil || found.Spec == nil {
 		// Accepted at send, gone by the start (a worker redeployed
 		// without it while the prompt was queued).

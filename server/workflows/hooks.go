@@ -38,21 +38,25 @@ func startHooks(ctx workflow.Context, rules Rules, names []string) ([]namedHook,
 	if len(names) == 0 {
 		return nil, nil
 	}
-	var found struct {
+	type record struct {
 		Hooks   []namedHook `json:"hooks"`
 		Missing string      `json:"missing,omitempty"`
 	}
+	// Get decodes into a value of its own, never into the one returned,
+	// which shares slices with the worker's rules (as startAgent).
 	enc := workflow.SideEffect(ctx, func(workflow.Context) any {
+		var r record
 		for _, n := range names {
 			spec, ok := rules.Hooks[n]
 			if !ok {
-				found.Missing = n
+				r.Missing = n
 				break
 			}
-			found.Hooks = append(found.Hooks, namedHook{Name: n, Spec: spec})
+			r.Hooks = append(r.Hooks, namedHook{Name: n, Spec: spec})
 		}
-		return found
+		return r
 	})
+	var found record
 	if err := enc.Get(&found); err != nil {
 		return nil, internalError("hooks: %v", err)
 	}
