@@ -18,6 +18,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/delegation"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/hook"
 	"github.com/keelrun/keel/server/worker"
@@ -428,4 +429,29 @@ func TestHostileWebhooksLeaveNoSecret(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Sessions of one worker start as the same agent, with the same hooks,
+// at once: the side effects that record the agent's spec and the hooks'
+// never write into the worker's rules, which all of them read (under
+// -race, decoding into the value a side effect returned was a data race
+// on the agent's tools).
+func TestSessionsShareTheWorkersRules(t *testing.T) {
+	rules := &workflows.Rules{
+		Agents: map[string]delegation.AgentSpec{"helper": {Name: "helper", Model: "scripted:test", Tools: []string{"echo", "fail"}}},
+		Hooks:  map[string]hook.Spec{"audit": {Points: []keel.HookPoint{keel.HookRunStart, keel.HookRunEnd}}},
+	}
+	audit := (&recorder{}).hook(rules.Hooks["audit"])
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			x := newExecution(t, `{"turns":[{"text":["hi"]}]}`, rules)
+			x.acts.Hooks = map[string]hook.Hook{"audit": audit}
+			x.sendAll(t, sessionInput("s1", api.RunConfig{}),
+				api.SendRequest{Prompt: "go", Config: &api.RunConfig{Agent: "helper", Hooks: []string{"audit"}}})
+		})
+	}
+	wg.Wait()
+	require.Equal(t, []string{"echo", "fail"}, rules.Agents["helper"].Tools)
+	require.Equal(t, []keel.HookPoint{keel.HookRunStart, keel.HookRunEnd}, rules.Hooks["audit"].Points)
 }
