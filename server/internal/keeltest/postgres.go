@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,7 +48,19 @@ func Postgres(tb testing.TB) *devserver.Postgres {
 		}
 		defer conn.Close(ctx)
 		for _, db := range []string{pg.Database, pg.VisibilityDatabase} {
-			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)"); err != nil {
+			// FORCE cannot end an autovacuum worker that PostgreSQL started
+			// on the new database (SQLSTATE 42501, "must be a member of the
+			// role whose process is being terminated"); it ends on its own
+			// within moments, and nothing tells when: ask again.
+			var err error
+			for range 50 {
+				if _, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)"); err == nil ||
+					!strings.Contains(err.Error(), "42501") {
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			if err != nil {
 				tb.Errorf("drop test database %s: %v", db, err)
 			}
 		}
