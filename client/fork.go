@@ -69,7 +69,7 @@ func (s *Session) Fork(ctx context.Context, p api.Point, into string) (*Session,
 		TypedSearchAttributes:                    temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(into), api.AttrParent.ValueSet(s.id)),
 		StaticSummary:                            fmt.Sprintf("keel session %s, forked from %s at run %d", into, s.id, p.Run),
 		Priority:                                 temporal.Priority{PriorityKey: api.SessionPriority},
-	}, api.SessionWorkflowName, api.SessionInput{SessionID: into, Config: fp.Config, HandOver: s.c.handOver,
+	}, api.SessionWorkflowName, api.SessionInput{SessionID: into, Config: fp.Config, HandOver: s.c.handOver, Shape: api.ShapeLean,
 		Fork: &api.ForkInput{Origin: fp.Origin, Transcript: fp.Transcript}})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {

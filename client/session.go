@@ -179,7 +179,7 @@ func (s *Session) sendUpdate(ctx context.Context, req api.SendRequest, updateID 
 			TypedSearchAttributes: temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(s.id)),
 			StaticSummary:         "keel session " + s.id,
 			Priority:              temporal.Priority{PriorityKey: api.SessionPriority},
-		}, api.SessionWorkflowName, api.SessionInput{SessionID: s.id, Config: s.c.config, HandOver: s.c.handOver})
+		}, api.SessionWorkflowName, api.SessionInput{SessionID: s.id, Config: s.c.config, HandOver: s.c.handOver, Shape: api.ShapeLean})
 	}
 	// The update has an ID of our own so that a call that timed out while
 	// the server was busy can be resumed, never sent twice.

@@ -37,6 +37,8 @@ type SessionInput struct {
 	// delegation's prompt as its one run and returns its outcome to the
 	// parent (docs/contract.md §21.3). Nil for every other session.
 	Delegated *api.Delegation `json:"delegated,omitempty"`
+	// Shape is api.SessionInput.Shape.
+	Shape int `json:"shape,omitempty"`
 }
 
 // SessionCarry is the state one execution of a session hands to the next

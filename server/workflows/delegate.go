@@ -114,7 +114,7 @@ func (t *tools) delegate(ctx workflow.Context, s *slot) (keel.ToolStatus, string
 	if cfg.MaxSteps <= 0 || cfg.MaxSteps > steps {
 		cfg.MaxSteps = steps
 	}
-	in := carry.SessionInput{SessionID: childID, Config: cfg, Delegated: &api.Delegation{
+	in := carry.SessionInput{SessionID: childID, Config: cfg, Shape: api.ShapeLean, Delegated: &api.Delegation{
 		Parent: k.sessionID, ParentRun: k.runID, ToolCallID: s.call.ID, Agent: plan.Spec.Name,
 		Path: path, Depth: k.depth + 1, Prompt: prompt, Relay: k.relayFor(path, t.lastSeq()),
 	}}

@@ -29,6 +29,10 @@ type session struct {
 	id    string
 	root  workflow.Context
 	rules Rules
+	// lean is set for an execution of api.ShapeLean: it records no commit
+	// markers and upserts no search attributes. An execution without it
+	// runs as keel v0.1.0's did, so that their histories replay.
+	lean bool
 	// cfg holds the session's defaults for its runs (SessionInput.Config);
 	// limits bound what the session keeps in memory.
 	cfg    api.RunConfig
@@ -83,7 +87,7 @@ type pendingRun struct {
 }
 
 func sessionWorkflow(ctx workflow.Context, in carry.SessionInput, rules Rules) (*delegation.DelegationResult, error) {
-	s := &session{id: in.SessionID, root: ctx, rules: rules, cfg: in.Config, limits: in.HandOver.WithDefaults(),
+	s := &session{id: in.SessionID, root: ctx, rules: rules, lean: in.Shape >= api.ShapeLean, cfg: in.Config, limits: in.HandOver.WithDefaults(),
 		st: carry.SessionCarry{State: keel.StateIdle}}
 	err := s.main(ctx, in)
 	// No delivery starts in the task that ends the execution.
