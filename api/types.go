@@ -394,6 +394,18 @@ type EventsPage struct {
 	// ActiveRun is the run in progress, whose events the log holds as
 	// they happen.
 	ActiveRun *RunRef `json:"active_run,omitempty"`
+	// Execution and Task say what the answer was computed from: the
+	// session's execution (its Temporal run ID) and the WorkflowTaskStarted
+	// event of the last workflow task its state reflects. The page holds
+	// only committed events if that task completed (its
+	// WorkflowTaskCompleted names it as StartedEventId); a task that
+	// failed or timed out is retried at a new event, so an answer from
+	// its state never matches a completed one (docs/contract.md §2.3).
+	// Task is 0 when the worker's state is ahead of its last task (it
+	// replayed events no task has processed yet): ask again after the
+	// next task.
+	Execution string `json:"execution,omitempty"`
+	Task      int64  `json:"task,omitempty"`
 }
 
 // OutcomeRequest is the argument of the session's "outcome" update: the

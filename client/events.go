@@ -32,12 +32,18 @@ func (s *Session) EventsPage(ctx context.Context, after int64, limit int) (page 
 		page = append(page, ev)
 		return nil
 	}
-	committed, err := s.c.committedNow(ctx, s.id)
-	if err != nil {
-		return page, false, err
+	sw := s.c.watch(s.id)
+	for {
+		read, err := f.readLog(ctx, sw, deliver)
+		if read || err != nil {
+			return page, more, stopped(err)
+		}
+		// The answer came from state no task has committed yet: read
+		// again once the session's next task ended.
+		if _, err := sw.wait(ctx); err != nil {
+			return page, more, err
+		}
 	}
-	err = f.readLog(ctx, committed, deliver)
-	return page, more, stopped(err)
 }
 
 // EventsFrom replays the session's durable events after sequence after and

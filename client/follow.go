@@ -48,18 +48,17 @@ func (f *follower) follow(ctx context.Context, emit func(keel.Envelope) bool) er
 	if err := sw.catchUp(ctx); err != nil {
 		return err
 	}
-	limit := sw.committed
 	for {
-		if err := f.readLog(ctx, limit, deliver); err != nil {
+		if _, err := f.readLog(ctx, sw, deliver); err != nil {
 			return stopped(err)
 		}
 		closed, err := sw.wait(ctx)
 		if err != nil {
 			return err
 		}
-		limit = max(limit, sw.committed)
 		if closed {
-			return stopped(f.readLog(ctx, limit, deliver))
+			_, err := f.readLog(ctx, sw, deliver)
+			return stopped(err)
 		}
 	}
 }
@@ -71,26 +70,37 @@ func stopped(err error) error {
 	return err
 }
 
-// readLog delivers the events of the session's log after f.after and up
-// to limit, the sequence the session has published as committed, paging
-// with a pinned snapshot. Events past limit are left for a later read:
-// they may come from state no workflow task has committed.
-func (f *follower) readLog(ctx context.Context, limit int64, deliver func(keel.Envelope) error) error {
+// readLog delivers the events of the session's log after f.after that
+// Temporal committed, paging with a pinned snapshot. A page is committed
+// if the workflow task its answer reflects completed (sw.committedAt); a
+// closed session's answers are (no task can change them). A first page
+// that is not is left for a read after the session's next change: read
+// reports whether the pages were read.
+func (f *follower) readLog(ctx context.Context, sw *historyWatcher, deliver func(keel.Envelope) error) (read bool, err error) {
 	q := api.EventsQuery{After: f.after}
-	for q.After < limit {
+	sw.pending = false
+	for {
 		var page api.EventsPage
 		v, err := f.c.queryWorkflow(ctx, f.session, api.QueryEvents, q)
 		if err != nil {
-			return fromTemporal(err, "session "+f.session)
+			return false, fromTemporal(err, "session "+f.session)
 		}
 		if err := v.Get(&page); err != nil {
-			return err
+			return false, err
+		}
+		if q.Snapshot == 0 && !sw.closed {
+			// Continuation pages are pinned to this one's snapshot,
+			// committed once this page is.
+			ok, err := sw.committedAt(ctx, page.Execution, page.Task)
+			if err != nil || !ok {
+				return false, err
+			}
 		}
 		evs, next := page.Events, int64(0)
 		if seg := page.Segment; seg != nil {
 			// Older events live in the content store.
 			if evs, err = f.c.segment(ctx, *seg); err != nil {
-				return err
+				return false, err
 			}
 			next = seg.Last
 		} else if len(evs) > 0 {
@@ -100,19 +110,18 @@ func (f *follower) readLog(ctx context.Context, limit int64, deliver func(keel.E
 			if ev.Seq <= q.After {
 				continue
 			}
-			if ev.Seq > limit || ev.Seq > page.Snapshot {
-				return nil
+			if ev.Seq > page.Snapshot {
+				return true, nil
 			}
 			if err := deliver(ev); err != nil {
-				return err
+				return true, err
 			}
 		}
 		if !page.More || next == 0 {
-			return nil
+			return true, nil
 		}
 		q = api.EventsQuery{After: next, Snapshot: page.Snapshot}
 	}
-	return nil
 }
 
 // stream merges a follower's durable events with live deltas into one

@@ -111,9 +111,10 @@ func (s *Session) Rewind(ctx context.Context, p api.Point) (api.RewindResult, er
 		}
 		return res, fromTemporal(err, "session "+s.id)
 	}
-	// What the caller reads next (keel history, keel events) includes
-	// the rewind.
-	return res, s.waitCommitted(ctx, res.Seq)
+	// The update completed with the workflow task that recorded the
+	// rewind: what the caller reads next (keel history, keel events)
+	// includes it.
+	return res, nil
 }
 
 // queryFailure returns the error a query handler failed with, as the

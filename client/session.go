@@ -235,17 +235,3 @@ func (s *Session) query(ctx context.Context, workflowID, name string, out any, a
 	}
 	return v.Get(out)
 }
-
-// waitCommitted waits until the session has committed its log up to seq.
-func (s *Session) waitCommitted(ctx context.Context, seq int64) error {
-	w := s.c.watch(s.id)
-	if err := w.catchUp(ctx); err != nil {
-		return err
-	}
-	for w.committed < seq {
-		if _, err := w.wait(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"math"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -23,16 +22,15 @@ type historyWatcher struct {
 	runID  string
 	token  []byte
 	closed bool
-	// committed is the highest sequence the workflow recorded as committed
-	// (a api.Committed marker) in the history read so far; unlimited
-	// once the workflow closed.
-	committed int64
 	// last is the ID of the last history event read.
 	last int64
-	// tasked is set once the execution being read completed a workflow
-	// task: from then on its history holds the marker of what it took
-	// over (announce records one in its first task).
-	tasked bool
+	// pending is set when a read saw a change that wait has not
+	// reported (a reader clears it before it asks the workflow).
+	pending bool
+	// tasks holds, by execution, the workflow tasks whose end the history
+	// read so far shows, by their WorkflowTaskStarted event: true for one
+	// that completed, false for one that failed or timed out.
+	tasks map[string]map[int64]bool
 }
 
 func (c *Client) watch(workflowID string) *historyWatcher {
@@ -42,12 +40,17 @@ func (c *Client) watch(workflowID string) *historyWatcher {
 // wait blocks until the workflow's state may have changed. It reports
 // whether the workflow has closed; after that it returns at once.
 func (w *historyWatcher) wait(ctx context.Context) (closed bool, err error) {
+	if w.pending {
+		w.pending = false
+		return w.closed, nil
+	}
 	for !w.closed {
 		_, changed, err := w.fetch(ctx, true)
 		if err != nil {
 			return false, err
 		}
 		if changed && !w.closed {
+			w.pending = false
 			return false, nil
 		}
 	}
@@ -68,14 +71,6 @@ func (w *historyWatcher) catchUp(ctx context.Context) error {
 	length := info.GetHistoryLength()
 	run := w.runID
 	for !w.closed && w.runID == run && w.last < length {
-		if _, _, err := w.fetch(ctx, true); err != nil {
-			return err
-		}
-	}
-	// An execution that has not completed its first task (a session that
-	// just continued as new) has not announced what it holds yet: wait
-	// for that task rather than report less than was committed.
-	for !w.closed && !w.tasked {
 		if _, _, err := w.fetch(ctx, true); err != nil {
 			return err
 		}
@@ -112,23 +107,21 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 	var next string
 	for _, ev := range resp.GetHistory().GetEvents() {
 		w.last = ev.GetEventId()
-		seq, ok, err := w.c.committedSeq(ev.GetMarkerRecordedEventAttributes())
-		if err != nil {
-			return false, false, err
-		}
-		if ok && seq > w.committed {
-			w.committed = seq
-		}
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-			changed, w.tasked = true, true
+			changed = true
+			w.ended(ev.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId(), true)
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+			w.ended(ev.GetWorkflowTaskFailedEventAttributes().GetStartedEventId(), false)
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+			w.ended(ev.GetWorkflowTaskTimedOutEventAttributes().GetStartedEventId(), false)
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
 			changed = true
-			w.closed, w.committed = true, math.MaxInt64
+			w.closed = true
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
 			changed = true
 			next = ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
@@ -136,31 +129,66 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 	}
 	w.token = resp.GetNextPageToken()
 	if next != "" {
-		// The next execution starts its history anew; its first marker
-		// announces the sequence it took over.
-		w.runID, w.token, w.last, w.tasked = next, nil, 0, false
+		// The next execution starts its history anew.
+		w.runID, w.token, w.last = next, nil, 0
+		w.pending = w.pending || changed
 		return true, changed, nil
 	}
 	if longPoll && len(w.token) == 0 {
 		// A long poll ends its token only when the workflow closed.
 		changed = true
-		w.closed, w.committed = true, math.MaxInt64
+		w.closed = true
 	}
+	w.pending = w.pending || changed
 	return len(w.token) > 0, changed, nil
 }
 
-// committedNow returns the sequence a workflow has committed: unlimited for
-// a closed workflow, else the last Committed marker in its history.
-func (c *Client) committedNow(ctx context.Context, workflowID string) (int64, error) {
-	w := c.watch(workflowID)
-	if err := w.readAll(ctx); err != nil {
-		return 0, err
+// ended records how the workflow task started at event started ended.
+func (w *historyWatcher) ended(started int64, completed bool) {
+	if w.tasks == nil {
+		w.tasks = map[string]map[int64]bool{}
 	}
-	// As in catchUp: an execution's first task announces what it holds.
-	for !w.closed && !w.tasked {
+	if w.tasks[w.runID] == nil {
+		if len(w.tasks) >= maxWatchedRuns {
+			clear(w.tasks) // older executions' answers are asked again
+		}
+		w.tasks[w.runID] = map[int64]bool{}
+	}
+	w.tasks[w.runID][started] = completed
+}
+
+// maxWatchedRuns bounds the executions whose tasks a watcher remembers.
+const maxWatchedRuns = 8
+
+// committedAt reports whether a query answer computed at a workflow task
+// of an execution (api.EventsPage.Execution and Task) holds committed
+// state only: whether that task completed. It reads history, long-polling,
+// until it knows: a task ends, completed, failed or timed out, within its
+// timeout. An answer it cannot place (no task named, an execution
+// behind the one being read, one that closed without it) is not
+// committed; the reader asks again after the next change.
+func (w *historyWatcher) committedAt(ctx context.Context, execution string, task int64) (bool, error) {
+	if task <= 0 || execution == "" {
+		return false, nil
+	}
+	if w.runID == "" {
+		w.runID = execution
+	}
+	for {
+		if done, ok := w.tasks[execution][task]; ok {
+			return done, nil
+		}
+		// A task's end is the event after its start: history holds
+		// what arrives meanwhile back until the task ended.
+		passed := execution == w.runID && w.last > task
+		if _, left := w.tasks[execution]; left && execution != w.runID {
+			passed = true
+		}
+		if passed || w.closed {
+			return false, nil
+		}
 		if _, _, err := w.fetch(ctx, true); err != nil {
-			return 0, err
+			return false, err
 		}
 	}
-	return w.committed, nil
 }

@@ -152,24 +152,24 @@ type session struct {
 	last       *keel.Outcome
 	once       map[string]api.SendResult
 	history    []*historypb.HistoryEvent
+	// task is the WorkflowTaskStarted event of the last task recorded,
+	// which query answers name (api.EventsPage.Task).
+	task int64
 }
 
 // record appends history events of a workflow task that committed the
 // log up to its end, and wakes the readers waiting for history. f.mu is
 // held.
 func (f *backend) record(s *session) {
-	data, _ := json.Marshal(api.Committed{KeelSeq: int64(len(s.log))})
 	add := func(ev *historypb.HistoryEvent) {
 		ev.EventId = int64(len(s.history) + 1)
 		s.history = append(s.history, ev)
 	}
-	add(&historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED})
-	add(&historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_MARKER_RECORDED,
-		Attributes: &historypb.HistoryEvent_MarkerRecordedEventAttributes{MarkerRecordedEventAttributes: &historypb.MarkerRecordedEventAttributes{
-			MarkerName: "SideEffect",
-			Details: map[string]*commonpb.Payloads{"data": {Payloads: []*commonpb.Payload{{
-				Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: data}}}},
-		}}})
+	add(&historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED})
+	s.task = int64(len(s.history))
+	add(&historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
+		Attributes: &historypb.HistoryEvent_WorkflowTaskCompletedEventAttributes{
+			WorkflowTaskCompletedEventAttributes: &historypb.WorkflowTaskCompletedEventAttributes{StartedEventId: s.task}}})
 	close(f.changed)
 	f.changed = make(chan struct{})
 }
@@ -433,7 +433,8 @@ func (f *backend) query(workflowID, name string, args []any) (converter.EncodedV
 		}
 		from := min(max(q.After, 0), snap)
 		to := min(from+int64(limit), snap)
-		page := api.EventsPage{Events: append([]keel.Envelope{}, s.log[from:to]...), Snapshot: snap, More: to < snap}
+		page := api.EventsPage{Events: append([]keel.Envelope{}, s.log[from:to]...), Snapshot: snap, More: to < snap,
+			Execution: s.execution, Task: s.task}
 		return value{page}, nil
 	case api.QueryHistory:
 		var q api.HistoryQuery

@@ -53,11 +53,14 @@ type SessionCarry struct {
 	// Last is the latest run's outcome; Outcomes are the last
 	// api.OutcomesRemembered, newest last, as the outcome update answers
 	// them (api.OutcomeRequest).
-	Last      *keel.Outcome     `json:"last_outcome,omitempty"`
-	Outcomes  []keel.Outcome    `json:"outcomes,omitempty"`
-	State     keel.SessionState `json:"state"`
-	Shutdown  bool              `json:"shutdown,omitempty"`
-	HandOvers int               `json:"hand_overs"`
+	Last     *keel.Outcome     `json:"last_outcome,omitempty"`
+	Outcomes []keel.Outcome    `json:"outcomes,omitempty"`
+	State    keel.SessionState `json:"state"`
+	Shutdown bool              `json:"shutdown,omitempty"`
+	// Unchecked says no model turn of the session has asked yet whether
+	// keel is shut down (api.ShapeLean; ModelTurnInput.CheckRuntime).
+	Unchecked bool `json:"unchecked,omitempty"`
+	HandOvers int  `json:"hand_overs"`
 	// Transcript is the committed conversation.
 	Transcript []keel.Message `json:"transcript,omitempty"`
 	// Segments index the durable events 1..Seq that live in the content
@@ -84,6 +87,10 @@ type SessionCarry struct {
 	// ended children that the session goes on delivering.
 	Sinks    map[string]int64     `json:"sinks,omitempty"`
 	SinkLogs []delegation.SinkLog `json:"sink_logs,omitempty"`
+	// SinkNames are the sinks the worker last named to the session
+	// (api.ShapeLean: a model turn's result), which the next execution
+	// delivers to from its start.
+	SinkNames []string `json:"sink_names,omitempty"`
 }
 
 // RunMark records where a committed run's messages are in the session's

@@ -21,6 +21,16 @@ import (
 // detail; cancellation returns a CanceledError carrying the partial text.
 func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *ModelTurnResult, err error) {
 	start := time.Now()
+	if in.CheckRuntime && a.Lifecycle != nil {
+		down, err := a.Lifecycle.ShutDown(ctx)
+		if err != nil {
+			return nil, err // transient: the run tries again
+		}
+		if down {
+			return nil, temporal.NewApplicationErrorWithOptions(keel.ErrRuntimeShutdown.Message, string(keel.CodeRuntimeShutdown),
+				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{TurnFailure{Shutdown: true, Unsent: true}}})
+		}
+	}
 	p, model, messages, err := a.prepare(ctx, in.Model, in.Transcript, in.Tail)
 	if err != nil {
 		return nil, err
@@ -151,6 +161,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (turn *Mo
 	res.ToolTokens = toolTokens
 	res.MaxSteps = a.Policy.MaxSteps
 	res.Limits = limits
+	res.Sinks = a.sinkNames()
 	for _, c := range resp.ToolCalls {
 		plan, ok := plans[c.Name]
 		if !ok {

@@ -3,6 +3,8 @@ package activities
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -151,4 +153,12 @@ func batchLen(evs []keel.Envelope) int {
 		n++
 	}
 	return n
+}
+
+// sinkNames are the worker's sinks, sorted (ModelTurnResult.Sinks).
+func (a *Activities) sinkNames() []string {
+	if len(a.Sinks) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(a.Sinks))
 }

@@ -72,6 +72,12 @@ type ModelTurnInput struct {
 	// waited for it with a timer (ModelTurnResult.RateWait): the turn sends
 	// at once, without asking the limit again (docs/contract.md §20.5).
 	Rate *RateHold `json:"rate,omitempty"`
+	// CheckRuntime asks the turn, before anything else, whether keel is
+	// shut down: the first turn of a new session of api.ShapeLean, which
+	// learns it here rather than with a local activity of its own
+	// (docs/contract.md §13). Shut down, the turn sends nothing and fails
+	// with TurnFailure.Shutdown.
+	CheckRuntime bool `json:"check_runtime,omitempty"`
 }
 
 // RateHold is a model request's place under a rate limit that its run
@@ -111,6 +117,11 @@ type ModelTurnResult struct {
 	// Limits are the budget limits the request was held to, for the run's
 	// warnings; recorded with the result like MaxSteps.
 	Limits []BudgetLimit `json:"limits,omitempty"`
+	// Sinks are the names of the worker's event sinks, sorted; recorded
+	// with the result, so that an execution of api.ShapeLean delivers to
+	// the sinks its first turn named, on replay too (docs/contract.md
+	// §23.6).
+	Sinks []string `json:"sinks,omitempty"`
 	// Answer is the run's structured answer, which the run derives from
 	// the response once it matched the output schema; never recorded.
 	Answer json.RawMessage `json:"-"`
@@ -153,6 +164,9 @@ type TurnFailure struct {
 	// while it waited for its rate limit or a concurrency slot: no
 	// request to count (docs/contract.md §20.5).
 	Unsent bool `json:"unsent,omitempty"`
+	// Shutdown says keel was shut down before the session's first
+	// request (ModelTurnInput.CheckRuntime): nothing was sent.
+	Shutdown bool `json:"shutdown,omitempty"`
 }
 
 // ToolInput is one tool call.

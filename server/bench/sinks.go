@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -71,10 +70,8 @@ type SinkReport struct {
 	// server's action counter), their executions after them included.
 	BaselineActions, SinkActions float64
 	// BaselineHistory and SinkHistory are the run's execution's history,
-	// mean bytes and events; BaselineMarkers and SinkMarkers the bytes of
-	// the sinks' names in its first Committed marker (none without sinks).
+	// mean bytes and events.
 	BaselineHistory, SinkHistory HistorySize
-	BaselineMarkers, SinkMarkers float64
 	Load                         string
 }
 
@@ -192,7 +189,7 @@ func MeasureSinks(ctx context.Context, opts SinkOptions) (*SinkReport, error) {
 
 	rep := &SinkReport{Sessions: opts.Sessions, Rounds: opts.Rounds, Load: loadAverage()}
 	sink := newSinkClock()
-	var baseHist, sinkHist []historySample
+	var baseHist, sinkHist []HistorySize
 	var baseActions, sinkActions int64
 	for round := range opts.Rounds {
 		for _, withSink := range []bool{false, true} {
@@ -224,8 +221,8 @@ func MeasureSinks(ctx context.Context, opts SinkOptions) (*SinkReport, error) {
 	}
 	runs := opts.Sessions * opts.Rounds
 	rep.BaselineActions, rep.SinkActions = float64(baseActions)/float64(runs), float64(sinkActions)/float64(runs)
-	rep.BaselineHistory, rep.BaselineMarkers = meanHistory(baseHist)
-	rep.SinkHistory, rep.SinkMarkers = meanHistory(sinkHist)
+	rep.BaselineHistory = meanHistory(baseHist)
+	rep.SinkHistory = meanHistory(sinkHist)
 	sink.mu.Lock()
 	rep.Lag, rep.Terminal, rep.Delivered, rep.Repeats = sink.lag, sink.terminal, sink.delivered, sink.repeats
 	sink.mu.Unlock()
@@ -234,10 +231,10 @@ func MeasureSinks(ctx context.Context, opts SinkOptions) (*SinkReport, error) {
 
 // sinkRound runs n sessions at once on st's worker, one short run each,
 // and returns the runs' times, each session's last sequence, the size of
-// each run's execution's history (and its sinks' markers), and the
+// each run's execution's history, and the
 // billable actions the runs took.
 func sinkRound(ctx context.Context, st *kstack.Stack, counters *ServerCounters, prefix string, n int) (
-	Latencies, map[string]int64, []historySample, int64, error) {
+	Latencies, map[string]int64, []HistorySize, int64, error) {
 	kc, err := client.Dial(ctx, client.Options{Temporal: st.Temporal})
 	if err != nil {
 		return nil, nil, nil, 0, err
@@ -275,7 +272,7 @@ func sinkRound(ctx context.Context, st *kstack.Stack, counters *ServerCounters, 
 		return nil, nil, nil, 0, err
 	}
 	actions := counters.Snapshot().Sub(before).Actions.Total()
-	var hist []historySample
+	var hist []HistorySize
 	for id := range last {
 		h, err := firstExecutionSize(ctx, st.Temporal, id)
 		if err != nil {
@@ -305,57 +302,37 @@ func shortRun(ctx context.Context, kc *client.Client, session string) (int64, er
 	return out.Seq, nil
 }
 
-// historySample is one execution's history: its size, and the bytes of
-// the sinks' names in its first Committed marker.
-type historySample struct {
-	size    HistorySize
-	markers float64
-}
-
 // firstExecutionSize measures a session's first execution's history.
-func firstExecutionSize(ctx context.Context, tc sdkclient.Client, id string) (historySample, error) {
+func firstExecutionSize(ctx context.Context, tc sdkclient.Client, id string) (HistorySize, error) {
 	desc, err := tc.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
-		return historySample{}, err
+		return HistorySize{}, err
 	}
-	var h historySample
+	var h HistorySize
 	it := tc.GetWorkflowHistory(ctx, id, desc.GetWorkflowExecutionInfo().GetFirstRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
-			return historySample{}, err
+			return HistorySize{}, err
 		}
-		size := float64(proto.Size(ev))
-		h.size.Bytes += size
-		h.size.Events++
-		m := ev.GetMarkerRecordedEventAttributes()
-		if _, ok := api.CommittedSeq(m); ok {
-			var c api.Committed
-			if json.Unmarshal(m.GetDetails()["data"].GetPayloads()[0].GetData(), &c) == nil && len(c.KeelSinks) > 0 {
-				with, _ := json.Marshal(c)
-				c.KeelSinks = nil
-				without, _ := json.Marshal(c)
-				h.markers += float64(len(with) - len(without))
-			}
-		}
+		h.Bytes += float64(proto.Size(ev))
+		h.Events++
 	}
 	return h, nil
 }
 
-// meanHistory is the samples' mean history and mean markers' bytes.
-func meanHistory(samples []historySample) (HistorySize, float64) {
+// meanHistory is the samples' mean history.
+func meanHistory(samples []HistorySize) HistorySize {
 	if len(samples) == 0 {
-		return HistorySize{}, 0
+		return HistorySize{}
 	}
 	var sum HistorySize
-	var markers float64
 	for _, h := range samples {
-		sum.Bytes += h.size.Bytes
-		sum.Events += h.size.Events
-		markers += h.markers
+		sum.Bytes += h.Bytes
+		sum.Events += h.Events
 	}
 	n := float64(len(samples))
-	return HistorySize{Bytes: sum.Bytes / n, Events: sum.Events / n}, markers / n
+	return HistorySize{Bytes: sum.Bytes / n, Events: sum.Events / n}
 }
 
 // Print writes the report as a table with the ratios against the
@@ -373,6 +350,4 @@ func (r *SinkReport) Print(w io.Writer) {
 	fmt.Fprintf(w, "delivered %d events, %d of them again (at least once)\n", r.Delivered, r.Repeats)
 	fmt.Fprintf(w, "the run's execution's history: %.0f bytes, %.1f events without a sink; %.0f bytes, %.1f events with one (%+.0f bytes)\n",
 		r.BaselineHistory.Bytes, r.BaselineHistory.Events, r.SinkHistory.Bytes, r.SinkHistory.Events, r.SinkHistory.Bytes-r.BaselineHistory.Bytes)
-	fmt.Fprintf(w, "of which the sinks' names in the first Committed marker: %.0f bytes without a sink, %.0f with one\n",
-		r.BaselineMarkers, r.SinkMarkers)
 }

@@ -484,25 +484,25 @@ func requireTranscript(t *testing.T, ctx context.Context, sess *client.Session, 
 	}
 }
 
-// markedCommittedSeq reads the sequence a running workflow has recorded as
-// committed: its last api.Committed marker.
-func markedCommittedSeq(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID string) int64 {
+// taskCompleted reads whether the workflow task an events query answer
+// names (api.EventsPage.Execution and Task) completed, in the history
+// there is now.
+func taskCompleted(t *testing.T, ctx context.Context, tc sdkclient.Client, workflowID string, page api.EventsPage) bool {
 	t.Helper()
-	it := tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	seq, found := int64(0), false
+	if page.Task == 0 {
+		return false
+	}
+	it := tc.GetWorkflowHistory(ctx, workflowID, page.Execution, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
 			t.Fatalf("history of %s: %v", workflowID, err)
 		}
-		if c, ok := api.CommittedSeq(ev.GetMarkerRecordedEventAttributes()); ok && c > 0 {
-			seq, found = c, true
+		if ev.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId() == page.Task {
+			return true
 		}
 	}
-	if !found {
-		t.Fatalf("%s has recorded no committed sequence", workflowID)
-	}
-	return seq
+	return false
 }
 
 // runExecution returns the run ID of the execution of an inline session

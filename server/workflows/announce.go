@@ -2,11 +2,20 @@ package workflows
 
 import (
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/keelrun/keel/api"
 )
 
-// announce records a Committed marker whenever seq() moved, in the same
+// committed is the value of the side-effect marker a Session execution of
+// keel v0.1.0's shape (not api.ShapeLean) records in each workflow task
+// that grew its log: the log's last sequence then. Readers no longer read
+// it (they check the workflow task a query answer names); it is recorded
+// so that those executions replay. Sinks, in an execution's first
+// marker, are the worker's event sinks it delivers to.
+type committed struct {
+	KeelSeq   int64    `json:"keel_seq"`
+	KeelSinks []string `json:"keel_sinks,omitempty"`
+}
+
+// announce records a committed marker whenever seq() moved, in the same
 // workflow task as the events, on a context that cancellation does not
 // reach so the announcements go on while a run winds down. closing, if
 // reports that the execution ends in the task being decided: no marker
@@ -28,7 +37,7 @@ func announce(ctx workflow.Context, seq func() int64, closing func() bool, sinks
 				return
 			}
 			announced = seq()
-			c := api.Committed{KeelSeq: announced}
+			c := committed{KeelSeq: announced}
 			if first {
 				c.KeelSinks = sinks()
 			}
@@ -36,7 +45,7 @@ func announce(ctx workflow.Context, seq func() int64, closing func() bool, sinks
 				func(workflow.Context) any { return c })
 			if first {
 				first = false
-				var rec api.Committed
+				var rec committed
 				_ = enc.Get(&rec)
 				started(ctx, rec.KeelSinks)
 			}

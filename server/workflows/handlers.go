@@ -168,6 +168,14 @@ func (s *session) handleSignals(ctx workflow.Context) {
 // a send waiting for its run to start is told, and the active run is
 // cancelled (docs/contract.md §13).
 func (s *session) shutDown() {
+	s.refuseQueued()
+	if s.run != nil {
+		s.run.requestCancel()
+	}
+}
+
+// refuseQueued marks keel shut down and lets the queued prompts go.
+func (s *session) refuseQueued() {
 	s.st.Shutdown = true
 	for _, p := range s.queue {
 		if p.waiting && !p.started {
@@ -175,9 +183,6 @@ func (s *session) shutDown() {
 		}
 	}
 	s.queue = nil
-	if s.run != nil {
-		s.run.requestCancel()
-	}
 }
 
 // registerQueries installs the state, events, history and fork_point
@@ -200,6 +205,7 @@ func (s *session) registerQueries(ctx workflow.Context) error {
 		{api.QueryEvents, func(q api.EventsQuery) (api.EventsPage, error) {
 			page, err := s.pageEvents(q)
 			page.ActiveRun = s.activeRef()
+			page.Execution, page.Task = workflow.GetInfo(ctx).WorkflowExecution.RunID, s.task(ctx)
 			return page, err
 		}},
 		{api.QueryHistory, func(q api.HistoryQuery) (api.HistoryPage, error) {

@@ -16,7 +16,8 @@ import (
 func (s *session) restore(c *carry.SessionCarry) {
 	s.st = *c
 	s.st.Queue = nil
-	// The previous execution learned whether keel is shut down.
+	// The previous execution learned whether keel is shut down, or left
+	// it to a model turn (lean.go).
 	s.checked = true
 	for i, req := range c.Queue {
 		s.queue = append(s.queue, &pendingRun{number: s.st.Runs + i + 1, req: req})

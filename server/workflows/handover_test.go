@@ -99,7 +99,7 @@ func handOverOnce(t *testing.T, script string, segs *memSegments) (in carry.Sess
 	e.RegisterDelayedCallback(func() {
 		e.send(t, "queued", api.SendRequest{Prompt: "and then", IfActive: api.IfActiveQueue}, &queued)
 	}, time.Second)
-	e.ExecuteWorkflow(api.SessionWorkflowName, carry.SessionInput{SessionID: "s1", Config: napConfig,
+	e.ExecuteWorkflow(api.SessionWorkflowName, carry.SessionInput{Shape: api.ShapeLean, SessionID: "s1", Config: napConfig,
 		HandOver: api.HandOverLimits{TailBytes: 1}})
 	return continuedAs(t, e), first, queued
 }
@@ -204,7 +204,7 @@ func TestSessionHandOverCarriesShutdown(t *testing.T) {
 		e.send(t, "queued", api.SendRequest{Prompt: "later", IfActive: api.IfActiveQueue}, &queued)
 		e.SignalWorkflow(api.SignalShutdown, nil)
 	}, time.Second)
-	e.ExecuteWorkflow(api.SessionWorkflowName, carry.SessionInput{SessionID: "s1", Config: napConfig})
+	e.ExecuteWorkflow(api.SessionWorkflowName, carry.SessionInput{Shape: api.ShapeLean, SessionID: "s1", Config: napConfig})
 	c := continuedAs(t, e).Carry
 	require.True(t, c.Shutdown)
 	require.Empty(t, c.Queue)
@@ -220,7 +220,7 @@ func TestSessionHandOverWithoutStoreCarriesEvents(t *testing.T) {
 	e := newEnvOf(t, &suite, scriptedProvider(t, napThen(`{"text":["one"]}`)))
 	var first api.SendResult
 	e.RegisterDelayedCallback(func() { e.send(t, "first", api.SendRequest{Prompt: "hello"}, &first) }, 0)
-	e.ExecuteWorkflow(api.SessionWorkflowName, carry.SessionInput{SessionID: "s1", Config: napConfig,
+	e.ExecuteWorkflow(api.SessionWorkflowName, carry.SessionInput{Shape: api.ShapeLean, SessionID: "s1", Config: napConfig,
 		HandOver: api.HandOverLimits{TailBytes: 1}})
 	c := continuedAs(t, e).Carry
 	require.Empty(t, c.Segments)

@@ -112,7 +112,7 @@ func newEnvOf(t testing.TB, suite *testsuite.WorkflowTestSuite, p provider.Provi
 // (client/session.go, update-with-start of the send update): the session's
 // defaults. Every test session starts from it.
 func sessionInput(id string, defaults api.RunConfig) carry.SessionInput {
-	return carry.SessionInput{SessionID: id, Config: defaults}
+	return carry.SessionInput{Shape: api.ShapeLean, SessionID: id, Config: defaults}
 }
 
 // sessionSend is a prompt a test sends to a session, with its run config,

@@ -46,6 +46,12 @@ type modelTurns struct {
 	// relay is where a child session's deltas are copied (its
 	// ancestors' streams, docs/contract.md §21.4).
 	relay []api.RelayTarget
+	// worker is told of each turn's result for what it says of the worker
+	// (its sinks); checkRuntime asks the turns whether keel is shut down
+	// until one answered (api.ShapeLean only: lean.go).
+	worker       func(*activities.ModelTurnResult)
+	checkRuntime bool
+	shutDown     func()
 }
 
 // turn runs the model turn of step. On failure it returns the typed error
@@ -56,6 +62,15 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 	for attempt := 1; ; attempt++ {
 		res, fail, err := m.attempt(step, attempt, rate)
 		rate = nil
+		if err == nil && m.worker != nil {
+			m.checkRuntime = false
+			m.worker(res)
+		}
+		if err != nil && fail.Shutdown {
+			m.checkRuntime = false
+			m.shutDown()
+			return nil, "", keel.ErrRuntimeShutdown
+		}
 		if err == nil && res.RateWait != nil {
 			// Its rate limit has a place for it later than a worker waits
 			// heartbeating: the run waits with a timer and sends the same
@@ -153,6 +168,7 @@ func (m *modelTurns) attempt(step, attempt int, rate *activities.RateHold) (*act
 		Reasoning:    m.cfg.Reasoning,
 		Relay:        m.relay,
 		Rate:         rate,
+		CheckRuntime: m.checkRuntime,
 	}
 	actx := workflow.WithActivityOptions(m.work, workflow.ActivityOptions{
 		StartToCloseTimeout: m.cfg.ModelTimeout.Std(),
@@ -265,6 +281,9 @@ func decodeTurnFailure(err error) *activities.TurnFailure {
 	if errors.As(err, &appErr) {
 		code := keel.Code(appErr.Type())
 		switch {
+		case code == keel.CodeRuntimeShutdown:
+			f.Shutdown, f.Unsent = true, true
+			return f
 		case code == keel.CodeBudgetExceeded:
 			if appErr.HasDetails() && appErr.Details(f) == nil && f.Budget != nil {
 				return f

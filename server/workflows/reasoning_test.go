@@ -85,7 +85,7 @@ func TestReasoningIsKeptAndSentBack(t *testing.T) {
 
 	// A fork at the run, and a fork of its first step, keep it too.
 	var atRun, atStep api.ForkPoint
-	idleSession(t, carry.SessionInput{SessionID: "s1", Carry: res.Carry}, func(e *runEnv) {
+	idleSession(t, carry.SessionInput{Shape: api.ShapeLean, SessionID: "s1", Carry: res.Carry}, func(e *runEnv) {
 		var err error
 		atRun, err = forkPoint(t, e, api.Point{Run: 1})
 		require.NoError(t, err)

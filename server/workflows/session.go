@@ -69,6 +69,8 @@ type session struct {
 	// ended is set once the execution's workflow function returns.
 	sinks sinks
 	ended bool
+	// tasks tells query answers which workflow task they reflect.
+	tasks taskWatch
 }
 
 // pendingRun is an accepted prompt, queued or running.
@@ -113,10 +115,17 @@ func (s *session) main(ctx workflow.Context, in carry.SessionInput) error {
 	if err := s.registerHandlers(ctx); err != nil {
 		return err
 	}
-	if !s.checked {
+	if !s.checked && s.lean {
+		s.checkInTurns()
+	} else if !s.checked {
 		workflow.Go(ctx, s.checkRuntime)
 	}
-	announce(ctx, s.lastSeq, func() bool { return s.movingOn }, func() []string { return s.rules.Sinks }, s.startSinks)
+	s.watchTasks(ctx)
+	if s.lean {
+		s.startLean(ctx)
+	} else {
+		announce(ctx, s.lastSeq, func() bool { return s.movingOn }, func() []string { return s.rules.Sinks }, s.startSinks)
+	}
 	for {
 		if s.ran && s.delegated != nil {
 			// A child session's one run is committed: its outcome goes
@@ -185,6 +194,9 @@ func (s *session) runPrompt(ctx workflow.Context, p *pendingRun) {
 		r.reportUp = func() { s.reportRequests(ctx, r) }
 	}
 	r.tools.kids.adopt = s.adoptSinkLogs
+	if s.lean {
+		s.leanRun(r)
+	}
 	p.result = api.SendResult{RunID: runID, Number: p.number, Revision: s.st.Revision, BaseSeq: s.st.Seq,
 		Execution: workflow.GetInfo(ctx).WorkflowExecution.RunID}
 	p.started = true

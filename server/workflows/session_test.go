@@ -321,7 +321,7 @@ func TestOutcomeOfEarlierRuns(t *testing.T) {
 		idle.update(api.UpdateOutcome, "unknown", &unknown, api.OutcomeRequest{Run: 71})
 	}, time.Second)
 	idle.RegisterDelayedCallback(func() { idle.SignalWorkflow(api.SignalMove, nil) }, time.Minute)
-	idle.ExecuteWorkflow(api.SessionWorkflowName, carry.SessionInput{SessionID: "s1", Config: napConfig, Carry: &c})
+	idle.ExecuteWorkflow(api.SessionWorkflowName, carry.SessionInput{Shape: api.ShapeLean, SessionID: "s1", Config: napConfig, Carry: &c})
 	moved := continuedAs(t, idle)
 
 	require.NoError(t, recent.rejected)

@@ -192,7 +192,7 @@ func idleUntilDelivered(t *testing.T, w sinkSetup, segs *memSegments, c *carry.S
 	t.Helper()
 	e := newSinkEnv(t, w, segs)
 	e.RegisterDelayedCallback(func() { e.SignalWorkflow(api.SignalMove, nil) }, time.Hour)
-	e.ExecuteWorkflow(api.SessionWorkflowName, carry.SessionInput{SessionID: "s1", Carry: c})
+	e.ExecuteWorkflow(api.SessionWorkflowName, carry.SessionInput{Shape: api.ShapeLean, SessionID: "s1", Carry: c})
 	return continuedAs(t, e).Carry
 }
 
@@ -361,8 +361,11 @@ func TestSinkNotOfferedStopsItsDeliveries(t *testing.T) {
 			once.Do(func() { close(refused) })
 		}
 	})
+	// The session carries a sink an earlier worker named, which this one
+	// does not offer.
 	run := e.execSession(t, sessionSend{Prompt: "one",
-		Config: api.RunConfig{Model: "scripted:test", Tools: []string{"await_refusal", "sleep"}}})
+		Config: api.RunConfig{Model: "scripted:test", Tools: []string{"await_refusal", "sleep"}},
+		Carry:  &carry.SessionCarry{State: keel.StateIdle, SinkNames: []string{"audit", "gone"}}})
 	require.Equal(t, keel.StatusCompleted, run.Outcome.Status)
 	require.Equal(t, int32(1), attempts.Load(), "one delivery to the missing sink, refused and not tried again")
 	last := idleUntilDelivered(t, w, segs, run.Carry)
