@@ -235,7 +235,7 @@ type SessionInput struct {
 	Fork *ForkInput `json:"fork,omitempty"`
 	// Shape is the shape of workflow code the execution runs. Set it to
 	// ShapeLean, as keel's clients do; 0, for starters that predate it,
-	// runs the first execution as keel v0.1.0 did (docs/contract.md §2.3).
+	// runs the first execution as keel v0.1.0 did (docs/contract.md §14.2).
 	Shape int `json:"shape,omitempty"`
 }
 
@@ -400,7 +400,7 @@ type EventsPage struct {
 	// only committed events if that task completed (its
 	// WorkflowTaskCompleted names it as StartedEventId); a task that
 	// failed or timed out is retried at a new event, so an answer from
-	// its state never matches a completed one (docs/contract.md §2.3).
+	// its state never matches a completed one (docs/contract.md §14.2).
 	// Task is 0 when the worker's state is ahead of its last task (it
 	// replayed events no task has processed yet): ask again after the
 	// next task.

@@ -382,7 +382,7 @@ const lossSleepScript = `{"turns":[
 // run executes in its session's workflow, so the query is the session's),
 // then cancels the run so that the task that does commit decides
 // otherwise, and checks that a client following the run sees only what
-// was committed, terminal event included (docs/contract.md §2.3).
+// was committed, terminal event included (docs/contract.md §14.2).
 //
 // The worker dies while the run sleeps. A query sent then waits on the dead
 // worker's sticky queue for 5 s before another worker gets it; the sleep's

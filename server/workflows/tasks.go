@@ -4,7 +4,7 @@ import "go.temporal.io/sdk/workflow"
 
 // taskWatch tells whether the session's state is what its last workflow
 // task made it, so that a query answer can name that task for readers to
-// check against history (api.EventsPage.Task, docs/contract.md §2.3).
+// check against history (api.EventsPage.Task, docs/contract.md §14.2).
 //
 // A worker that answers a query without the session in its cache replays
 // the whole history, and the SDK applies the events after the last

@@ -267,7 +267,15 @@ func TestShutdown(t *testing.T) {
 		_, err := run.Outcome(ctx)
 		require.ErrorIs(t, err, keel.ErrCancelled)
 	}
-	_, err = c2.Session("sd-new").Send(ctx, "hello", opt)
+	// A new session learns it from its first model turn: the run fails
+	// having sent nothing, and the session refuses what follows.
+	fresh := c2.Session("sd-new")
+	run, err := fresh.Send(ctx, "hello", opt)
+	require.NoError(t, err)
+	o, err := run.Outcome(ctx)
+	require.ErrorIs(t, err, keel.ErrRuntimeShutdown)
+	require.Zero(t, o.Usage.Requests, "no model request was sent")
+	_, err = fresh.Send(ctx, "hello again", opt)
 	require.ErrorIs(t, err, keel.ErrRuntimeShutdown)
 	sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
 	_, err = idle.Send(sctx, "hello again", opt)
