@@ -118,12 +118,14 @@ func (s *session) main(ctx workflow.Context, in carry.SessionInput) error {
 	if !s.checked && s.lean {
 		s.checkInTurns()
 	} else if !s.checked {
+		// v0.1.0: a new session asked with a local activity.
 		workflow.Go(ctx, s.checkRuntime)
 	}
 	s.watchTasks(ctx)
 	if s.lean {
 		s.startLean(ctx)
 	} else {
+		// v0.1.0: commit markers.
 		announce(ctx, s.lastSeq, func() bool { return s.movingOn }, func() []string { return s.rules.Sinks }, s.startSinks)
 	}
 	for {
