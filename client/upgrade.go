@@ -29,6 +29,8 @@ import (
 func (c *Client) MoveIdleSessions(ctx context.Context) (int, error) {
 	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", api.SessionWorkflowName)
 	moved := 0
+	// A session that just continued as new may be listed twice.
+	asked := map[string]bool{}
 	var token []byte
 	for {
 		resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
@@ -39,6 +41,10 @@ func (c *Client) MoveIdleSessions(ctx context.Context) (int, error) {
 		}
 		for _, e := range resp.GetExecutions() {
 			id := e.GetExecution().GetWorkflowId()
+			if asked[id] {
+				continue
+			}
+			asked[id] = true
 			err := c.tc.SignalWorkflow(ctx, id, "", api.SignalMove, nil)
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {

@@ -101,8 +101,11 @@ func (l lifecycle) Sessions(ctx context.Context) ([]string, error) {
 	return l.list(ctx, fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", api.SessionWorkflowName))
 }
 
+// list returns the IDs of the workflows query lists, each once: a
+// workflow that just continued as new may be listed with both executions.
 func (l lifecycle) list(ctx context.Context, query string) ([]string, error) {
 	var ids []string
+	seen := map[string]bool{}
 	var token []byte
 	for {
 		resp, err := l.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
@@ -112,7 +115,10 @@ func (l lifecycle) list(ctx context.Context, query string) ([]string, error) {
 			return nil, err
 		}
 		for _, e := range resp.GetExecutions() {
-			ids = append(ids, e.GetExecution().GetWorkflowId())
+			if id := e.GetExecution().GetWorkflowId(); !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			return ids, nil

@@ -260,7 +260,7 @@ func TestShutdown(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.Outcome(ctx)
 	require.NoError(t, err)
-	waitVisible(t, ctx, c1, 4)
+	waitVisible(t, ctx, c1, "sd-1", "sd-2", "sd-old", "sd-idle")
 
 	res, err := c1.Shutdown(ctx)
 	require.NoError(t, err)
@@ -289,14 +289,28 @@ func TestShutdown(t *testing.T) {
 	require.True(t, res.AlreadyShutDown)
 }
 
-// waitVisible waits until visibility lists n running sessions, so the
-// shutdown count is deterministic. Visibility is an index Temporal updates
-// asynchronously; there is no event to wait on, so this polls it.
-func waitVisible(t *testing.T, ctx context.Context, c *client.Client, n int) {
+// waitVisible waits until visibility lists the sessions of ids as open,
+// so the counts of shutdown and upgrade are deterministic. Visibility is
+// an index Temporal updates asynchronously; there is no event to wait on,
+// so this polls it.
+func waitVisible(t *testing.T, ctx context.Context, c *client.Client, ids ...string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		resp, err := c.Temporal().CountWorkflow(ctx, countRequest(api.SessionWorkflowName))
-		return err == nil && resp.GetCount() >= int64(n)
+		resp, err := c.Temporal().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: "WorkflowType = '" + api.SessionWorkflowName + "' AND ExecutionStatus = 'Running'"})
+		if err != nil {
+			return false
+		}
+		listed := map[string]bool{}
+		for _, e := range resp.GetExecutions() {
+			listed[e.GetExecution().GetWorkflowId()] = true
+		}
+		for _, id := range ids {
+			if !listed[id] {
+				return false
+			}
+		}
+		return true
 	}, 30*time.Second, 20*time.Millisecond)
 }
 
@@ -308,14 +322,6 @@ func countOf(xs []string, x string) int {
 		}
 	}
 	return n
-}
-
-var _ = enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-
-func countRequest(workflowType string) *workflowservice.CountWorkflowExecutionsRequest {
-	return &workflowservice.CountWorkflowExecutionsRequest{
-		Query: "WorkflowType = '" + workflowType + "' AND ExecutionStatus = 'Running'",
-	}
 }
 
 // MoveIdleSessions asks every open session to move: an idle one continues
@@ -341,7 +347,7 @@ func TestMoveIdleSessions(t *testing.T) {
 	require.NoError(t, err)
 	busyBefore, err := c.Temporal().DescribeWorkflowExecution(ctx, busy.Session().ID(), "")
 	require.NoError(t, err)
-	waitVisible(t, ctx, c, 2)
+	waitVisible(t, ctx, c, "mv-idle", "mv-busy")
 
 	n, err := c.MoveIdleSessions(ctx)
 	require.NoError(t, err)
