@@ -2,9 +2,12 @@ package api
 
 import "go.temporal.io/sdk/temporal"
 
-// Search attributes keel sets on its workflows, so runs and sessions can be
-// listed by session and state (for example in the Web UI:
-// KeelSessionID = "demo" AND KeelState = "running").
+// Search attributes keel sets on its workflows, so sessions can be listed
+// (for example in the Web UI: KeelSessionID = "demo"). KeelSessionID and
+// KeelParent are set when a session starts. KeelState, KeelRunNumber and
+// KeelModel are upserted only by executions without ShapeLean (started by
+// keel v0.1.0's clients), and the execution after theirs keeps their last
+// values: a session's state is its QueryState answer.
 var (
 	AttrSessionID = temporal.NewSearchAttributeKeyKeyword("KeelSessionID")
 	AttrState     = temporal.NewSearchAttributeKeyKeyword("KeelState")

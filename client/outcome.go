@@ -4,6 +4,7 @@ import (
 	"context"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -44,12 +45,10 @@ func (r *Run) Outcome(ctx context.Context) (keel.Outcome, error) {
 // continue-as-new that follows the commit (carry.SessionCarry.Last, decoded with
 // the client's data converter), or, when the execution stays open after
 // the commit (a prompt was waiting to run in it), with one outcome update
-// that does not wait. The commit shows in history
-// as the search-attribute upsert that ends the run's state. ok is false
-// when it cannot tell.
+// that does not wait. ok is false when it cannot tell.
 func (r *Run) carriedOutcome(ctx context.Context) (o keel.Outcome, ok bool, err error) {
 	it := r.s.c.tc.GetWorkflowHistory(ctx, r.s.id, r.execution, true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	mine, committed := false, false
+	w := commitWatch{run: r.Number, dc: r.s.c.dc}
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
@@ -58,28 +57,8 @@ func (r *Run) carriedOutcome(ctx context.Context) (o keel.Outcome, ok bool, err 
 			}
 			return o, false, nil
 		}
-		if up := ev.GetUpsertWorkflowSearchAttributesEventAttributes(); up != nil {
-			fields := up.GetSearchAttributes().GetIndexedFields()
-			var n int64
-			var state keel.SessionState
-			if p := fields[api.AttrRunNumber.GetName()]; p != nil && converter.GetDefaultDataConverter().FromPayload(p, &n) == nil {
-				mine = n == int64(r.Number)
-			}
-			if p := fields[api.AttrState.GetName()]; p != nil {
-				_ = converter.GetDefaultDataConverter().FromPayload(p, &state)
-			}
-			// The commit's upsert: the continue-as-new follows in the same
-			// workflow task, unless the execution stays open a while.
-			committed = mine && (state == keel.StateCompleted || state == keel.StateFailed || state == keel.StateIdle)
-			continue
-		}
-		switch ev.GetEventType() {
-		case enumspb.EVENT_TYPE_TIMER_STARTED, enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
-			if committed {
-				// The commit's task ended without a continue-as-new (it
-				// waits out the minimal interval, or went on).
-				return r.noWaitOutcome(ctx)
-			}
+		if w.openAfterCommit(ev) {
+			return r.noWaitOutcome(ctx)
 		}
 		if can := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); can != nil {
 			var in carry.SessionInput
@@ -93,6 +72,64 @@ func (r *Run) carriedOutcome(ctx context.Context) (o keel.Outcome, ok bool, err 
 	}
 	// It stopped running otherwise (terminated, failed, cancelled).
 	return o, false, nil
+}
+
+// commitWatch reads an execution's history, event by event, for a sign
+// that run has been committed while the execution stays open. Two signs:
+//
+//   - a later run started in the execution: the send update that waited
+//     for it completed with its number (any execution; a run starts only
+//     once the one before it is committed);
+//   - the commit's search-attribute upsert (KeelRunNumber = run, KeelState
+//     its end state) followed by another timer or workflow task rather
+//     than the continue-as-new of the same task: only an execution of
+//     keel v0.1.0's shape upserts (a lean one, api.ShapeLean, does not).
+type commitWatch struct {
+	run int
+	dc  converter.DataConverter
+	// sends are the event IDs of the send updates accepted; mine and
+	// committed follow the upserts.
+	sends           map[int64]bool
+	mine, committed bool
+}
+
+func (w *commitWatch) openAfterCommit(ev *historypb.HistoryEvent) bool {
+	if acc := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); acc != nil {
+		if acc.GetAcceptedRequest().GetInput().GetName() == api.UpdateSend {
+			if w.sends == nil {
+				w.sends = map[int64]bool{}
+			}
+			w.sends[ev.GetEventId()] = true
+		}
+		return false
+	}
+	if done := ev.GetWorkflowExecutionUpdateCompletedEventAttributes(); done != nil {
+		var res api.SendResult
+		return w.sends[done.GetAcceptedEventId()] && done.GetOutcome().GetSuccess() != nil &&
+			w.dc.FromPayloads(done.GetOutcome().GetSuccess(), &res) == nil &&
+			!res.Queued && !res.Repeated && res.Number > w.run
+	}
+	if up := ev.GetUpsertWorkflowSearchAttributesEventAttributes(); up != nil {
+		fields := up.GetSearchAttributes().GetIndexedFields()
+		var n int64
+		var state keel.SessionState
+		if p := fields[api.AttrRunNumber.GetName()]; p != nil && converter.GetDefaultDataConverter().FromPayload(p, &n) == nil {
+			w.mine = n == int64(w.run)
+		}
+		if p := fields[api.AttrState.GetName()]; p != nil {
+			_ = converter.GetDefaultDataConverter().FromPayload(p, &state)
+		}
+		// The commit's upsert: the continue-as-new follows in the same
+		// workflow task, unless the execution stays open a while.
+		w.committed = w.mine && (state == keel.StateCompleted || state == keel.StateFailed || state == keel.StateIdle)
+		return false
+	}
+	switch ev.GetEventType() {
+	case enumspb.EVENT_TYPE_TIMER_STARTED, enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+		// The commit's task ended without a continue-as-new.
+		return w.committed
+	}
+	return false
 }
 
 // noWaitOutcome asks the session for the outcome of a committed run.

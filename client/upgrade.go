@@ -8,33 +8,43 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 )
 
-// MoveIdleSessions asks every idle session to continue as new at once, so
-// that its next execution starts on the deployment's current build: a
-// session's execution is pinned to the build it started on, and an idle
-// one would otherwise stay there until its next prompt has run, keeping
-// an old build from draining. Sessions running a run are left alone (they
-// move after it). It returns how many sessions it asked. Sessions that
-// visibility does not list yet, or that start a run meanwhile, are not
-// harmed: a move during a run changes nothing.
+// MoveIdleSessions asks every open session to continue as new once it is
+// idle, so that its next execution starts on the deployment's current
+// build: a session's execution is pinned to the build it started on,
+// and an idle one would otherwise stay there until its next prompt has
+// run, keeping an old build from draining. An idle session moves at once;
+// one running a run moves after it, as it does anyway. It returns how
+// many open sessions it asked, idle or not.
+//
+// Every open session gets the move signal: visibility cannot tell which
+// are idle (a lean session upserts no KeelState, api.ShapeLean, and one
+// that continued as new from a v0.1.0 execution keeps that execution's
+// last value), and asking each its state first would cost a query, as
+// much as the signal, for an answer that may be stale when the signal
+// lands. Sessions that visibility does not list yet are missed; run it
+// again.
 func (c *Client) MoveIdleSessions(ctx context.Context) (int, error) {
-	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND %s NOT IN ('%s', '%s', '%s')",
-		api.SessionWorkflowName, api.AttrState.GetName(),
-		keel.StateRunning, keel.StateWaitingForHostInput, keel.StateCancelling)
+	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", api.SessionWorkflowName)
 	moved := 0
+	// A session that just continued as new may be listed twice.
+	asked := map[string]bool{}
 	var token []byte
 	for {
 		resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 			Namespace: c.namespace, Query: query, NextPageToken: token,
 		})
 		if err != nil {
-			return moved, fmt.Errorf("keel: list idle sessions: %w", err)
+			return moved, fmt.Errorf("keel: list open sessions: %w", err)
 		}
 		for _, e := range resp.GetExecutions() {
 			id := e.GetExecution().GetWorkflowId()
+			if asked[id] {
+				continue
+			}
+			asked[id] = true
 			err := c.tc.SignalWorkflow(ctx, id, "", api.SignalMove, nil)
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {

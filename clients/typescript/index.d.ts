@@ -295,8 +295,8 @@ export interface SessionsResponse {
      */
     status: string;
     /**
-     * keel's state of the session, as the visibility store last saw it (the
-     * KeelState search attribute).
+     * keel's state of the session. A running session's comes from its state
+     * query, idle when it did not answer in time.
      */
     state: SessionState;
     /**

@@ -506,13 +506,13 @@ func taskCompleted(t *testing.T, ctx context.Context, tc sdkclient.Client, workf
 }
 
 // runExecution returns the run ID of the execution of an inline session
-// that ran run number: the one whose history names the run in its search
-// attributes (the upsert of KeelRunNumber at the run's start; the started
-// event of the next execution carries it over, so only upserts count). It
-// reads the session's executions oldest first, waiting for each to close,
-// and requires the run's execution to have continued as new once the run
-// committed, so it is closed when this returns even if the run's outcome
-// was answered just before.
+// that ran run number: the first whose state at its close (its state
+// query, which a worker answers by replaying it) counts the run among
+// those started. Lean executions upsert no KeelRunNumber to say it
+// (api.ShapeLean). It reads the session's executions oldest first,
+// waiting for each to close, and requires the run's execution to have
+// continued as new once the run committed, so it is closed when this
+// returns even if the run's outcome was answered just before.
 func runExecution(t *testing.T, ctx context.Context, tc sdkclient.Client, sessionID string, number int) string {
 	t.Helper()
 	d, err := tc.DescribeWorkflowExecution(ctx, sessionID, "")
@@ -541,17 +541,15 @@ func runExecution(t *testing.T, ctx context.Context, tc sdkclient.Client, sessio
 			t.Fatalf("close of %s (execution %s): %v", sessionID, execution, err)
 		}
 		next := closed.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
-		ran := false
-		it = tc.GetWorkflowHistory(ctx, sessionID, execution, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() && !ran {
-			ev, err := it.Next()
-			if err != nil {
-				t.Fatalf("history of %s (execution %s): %v", sessionID, execution, err)
-			}
-			p := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()[api.AttrRunNumber.GetName()]
-			var n int
-			ran = p != nil && converter.GetDefaultDataConverter().FromPayload(p, &n) == nil && n == number
+		v, err := tc.QueryWorkflow(ctx, sessionID, execution, api.QueryState)
+		if err != nil {
+			t.Fatalf("state of %s at the close of execution %s: %v", sessionID, execution, err)
 		}
+		var st api.SessionStatus
+		if err := v.Get(&st); err != nil {
+			t.Fatal(err)
+		}
+		ran := st.Runs >= number
 		if next == "" {
 			t.Fatalf("execution %s of %s ended with %v, not a continue-as-new (it ran run %d: %v)",
 				execution, sessionID, closed.GetEventType(), number, ran)

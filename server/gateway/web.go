@@ -1,17 +1,17 @@
 package gateway
 
 import (
+	"context"
 	"embed"
 	"fmt"
 	"io/fs"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -37,10 +37,11 @@ type SessionSummary struct {
 	// "continuedasnew" for an older execution). A session between runs is
 	// "running" here: its workflow waits for the next prompt.
 	Status string `json:"status"`
-	// State is keel's state of the session (the KeelState search
-	// attribute, as the visibility store last saw it): "idle", "running",
+	// State is keel's state of the session: "idle", "running",
 	// "waiting_for_host_input", "cancelling", "completed", "failed", or
-	// "terminated" for a workflow stopped from outside.
+	// "terminated" for a workflow stopped from outside. A running
+	// session's comes from its state query, "idle" when it did not answer
+	// in time.
 	State keel.SessionState `json:"state"`
 	// Active says a run is in progress (State.Active), so it can be
 	// cancelled.
@@ -125,50 +126,66 @@ func (g *Gateway) listSessions(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			seen[id] = true
-			st := sessionState(ex)
 			out.Sessions = append(out.Sessions, SessionSummary{ID: id, Status: statusName(ex.GetStatus()),
-				State: st, Active: st.Active(), StartedAt: ex.GetStartTime().AsTime()})
+				State: closedState(ex.GetStatus()), StartedAt: ex.GetStartTime().AsTime()})
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			break
 		}
 	}
+	g.askStates(ctx, out.Sessions)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// The running sessions of a list are asked their state listStateQueries
+// at a time, all within listStateTimeout, so that a session whose worker
+// is gone slows the list by that much at most.
+const (
+	listStateQueries = 16
+	listStateTimeout = 2 * time.Second
+)
+
+// askStates fills in the state of each running session with its state
+// query: visibility cannot say it, since a lean session upserts no
+// KeelState (api.ShapeLean) and one that continued as new from a v0.1.0
+// execution keeps that execution's last value. A session that does not
+// answer in time reads idle.
+func (g *Gateway) askStates(ctx context.Context, list []SessionSummary) {
+	ctx, cancel := context.WithTimeout(ctx, listStateTimeout)
+	defer cancel()
+	sem := make(chan struct{}, listStateQueries)
+	var wg sync.WaitGroup
+	for i := range list {
+		s := &list[i]
+		if s.Status != statusName(enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING) {
+			continue
+		}
+		s.State = keel.StateIdle
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if st, err := g.c.Session(s.ID).State(ctx); err == nil && st.State != "" {
+				s.State = st.State
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range list {
+		list[i].Active = list[i].State.Active()
+	}
 }
 
 // statusName is a workflow status in lower case: "running", "terminated".
 func statusName(s enumspb.WorkflowExecutionStatus) string { return strings.ToLower(s.String()) }
 
-// sessionState is keel's state of the session whose latest execution is
-// ex. A running execution says it in its KeelState search attribute
-// (absent until its first run starts: idle); a Session workflow never ends
-// by itself, so a closed latest execution failed or was stopped from
-// outside, as the state query reports it (docs/contract.md
-// §10.3).
-func sessionState(ex *workflowpb.WorkflowExecutionInfo) keel.SessionState {
-	switch ex.GetStatus() {
-	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+// closedState is keel's state of a session whose latest execution
+// closed with status: a Session workflow never ends by itself, so it
+// failed or was stopped from outside, as the state query reports it
+// (docs/contract.md §10.3). A running one's is asked (askStates).
+func closedState(status enumspb.WorkflowExecutionStatus) keel.SessionState {
+	if status == enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
 		return keel.StateFailed
-	default:
-		return keel.StateTerminated
 	}
-	raw := ex.GetSearchAttributes().GetIndexedFields()[api.AttrState.GetName()]
-	var st string
-	if raw == nil || converter.GetDefaultDataConverter().FromPayload(raw, &st) != nil || !knownState(keel.SessionState(st)) {
-		return keel.StateIdle
-	}
-	return keel.SessionState(st)
-}
-
-// knownState reports whether st is a state a running session can be in;
-// anything else in the attribute (someone upserted it by hand) reads as
-// idle rather than reaching the page.
-func knownState(st keel.SessionState) bool {
-	switch st {
-	case keel.StateIdle, keel.StateRunning, keel.StateWaitingForHostInput, keel.StateCancelling,
-		keel.StateCompleted, keel.StateFailed:
-		return true
-	}
-	return false
+	return keel.StateTerminated
 }

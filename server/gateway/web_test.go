@@ -17,11 +17,13 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/server/gateway"
+	"github.com/keelrun/keel/server/internal/keeltest"
 )
 
 // The page and its assets load without a key; the session list needs
@@ -75,9 +77,16 @@ func TestWebPageServed(t *testing.T) {
 // status of its workflow, which is running between runs too: a session
 // whose run completed is completed, one whose run was cancelled is idle,
 // and only one with a run in progress is active (docs/contract.md §10.1).
+// The state is the state query's: lean sessions upsert no KeelState, and
+// one whose first execution was keel v0.1.0's keeps that execution's
+// "completed" in visibility while its next run is in progress.
 func TestSessionListShowsKeelState(t *testing.T) {
 	s := startGateway(t, gateway.Options{})
 	ctx := testCtx(t)
+	oc := newClient(t, 0)
+	keeltest.StartReleasedSession(t, oc, "list-old")
+	old := s.send(t, "list-old", map[string]any{"prompt": "hi", "model": model(t, `{"turns":[{"text":["done"]}]}`)})
+	s.stream(t, ctx, "list-old", "?after="+itoa(old.BaseSeq), nil).until(t, keel.TypeRunCompleted)
 	done := s.send(t, "list-done", map[string]any{"prompt": "hi", "model": model(t, `{"turns":[{"text":["done"]}]}`)})
 	s.stream(t, ctx, "list-done", "?after="+itoa(done.BaseSeq), nil).until(t, keel.TypeRunCompleted)
 	never := model(t, `{"turns":[{"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"never"}}]}]}`)
@@ -89,14 +98,20 @@ func TestSessionListShowsKeelState(t *testing.T) {
 	busy := s.send(t, "list-busy", map[string]any{"prompt": "go", "model": never, "tools": []string{"gate"}})
 	s.stream(t, ctx, "list-busy", "?after="+itoa(busy.BaseSeq), nil).until(t, keel.TypeToolStarted)
 	defer func() { s.call(t, http.MethodPost, "/v1/sessions/list-busy/cancel", nil).must(t, http.StatusAccepted) }()
+	// The scripted model plays a session's turns in order: run 1 had one.
+	again := shared.book.Add(t, "list-old", `{"turns":[{"text":["done"]},{"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"never"}}]}]}`)
+	old = s.send(t, "list-old", map[string]any{"prompt": "go", "model": again, "tools": []string{"gate"}})
+	s.stream(t, ctx, "list-old", "?after="+itoa(old.BaseSeq), nil).until(t, keel.TypeToolStarted)
+	defer func() { s.call(t, http.MethodPost, "/v1/sessions/list-old/cancel", nil).must(t, http.StatusAccepted) }()
 
 	want := map[string]gateway.SessionSummary{
 		"list-done":      {ID: "list-done", Status: "running", State: keel.StateCompleted, Active: false},
 		"list-cancelled": {ID: "list-cancelled", Status: "running", State: keel.StateIdle, Active: false},
 		"list-busy":      {ID: "list-busy", Status: "running", State: keel.StateRunning, Active: true},
+		"list-old":       {ID: "list-old", Status: "running", State: keel.StateRunning, Active: true},
 	}
-	// The visibility store learns of a state change soon after it, not at
-	// once: ask until it agrees or the deadline passes.
+	// The visibility store lists a new session soon after it starts, not
+	// at once: ask until it agrees or the deadline passes.
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.Now().Add(30 * time.Second)
@@ -116,6 +131,13 @@ func TestSessionListShowsKeelState(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("listed sessions (-want +got):\n%s", diff)
 		}
+	}
+	// What visibility holds of list-old is still its v0.1.0 execution's
+	// last upsert.
+	resp, err := oc.Temporal().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Query: "WorkflowId = 'list-old' AND ExecutionStatus = 'Running' AND KeelState = 'completed'"})
+	if err != nil || len(resp.GetExecutions()) != 1 {
+		t.Fatalf("visibility's KeelState of list-old: %v, %d executions, want its v0.1.0 execution's completed", err, len(resp.GetExecutions()))
 	}
 }
 

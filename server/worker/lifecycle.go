@@ -7,16 +7,17 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/server/activities"
 )
 
-// lifecycle finds and signals keel's workflows through visibility.
+// lifecycle finds keel's workflows through visibility (and asks sessions
+// their state), and signals them.
 type lifecycle struct {
 	c         client.Client
 	namespace string
@@ -31,18 +32,80 @@ func newLifecycle(c client.Client, namespace string) lifecycle {
 	return l
 }
 
+// ActiveRuns lists the open sessions and asks each its state (the state
+// query), stateQueries at a time: a lean session upserts no KeelState
+// (api.ShapeLean), and one that continued as new from a v0.1.0
+// execution keeps that execution's last value, so visibility cannot say
+// which sessions are in a run; the query can, for v0.1.0's executions
+// too. A session that closed meanwhile is skipped; one that does not
+// answer (its query fails or times out) counts as active, since a cancel
+// signal changes nothing in an idle session.
 func (l lifecycle) ActiveRuns(ctx context.Context) ([]string, error) {
-	// Sessions whose execution is running a run (its state says so).
-	return l.list(ctx, fmt.Sprintf("ExecutionStatus = 'Running' AND WorkflowType = '%s' AND %s IN ('%s', '%s', '%s')",
-		api.SessionWorkflowName, api.AttrState.GetName(), keel.StateRunning, keel.StateWaitingForHostInput, keel.StateCancelling))
+	ids, err := l.Sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	active := make([]bool, len(ids))
+	sem := make(chan struct{}, stateQueries)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			active[i] = l.inRun(ctx, id)
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var runs []string
+	for i, id := range ids {
+		if active[i] {
+			runs = append(runs, id)
+		}
+	}
+	return runs, nil
+}
+
+// stateQueries bounds the state queries ActiveRuns has in flight, and
+// stateQueryTimeout each one.
+const (
+	stateQueries      = 16
+	stateQueryTimeout = 10 * time.Second
+)
+
+// inRun reports whether session id's open execution has an active run,
+// or did not say.
+func (l lifecycle) inRun(ctx context.Context, id string) bool {
+	qctx, cancel := context.WithTimeout(ctx, stateQueryTimeout)
+	defer cancel()
+	resp, err := l.c.QueryWorkflowWithOptions(qctx, &client.QueryWorkflowWithOptionsRequest{
+		WorkflowID: id, QueryType: api.QueryState, QueryRejectCondition: enumspb.QUERY_REJECT_CONDITION_NOT_OPEN,
+	})
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return false
+	case err != nil:
+		return true
+	case resp.QueryRejected != nil:
+		return false // it closed meanwhile
+	}
+	var st api.SessionStatus
+	return resp.QueryResult.Get(&st) != nil || st.ActiveRun != nil
 }
 
 func (l lifecycle) Sessions(ctx context.Context) ([]string, error) {
 	return l.list(ctx, fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", api.SessionWorkflowName))
 }
 
+// list returns the IDs of the workflows query lists, each once: a
+// workflow that just continued as new may be listed with both executions.
 func (l lifecycle) list(ctx context.Context, query string) ([]string, error) {
 	var ids []string
+	seen := map[string]bool{}
 	var token []byte
 	for {
 		resp, err := l.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
@@ -52,7 +115,10 @@ func (l lifecycle) list(ctx context.Context, query string) ([]string, error) {
 			return nil, err
 		}
 		for _, e := range resp.GetExecutions() {
-			ids = append(ids, e.GetExecution().GetWorkflowId())
+			if id := e.GetExecution().GetWorkflowId(); !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			return ids, nil

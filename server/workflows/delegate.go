@@ -123,10 +123,13 @@ func (t *tools) delegate(ctx workflow.Context, s *slot) (keel.ToolStatus, string
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 		WaitForCancellation:   true,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(childID),
-			api.AttrState.ValueSet(string(keel.StateIdle))),
-		StaticSummary: fmt.Sprintf("agent %s (%s): %s", plan.Spec.Name, path, clip(task.Task, 80)),
-		Priority:      temporal.Priority{PriorityKey: api.SessionPriority},
+		// No KeelState: the child is lean whatever its parent is (in
+		// above), so it never upserts one and a start value would stay
+		// forever. Replay compares a child start by its workflow type
+		// only, so this changes nothing for histories already recorded.
+		TypedSearchAttributes: temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(childID)),
+		StaticSummary:         fmt.Sprintf("agent %s (%s): %s", plan.Spec.Name, path, clip(task.Task, 80)),
+		Priority:              temporal.Priority{PriorityKey: api.SessionPriority},
 	})
 	c := &childCall{callID: s.call.ID, agent: plan.Spec.Name, path: path, sessionID: childID}
 	k.running = append(k.running, c)

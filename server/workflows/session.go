@@ -204,9 +204,13 @@ func (s *session) runPrompt(ctx workflow.Context, p *pendingRun) {
 	p.started = true
 	s.run = r
 	s.st.State = keel.StateRunning
-	// One upsert names the run for the Web UI's list and keel's queries.
-	_ = workflow.UpsertTypedSearchAttributes(ctx, api.AttrState.ValueSet(string(keel.StateRunning)),
-		api.AttrRunNumber.ValueSet(int64(p.number)), api.AttrModel.ValueSet(cfg.Model))
+	// One upsert names the run for the Web UI's list and keel's queries;
+	// a lean execution makes none (api.ShapeLean): readers ask the state
+	// query instead.
+	if !s.lean {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, api.AttrState.ValueSet(string(keel.StateRunning)),
+			api.AttrRunNumber.ValueSet(int64(p.number)), api.AttrModel.ValueSet(cfg.Model))
+	}
 
 	r.loop()
 
@@ -293,7 +297,9 @@ func (s *session) setState(st keel.SessionState) {
 		return
 	}
 	s.st.State = st
-	_ = workflow.UpsertTypedSearchAttributes(s.root, api.AttrState.ValueSet(string(st)))
+	if !s.lean {
+		_ = workflow.UpsertTypedSearchAttributes(s.root, api.AttrState.ValueSet(string(st)))
+	}
 }
 
 // wireError turns a keel error into the ApplicationError clients decode:

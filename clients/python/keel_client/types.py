@@ -310,8 +310,8 @@ class SessionSummary(TypedDict):
     #: terminated, failed, … A session between runs is running here: its
     #: workflow waits for the next prompt.
     status: str
-    #: keel's state of the session, as the visibility store last saw it (the
-    #: KeelState search attribute).
+    #: keel's state of the session. A running session's comes from its state
+    #: query, idle when it did not answer in time.
     state: SessionState
     #: A run is in progress (running, waiting_for_host_input or cancelling), so
     #: it can be cancelled.

@@ -232,8 +232,10 @@ func TestTerminatedSessionEndsItsActiveRun(t *testing.T) {
 }
 
 // Shutdown is shared through Temporal: the first call cancels every active
-// run and reports how many; then new sessions and runs fail; later calls,
-// from any client, report zero.
+// run and reports how many (each open session is asked its state: lean
+// ones upsert no KeelState, and a v0.1.0 execution's counts the same);
+// then new sessions and runs fail; later calls, from any client, report
+// zero.
 func TestShutdown(t *testing.T) {
 	srv := keeltest.StartServer(t, devserver.Config{})
 	book := &keeltest.ScriptBook{}
@@ -246,7 +248,8 @@ func TestShutdown(t *testing.T) {
 	opt := client.WithConfig(api.RunConfig{Model: model, Tools: []string{"sleep"}})
 
 	var runs []*client.Run
-	for _, id := range []string{"sd-1", "sd-2"} {
+	keeltest.StartReleasedSession(t, c1, "sd-old")
+	for _, id := range []string{"sd-1", "sd-2", "sd-old"} {
 		run, err := c1.Session(id).Send(ctx, "sleep", opt)
 		require.NoError(t, err)
 		waitFor(t, ctx, run, keel.TypeToolStarted)
@@ -257,11 +260,11 @@ func TestShutdown(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.Outcome(ctx)
 	require.NoError(t, err)
-	waitVisible(t, ctx, c1, 3)
+	waitVisible(t, ctx, c1, "sd-1", "sd-2", "sd-old", "sd-idle")
 
 	res, err := c1.Shutdown(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 2, res.Cancelled)
+	require.Equal(t, 3, res.Cancelled)
 	require.False(t, res.AlreadyShutDown)
 	for _, run := range runs {
 		_, err := run.Outcome(ctx)
@@ -294,14 +297,28 @@ func TestShutdown(t *testing.T) {
 	require.True(t, res.AlreadyShutDown)
 }
 
-// waitVisible waits until visibility lists n running sessions, so the
-// shutdown count is deterministic. Visibility is an index Temporal updates
-// asynchronously; there is no event to wait on, so this polls it.
-func waitVisible(t *testing.T, ctx context.Context, c *client.Client, n int) {
+// waitVisible waits until visibility lists the sessions of ids as open,
+// so the counts of shutdown and upgrade are deterministic. Visibility is
+// an index Temporal updates asynchronously; there is no event to wait on,
+// so this polls it.
+func waitVisible(t *testing.T, ctx context.Context, c *client.Client, ids ...string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		resp, err := c.Temporal().CountWorkflow(ctx, countRequest(api.SessionWorkflowName))
-		return err == nil && resp.GetCount() >= int64(n)
+		resp, err := c.Temporal().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: "WorkflowType = '" + api.SessionWorkflowName + "' AND ExecutionStatus = 'Running'"})
+		if err != nil {
+			return false
+		}
+		listed := map[string]bool{}
+		for _, e := range resp.GetExecutions() {
+			listed[e.GetExecution().GetWorkflowId()] = true
+		}
+		for _, id := range ids {
+			if !listed[id] {
+				return false
+			}
+		}
+		return true
 	}, 30*time.Second, 20*time.Millisecond)
 }
 
@@ -315,17 +332,9 @@ func countOf(xs []string, x string) int {
 	return n
 }
 
-var _ = enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-
-func countRequest(workflowType string) *workflowservice.CountWorkflowExecutionsRequest {
-	return &workflowservice.CountWorkflowExecutionsRequest{
-		Query: "WorkflowType = '" + workflowType + "' AND ExecutionStatus = 'Running'",
-	}
-}
-
-// MoveIdleSessions makes an idle session continue as new at once (so its
-// next execution starts on the current build) with everything it holds,
-// and leaves a session that is running a run alone.
+// MoveIdleSessions asks every open session to move: an idle one continues
+// as new at once (so its next execution starts on the current build) with
+// everything it holds, and one running a run goes on with it.
 func TestMoveIdleSessions(t *testing.T) {
 	srv := keeltest.StartServer(t, devserver.Config{})
 	book := &keeltest.ScriptBook{}
@@ -344,15 +353,13 @@ func TestMoveIdleSessions(t *testing.T) {
 	waitFor(t, ctx, busy, keel.TypeToolStarted)
 	before, err := c.Temporal().DescribeWorkflowExecution(ctx, idle.ID(), "")
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { // visibility lists the idle session's current execution
-		resp, err := c.Temporal().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query: "WorkflowId = 'mv-idle' AND ExecutionStatus = 'Running' AND KeelState = 'completed'"})
-		return err == nil && len(resp.GetExecutions()) == 1
-	}, 30*time.Second, 20*time.Millisecond)
+	busyBefore, err := c.Temporal().DescribeWorkflowExecution(ctx, busy.Session().ID(), "")
+	require.NoError(t, err)
+	waitVisible(t, ctx, c, "mv-idle", "mv-busy")
 
 	n, err := c.MoveIdleSessions(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 1, n, "only the idle session is asked")
+	require.Equal(t, 2, n, "every open session is asked")
 	require.Eventually(t, func() bool {
 		d, err := c.Temporal().DescribeWorkflowExecution(ctx, idle.ID(), "")
 		return err == nil && d.GetWorkflowExecutionInfo().GetExecution().GetRunId() !=
@@ -366,6 +373,10 @@ func TestMoveIdleSessions(t *testing.T) {
 	bst, err := busy.State(ctx)
 	require.NoError(t, err)
 	require.Equal(t, keel.StateRunning, bst.State, "the busy session's run goes on")
+	d, err := c.Temporal().DescribeWorkflowExecution(ctx, busy.Session().ID(), "")
+	require.NoError(t, err)
+	require.Equal(t, busyBefore.GetWorkflowExecutionInfo().GetExecution().GetRunId(),
+		d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "the busy session's execution is the run's")
 }
 
 // The state of an inline run that is neither active nor the latest comes

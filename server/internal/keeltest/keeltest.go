@@ -16,6 +16,7 @@ import (
 	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/keelrun/keel"
@@ -168,6 +169,20 @@ func Client(tb testing.TB, srv *devserver.Server, ch live.Channel) *client.Clien
 		tb.Fatalf("client: %v", err)
 	}
 	return c
+}
+
+// StartReleasedSession starts session id as keel v0.1.0's clients did: an
+// execution whose input has no api.SessionInput.Shape, which runs as
+// v0.1.0's did (it upserts KeelState) until it continues as new. A keel
+// client's send joins it.
+func StartReleasedSession(tb testing.TB, c *client.Client, id string) {
+	tb.Helper()
+	_, err := c.Temporal().ExecuteWorkflow(context.Background(), sdkclient.StartWorkflowOptions{ID: id, TaskQueue: api.TaskQueue,
+		TypedSearchAttributes: temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(id))},
+		api.SessionWorkflowName, api.SessionInput{SessionID: id})
+	if err != nil {
+		tb.Fatalf("start session %s: %v", id, err)
+	}
 }
 
 // ScriptModels is a worker's model catalogue that plays script for the
