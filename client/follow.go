@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -82,6 +85,12 @@ func (f *follower) readLog(ctx context.Context, sw *historyWatcher, deliver func
 	for {
 		var page api.EventsPage
 		v, err := f.c.queryWorkflow(ctx, f.session, api.QueryEvents, q)
+		var notReady *serviceerror.WorkflowNotReady
+		if errors.As(err, &notReady) && sw.closed && sw.before != "" {
+			// The session was stopped before its last execution ran a
+			// task: the one before it holds the same log.
+			v, err = f.c.queryRun(ctx, f.session, sw.before, api.QueryEvents, q)
+		}
 		if err != nil {
 			return false, fromTemporal(err, "session "+f.session)
 		}
@@ -164,14 +173,45 @@ func (c *Client) stream(ctx context.Context, f *follower, early live.Subscriptio
 
 		var held []keel.Envelope
 		const maxHeld = 4096
+		// take handles one item of the live channel; false ends the
+		// stream.
+		take := func(it deltaItem) bool {
+			if it.err != nil {
+				var lag *live.LaggedError
+				if errors.As(it.err, &lag) {
+					return yield(keel.Envelope{}, it.err)
+				}
+				deltas = nil // the live channel is gone; durable events go on
+				return true
+			}
+			d := it.env
+			// keel's channels deliver only what passed live.Check; a
+			// channel of the caller's own may not, and nothing that
+			// fails it reaches the reader (docs/live.md).
+			if live.Check(f.session, d) != nil || (f.run != "" && d.RunID != f.run) {
+				return true
+			}
+			if d.AfterSeq <= last {
+				return yield(d, nil)
+			}
+			if len(held) >= maxHeld {
+				held = held[1:]
+				if !yield(keel.Envelope{}, &live.LaggedError{Missed: 1}) {
+					return false
+				}
+			}
+			held = append(held, d)
+			return true
+		}
 		for {
 			select {
 			case ev := <-durable:
-				last = ev.Seq
-				if !yield(ev, nil) {
+				end := f.run != "" && ev.Terminal()
+				if end && !drainLive(deltas, take) {
 					return
 				}
-				if f.run != "" && ev.Terminal() {
+				last = ev.Seq
+				if !yield(ev, nil) || end {
 					return
 				}
 				n := 0
@@ -187,40 +227,9 @@ func (c *Client) stream(ctx context.Context, f *follower, early live.Subscriptio
 				}
 				held = held[:n]
 			case it := <-deltas:
-				if it.err != nil {
-					var lag *live.LaggedError
-					if errors.As(it.err, &lag) {
-						if !yield(keel.Envelope{}, it.err) {
-							return
-						}
-						continue
-					}
-					deltas = nil // the live channel is gone; durable events go on
-					continue
+				if !take(it) {
+					return
 				}
-				d := it.env
-				// keel's channels deliver only what passed live.Check; a
-				// channel of the caller's own may not, and nothing that
-				// fails it reaches the reader (docs/live.md).
-				if live.Check(f.session, d) != nil {
-					continue
-				}
-				if f.run != "" && d.RunID != f.run {
-					continue
-				}
-				if d.AfterSeq <= last {
-					if !yield(d, nil) {
-						return
-					}
-					continue
-				}
-				if len(held) >= maxHeld {
-					held = held[1:]
-					if !yield(keel.Envelope{}, &live.LaggedError{Missed: 1}) {
-						return
-					}
-				}
-				held = append(held, d)
 			case err := <-done:
 				// Sends on durable are synchronous, so nothing is left in
 				// flight once the follower returned.
@@ -229,6 +238,40 @@ func (c *Client) stream(ctx context.Context, f *follower, early live.Subscriptio
 				}
 				return
 			}
+		}
+	}
+}
+
+// liveDrainGap is how long a run's stream, at its terminal event, waits
+// for the next delta the live channel holds before it ends.
+const liveDrainGap = 100 * time.Millisecond
+
+// drainLive takes the deltas the live channel holds when a run's stream
+// reaches its terminal event: they came before it, and the channel and
+// the durable log race to the reader. It reads until no delta arrives
+// within liveDrainGap, so a reader that stalled while the run finished
+// gets every delta its buffer kept (or counts it missed).
+func drainLive(deltas <-chan deltaItem, take func(deltaItem) bool) bool {
+	if deltas == nil {
+		return true
+	}
+	gap := time.NewTimer(liveDrainGap)
+	defer gap.Stop()
+	for {
+		select {
+		case it := <-deltas:
+			if !take(it) {
+				return false
+			}
+			if it.err != nil {
+				var lag *live.LaggedError
+				if !errors.As(it.err, &lag) {
+					return true // the channel is gone
+				}
+			}
+			gap.Reset(liveDrainGap)
+		case <-gap.C:
+			return true
 		}
 	}
 }

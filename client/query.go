@@ -34,6 +34,17 @@ func (c *Client) queryWorkflow(ctx context.Context, workflowID, name string, arg
 	return resp.QueryResult, nil
 }
 
+// queryRun is queryWorkflow of one execution of the workflow.
+func (c *Client) queryRun(ctx context.Context, workflowID, runID, name string, args ...any) (converter.EncodedValue, error) {
+	resp, err := c.queryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
+		WorkflowID: workflowID, RunID: runID, QueryType: name, Args: args,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.QueryResult, nil
+}
+
 // queryWorkflowWithOptions is client.QueryWorkflowWithOptions, asked again
 // as queryWorkflow says.
 func (c *Client) queryWorkflowWithOptions(ctx context.Context, req *client.QueryWorkflowWithOptionsRequest) (*client.QueryWorkflowWithOptionsResponse, error) {

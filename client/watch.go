@@ -24,6 +24,8 @@ type historyWatcher struct {
 	closed bool
 	// last is the ID of the last history event read.
 	last int64
+	// before is the execution the one being read continued from.
+	before string
 	// pending is set when a read saw a change that wait has not
 	// reported (a reader clears it before it asks the workflow).
 	pending bool
@@ -108,6 +110,8 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 	for _, ev := range resp.GetHistory().GetEvents() {
 		w.last = ev.GetEventId()
 		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			w.before = ev.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 			changed = true
 			w.ended(ev.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId(), true)
