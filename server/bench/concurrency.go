@@ -48,10 +48,16 @@ type ConcurrencyOptions struct {
 	// activity), to tell what keel's design costs from what keel's code
 	// adds. Optional.
 	Shaped bool
+	// Foreign adds a measurement after keel's of as many keel sessions
+	// driven as a client in another language drives them, with Temporal's
+	// own client alone: an update-with-start of "send", then the "outcome"
+	// update (docs/foreign-clients.md); it is judged against the
+	// update-with-start baseline, driven the same way. Optional.
+	Foreign bool
 	// CPUProfile, when set, writes a CPU profile of this process (the
 	// server, NATS and the benchmark's clients) over each phase's sessions,
-	// to CPUProfile-<N>-<phase>.pprof (baseline, keel, and shaped when
-	// measured), for `go tool pprof`. Optional.
+	// to CPUProfile-<N>-<phase>.pprof (baseline, baseline-uws, keel, and
+	// foreign and shaped when measured), for `go tool pprof`. Optional.
 	CPUProfile string
 	// Label names what was measured (a commit, "before"); optional:
 	// default the VCS revision the binary was built from, if it recorded
@@ -90,17 +96,21 @@ type Process struct {
 const cancelAfterFirstDelta = time.Second
 
 // baselineCancelAfter is when a baseline workflow to be cancelled is
-// cancelled, after its start returned: inside its first activity.
+// cancelled, after its start returned: inside its first activity. A
+// foreign client's session is cancelled as long after its send returned.
 const baselineCancelAfter = 2 * time.Second
 
 // MeasureConcurrency measures, for each number of sessions N in
 // opts.Sessions, N keel sessions each sending one prompt at once, whose
 // scripted model streams (StreamScript), against N bare Temporal workflows
-// at once running activities that stream as long without heartbeats. Each
+// at once running activities that stream as long without heartbeats,
+// started once with a start call and once with an update-with-start
+// waiting for the update's acceptance (the fair baseline of a send). Each
 // N gets a fresh embedded server as `keel dev` runs it (SQLite in a
 // temporary directory, keel's tuning), an embedded NATS server that the
 // keel worker publishes deltas to, and a content store in a directory;
-// the baseline runs first, then keel, on that server. Besides latencies it
+// the two baselines run first, then keel (then keel through a foreign
+// client and the shaped baseline, when asked), on that server. Besides latencies it
 // counts, inside the server, the frontend's calls by method (and their
 // time), heartbeats by activity type, persistence requests by operation
 // and warnings, and reads every run's histories.
@@ -155,6 +165,10 @@ type stack struct {
 	// clientRPCs counts its calls.
 	tc         sdkclient.Client
 	clientRPCs *ClientCounter
+	// plain is a connection with Temporal's default data converter, as a
+	// client without keel's codec has, for the update-with-start baseline
+	// and the foreign-client phase; clientRPCs counts its calls too.
+	plain sdkclient.Client
 }
 
 func (s *stack) say(format string, args ...any) {
@@ -209,28 +223,40 @@ func measurePoint(ctx context.Context, opts ConcurrencyOptions, n int) (p Concur
 	defer st.Close()
 	s.codec = store.NewCodec(st, store.CodecOptions{})
 	s.clientRPCs = &ClientCounter{}
-	s.tc, err = s.srv.Dial(ctx, sdkclient.Options{
-		DataConverter: store.NewDataConverter(s.codec),
-		ConnectionOptions: sdkclient.ConnectionOptions{DialOptions: []grpc.DialOption{
-			grpc.WithChainUnaryInterceptor(ClientInterceptor(s.clientRPCs)),
-		}},
-	})
+	counted := sdkclient.ConnectionOptions{DialOptions: []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(ClientInterceptor(s.clientRPCs)),
+	}}
+	s.tc, err = s.srv.Dial(ctx, sdkclient.Options{DataConverter: store.NewDataConverter(s.codec), ConnectionOptions: counted})
 	if err != nil {
 		return p, err
 	}
 	defer s.tc.Close()
+	if s.plain, err = s.srv.Dial(ctx, sdkclient.Options{ConnectionOptions: counted}); err != nil {
+		return p, err
+	}
+	defer s.plain.Close()
 	if err := worker.EnsureSearchAttributes(ctx, s.tc, s.srv.Namespace()); err != nil {
 		return p, err
 	}
 
-	if p.Baseline, err = s.baseline(ctx); err != nil {
+	if p.Baseline, err = s.bare(ctx, "baseline", []string{"Workflow"}, s.baselineSession); err != nil {
 		return p, fmt.Errorf("baseline: %w", err)
 	}
-	if p.Keel, err = s.keel(ctx); err != nil {
+	if p.BaselineUWS, err = s.bare(ctx, "baseline-uws", []string{"Workflow"}, s.updateWithStartSession); err != nil {
+		return p, fmt.Errorf("update-with-start baseline: %w", err)
+	}
+	if p.Keel, err = s.keel(ctx, false); err != nil {
 		return p, fmt.Errorf("keel: %w", err)
 	}
+	if s.opts.Foreign {
+		f, err := s.keel(ctx, true)
+		if err != nil {
+			return p, fmt.Errorf("keel through a foreign client: %w", err)
+		}
+		p.Foreign = &f
+	}
 	if s.opts.Shaped {
-		f, err := s.shaped(ctx)
+		f, err := s.bare(ctx, "shaped", []string{"Session", "Run"}, s.shapedSession)
 		if err != nil {
 			return p, fmt.Errorf("shaped baseline: %w", err)
 		}

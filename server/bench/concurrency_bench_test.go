@@ -14,7 +14,8 @@ import (
 
 // BenchmarkConcurrentStreams runs b.N keel sessions at once, each one
 // streaming run, against b.N bare Temporal workflows streaming as long
-// without heartbeats, on a fresh embedded server tuned as `keel dev` runs
+// without heartbeats (started by a start call, and by an update-with-start
+// whose p99 keel's sends are judged against), on a fresh embedded server tuned as `keel dev` runs
 // it, with workers in this process; 10% of each side are cancelled
 // mid-stream. It prints the whole table (ratios, the server's calls,
 // heartbeats, history events and persistence requests per run) and
@@ -39,6 +40,7 @@ func BenchmarkConcurrentStreams(b *testing.B) {
 	b.ReportMetric(r50, "run-p50-x-bare")
 	b.ReportMetric(r99, "run-p99-x-bare")
 	p.Keel.Starts.Report(b, "send")
+	b.ReportMetric(p.SendRatio(), "send-p99-x-bare-uws")
 	p.Keel.Cancels.Report(b, "cancel")
 	b.ReportMetric(p.Keel.HeartbeatsPerSecond(), "heartbeats/s/turn")
 	b.ReportMetric(p.Keel.RPCsPerRun(), "rpcs/run")

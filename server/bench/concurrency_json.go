@@ -24,6 +24,16 @@ type PointSummary struct {
 	Baseline          SideSummary `json:"baseline"`
 	// Shaped is the shaped baseline, when measured.
 	Shaped *SideSummary `json:"shaped,omitempty"`
+	// BaselineUWS is the update-with-start baseline; keel's send p99 over
+	// its update-with-start p99.
+	BaselineUWS     SideSummary `json:"baseline_update_with_start"`
+	SendOverBareUWS float64     `json:"send_p99_over_bare_update_with_start"`
+	// Foreign is keel driven by a foreign client, when measured, with its
+	// run p50 and p99 and its send p99 over the update-with-start
+	// baseline's.
+	Foreign                *SideSummary `json:"foreign,omitempty"`
+	ForeignRunRatio        [2]float64   `json:"foreign_run_p50_p99_over_bare_update_with_start,omitzero"`
+	ForeignSendOverBareUWS float64      `json:"foreign_send_p99_over_bare_update_with_start,omitzero"`
 }
 
 // SideSummary is one side of a measurement; per-run figures divide by
@@ -68,10 +78,10 @@ func (r *ConcurrencyReport) Summary() ConcurrencySummary {
 		overBare, overShaped := p.ActionRatios()
 		ps := PointSummary{Sessions: p.Sessions, RunRatio: [2]float64{r50, r99}, ActionsOverBare: overBare, ActionsOverShaped: overShaped,
 			Keel: summarize(p.Keel), Baseline: summarize(p.Baseline)}
-		if p.Shaped != nil {
-			sh := summarize(*p.Shaped)
-			ps.Shaped = &sh
-		}
+		ps.Shaped, ps.Foreign = summarizeIf(p.Shaped), summarizeIf(p.Foreign)
+		ps.BaselineUWS, ps.SendOverBareUWS = summarize(p.BaselineUWS), p.SendRatio()
+		f50, f99, fSend := p.ForeignRatios()
+		ps.ForeignRunRatio, ps.ForeignSendOverBareUWS = [2]float64{f50, f99}, fSend
 		out.Points = append(out.Points, ps)
 	}
 	for _, t := range ConcurrencyTargets() {
@@ -79,6 +89,15 @@ func (r *ConcurrencyReport) Summary() ConcurrencySummary {
 		out.Targets = append(out.Targets, TargetVerdict{Target: t.Text, Sessions: t.Sessions, Verdict: v, Detail: d})
 	}
 	return out
+}
+
+// summarizeIf summarizes a measurement that may not have been taken.
+func summarizeIf(f *PhaseFigures) *SideSummary {
+	if f == nil {
+		return nil
+	}
+	s := summarize(*f)
+	return &s
 }
 
 func summarize(f PhaseFigures) SideSummary {

@@ -30,6 +30,7 @@ func (r *ConcurrencyReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "each session: one send; its model streams %d chunks %v apart, calls list_files, streams %d more: %s of model time (%s)\n",
 		StreamFirstChunks, StreamChunkDelay, StreamSecondChunks, secs(r.ModelTime), strings.Join(turns, " + "))
 	fmt.Fprintf(w, "baseline: as many bare Temporal workflows, each running the same activities (one that streams (sleeps) as long as each model turn, a quick tool between them), without heartbeats\n")
+	fmt.Fprintf(w, "update-with-start baseline: as many again, each started by an update-with-start whose update the workflow accepts at once, the call waiting for the acceptance (the fair baseline of a send), then its result\n")
 	if r.CancelFraction > 0 {
 		fmt.Fprintf(w, "%.0f%% of the sessions on each side are cancelled mid-stream; run times are over the others\n", 100*r.CancelFraction)
 	}
@@ -65,6 +66,7 @@ func (r *ConcurrencyReport) WriteTable(w io.Writer) {
 	}
 	_ = tw.Flush()
 
+	r.writeSends(w)
 	r.writeShaped(w)
 
 	for _, p := range r.Points {
@@ -274,6 +276,40 @@ func unionKeys(a, b Counts) []string {
 	return keys
 }
 
+// writeSends prints each way of driving sessions beside the
+// update-with-start baseline (and the bare start): keel's Go client, and
+// a foreign client when measured.
+func (r *ConcurrencyReport) writeSends(w io.Writer) {
+	fmt.Fprintln(w, "\nsends and runs beside the update-with-start baseline; foreign client: keel driven with Temporal's own client alone (update-with-start of send, then the outcome update)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "sessions\tdriven by\tsend p50 / p99\tsend p99 ÷ bare update-with-start p99\trun p50 / p99\t÷ bare update-with-start\t÷ bare start\tcancel p50 / p99\tfrontend RPCs\tbillable actions\tfailed")
+	for _, p := range r.Points {
+		u, b := p.BaselineUWS, p.Baseline
+		for _, side := range []struct {
+			name string
+			f    *PhaseFigures
+		}{{"bare update-with-start", &p.BaselineUWS}, {"keel, Go client", &p.Keel}, {"keel, foreign client", p.Foreign}} {
+			f := side.f
+			if f == nil {
+				continue
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f×\t%s\t%.2f× / %.2f×\t%.2f× / %.2f×\t%s\t%s\t%s\t%d\n", p.Sessions, side.name,
+				pair(f.Starts, secs), ratio(f.Starts.P99(), u.Starts.P99()), pair(f.Runs, secs),
+				ratio(f.Runs.P50(), u.Runs.P50()), ratio(f.Runs.P99(), u.Runs.P99()),
+				ratio(f.Runs.P50(), b.Runs.P50()), ratio(f.Runs.P99(), b.Runs.P99()),
+				pair(f.Cancels, millis), trim(f.RPCsPerRun()), trim(f.ActionsPerRun()), f.Failed)
+		}
+	}
+	_ = tw.Flush()
+	for _, p := range r.Points {
+		for _, f := range []*PhaseFigures{&p.BaselineUWS, p.Foreign} {
+			for _, e := range f.errors() {
+				fmt.Fprintf(w, "  error (%d sessions): %s\n", p.Sessions, e)
+			}
+		}
+	}
+}
+
 // writeShaped prints the shaped baseline beside keel and the bare one, if
 // it was measured.
 func (r *ConcurrencyReport) writeShaped(w io.Writer) {
@@ -307,11 +343,15 @@ func (r *ConcurrencyReport) writeShaped(w io.Writer) {
 func writeActions(w io.Writer, p ConcurrencyPoint) {
 	sides := []PhaseFigures{p.Keel}
 	head := "  billable actions per run, by type\tkeel"
+	if p.Foreign != nil {
+		sides = append(sides, *p.Foreign)
+		head += "\tkeel, foreign client"
+	}
 	if p.Shaped != nil {
 		sides = append(sides, *p.Shaped)
 		head += "\tshaped"
 	}
-	sides = append(sides, p.Baseline)
+	sides = append(sides, p.Baseline, p.BaselineUWS)
 	all := Counts{}
 	for _, f := range sides {
 		for t, n := range f.Server.Actions {
@@ -319,7 +359,7 @@ func writeActions(w io.Writer, p ConcurrencyPoint) {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, head+"\tbare")
+	fmt.Fprintln(tw, head+"\tbare\tbare update-with-start")
 	row := func(label string, value func(PhaseFigures) float64) {
 		fmt.Fprint(tw, "  "+label)
 		for _, f := range sides {
@@ -336,6 +376,9 @@ func writeActions(w io.Writer, p ConcurrencyPoint) {
 	fmt.Fprintf(w, "  billable actions, keel ÷ bare: %.2f×", overBare)
 	if p.Shaped != nil {
 		fmt.Fprintf(w, "; keel ÷ shaped: %.2f×", overShaped)
+	}
+	if p.Foreign != nil {
+		fmt.Fprintf(w, "; foreign client ÷ bare update-with-start: %.2f×", ratioF(p.Foreign.ActionsPerRun(), p.BaselineUWS.ActionsPerRun()))
 	}
 	fmt.Fprintln(w)
 }

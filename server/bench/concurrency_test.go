@@ -3,11 +3,14 @@ package bench_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -85,4 +88,126 @@ func TestManyConcurrentSessions(t *testing.T) {
 		t.Error(err)
 	}
 	t.Logf("%d sessions, %d runs of 2 steps each, all completed in %v", sessions, sessions, time.Since(start).Round(time.Millisecond))
+}
+
+// MeasureConcurrency measures, besides keel through its Go client and the
+// bare start, the update-with-start baseline and keel driven by a foreign
+// client, each with a run that completes and one cancelled mid-stream,
+// and each the way it claims to: the baseline's calls are
+// update-with-starts whose update the workflow accepted, and the foreign
+// client sends and waits with updates, never reading a history as keel's
+// client does.
+func TestConcurrencyUpdateWithStartAndForeignClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: four phases of streaming runs on the embedded server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := bench.MeasureConcurrency(ctx, bench.ConcurrencyOptions{Sessions: []int{2}, CancelFraction: 0.5, Foreign: true})
+	require.NoError(t, err)
+	p := rep.Points[0]
+	require.NotNil(t, p.Foreign, "the foreign client's phase")
+	for name, f := range map[string]bench.PhaseFigures{"baseline": p.Baseline, "update-with-start baseline": p.BaselineUWS,
+		"keel": p.Keel, "foreign client": *p.Foreign} {
+		if f.Completed != 1 || f.Cancelled != 1 || f.Failed != 0 {
+			t.Errorf("%s: %d completed, %d cancelled, %d failed (%v); want 1, 1, 0", name, f.Completed, f.Cancelled, f.Failed, f.Errors)
+		}
+		if len(f.Starts) != 2 || slices.Min(f.Starts) <= 0 || len(f.Cancels) != 1 || f.Cancels[0] <= 0 {
+			t.Errorf("%s: starts %v, cancels %v", name, f.Starts, f.Cancels)
+		}
+		// A run streams its whole model time.
+		if len(f.Runs) != 1 || f.Runs[0] < bench.ModelTime() {
+			t.Errorf("%s: runs %v, want one of at least %v", name, f.Runs, bench.ModelTime())
+		}
+		if f.History.Runs != 1 || f.StreamTurns == 0 || f.Server.Actions.Total() == 0 {
+			t.Errorf("%s: %d histories read, %d streaming turns, %d billable actions", name, f.History.Runs, f.StreamTurns, f.Server.Actions.Total())
+		}
+	}
+	accepted := enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED.String()
+	uws := p.BaselineUWS
+	if uws.ClientRPCs["ExecuteMultiOperation"] != 2 || uws.ClientRPCs["StartWorkflowExecution"] != 0 || uws.History.Events[accepted] != 1 {
+		t.Errorf("update-with-start baseline: client calls %v, %d updates accepted in the completed run", uws.ClientRPCs, uws.History.Events[accepted])
+	}
+	fc := p.Foreign.ClientRPCs
+	if fc["ExecuteMultiOperation"] != 2 || fc["UpdateWorkflowExecution"] < 2 || fc["SignalWorkflowExecution"] != 1 ||
+		fc["GetWorkflowExecutionHistory"] != 0 || fc["QueryWorkflow"] != 0 {
+		t.Errorf("foreign client's calls %v: want 2 update-with-starts, an outcome update a run, one cancel, no history read, no query", fc)
+	}
+	if p.Keel.ClientRPCs["GetWorkflowExecutionHistory"] == 0 {
+		t.Errorf("keel's Go client's calls %v: no history followed", p.Keel.ClientRPCs)
+	}
+
+	r50, r99, send := p.ForeignRatios()
+	if p.SendRatio() <= 0 || r50 <= 0 || r99 <= 0 || send <= 0 {
+		t.Errorf("ratios: send %v; foreign run %v / %v, send %v", p.SendRatio(), r50, r99, send)
+	}
+	sum := rep.Summary().Points[0]
+	if sum.Foreign == nil || sum.Foreign.Completed != 1 || sum.BaselineUWS.Completed != 1 || sum.SendOverBareUWS != p.SendRatio() ||
+		sum.ForeignRunRatio != [2]float64{r50, r99} || sum.ForeignSendOverBareUWS != send {
+		t.Errorf("summary: %+v", sum)
+	}
+	for _, tg := range bench.ConcurrencyTargets() {
+		if strings.Contains(tg.Text, "send p99 ≤ 1.5× bare update-with-start") {
+			if v, _ := rep.Verdict(tg); v == bench.NotMeasured {
+				t.Errorf("%q was not judged", tg.Text)
+			}
+		}
+	}
+}
+
+// The targets judge keel's Go client against the bare start and a foreign
+// client against the bare update-with-start, run p50 at 500 and (looser)
+// at 1,000 sessions, sends at every N; a path not measured is not judged.
+func TestConcurrencyTargetsJudgeEachClientPath(t *testing.T) {
+	side := func(n int, run, send time.Duration) *bench.PhaseFigures {
+		f := &bench.PhaseFigures{Completed: n}
+		for range n {
+			f.Runs, f.Starts = append(f.Runs, run), append(f.Starts, send)
+		}
+		return f
+	}
+	const s = time.Second
+	point := func(n int, keelRun, foreignRun, foreignSend time.Duration) bench.ConcurrencyPoint {
+		p := bench.ConcurrencyPoint{Sessions: n, Baseline: *side(n, 10*s, s/10), BaselineUWS: *side(n, 20*s, s),
+			Keel: *side(n, keelRun, 1400*time.Millisecond)}
+		if foreignRun > 0 {
+			p.Foreign = side(n, foreignRun, foreignSend)
+		}
+		return p
+	}
+	rep := &bench.ConcurrencyReport{Points: []bench.ConcurrencyPoint{
+		point(500, 12*s, 26*s, 1400*time.Millisecond),
+		point(1000, 12900*time.Millisecond, 0, 0),
+	}}
+	want := map[string]string{
+		"every run completes at 1000":                                     bench.Pass,
+		"run p50 ≤ 1.25× bare at 500":                                     bench.Pass,
+		"run p50 ≤ 1.3× bare at 1000":                                     bench.Pass,
+		"run p99 ≤ 1.5× bare at 1000":                                     bench.Pass,
+		"send p99 ≤ 1.5× bare update-with-start p99 at 0":                 bench.Pass,
+		"foreign client: every run completes at 1000":                     bench.NotMeasured,
+		"foreign client: run p50 ≤ 1.25× bare update-with-start at 500":   bench.Fail,
+		"foreign client: run p99 ≤ 1.5× bare update-with-start at 500":    bench.Pass,
+		"foreign client: run p50 ≤ 1.3× bare update-with-start at 1000":   bench.NotMeasured,
+		"foreign client: send p99 ≤ 1.5× bare update-with-start p99 at 0": bench.Pass,
+	}
+	got := map[string]string{}
+	for _, tg := range bench.ConcurrencyTargets() {
+		v, _ := rep.Verdict(tg)
+		got[fmt.Sprintf("%s at %d", tg.Text, tg.Sessions)] = v
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q", k, got[k], v)
+		}
+	}
+	// Sends over 1.5× the bare update-with-start's fail, at any N.
+	rep.Points[1].Keel.Starts = bench.Latencies{2 * s}
+	for _, tg := range bench.ConcurrencyTargets() {
+		if tg.Text == "send p99 ≤ 1.5× bare update-with-start p99" {
+			if v, detail := rep.Verdict(tg); v != bench.Fail || !strings.Contains(detail, "1000: 2.00× (2.00 s vs 1.00 s)") {
+				t.Errorf("keel's sends at 2× the bare update-with-start's at 1000: %s, %s", v, detail)
+			}
+		}
+	}
 }

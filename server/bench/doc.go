@@ -3,7 +3,9 @@
 // the latency of deltas and durable events from their source to a client,
 // the live channel alone, keel-bench's whole table (Run, Targets), many
 // concurrent streaming sessions with the server's own accounting of each
-// run (MeasureConcurrency, ServerCounters, ConcurrencyTargets), delegation
+// run, through keel's Go client and as a foreign client drives them,
+// beside bare workflows started by a start call and by an update-with-start
+// (MeasureConcurrency, ServerCounters, ConcurrencyTargets), delegation
 // (MeasureDelegation) and rate-limit accuracy (MeasureRateAccuracy), each
 // against a baseline taken on the same embedded Temporal server in the
 // same run where one applies. `go test -bench . ./server/bench/`,

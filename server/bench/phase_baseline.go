@@ -6,43 +6,44 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 )
 
-// baseline measures n bare Temporal workflows at once, each running
-// activities that stream as long as StreamScript's turns, without
-// heartbeats, on a worker with Temporal's default options.
-func (s *stack) baseline(ctx context.Context) (PhaseFigures, error) {
-	ph := phase{name: "baseline", streamActivity: baselineActivityName}
-	stop, pid, err := s.startBaselineWorker(ctx, "baseline")
+// bareSession drives one bare workflow (or shaped session) with ID id
+// through its run of in, cancelling it mid-stream if cancel is set.
+type bareSession func(ctx context.Context, id string, in BaselineInput, cancel bool) sessionResult
+
+// bare measures n sessions of a bare phase at once (the baseline, the
+// update-with-start baseline, the shaped one), each running activities
+// that stream as long as StreamScript's turns, without heartbeats, on a
+// worker with Temporal's default options, after one short warm-up session;
+// kinds name the workflows of a session, for its histories.
+func (s *stack) bare(ctx context.Context, name string, kinds []string, session bareSession) (PhaseFigures, error) {
+	ph := phase{name: name, streamActivity: baselineActivityName}
+	stop, pid, err := s.startBaselineWorker(ctx, name)
 	if err != nil {
 		return PhaseFigures{}, err
 	}
 	defer stop()
 	ph.workerPID = pid
-	s.say("baseline: warm-up workflow")
-	warm, err := s.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
-		ID: fmt.Sprintf("bench-baseline-%d-warm", s.n), TaskQueue: BaselineTaskQueue,
-	}, baselineWorkflowName, BaselineInput{Chunks: []int{1, 1}, Delay: time.Millisecond})
-	if err == nil {
-		err = warm.Get(ctx, nil)
+	s.say("%s: warm-up session", name)
+	warm := BaselineInput{Chunks: []int{1, 1}, Delay: time.Millisecond}
+	if r := session(ctx, fmt.Sprintf("bench-%s-%d-warm", name, s.n), warm, false); r.err != nil {
+		return PhaseFigures{}, fmt.Errorf("warm-up session: %w", r.err)
 	}
-	if err != nil {
-		return PhaseFigures{}, fmt.Errorf("warm-up workflow: %w", err)
-	}
-
 	in := streamingBaselineInput()
 	ph.session = func(ctx context.Context, i int, cancel bool) sessionResult {
 		ctx, stop := context.WithTimeout(ctx, sessionTimeout)
 		defer stop()
-		return s.baselineSession(ctx, fmt.Sprintf("bench-baseline-%d-%04d", s.n, i), in, cancel)
+		return session(ctx, fmt.Sprintf("bench-%s-%d-%04d", name, s.n, i), in, cancel)
 	}
 	f, results, err := s.run(ctx, ph)
 	if err != nil {
 		return f, err
 	}
-	err = s.phaseHistories(ctx, &f, results, []string{"Workflow"}, len(in.Chunks))
+	err = s.phaseHistories(ctx, &f, results, kinds, len(in.Chunks))
 	return f, err
 }
 
@@ -85,6 +86,39 @@ func (s *stack) baselineSession(ctx context.Context, id string, in BaselineInput
 		return r
 	}
 	return s.awaitBare(ctx, run, t0, cancel, r)
+}
+
+// updateWithStartSession drives one bare workflow as a foreign client
+// drives a keel session (docs/foreign-clients.md): an update-with-start of
+// its "send" update, which the workflow accepts at once, the call waiting
+// for the update's acceptance, with Temporal's own client alone; then it
+// waits for the workflow's result as baselineSession does. The call is the
+// fair baseline of a keel send.
+func (s *stack) updateWithStartSession(ctx context.Context, id string, in BaselineInput, cancel bool) sessionResult {
+	t0 := time.Now()
+	err := updateWithStart(ctx, s.plain, sdkclient.StartWorkflowOptions{ID: id, TaskQueue: BaselineTaskQueue},
+		baselineWorkflowName, in, sdkclient.UpdateWorkflowOptions{UpdateName: shapeUpdate, WaitForStage: sdkclient.WorkflowUpdateStageAccepted}, nil)
+	r := sessionResult{start: time.Since(t0), workflows: []execution{{id: id}}}
+	if err != nil {
+		r.outcome, r.err = outcomeFailed, fmt.Errorf("update-with-start: %w", err)
+		return r
+	}
+	return s.awaitBare(ctx, s.plain.GetWorkflow(ctx, id, ""), t0, cancel, r)
+}
+
+// updateWithStart sends an update to workflow start.ID, starting it
+// (workflowType with input) when no execution of it is open, and waits
+// for the update's stage; out, when set, receives its result. The
+// conflict policy is the one keel's client sends with: USE_EXISTING.
+func updateWithStart(ctx context.Context, c sdkclient.Client, start sdkclient.StartWorkflowOptions, workflowType string, input any,
+	update sdkclient.UpdateWorkflowOptions, out any) error {
+	start.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+	h, err := c.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: c.NewWithStartWorkflowOperation(start, workflowType, input), UpdateOptions: update})
+	if err != nil || out == nil {
+		return err
+	}
+	return h.Get(ctx, out)
 }
 
 // awaitBare waits for a bare workflow's result, timing the run from t0

@@ -10,6 +10,8 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
@@ -26,8 +28,14 @@ import (
 const sessionTimeout = 15 * time.Minute
 
 // keel measures n keel sessions at once, each sending one prompt whose
-// model is StreamScript, on a keel worker with its default options.
-func (s *stack) keel(ctx context.Context) (PhaseFigures, error) {
+// model is StreamScript, on a keel worker with its default options, after
+// one short warm-up run: through keel's Go client, or, when foreign is
+// set, as a client in another language drives them (foreignSession).
+func (s *stack) keel(ctx context.Context, foreign bool) (PhaseFigures, error) {
+	name, prefix := "keel", "bench"
+	if foreign {
+		name, prefix = "foreign", "bench-foreign"
+	}
 	cfg := s.workerConfig()
 	if err := seedWorkspace(cfg.Workspace); err != nil {
 		return PhaseFigures{}, err
@@ -40,9 +48,9 @@ func (s *stack) keel(ctx context.Context) (PhaseFigures, error) {
 	if err != nil {
 		return PhaseFigures{}, err
 	}
-	ph := phase{name: "keel", streamActivity: activities.ModelTurnName}
+	ph := phase{name: name, streamActivity: activities.ModelTurnName}
 	if s.opts.KeelWorker != nil {
-		s.say("keel: starting a keel worker process")
+		s.say("%s: starting a keel worker process", name)
 		p, err := s.opts.KeelWorker(ctx, cfg)
 		if err != nil {
 			return PhaseFigures{}, err
@@ -50,44 +58,47 @@ func (s *stack) keel(ctx context.Context) (PhaseFigures, error) {
 		defer p.Stop()
 		ph.workerPID = p.PID
 	} else {
-		s.say("keel: starting a keel worker in this process")
+		s.say("%s: starting a keel worker in this process", name)
 		stop, err := s.startInProcessKeelWorker(ctx, cfg)
 		if err != nil {
 			return PhaseFigures{}, err
 		}
 		defer stop()
 	}
-	kc, err := client.Dial(ctx, client.Options{Temporal: s.tc, DataConverter: store.NewDataConverter(s.codec)})
-	if err != nil {
-		return PhaseFigures{}, err
+	session := s.foreignSession
+	if !foreign {
+		kc, err := client.Dial(ctx, client.Options{Temporal: s.tc, DataConverter: store.NewDataConverter(s.codec)})
+		if err != nil {
+			return PhaseFigures{}, err
+		}
+		defer kc.Close()
+		// The runs to be cancelled are followed live, to cancel them once
+		// they stream.
+		deltas, err := live.DialNATS(s.natsURL, live.NATSOptions{})
+		if err != nil {
+			return PhaseFigures{}, err
+		}
+		defer deltas.Close()
+		session = func(ctx context.Context, id string, cfg api.RunConfig, cancel bool) sessionResult {
+			return keelSession(ctx, kc, deltas, id, cfg, cancel)
+		}
 	}
-	defer kc.Close()
-	// The runs to be cancelled are followed live, to cancel them once
-	// they stream.
-	deltas, err := live.DialNATS(s.natsURL, live.NATSOptions{})
-	if err != nil {
-		return PhaseFigures{}, err
-	}
-	defer deltas.Close()
 
-	s.say("keel: warm-up run")
-	run, err := kc.NewSession().Send(ctx, "warm up", client.WithConfig(api.RunConfig{Model: warm}))
-	if err == nil {
-		_, err = run.Outcome(ctx)
-	}
-	if err == nil {
+	s.say("%s: warm-up run", name)
+	r := session(ctx, fmt.Sprintf("%s-%d-warm", prefix, s.n), api.RunConfig{Model: warm}, false)
+	if r.err == nil {
 		// Settled, so that what it still bills is not a measured run's.
-		err = s.settleSessions(ctx, []sessionResult{{workflows: []execution{{id: run.Session().ID()}}}})
+		r.err = s.settleSessions(ctx, []sessionResult{r})
 	}
-	if err != nil {
-		return PhaseFigures{}, fmt.Errorf("warm-up run: %w", err)
+	if r.err != nil {
+		return PhaseFigures{}, fmt.Errorf("warm-up run: %w", r.err)
 	}
 
 	runCfg := api.RunConfig{Model: model, Tools: []string{"list_files"}}
 	ph.session = func(ctx context.Context, i int, cancel bool) sessionResult {
 		ctx, stop := context.WithTimeout(ctx, sessionTimeout)
 		defer stop()
-		return keelSession(ctx, kc, deltas, fmt.Sprintf("bench-%d-%04d", s.n, i), runCfg, cancel)
+		return session(ctx, fmt.Sprintf("%s-%d-%04d", prefix, s.n, i), runCfg, cancel)
 	}
 	ph.settle = s.settleSessions
 	f, results, err := s.run(ctx, ph)
@@ -96,6 +107,75 @@ func (s *stack) keel(ctx context.Context) (PhaseFigures, error) {
 	}
 	err = s.phaseHistories(ctx, &f, results, []string{"Session"}, len(StreamTurns()))
 	return f, err
+}
+
+// foreignSession drives one keel session as a client in another language
+// would, with Temporal's own client and keel's documented surfaces alone
+// (docs/foreign-clients.md): an update-with-start of "send", waiting for
+// its answer, then one "outcome" update for the run, asked again while
+// the session answers that it moved on. To cancel, it signals "cancel"
+// baselineCancelAfter after the send returned, as the bare phases cancel,
+// and times the cancel to the cancelled outcome.
+func (s *stack) foreignSession(ctx context.Context, id string, cfg api.RunConfig, cancel bool) sessionResult {
+	t0 := time.Now()
+	var sent api.SendResult
+	err := updateWithStart(ctx, s.plain, sdkclient.StartWorkflowOptions{ID: id, TaskQueue: api.TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE},
+		api.SessionWorkflowName, api.SessionInput{SessionID: id, Shape: api.ShapeLean},
+		sdkclient.UpdateWorkflowOptions{UpdateName: api.UpdateSend, Args: []any{api.SendRequest{Prompt: "stream, please", Config: &cfg}},
+			WaitForStage: sdkclient.WorkflowUpdateStageCompleted}, &sent)
+	r := sessionResult{start: time.Since(t0)}
+	if err != nil {
+		r.outcome, r.err = outcomeFailed, fmt.Errorf("send: %w", err)
+		return r
+	}
+	r.workflows = []execution{{id: id}}
+	var tc time.Time
+	if cancel {
+		select {
+		case <-ctx.Done():
+			return failed(ctx.Err(), "cancel")
+		case <-time.After(baselineCancelAfter):
+		}
+		tc = time.Now()
+		if err := s.plain.SignalWorkflow(ctx, id, "", api.SignalCancel, nil); err != nil {
+			r.outcome, r.err = outcomeFailed, fmt.Errorf("cancel: %w", err)
+			return r
+		}
+	}
+	out, err := foreignOutcome(ctx, s.plain, id, sent.Number)
+	switch {
+	case err != nil:
+		r.outcome, r.err = outcomeFailed, fmt.Errorf("outcome: %w", err)
+	case !cancel && out.Status == keel.StatusCompleted:
+		r.run = time.Since(t0)
+	case cancel && out.Status == keel.StatusCancelled:
+		r.outcome, r.cancel = outcomeCancelled, time.Since(tc)
+	case cancel && out.Status == keel.StatusCompleted:
+		r.outcome = outcomeCancelMissed
+	default:
+		r.outcome, r.err = outcomeFailed, fmt.Errorf("outcome: status %s", out.Status)
+	}
+	return r
+}
+
+// foreignOutcome waits for run n of session id with the "outcome" update,
+// sent again when the execution that took it continued as new first
+// (api.ErrTypeMoved).
+func foreignOutcome(ctx context.Context, c sdkclient.Client, id string, n int) (keel.Outcome, error) {
+	for {
+		var o keel.Outcome
+		h, err := c.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdateOutcome,
+			Args: []any{api.OutcomeRequest{Run: n}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
+		if err == nil {
+			err = h.Get(ctx, &o)
+		}
+		var moved *temporal.ApplicationError
+		if errors.As(err, &moved) && moved.Type() == api.ErrTypeMoved {
+			continue
+		}
+		return o, err
+	}
 }
 
 // settleTimeout bounds settleSessions: a session whose run's execution

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/workflow"
 )
@@ -61,47 +60,14 @@ func shapeSessionWorkflow(ctx workflow.Context, in BaselineInput) error {
 // toolActivity answers at once, as list_files on a small workspace does.
 func toolActivity(context.Context) (string, error) { return "notes.txt", nil }
 
-// shaped measures n sessions of the shaped baseline at once, on the bare
-// baseline's worker.
-func (s *stack) shaped(ctx context.Context) (PhaseFigures, error) {
-	ph := phase{name: "shaped", streamActivity: baselineActivityName}
-	stop, pid, err := s.startBaselineWorker(ctx, "shaped")
-	if err != nil {
-		return PhaseFigures{}, err
-	}
-	defer stop()
-	ph.workerPID = pid
-	in := streamingBaselineInput()
-	s.say("shaped: warm-up session")
-	if r := s.shapedSession(ctx, fmt.Sprintf("bench-shaped-%d-warm", s.n), BaselineInput{Chunks: []int{1, 1}, Delay: time.Millisecond}, false); r.err != nil {
-		return PhaseFigures{}, fmt.Errorf("warm-up session: %w", r.err)
-	}
-	ph.session = func(ctx context.Context, i int, cancel bool) sessionResult {
-		ctx, stop := context.WithTimeout(ctx, sessionTimeout)
-		defer stop()
-		return s.shapedSession(ctx, fmt.Sprintf("bench-shaped-%d-%04d", s.n, i), in, cancel)
-	}
-	f, results, err := s.run(ctx, ph)
-	if err != nil {
-		return f, err
-	}
-	err = s.phaseHistories(ctx, &f, results, []string{"Session", "Run"}, len(in.Chunks))
-	return f, err
-}
-
 // shapedSession sends one prompt to a new shaped session and waits for its
 // run's end; to cancel, it cancels the run while its first turn streams
 // (the run, not the session, as keel's benchmark cancels a run).
 func (s *stack) shapedSession(ctx context.Context, id string, in BaselineInput, cancel bool) sessionResult {
 	t0 := time.Now()
-	start := s.tc.NewWithStartWorkflowOperation(sdkclient.StartWorkflowOptions{ID: id, TaskQueue: BaselineTaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, shapeSessionName, in)
-	h, err := s.tc.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start,
-		UpdateOptions: sdkclient.UpdateWorkflowOptions{UpdateName: shapeUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted}})
 	var runID string
-	if err == nil {
-		err = h.Get(ctx, &runID)
-	}
+	err := updateWithStart(ctx, s.tc, sdkclient.StartWorkflowOptions{ID: id, TaskQueue: BaselineTaskQueue}, shapeSessionName, in,
+		sdkclient.UpdateWorkflowOptions{UpdateName: shapeUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted}, &runID)
 	r := sessionResult{start: time.Since(t0), workflows: []execution{{id: id}, {id: runID}}}
 	if err != nil {
 		r.outcome, r.err = outcomeFailed, fmt.Errorf("send: %w", err)

@@ -118,7 +118,13 @@ func streamingBaselineInput() BaselineInput {
 // stream), so keel, the shaped baseline and this one run the same
 // activities and differ only in what they add around them. No
 // heartbeats, default activity options beyond a start-to-close timeout.
+// Its "send" update, which the update-with-start baseline starts it with,
+// answers at once: the update is accepted and completed in the workflow
+// task that takes it.
 func baselineWorkflow(ctx workflow.Context, in BaselineInput) error {
+	if err := workflow.SetUpdateHandler(ctx, shapeUpdate, func(workflow.Context) error { return nil }); err != nil {
+		return err
+	}
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Minute})
 	for i, n := range in.Chunks {
 		if i > 0 {

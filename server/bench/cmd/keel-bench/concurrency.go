@@ -18,13 +18,20 @@ as "keel dev" runs it (SQLite in a temporary directory, keel's tuning), an
 embedded NATS server and a content store, then runs N bare Temporal
 workflows at once, each running the activities a keel run runs (one that
 sleeps as long as the first model turn streams, a quick tool, one as long
-as the second), without heartbeats (the baseline), and then N keel sessions
-at once, each one send whose scripted model streams 50 chunks 100 ms apart,
-calls list_files and streams 20 more. The keel worker ("keel-bench worker",
+as the second), without heartbeats (the baseline), N more started by an
+update-with-start whose update the workflow accepts at once, the call
+waiting for the acceptance (the update-with-start baseline: the fair
+baseline of a send, and of a foreign client's run), and then N keel
+sessions at once, each one send whose scripted model streams 50 chunks
+100 ms apart, calls list_files and streams 20 more. --foreign adds N keel
+sessions driven as a client in another language would, with Temporal's
+own client alone (update-with-start of send, then the outcome update).
+The keel worker ("keel-bench worker",
 built as "keel worker" builds its own, with its defaults) and the
 baseline's worker run as child processes (this binary, re-executed), so their CPU time is measured apart from the
 server's. It prints run times (p50/p99, as ratios to the model time and to
-the baseline's), send and cancel latencies, and per run the server's calls
+the baselines'), send and cancel latencies (sends as ratios to the
+update-with-start's), and per run the server's calls
 by method, heartbeats per streaming turn, history events and workflow tasks,
 billable actions by type (the server's own action counter, with keel's
 ratios to the baseline's), persistence requests and CPU seconds, then
@@ -39,8 +46,9 @@ func cmdConcurrency(ctx context.Context, args []string, stdout, stderr io.Writer
 	inProcess := fs.Bool("in-process", false, "run the workers in this process (their CPU time then counts as the server's)")
 	asJSON := fs.Bool("json", false, "print the figures as one JSON object (per-run counts, seconds, verdicts) instead of the table")
 	workerFlags := fs.String("worker-flags", "", "space-separated `FLAGS` given to the keel worker process (keel-bench worker, which takes keel worker's tuning flags) besides the connection ones (\"--no-cancel-watch --workflow-pollers 32\"), to measure settings")
+	foreign := fs.Bool("foreign", false, "also measure keel driven as a client in another language drives it, with Temporal's own client alone (update-with-start of send, then the outcome update; docs/foreign-clients.md), against the update-with-start baseline")
 	shaped := fs.Bool("shaped", false, "also measure bare Temporal in keel's shape (a session workflow, a child run per send, the tool call as an activity), to tell what keel's design costs from what its code adds")
-	cpuProfile := fs.String("cpu-profile", "", "write CPU profiles of the server's process over each phase to `PREFIX`-<N>-baseline.pprof, PREFIX-<N>-keel.pprof and, with --shaped, PREFIX-<N>-shaped.pprof (go tool pprof)")
+	cpuProfile := fs.String("cpu-profile", "", "write CPU profiles of the server's process over each phase to `PREFIX`-<N>-baseline.pprof, PREFIX-<N>-baseline-uws.pprof, PREFIX-<N>-keel.pprof and, with --foreign and --shaped, PREFIX-<N>-foreign.pprof and PREFIX-<N>-shaped.pprof (go tool pprof)")
 	label := fs.String("label", "", "`name` of what is measured, printed in the table (a commit, \"before\"; default the binary's VCS revision if it recorded one)")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
@@ -52,7 +60,7 @@ func cmdConcurrency(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *cancelFraction < 0 || *cancelFraction >= 1 {
 		return fs.usageError(stderr, "--cancel-fraction must be at least 0 and below 1, got %v", *cancelFraction)
 	}
-	opts := bench.ConcurrencyOptions{Sessions: ns, CancelFraction: *cancelFraction, Label: *label, CPUProfile: *cpuProfile, Shaped: *shaped,
+	opts := bench.ConcurrencyOptions{Sessions: ns, CancelFraction: *cancelFraction, Label: *label, CPUProfile: *cpuProfile, Shaped: *shaped, Foreign: *foreign,
 		Progress: func(n int, phase string) { fmt.Fprintf(stderr, "keel-bench concurrency: %d sessions: %s\n", n, phase) }}
 	extra := strings.Fields(*workerFlags)
 	if len(extra) > 0 {

@@ -28,7 +28,7 @@ func TestBenchConcurrencyEndToEnd(t *testing.T) {
 	var out, errOut bytes.Buffer
 	profiles := filepath.Join(t.TempDir(), "cpu")
 	args := []string{"concurrency", "--sessions", "2", "--cancel-fraction", "0.5", "--label", "test",
-		"--worker-flags", "--workflow-pollers 4 --heartbeat-interval 4s", "--shaped", "--cpu-profile", profiles}
+		"--worker-flags", "--workflow-pollers 4 --heartbeat-interval 4s", "--shaped", "--foreign", "--cpu-profile", profiles}
 	if code := dispatch(ctx, args, &out, &errOut); code != exitOK {
 		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
@@ -51,7 +51,19 @@ func TestBenchConcurrencyEndToEnd(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^shaped: bare Temporal in keel's shape.*\n.*keel ÷ shaped.*\n2 +[0-9.]+ s / [0-9.]+ s .* 0\n`).MatchString(table) {
 		t.Errorf("no shaped baseline row for 2 sessions, none failed:\n%s", table)
 	}
-	for _, phase := range []string{"baseline", "keel", "shaped"} {
+	// The update-with-start baseline and the foreign client: their rows,
+	// with no session failed, and their targets judged.
+	for _, path := range []string{"bare update-with-start", "keel, Go client", "keel, foreign client"} {
+		if !regexp.MustCompile(`(?m)^2 +` + path + ` +[0-9.]+ s / [0-9.]+ s +[0-9.]+× +[0-9.]+ s / [0-9.]+ s .* 0$`).MatchString(table) {
+			t.Errorf("no row of %s for 2 sessions, none failed:\n%s", path, table)
+		}
+	}
+	for _, target := range []string{"send p99 ≤ 1.5× bare update-with-start p99", "foreign client: send p99 ≤ 1.5× bare update-with-start p99"} {
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + ` +every N +(PASS|FAIL) +2: [0-9.]+×`).MatchString(table) {
+			t.Errorf("target %q not judged:\n%s", target, table)
+		}
+	}
+	for _, phase := range []string{"baseline", "baseline-uws", "keel", "foreign", "shaped"} {
 		if fi, err := os.Stat(profiles + "-2-" + phase + ".pprof"); err != nil || fi.Size() == 0 {
 			t.Errorf("CPU profile of the %s phase: %v", phase, err)
 		}
