@@ -178,9 +178,23 @@ func (w *historyWatcher) committedAt(ctx context.Context, execution string, task
 	if w.runID == "" {
 		w.runID = execution
 	}
+	described := false
 	for {
 		if done, ok := w.tasks[execution][task]; ok {
 			return done, nil
+		}
+		if !described {
+			// A task that history does not hold at all was speculative:
+			// an update it rejected left nothing behind, and its state is
+			// the last completed task's, whose events it answered with.
+			described = true
+			desc, err := w.c.tc.DescribeWorkflowExecution(ctx, w.workflowID, execution)
+			if err != nil {
+				return false, fromTemporal(err, "workflow "+w.workflowID)
+			}
+			if task > desc.GetWorkflowExecutionInfo().GetHistoryLength() {
+				return true, nil
+			}
 		}
 		// A task's end is the event after its start: history holds
 		// what arrives meanwhile back until the task ended.
