@@ -58,8 +58,7 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_TIMER_STARTED.String():                       1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 1, // send
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
-		enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES.String():   2,
-	}, check: noChildWorkflows},
+	}, check: all(noChildWorkflows, lean)},
 	{file: "session_run_cancelled.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED.String():         1, // cancel
 		enumspb.EVENT_TYPE_TIMER_CANCELED.String():                      1,
@@ -206,10 +205,10 @@ var recordedHistories = []recordedHistory{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW.String(): 1,
 	}, check: noChildWorkflows},
 	// A session delivering its events to an event sink (e2e
-	// TestRecordSinkHistory, docs/contract.md §23.6): the sinks' names in
-	// the execution's first Committed marker, DeliverEvents activities
-	// beside the run's; the replayer has no sinks, so the recorded names
-	// alone make the same commands.
+	// TestRecordSinkHistory, docs/contract.md §23.6): the sinks' names on
+	// the model turns' results and in the carried state, DeliverEvents
+	// activities beside the run's; the replayer has no sinks, so the
+	// recorded names alone make the same commands.
 	{file: "session_sinks.json", workflowType: api.SessionWorkflowName, atLeast: map[string]int{
 		activities.DeliverEventsName:                                    2,
 		activities.ModelTurnName:                                        2,
@@ -315,6 +314,17 @@ func oneModelTurn(h *historypb.History) error {
 
 // noChildWorkflows checks an execution started no workflow: its run
 // executed in it.
+// lean checks that an execution of api.ShapeLean recorded no marker and
+// upserted no search attribute: a run bills only its start, its send, its
+// activities, their heartbeats and its continue-as-new.
+func lean(h *historypb.History) error {
+	n := countEvents(h)
+	if m, u := n[enumspb.EVENT_TYPE_MARKER_RECORDED.String()], n[enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES.String()]; m+u > 0 {
+		return fmt.Errorf("%d markers and %d search-attribute upserts in a lean execution", m, u)
+	}
+	return nil
+}
+
 func noChildWorkflows(h *historypb.History) error {
 	if n := countEvents(h)[enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED.String()]; n > 0 {
 		return fmt.Errorf("%d child workflows started; a run executes in its session's execution", n)
