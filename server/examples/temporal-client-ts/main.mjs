@@ -104,7 +104,7 @@ async function main() {
     const start = () => new WithStartWorkflowOperation(SESSION_WORKFLOW, {
       workflowId: sessionId,
       taskQueue: TASK_QUEUE,
-      args: [{ session_id: sessionId }],
+      args: [{ session_id: sessionId, shape: 1 }],
       workflowIdConflictPolicy: 'USE_EXISTING',
       // A closed session is not silently replaced by an empty one.
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
