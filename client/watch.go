@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -161,6 +162,10 @@ func (w *historyWatcher) ended(started int64, completed bool) {
 	w.tasks[w.runID][started] = completed
 }
 
+// speculativeWait is how long committedAt long-polls for a task's end
+// before it asks whether history holds the task at all.
+const speculativeWait = 100 * time.Millisecond
+
 // maxWatchedRuns bounds the executions whose tasks a watcher remembers.
 const maxWatchedRuns = 8
 
@@ -183,19 +188,6 @@ func (w *historyWatcher) committedAt(ctx context.Context, execution string, task
 		if done, ok := w.tasks[execution][task]; ok {
 			return done, nil
 		}
-		if !described {
-			// A task that history does not hold at all was speculative:
-			// an update it rejected left nothing behind, and its state is
-			// the last completed task's, whose events it answered with.
-			described = true
-			desc, err := w.c.tc.DescribeWorkflowExecution(ctx, w.workflowID, execution)
-			if err != nil {
-				return false, fromTemporal(err, "workflow "+w.workflowID)
-			}
-			if task > desc.GetWorkflowExecutionInfo().GetHistoryLength() {
-				return true, nil
-			}
-		}
 		// A task's end is the event after its start: history holds
 		// what arrives meanwhile back until the task ended.
 		passed := execution == w.runID && w.last > task
@@ -205,8 +197,35 @@ func (w *historyWatcher) committedAt(ctx context.Context, execution string, task
 		if passed || w.closed {
 			return false, nil
 		}
-		if _, _, err := w.fetch(ctx, true); err != nil {
-			return false, err
+		// History usually holds the task's end already, and the long
+		// poll answers at once; one that waits may be for a task that
+		// never comes.
+		wait, cancel := ctx, context.CancelFunc(func() {})
+		if !described {
+			wait, cancel = context.WithTimeout(ctx, speculativeWait)
+		}
+		before := w.last
+		_, _, err := w.fetch(wait, true)
+		// The server answers a long poll whose deadline is near with no
+		// events rather than an error.
+		waited := (err == nil && w.last == before && !w.closed) || (wait.Err() != nil && ctx.Err() == nil)
+		cancel()
+		if described || !waited {
+			if err != nil {
+				return false, err
+			}
+			continue
+		}
+		// A task that history does not hold at all was speculative: an
+		// update it rejected left nothing behind, and its state is the
+		// last completed task's, whose events it answered with.
+		described = true
+		desc, err := w.c.tc.DescribeWorkflowExecution(ctx, w.workflowID, execution)
+		if err != nil {
+			return false, fromTemporal(err, "workflow "+w.workflowID)
+		}
+		if task > desc.GetWorkflowExecutionInfo().GetHistoryLength() {
+			return true, nil
 		}
 	}
 }
