@@ -233,9 +233,11 @@ type SessionInput struct {
 	// §19); nil for a new session. Later executions of the session take
 	// what they need from what the previous one handed over.
 	Fork *ForkInput `json:"fork,omitempty"`
-	// Shape is the shape of workflow code the execution runs. Set it to
-	// ShapeLean, as keel's clients do; 0, for starters that predate it,
-	// runs the first execution as keel v0.1.0 did (docs/contract.md §14.2).
+	// Shape is the shape of workflow code the session runs, kept by its
+	// later executions and its children. Set it to ShapeLean, as keel's
+	// clients do; 0, which starters from before it send, runs the session
+	// as keel v0.1.0 did, whose clients read its commit markers
+	// (docs/contract.md §14.2).
 	Shape int `json:"shape,omitempty"`
 }
 
@@ -243,8 +245,8 @@ type SessionInput struct {
 // and no search-attribute upserts, so that a run costs no billable action
 // beyond its start, its send, its activities, its heartbeats and its
 // continue-as-new. A reader checks commits by the workflow task a query
-// answer reports (EventsPage.Task). Shape 0 is v0.1.0's, kept while its
-// executions may be open: every continue-as-new writes ShapeLean.
+// answer reports (EventsPage.Task). Shape 0 is v0.1.0's, kept for the
+// sessions v0.1.0's clients start.
 const ShapeLean = 1
 
 // IfActive says what Send does while a run is active.

@@ -20,9 +20,7 @@ import (
 // many open sessions it asked, idle or not.
 //
 // Every open session gets the move signal: visibility cannot tell which
-// are idle (a lean session upserts no KeelState, api.ShapeLean, and one
-// that continued as new from a v0.1.0 execution keeps that execution's
-// last value), and asking each its state first would cost a query, as
+// are idle (a lean session upserts no KeelState, api.ShapeLean), and asking each its state first would cost a query, as
 // much as the signal, for an answer that may be stale when the signal
 // lands. Sessions that visibility does not list yet are missed; run it
 // again.

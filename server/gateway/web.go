@@ -147,8 +147,7 @@ const (
 
 // askStates fills in the state of each running session with its state
 // query: visibility cannot say it, since a lean session upserts no
-// KeelState (api.ShapeLean) and one that continued as new from a v0.1.0
-// execution keeps that execution's last value. A session that does not
+// KeelState (api.ShapeLean). A session that does not
 // answer in time reads idle.
 func (g *Gateway) askStates(ctx context.Context, list []SessionSummary) {
 	ctx, cancel := context.WithTimeout(ctx, listStateTimeout)

@@ -34,10 +34,8 @@ func newLifecycle(c client.Client, namespace string) lifecycle {
 
 // ActiveRuns lists the open sessions and asks each its state (the state
 // query), stateQueries at a time: a lean session upserts no KeelState
-// (api.ShapeLean), and one that continued as new from a v0.1.0
-// execution keeps that execution's last value, so visibility cannot say
-// which sessions are in a run; the query can, for v0.1.0's executions
-// too. A session that closed meanwhile is skipped; one that does not
+// (api.ShapeLean), so visibility cannot say which sessions are in a run;
+// the query can, for sessions of v0.1.0's shape too. A session that closed meanwhile is skipped; one that does not
 // answer (its query fails or times out) counts as active, since a cancel
 // signal changes nothing in an idle session.
 func (l lifecycle) ActiveRuns(ctx context.Context) ([]string, error) {

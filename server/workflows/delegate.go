@@ -46,6 +46,9 @@ type delegations struct {
 	sessionID, runID string
 	depth            int
 	relay            []api.RelayTarget
+	// shape is the session's (api.SessionInput.Shape), which its children
+	// take.
+	shape int
 	// count is the session's delegations so far: the next child is
 	// count+1, so paths never repeat within a session.
 	count int
@@ -114,7 +117,7 @@ func (t *tools) delegate(ctx workflow.Context, s *slot) (keel.ToolStatus, string
 	if cfg.MaxSteps <= 0 || cfg.MaxSteps > steps {
 		cfg.MaxSteps = steps
 	}
-	in := carry.SessionInput{SessionID: childID, Config: cfg, Shape: api.ShapeLean, Delegated: &api.Delegation{
+	in := carry.SessionInput{SessionID: childID, Config: cfg, Shape: k.shape, Delegated: &api.Delegation{
 		Parent: k.sessionID, ParentRun: k.runID, ToolCallID: s.call.ID, Agent: plan.Spec.Name,
 		Path: path, Depth: k.depth + 1, Prompt: prompt, Relay: k.relayFor(path, t.lastSeq()),
 	}}
@@ -123,10 +126,11 @@ func (t *tools) delegate(ctx workflow.Context, s *slot) (keel.ToolStatus, string
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 		WaitForCancellation:   true,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		// No KeelState: the child is lean whatever its parent is (in
-		// above), so it never upserts one and a start value would stay
-		// forever. Replay compares a child start by its workflow type
-		// only, so this changes nothing for histories already recorded.
+		// No KeelState: a lean child never upserts one, so a start value
+		// would stay forever, and a child of v0.1.0's shape upserts its
+		// own at its run's start. Replay compares a child start by its
+		// workflow type only, so this changes nothing for histories
+		// already recorded.
 		TypedSearchAttributes: temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(childID)),
 		StaticSummary:         fmt.Sprintf("agent %s (%s): %s", plan.Spec.Name, path, clip(task.Task, 80)),
 		Priority:              temporal.Priority{PriorityKey: api.SessionPriority},

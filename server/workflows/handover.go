@@ -159,5 +159,5 @@ func (s *session) handOver(ctx workflow.Context) error {
 	// worker versioning; nothing changes without it).
 	opts := workflow.ContinueAsNewErrorOptions{InitialVersioningBehavior: workflow.ContinueAsNewVersioningBehaviorAutoUpgrade}
 	return workflow.NewContinueAsNewErrorWithOptions(ctx, opts, api.SessionWorkflowName,
-		carry.SessionInput{SessionID: s.id, Config: s.cfg, HandOver: s.limits, Carry: &c, Shape: api.ShapeLean})
+		carry.SessionInput{SessionID: s.id, Config: s.cfg, HandOver: s.limits, Carry: &c, Shape: s.shape})
 }

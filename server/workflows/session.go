@@ -29,10 +29,14 @@ type session struct {
 	id    string
 	root  workflow.Context
 	rules Rules
-	// lean is set for an execution of api.ShapeLean: it records no commit
-	// markers and upserts no search attributes. An execution without it
-	// runs as keel v0.1.0's did, so that their histories replay.
-	lean bool
+	// shape is the session's (api.SessionInput.Shape), chosen by the
+	// client that started it and kept by every execution and child, so
+	// that a client of keel v0.1.0, which reads commit markers, follows
+	// the sessions it starts. lean is set for api.ShapeLean: no commit
+	// markers and no search-attribute upserts; an execution without it
+	// runs as keel v0.1.0's did.
+	shape int
+	lean  bool
 	// cfg holds the session's defaults for its runs (SessionInput.Config);
 	// limits bound what the session keeps in memory.
 	cfg    api.RunConfig
@@ -89,7 +93,7 @@ type pendingRun struct {
 }
 
 func sessionWorkflow(ctx workflow.Context, in carry.SessionInput, rules Rules) (*delegation.DelegationResult, error) {
-	s := &session{id: in.SessionID, root: ctx, rules: rules, lean: in.Shape >= api.ShapeLean, cfg: in.Config, limits: in.HandOver.WithDefaults(),
+	s := &session{id: in.SessionID, root: ctx, rules: rules, shape: in.Shape, lean: in.Shape >= api.ShapeLean, cfg: in.Config, limits: in.HandOver.WithDefaults(),
 		st: carry.SessionCarry{State: keel.StateIdle}}
 	err := s.main(ctx, in)
 	// No delivery starts in the task that ends the execution.
@@ -195,7 +199,7 @@ func (s *session) runPrompt(ctx workflow.Context, p *pendingRun) {
 		r.tools.kids.depth, r.tools.kids.relay, r.model.relay = d.Depth, d.Relay, d.Relay
 		r.reportUp = func() { s.reportRequests(ctx, r) }
 	}
-	r.tools.kids.adopt = s.adoptSinkLogs
+	r.tools.kids.adopt, r.tools.kids.shape = s.adoptSinkLogs, s.shape
 	if s.lean {
 		s.leanRun(r)
 	}

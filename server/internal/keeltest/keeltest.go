@@ -172,9 +172,9 @@ func Client(tb testing.TB, srv *devserver.Server, ch live.Channel) *client.Clien
 }
 
 // StartReleasedSession starts session id as keel v0.1.0's clients did: an
-// execution whose input has no api.SessionInput.Shape, which runs as
-// v0.1.0's did (it upserts KeelState) until it continues as new. A keel
-// client's send joins it.
+// execution whose input has no api.SessionInput.Shape, so that the
+// session runs as v0.1.0's did (it records commit markers and upserts
+// KeelState) in every execution. A keel client's send joins it.
 func StartReleasedSession(tb testing.TB, c *client.Client, id string) {
 	tb.Helper()
 	_, err := c.Temporal().ExecuteWorkflow(context.Background(), sdkclient.StartWorkflowOptions{ID: id, TaskQueue: api.TaskQueue,
