@@ -97,7 +97,17 @@ func (f *follower) readLog(ctx context.Context, sw *historyWatcher, deliver func
 		if err := v.Get(&page); err != nil {
 			return false, err
 		}
-		if q.Snapshot == 0 && !sw.closed {
+		if q.Snapshot == 0 && !sw.closed && page.Execution == "" {
+			// v0.1.0: a worker of that release names no task; its
+			// commit markers bound the page (committed.go).
+			if sw.runID == "" {
+				if err := sw.catchUp(ctx); err != nil {
+					return false, err
+				}
+			}
+			page.Snapshot = min(page.Snapshot, sw.marked)
+			page.More = page.More && page.Snapshot > q.After
+		} else if q.Snapshot == 0 && !sw.closed {
 			// Continuation pages are pinned to this one's snapshot,
 			// committed once this page is.
 			ok, err := sw.committedAt(ctx, page.Execution, page.Task)

@@ -27,6 +27,9 @@ type historyWatcher struct {
 	last int64
 	// before is the execution the one being read continued from.
 	before string
+	// marked is the highest sequence a commit marker of keel v0.1.0's
+	// shape recorded in the history read so far (committed.go).
+	marked int64
 	// pending is set when a read saw a change that wait has not
 	// reported (a reader clears it before it asks the workflow).
 	pending bool
@@ -110,6 +113,15 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 	var next string
 	for _, ev := range resp.GetHistory().GetEvents() {
 		w.last = ev.GetEventId()
+		if m := ev.GetMarkerRecordedEventAttributes(); m != nil {
+			seq, ok, err := w.c.markedSeq(m)
+			if err != nil {
+				return false, false, err
+			}
+			if ok {
+				w.marked = max(w.marked, seq)
+			}
+		}
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
 			w.before = ev.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
