@@ -193,7 +193,7 @@ func TestScheduleFiresRunsWithItsPrompt(t *testing.T) {
 	}
 	r.until(f.Result.Session, 0, keel.TypeRunCompleted)
 	st = r.waitDescribe(hn, "the run's end", func(st api.ScheduleStatus) bool {
-		return len(st.Recent) == 1 && st.Recent[0].Run == keel.StatusCompleted
+		return len(st.Recent) >= 1 && st.Recent[0].Run == keel.StatusCompleted
 	})
 	t.Logf("new-session firing: %+v", st.Recent[0])
 }
@@ -271,8 +271,10 @@ func TestScheduleOverlapPolicies(t *testing.T) {
 	if rs := started(t, ev); rs.Number != 2 || rs.Prompt != "Queue me." {
 		t.Fatalf("queued run: %+v", rs)
 	}
+	// An hourly schedule also fires on the hour: a test that crosses one
+	// sees a later firing after the one it triggered.
 	st := r.waitDescribe(asker, "run 1 completed", func(st api.ScheduleStatus) bool {
-		return len(st.Recent) == 1 && st.Recent[0].Run == keel.StatusCompleted
+		return len(st.Recent) >= 1 && st.Recent[0].Run == keel.StatusCompleted
 	})
 	t.Logf("asker: %+v", st.Recent[0])
 }
@@ -294,7 +296,7 @@ func TestSchedulePauseOnFailure(t *testing.T) {
 	// The firing pauses the schedule, then fails: describe may see the
 	// pause a moment before the failure.
 	st := r.waitDescribe(h, "pause after the failure", func(st api.ScheduleStatus) bool {
-		return st.Paused && st.Failure != nil && len(st.Recent) == 1 && st.Recent[0].Status == api.FiringFailed
+		return st.Paused && st.Failure != nil && len(st.Recent) >= 1 && st.Recent[0].Status == api.FiringFailed
 	})
 	if !st.PausedByFailure || st.Failure == nil || st.Failure.Code != keel.CodeProvider ||
 		!strings.Contains(st.Note, "fragile/run-1") || len(st.Next) != 0 {
@@ -326,7 +328,7 @@ func TestSchedulePauseOnFailure(t *testing.T) {
 	}
 	// The firing waits for its run's end, and records it.
 	st = r.waitDescribe(h, "the second firing's end", func(st api.ScheduleStatus) bool {
-		return len(st.Recent) == 2 && st.Recent[1].Result != nil && st.Recent[1].Result.Outcome != nil
+		return len(st.Recent) >= 2 && st.Recent[1].Result != nil && st.Recent[1].Result.Outcome != nil
 	})
 	if f := st.Recent[1]; f.Status != api.FiringSent || f.Result.Outcome.Status != keel.StatusCompleted || st.Paused {
 		t.Fatalf("second firing: %+v (outcome %+v), paused %v", f, f.Result.Outcome, st.Paused)
