@@ -217,7 +217,7 @@ func (c *Client) stream(ctx context.Context, f *follower, early live.Subscriptio
 			select {
 			case ev := <-durable:
 				end := f.run != "" && ev.Terminal()
-				if end && !drainLive(deltas, take) {
+				if end && !drainLive(&deltas, take) {
 					return
 				}
 				last = ev.Seq
@@ -261,29 +261,22 @@ const liveDrainGap = 100 * time.Millisecond
 // the durable log race to the reader. It reads until no delta arrives
 // within liveDrainGap, so a reader that stalled while the run finished
 // gets every delta its buffer kept (or counts it missed).
-func drainLive(deltas <-chan deltaItem, take func(deltaItem) bool) bool {
-	if deltas == nil {
-		return true
-	}
+func drainLive(deltas *<-chan deltaItem, take func(deltaItem) bool) bool {
 	gap := time.NewTimer(liveDrainGap)
 	defer gap.Stop()
-	for {
+	// take drops the channel (*deltas = nil) when it is gone.
+	for *deltas != nil {
 		select {
-		case it := <-deltas:
+		case it := <-*deltas:
 			if !take(it) {
 				return false
-			}
-			if it.err != nil {
-				var lag *live.LaggedError
-				if !errors.As(it.err, &lag) {
-					return true // the channel is gone
-				}
 			}
 			gap.Reset(liveDrainGap)
 		case <-gap.C:
 			return true
 		}
 	}
+	return true
 }
 
 type deltaItem struct {

@@ -84,16 +84,6 @@ func (w *historyWatcher) catchUp(ctx context.Context) error {
 	return nil
 }
 
-// readAll reads the history there is now, without waiting for more.
-func (w *historyWatcher) readAll(ctx context.Context) error {
-	for {
-		more, _, err := w.fetch(ctx, false)
-		if err != nil || !more {
-			return err
-		}
-	}
-}
-
 // fetch reads the next page of history, long-polling for new events if
 // asked, and takes in what it says: committed-sequence markers, and
 // whether the workflow closed. changed reports an event after which

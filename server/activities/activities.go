@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -115,6 +116,8 @@ type Activities struct {
 	cache       *transcriptCache
 	slots       slots
 	attachments attachmentCache
+	sinkList    sync.Once
+	sinkSorted  []string
 }
 
 // publish sends an ephemeral event; failures are logged, never fatal: the

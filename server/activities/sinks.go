@@ -155,10 +155,13 @@ func batchLen(evs []keel.Envelope) int {
 	return n
 }
 
-// sinkNames are the worker's sinks, sorted (ModelTurnResult.Sinks).
+// sinkNames are the worker's sinks, sorted (ModelTurnResult.Sinks),
+// sorted once: Sinks does not change while the worker runs.
 func (a *Activities) sinkNames() []string {
-	if len(a.Sinks) == 0 {
-		return nil
-	}
-	return slices.Sorted(maps.Keys(a.Sinks))
+	a.sinkList.Do(func() {
+		if len(a.Sinks) > 0 {
+			a.sinkSorted = slices.Sorted(maps.Keys(a.Sinks))
+		}
+	})
+	return a.sinkSorted
 }

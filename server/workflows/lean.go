@@ -3,6 +3,7 @@ package workflows
 import (
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/server/activities"
 )
 
@@ -20,6 +21,10 @@ import (
 //     across continue-as-new, from its start; a new session from its
 //     first successful turn.
 
+// lean says the session is of api.ShapeLean; one without it runs as
+// keel v0.1.0's did.
+func (s *session) lean() bool { return s.shape >= api.ShapeLean }
+
 // startLean starts the deliveries to the sinks the session carries.
 func (s *session) startLean(ctx workflow.Context) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -34,7 +39,7 @@ func (s *session) checkInTurns() {
 
 // leanRun wires what r's model turns say of the worker into the session.
 func (s *session) leanRun(r *run) {
-	r.model.checkRuntime = s.st.Unchecked
+	r.model.unchecked = func() bool { return s.st.Unchecked }
 	r.model.worker = func(res *activities.ModelTurnResult) {
 		s.st.Unchecked, s.st.SinkNames = false, res.Sinks
 		if !s.sinks.on && !s.ended {

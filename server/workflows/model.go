@@ -47,11 +47,11 @@ type modelTurns struct {
 	// ancestors' streams, docs/contract.md §21.4).
 	relay []api.RelayTarget
 	// worker is told of each turn's result for what it says of the worker
-	// (its sinks); checkRuntime asks the turns whether keel is shut down
-	// until one answered (api.ShapeLean only: lean.go).
-	worker       func(*activities.ModelTurnResult)
-	checkRuntime bool
-	shutDown     func()
+	// (its sinks); while unchecked says so, turns ask whether keel is
+	// shut down (api.ShapeLean only: lean.go).
+	worker    func(*activities.ModelTurnResult)
+	unchecked func() bool
+	shutDown  func()
 }
 
 // turn runs the model turn of step. On failure it returns the typed error
@@ -63,11 +63,9 @@ func (m *modelTurns) turn(step int) (*activities.ModelTurnResult, string, *keel.
 		res, fail, err := m.attempt(step, attempt, rate)
 		rate = nil
 		if err == nil && m.worker != nil {
-			m.checkRuntime = false
 			m.worker(res)
 		}
 		if err != nil && fail.Shutdown {
-			m.checkRuntime = false
 			m.shutDown()
 			return nil, "", keel.ErrRuntimeShutdown
 		}
@@ -168,7 +166,7 @@ func (m *modelTurns) attempt(step, attempt int, rate *activities.RateHold) (*act
 		Reasoning:    m.cfg.Reasoning,
 		Relay:        m.relay,
 		Rate:         rate,
-		CheckRuntime: m.checkRuntime,
+		CheckRuntime: m.unchecked != nil && m.unchecked(),
 	}
 	actx := workflow.WithActivityOptions(m.work, workflow.ActivityOptions{
 		StartToCloseTimeout: m.cfg.ModelTimeout.Std(),

@@ -32,11 +32,8 @@ type session struct {
 	// shape is the session's (api.SessionInput.Shape), chosen by the
 	// client that started it and kept by every execution and child, so
 	// that a client of keel v0.1.0, which reads commit markers, follows
-	// the sessions it starts. lean is set for api.ShapeLean: no commit
-	// markers and no search-attribute upserts; an execution without it
-	// runs as keel v0.1.0's did.
+	// the sessions it starts (lean).
 	shape int
-	lean  bool
 	// cfg holds the session's defaults for its runs (SessionInput.Config);
 	// limits bound what the session keeps in memory.
 	cfg    api.RunConfig
@@ -93,7 +90,7 @@ type pendingRun struct {
 }
 
 func sessionWorkflow(ctx workflow.Context, in carry.SessionInput, rules Rules) (*delegation.DelegationResult, error) {
-	s := &session{id: in.SessionID, root: ctx, rules: rules, shape: in.Shape, lean: in.Shape >= api.ShapeLean, cfg: in.Config, limits: in.HandOver.WithDefaults(),
+	s := &session{id: in.SessionID, root: ctx, rules: rules, shape: in.Shape, cfg: in.Config, limits: in.HandOver.WithDefaults(),
 		st: carry.SessionCarry{State: keel.StateIdle}}
 	err := s.main(ctx, in)
 	// No delivery starts in the task that ends the execution.
@@ -119,14 +116,14 @@ func (s *session) main(ctx workflow.Context, in carry.SessionInput) error {
 	if err := s.registerHandlers(ctx); err != nil {
 		return err
 	}
-	if !s.checked && s.lean {
+	if !s.checked && s.lean() {
 		s.checkInTurns()
 	} else if !s.checked {
 		// v0.1.0: a new session asked with a local activity.
 		workflow.Go(ctx, s.checkRuntime)
 	}
 	s.watchTasks(ctx)
-	if s.lean {
+	if s.lean() {
 		s.startLean(ctx)
 	} else {
 		// v0.1.0: commit markers.
@@ -200,7 +197,7 @@ func (s *session) runPrompt(ctx workflow.Context, p *pendingRun) {
 		r.reportUp = func() { s.reportRequests(ctx, r) }
 	}
 	r.tools.kids.adopt, r.tools.kids.shape = s.adoptSinkLogs, s.shape
-	if s.lean {
+	if s.lean() {
 		s.leanRun(r)
 	}
 	p.result = api.SendResult{RunID: runID, Number: p.number, Revision: s.st.Revision, BaseSeq: s.st.Seq,
@@ -211,7 +208,7 @@ func (s *session) runPrompt(ctx workflow.Context, p *pendingRun) {
 	// One upsert names the run for the Web UI's list and keel's queries;
 	// a lean execution makes none (api.ShapeLean): readers ask the state
 	// query instead.
-	if !s.lean {
+	if !s.lean() {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, api.AttrState.ValueSet(string(keel.StateRunning)),
 			api.AttrRunNumber.ValueSet(int64(p.number)), api.AttrModel.ValueSet(cfg.Model))
 	}
@@ -301,7 +298,7 @@ func (s *session) setState(st keel.SessionState) {
 		return
 	}
 	s.st.State = st
-	if !s.lean {
+	if !s.lean() {
 		_ = workflow.UpsertTypedSearchAttributes(s.root, api.AttrState.ValueSet(string(st)))
 	}
 }
