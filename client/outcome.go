@@ -2,9 +2,12 @@ package client
 
 import (
 	"context"
+	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -40,38 +43,105 @@ func (r *Run) Outcome(ctx context.Context) (keel.Outcome, error) {
 	return r.askedOutcome(ctx)
 }
 
-// carriedOutcome follows the history of the execution that runs the run
-// until the run is committed, and reads its outcome: from the
-// continue-as-new that follows the commit (carry.SessionCarry.Last, decoded with
-// the client's data converter), or, when the execution stays open after
-// the commit (a prompt was waiting to run in it), with one outcome update
-// that does not wait. ok is false when it cannot tell.
+// Checks for a commit that leaves the execution open start this long
+// after Outcome does and double, up to openCheckMax.
+const (
+	openCheckFirst = 2 * time.Second
+	openCheckMax   = 32 * time.Second
+)
+
+// carriedOutcome long-polls the close of the execution that runs the run
+// and reads the outcome from the continue-as-new that follows the commit
+// (carry.SessionCarry.Last, decoded with the client's data converter). A
+// close-only poll returns at the close or when the server's long poll
+// expires, not at every event the run adds, so waiting costs the server
+// what waiting for a bare workflow's result does. The execution stays
+// open after the commit only when a prompt reached it in the commit's
+// workflow task, whose run then goes first: at expiries, openCheckFirst
+// and then less often, the client reads the events since its last read
+// for that (commitWatch), and asks the session without waiting if it
+// did. ok is false when it cannot tell.
 func (r *Run) carriedOutcome(ctx context.Context) (o keel.Outcome, ok bool, err error) {
-	it := r.s.c.tc.GetWorkflowHistory(ctx, r.s.id, r.execution, true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	svc := r.s.c.tc.WorkflowService()
+	exec := &commonpb.WorkflowExecution{WorkflowId: r.s.id, RunId: r.execution}
 	w := commitWatch{run: r.Number, dc: r.s.c.dc}
-	for it.HasNext() {
-		ev, err := it.Next()
+	var closeToken []byte
+	every := openCheckFirst
+	check := time.Now().Add(every)
+	for {
+		resp, err := svc.GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
+			Namespace: r.s.c.namespace, Execution: exec, NextPageToken: closeToken, WaitNewEvent: true,
+			HistoryEventFilterType: enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT,
+		})
 		if err != nil {
-			if ctx.Err() != nil {
-				return o, false, ctx.Err()
-			}
+			return o, false, ctx.Err()
+		}
+		if evs := resp.GetHistory().GetEvents(); len(evs) > 0 {
+			return r.closedWith(evs[len(evs)-1])
+		}
+		if closeToken = resp.GetNextPageToken(); closeToken == nil {
 			return o, false, nil
 		}
-		if w.openAfterCommit(ev) {
+		if time.Now().Before(check) {
+			continue
+		}
+		open, err := r.readForCommit(ctx, exec, &w)
+		if err != nil {
+			return o, false, ctx.Err()
+		}
+		if open {
 			return r.noWaitOutcome(ctx)
 		}
-		if can := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); can != nil {
-			var in carry.SessionInput
-			if r.s.c.dc.FromPayloads(can.GetInput(), &in) != nil || in.Carry == nil || in.Carry.Last == nil ||
-				in.Carry.Last.Number != r.Number {
-				return o, false, nil
+		every = min(2*every, openCheckMax)
+		check = time.Now().Add(every)
+	}
+}
+
+// closedWith reads the run's outcome from the event that closed its
+// execution: a continue-as-new whose carried state holds it. Any other
+// close (terminated, failed, cancelled) or another run's outcome there
+// tells nothing.
+func (r *Run) closedWith(ev *historypb.HistoryEvent) (o keel.Outcome, ok bool, err error) {
+	can := ev.GetWorkflowExecutionContinuedAsNewEventAttributes()
+	if can == nil {
+		return o, false, nil
+	}
+	var in carry.SessionInput
+	if r.s.c.dc.FromPayloads(can.GetInput(), &in) != nil || in.Carry == nil || in.Carry.Last == nil ||
+		in.Carry.Last.Number != r.Number {
+		return o, false, nil
+	}
+	o = *in.Carry.Last
+	return o, true, o.Err()
+}
+
+// readForCommit reads exec's events after the last w saw, without
+// waiting, and reports whether they show the run committed with the
+// execution open. A read that does not wait pages through what there is
+// and ends; the next starts again from the first page.
+func (r *Run) readForCommit(ctx context.Context, exec *commonpb.WorkflowExecution, w *commitWatch) (bool, error) {
+	var token []byte
+	for {
+		resp, err := r.s.c.tc.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
+			Namespace: r.s.c.namespace, Execution: exec, NextPageToken: token,
+			HistoryEventFilterType: enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT,
+		})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range resp.GetHistory().GetEvents() {
+			if ev.GetEventId() <= w.read {
+				continue
 			}
-			o = *in.Carry.Last
-			return o, true, o.Err()
+			w.read = ev.GetEventId()
+			if w.openAfterCommit(ev) {
+				return true, nil
+			}
+		}
+		if token = resp.GetNextPageToken(); token == nil {
+			return false, nil
 		}
 	}
-	// It stopped running otherwise (terminated, failed, cancelled).
-	return o, false, nil
 }
 
 // commitWatch reads an execution's history, event by event, for a sign
@@ -91,6 +161,8 @@ type commitWatch struct {
 	// committed follow the upserts.
 	sends           map[int64]bool
 	mine, committed bool
+	// read is the ID of the last event read.
+	read int64
 }
 
 func (w *commitWatch) openAfterCommit(ev *historypb.HistoryEvent) bool {
