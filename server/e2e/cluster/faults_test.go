@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/server/internal/keeltest"
+	"github.com/keelrun/keel/server/store"
 )
 
 // EnvClusterFaults turns TestClusterUnderFaults on (make test-cluster
@@ -35,21 +37,34 @@ func TestClusterUnderFaults(t *testing.T) {
 	top := startTopology(t, pg)
 	t.Logf("cluster up in %v", time.Since(start).Round(time.Millisecond))
 
+	// The test's client reads large values from the workers' store,
+	// through the same cut the workers go through.
+	for _, kv := range top.storeEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	st, err := store.Open(ctx, top.storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, err := client.Dial(ctx, client.Options{HostPort: top.frontend,
-		Live:   keeltest.DialNATS(t, top.natsURL, live.NATSOptions{}),
-		Config: api.RunConfig{Model: "scripted:demo", HeartbeatAfter: keel.Duration(2 * time.Second)}})
+		DataConverter: store.NewDataConverter(store.NewCodec(st, store.CodecOptions{})),
+		Live:          keeltest.DialNATS(t, top.natsURL, live.NATSOptions{}),
+		Config:        api.RunConfig{HeartbeatAfter: keel.Duration(runHeartbeat)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	run, err := c.Session("smoke").Send(ctx, "hello")
-	if err != nil {
-		t.Fatal(err)
+	var results []result
+	batch := func(name string, at phase, fault func()) {
+		t.Helper()
+		b := runBatch(t, ctx, top, c, name, at, fault)
+		r := checkBatch(t, ctx, c, top, b)
+		results = append(results, r)
+		t.Logf("%s: %d runs in flight at the fault, completed p50 %v p99 %v; failures: %v", name, r.affected,
+			r.doneP50.Round(time.Millisecond), r.doneP99.Round(time.Millisecond), r.failures)
+		top.check(t)
 	}
-	out, err := run.Outcome(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("smoke run answered %q in %v", out.Text, time.Since(start).Round(time.Millisecond))
-	top.check(t)
+	batch("baseline", duringTools, nil)
+	t.Logf("workload results (%v in all):\n%s", time.Since(start).Round(time.Second), table(results))
 }
