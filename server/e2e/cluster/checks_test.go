@@ -29,7 +29,10 @@ type result struct {
 	lost, twice, failed int
 	// aborted tool calls: started on a worker that died or was cut off,
 	// and run again.
-	aborted        int
+	aborted int
+	// deduped tool calls: run again after they applied their effect,
+	// and answered from it by the idempotency key.
+	deduped        int
 	deltas, lagged int
 	sendRetries    int
 	resumes        int
@@ -68,8 +71,9 @@ func checkBatch(t *testing.T, ctx context.Context, c *client.Client, top *topolo
 		}
 		checkLog(t, ctx, c, b.name, p)
 		for _, key := range []string{p.session + "/fast", p.session + "/slow"} {
-			applied, aborted := top.effects.counts(key)
+			applied, aborted, deduped := top.effects.counts(key)
 			r.aborted += aborted
+			r.deduped += deduped
 			if applied > 1 {
 				r.twice++
 				t.Errorf("%s: tool call %s applied its effect %d times (%d aborted); its activities:\n%s", b.name, key, applied, aborted,
@@ -171,14 +175,14 @@ func percentile(ds []time.Duration, q int) time.Duration {
 // table renders results as the Markdown table docs/operations.md keeps.
 func table(results []result) string {
 	var b strings.Builder
-	b.WriteString("| fault | held | runs in flight | first progress p50 / p99 | completed p50 / p99 | lost | failed | tools twice | tool calls aborted | deltas / lagged | send retries | follows resumed |\n")
+	b.WriteString("| fault | held | runs in flight | first progress p50 / p99 | completed p50 / p99 | lost | failed | tools twice | tool calls aborted / deduplicated | deltas / lagged | send retries | follows resumed |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %s | %v | %d | %v / %v | %v / %v | %d | %d | %d | %d | %d / %d | %d | %d |\n",
+		fmt.Fprintf(&b, "| %s | %v | %d | %v / %v | %v / %v | %d | %d | %d | %d / %d | %d / %d | %d | %d |\n",
 			r.name, r.hold.Round(100*time.Millisecond), r.affected,
 			r.firstP50.Round(10*time.Millisecond), r.firstP99.Round(10*time.Millisecond),
 			r.doneP50.Round(100*time.Millisecond), r.doneP99.Round(100*time.Millisecond),
-			r.lost, r.failed, r.twice, r.aborted, r.deltas, r.lagged, r.sendRetries, r.resumes)
+			r.lost, r.failed, r.twice, r.aborted, r.deduped, r.deltas, r.lagged, r.sendRetries, r.resumes)
 	}
 	return b.String()
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/keelrun/keel/server/tool/mcp"
 )
 
 // The workload's tools, served to every keel worker by one MCP server in
@@ -22,12 +24,17 @@ const (
 // effects counts each key's side effects. A call applies its effect only
 // once it has finished its work and its caller is still there to receive
 // the result, as a tool with a transaction would commit: a call whose
-// worker died mid-call counts as aborted. A completed call of the same key
-// run again is counted in applied twice, which the checks forbid.
+// worker died mid-call counts as aborted. Like any tool with side effects
+// under at-least-once execution, it applies once per idempotency key
+// (the key keel sends in _meta, mcp.IdempotencyKeyMeta): an attempt of a
+// call already applied counts as deduplicated. An effect applied twice
+// for one key is what the checks forbid.
 type effects struct {
 	mu      sync.Mutex
 	applied map[string]int
 	aborted map[string]int
+	deduped map[string]int
+	done    map[string]bool // idempotency keys applied
 }
 
 type effectArgs struct {
@@ -43,7 +50,7 @@ type effectResult struct {
 // serveEffects starts the MCP server and returns its URL.
 func serveEffects(t *testing.T) (*effects, string) {
 	t.Helper()
-	e := &effects{applied: map[string]int{}, aborted: map[string]int{}}
+	e := &effects{applied: map[string]int{}, aborted: map[string]int{}, deduped: map[string]int{}, done: map[string]bool{}}
 	s := sdk.NewServer(&sdk.Implementation{Name: "effects", Version: "1"}, nil)
 	sdk.AddTool(s, &sdk.Tool{Name: "effect", Description: "applies a side effect at once"}, e.call)
 	sdk.AddTool(s, &sdk.Tool{Name: "slow_effect", Description: "works for ms, then applies a side effect"}, e.call)
@@ -55,24 +62,31 @@ func serveEffects(t *testing.T) (*effects, string) {
 	return e, srv.URL
 }
 
-func (e *effects) call(ctx context.Context, _ *sdk.CallToolRequest, in effectArgs) (*sdk.CallToolResult, effectResult, error) {
+func (e *effects) call(ctx context.Context, req *sdk.CallToolRequest, in effectArgs) (*sdk.CallToolResult, effectResult, error) {
 	select {
 	case <-time.After(time.Duration(in.MS) * time.Millisecond):
 	case <-ctx.Done():
 	}
+	idem, _ := req.Params.Meta[mcp.IdempotencyKeyMeta].(string)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		e.aborted[in.Key]++
 		return nil, effectResult{}, ctx.Err()
+	case idem != "" && e.done[idem]:
+		e.deduped[in.Key]++
+		return nil, effectResult{Applied: e.applied[in.Key]}, nil
 	}
+	e.done[idem] = idem != ""
 	e.applied[in.Key]++
 	return nil, effectResult{Applied: e.applied[in.Key]}, nil
 }
 
-// counts returns how many times key's effect was applied and aborted.
-func (e *effects) counts(key string) (applied, aborted int) {
+// counts returns how many times key's effect was applied, how many of its
+// attempts were aborted, and how many were deduplicated.
+func (e *effects) counts(key string) (applied, aborted, deduped int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.applied[key], e.aborted[key]
+	return e.applied[key], e.aborted[key], e.deduped[key]
 }
