@@ -213,8 +213,29 @@ func NewNATS(nc *nats.Conn, opts NATSOptions) (*NATS, error) {
 		stop:    make(chan struct{}),
 		sent:    make(chan struct{}),
 	}
+	// Subscribers cannot tell what was published while the connection
+	// was down (a stream that ended meanwhile never shows its gap): each
+	// is told it may have lost events. The caller's own handler still runs.
+	prev := nc.DisconnectErrHandler()
+	nc.SetDisconnectErrHandler(func(nc *nats.Conn, err error) {
+		if prev != nil {
+			prev(nc, err)
+		}
+		if !nc.IsClosed() { // closed for good: subscriptions end instead
+			c.interrupted()
+		}
+	})
 	go c.send()
 	return c, nil
+}
+
+// interrupted tells every subscription that events may have been lost.
+func (c *NATS) interrupted() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for s := range c.subs {
+		s.buf.interrupt()
+	}
 }
 
 // DialNATS connects to the NATS server at url (a comma-separated list is

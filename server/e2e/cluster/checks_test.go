@@ -34,9 +34,12 @@ type result struct {
 	// and answered from it by the idempotency key.
 	deduped        int
 	deltas, lagged int
-	sendRetries    int
-	resumes        int
-	failures       []string
+	// missedDeltas counts runs whose follower got fewer text deltas than
+	// the script streams; each must have been told so by a Lagged.
+	missedDeltas int
+	sendRetries  int
+	resumes      int
+	failures     []string
 }
 
 // checkBatch checks every run of b against the session logs and the
@@ -50,9 +53,20 @@ func checkBatch(t *testing.T, ctx context.Context, c *client.Client, top *topolo
 		r.lagged += p.lagged
 		r.sendRetries += len(p.sendErrors)
 		r.resumes += p.resumes
+		// A run sent through a gateway is followed from after its send,
+		// so it may miss its first deltas without lag (an SDK send
+		// subscribes before it sends); a follower that broke and resumed
+		// knows it may have missed some. Any other run missing deltas
+		// must have been told by a Lagged.
+		if p.textDeltas < 2*turnChunks {
+			r.missedDeltas++
+			if p.lagged == 0 && p.resumes == 0 && !p.viaGateway {
+				t.Errorf("%s: %s: the follower got %d of %d text deltas and no Lagged", b.name, p.session, p.textDeltas, 2*turnChunks)
+			}
+		}
 		if p.terminal == nil {
 			r.lost++
-			t.Errorf("%s: %s: no terminal event (send errors: %v)", b.name, p.session, p.sendErrors)
+			t.Errorf("%s: %s: no terminal event (send errors: %v)", b.name, p.session, tailStrings(p.sendErrors, 3))
 			continue
 		}
 		if !b.faultAt.IsZero() && p.done.After(b.faultAt) {
@@ -162,6 +176,10 @@ func toolAttempts(ctx context.Context, c *client.Client, session string) string 
 	return b.String()
 }
 
+func tailStrings(s []string, n int) []string {
+	return s[max(len(s)-n, 0):]
+}
+
 func percentile(ds []time.Duration, q int) time.Duration {
 	if len(ds) == 0 {
 		return 0
@@ -175,14 +193,14 @@ func percentile(ds []time.Duration, q int) time.Duration {
 // table renders results as the Markdown table docs/operations.md keeps.
 func table(results []result) string {
 	var b strings.Builder
-	b.WriteString("| fault | held | runs in flight | first progress p50 / p99 | completed p50 / p99 | lost | failed | tools twice | tool calls aborted / deduplicated | deltas / lagged | send retries | follows resumed |\n")
+	b.WriteString("| fault | held | runs in flight | first progress p50 / p99 | completed p50 / p99 | lost | failed | tools twice | tool calls aborted / deduplicated | deltas / lagged / runs missing deltas | send retries | follows resumed |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %s | %v | %d | %v / %v | %v / %v | %d | %d | %d | %d / %d | %d / %d | %d | %d |\n",
+		fmt.Fprintf(&b, "| %s | %v | %d | %v / %v | %v / %v | %d | %d | %d | %d / %d | %d / %d / %d | %d | %d |\n",
 			r.name, r.hold.Round(100*time.Millisecond), r.affected,
 			r.firstP50.Round(10*time.Millisecond), r.firstP99.Round(10*time.Millisecond),
 			r.doneP50.Round(100*time.Millisecond), r.doneP99.Round(100*time.Millisecond),
-			r.lost, r.failed, r.twice, r.aborted, r.deduped, r.deltas, r.lagged, r.sendRetries, r.resumes)
+			r.lost, r.failed, r.twice, r.aborted, r.deduped, r.deltas, r.lagged, r.missedDeltas, r.sendRetries, r.resumes)
 	}
 	return b.String()
 }

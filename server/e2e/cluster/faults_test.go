@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,19 @@ import (
 // sets it): it takes minutes and a PostgreSQL it may restart.
 const EnvClusterFaults = "KEEL_CLUSTER_FAULTS"
 
+// EnvPostgresRestart is a shell command that restarts the PostgreSQL
+// server of KEEL_POSTGRES_DSN (.ci/run: pg_ctlcluster VERSION NAME
+// restart); without it that fault is left out.
+const EnvPostgresRestart = "KEEL_POSTGRES_RESTART"
+
+// How long faults last: a Temporal service is down for serviceDown before
+// it is started again; a cut, NATS or the store for outage. Holding a
+// fault is the one place the test sleeps.
+const (
+	serviceDown = 10 * time.Second
+	outage      = 30 * time.Second
+)
+
 // TestClusterUnderFaults runs keel on a Temporal cluster of one process a
 // service (history with several shards, matching, frontend, worker), three
 // keel workers, two gateways, NATS and an S3-protocol store, and puts the
@@ -31,7 +45,7 @@ func TestClusterUnderFaults(t *testing.T) {
 		t.Skipf("set %s=1 (make test-cluster does)", EnvClusterFaults)
 	}
 	pg := keeltest.Postgres(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	start := time.Now()
 	top := startTopology(t, pg)
@@ -66,5 +80,41 @@ func TestClusterUnderFaults(t *testing.T) {
 		top.check(t)
 	}
 	batch("baseline", duringTools, nil)
+	// A worker killed with SIGKILL, started again at once as a supervisor
+	// would: its turns and tools are retried on the others once their
+	// heartbeats are missed.
+	batch("kill -9 keel worker (turns)", duringTurns, func() { top.workers[0].kill(); top.workers[0].restart(t) })
+	batch("kill -9 keel worker (tools)", duringTools, func() { top.workers[1].kill(); top.workers[1].restart(t) })
+	for _, service := range []string{"history", "matching", "frontend"} {
+		batch("kill -9 temporal "+service+", back after 10 s", duringTools, func() {
+			top.temporal[service].kill()
+			time.Sleep(serviceDown)
+			top.temporal[service].restart(t)
+		})
+	}
+	batch("keel worker cut off from the frontend 30 s", duringTools, func() {
+		top.workerCut.setCut(true)
+		time.Sleep(outage)
+		top.workerCut.setCut(false)
+	})
+	batch("NATS down 30 s", duringTurns, func() {
+		top.nats.kill()
+		time.Sleep(outage)
+		top.nats.restart(t)
+	})
+	batch("content store unreachable 30 s", duringTools, func() {
+		top.storeCut.setCut(true)
+		time.Sleep(outage)
+		top.storeCut.setCut(false)
+	})
+	if restart := os.Getenv(EnvPostgresRestart); restart != "" {
+		batch("PostgreSQL restarted", duringTools, func() {
+			if out, err := exec.Command("sh", "-c", restart).CombinedOutput(); err != nil {
+				t.Errorf("restart PostgreSQL (%s): %v\n%s", restart, err, out)
+			}
+		})
+	} else {
+		t.Logf("no %s: PostgreSQL is not restarted", EnvPostgresRestart)
+	}
 	t.Logf("workload results (%v in all):\n%s", time.Since(start).Round(time.Second), table(results))
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,9 +52,11 @@ type progress struct {
 	base    int64
 
 	sent       time.Time
+	viaGateway bool
 	arrivals   []time.Time
 	durable    map[int64]keel.Envelope
 	deltas     int
+	textDeltas int
 	lagged     int // *live.LaggedError elements
 	resumes    int // follows broken by another error, and resumed
 	sendErrors []string
@@ -128,8 +131,9 @@ func runBatch(t *testing.T, ctx context.Context, top *topology, c *client.Client
 	t.Helper()
 	b := &batch{name: name}
 	var ids []string
+	n := batchNumber.Add(1)
 	for i := range batchSessions {
-		ids = append(ids, fmt.Sprintf("%s-%03d", name, i))
+		ids = append(ids, fmt.Sprintf("b%d-%03d", n, i))
 	}
 	writeScripts(t, top.scripts, ids)
 
@@ -149,6 +153,9 @@ func runBatch(t *testing.T, ctx context.Context, top *topology, c *client.Client
 			return
 		case ev.Seq == 0:
 			p.deltas++
+			if ev.Type == keel.TypeTextDelta {
+				p.textDeltas++
+			}
 		default:
 			p.durable[ev.Seq] = ev
 		}
@@ -198,6 +205,10 @@ func runBatch(t *testing.T, ctx context.Context, top *topology, c *client.Client
 	return b
 }
 
+// batchNumber numbers the batches, whose sessions (and scripts) are
+// named after it: a batch's name is for people.
+var batchNumber atomic.Int64
+
 // retryPause is a client's pause between retries of a send that failed
 // with an error it may retry: the time a real client would back off.
 const retryPause = 250 * time.Millisecond
@@ -215,7 +226,10 @@ func followSDKRun(ctx context.Context, c *client.Client, p *progress, record fun
 			break
 		}
 		p.sendErrors = append(p.sendErrors, err.Error())
-		if ctx.Err() != nil {
+		// keel's typed errors say whether to retry; anything else (the
+		// frontend unreachable, a deadline) is a transport's, retried.
+		var kerr *keel.Error
+		if ctx.Err() != nil || errors.As(err, &kerr) && !kerr.Retryable {
 			return
 		}
 		time.Sleep(retryPause)
@@ -264,6 +278,7 @@ func follow(ctx context.Context, s *client.Session, p *progress, events func(fun
 // retried with it while the gateway answers 5xx or cannot be reached) and
 // follows the run through the SDK from the base sequence it answered.
 func followGatewayRun(ctx context.Context, apiURL string, c *client.Client, p *progress, record func(*progress, keel.Envelope, error)) {
+	p.viaGateway = true
 	cfg := runConfig(p.session)
 	body, _ := json.Marshal(map[string]any{"prompt": "go", "model": cfg.Model, "tools": cfg.Tools, "once": p.session + "/send"})
 	p.sent = time.Now()
