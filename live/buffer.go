@@ -17,21 +17,21 @@ import (
 // after follows it. Gaps found upstream (a NATS publisher's counter jumping)
 // travel with the event after them in item.gapBefore for the same reason.
 type buffer struct {
-	mu        sync.Mutex
-	items     []item // ring; grows up to limit so idle subscribers stay small
-	head, n   int
-	limit     int
-	lost      int // events dropped in front of the head, not yet reported
-	carry     int // events known lost after the newest item, not yet attached
+	mu      sync.Mutex
+	items   []item // ring; grows up to limit so idle subscribers stay small
+	head, n int
+	limit   int
+	lost    int // events dropped in front of the head, not yet reported
+	carry   int // events known lost after the newest item, not yet attached
 	// interrupted: the connection to the server was lost, so events may
 	// have been lost, how many unknown; reported as a *LaggedError of
 	// Missed 0 unless an exact gap is reported first.
 	interrupted bool
 	closed      bool
-	notify    chan struct{} // capacity 1: "something changed"
-	done      chan struct{} // closed by close or abandon
-	doneOnce  sync.Once
-	abandoned bool // by the subscriber: stop at once
+	notify      chan struct{} // capacity 1: "something changed"
+	done        chan struct{} // closed by close or abandon
+	doneOnce    sync.Once
+	abandoned   bool // by the subscriber: stop at once
 }
 
 type item struct {
