@@ -145,12 +145,13 @@ func runBatch(t *testing.T, ctx context.Context, top *topology, c *client.Client
 		now := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
-		p.arrivals = append(p.arrivals, now)
 		var lag *live.LaggedError
-		switch {
-		case errors.As(err, &lag):
-			p.lagged++
+		if errors.As(err, &lag) {
+			p.lagged++ // news of a loss, not progress of the run
 			return
+		}
+		p.arrivals = append(p.arrivals, now)
+		switch {
 		case ev.Seq == 0:
 			p.deltas++
 			if ev.Type == keel.TypeTextDelta {
