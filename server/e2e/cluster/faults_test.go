@@ -27,7 +27,8 @@ const EnvPostgresRestart = "KEEL_POSTGRES_RESTART"
 
 // How long faults last: a Temporal service is down for serviceDown before
 // it is started again; a cut, NATS or the store for outage. Holding a
-// fault is the one place the test sleeps.
+// fault is the one place the test sleeps (besides a client's pause before
+// it retries a send or a follow, as a real client backs off).
 const (
 	serviceDown = 10 * time.Second
 	outage      = 30 * time.Second

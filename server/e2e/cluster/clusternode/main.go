@@ -82,8 +82,7 @@ func runTemporal(ctx context.Context, args []string) error {
 	srv, err := devserver.Start(startCtx, devserver.Config{
 		Postgres: pg,
 		Logger:   logger,
-		// Short retention is not needed: the test drops the databases.
-		Cluster: &devserver.Cluster{Services: strings.Split(*services, ","), Ports: p, HistoryShards: int32(*shards)},
+		Cluster:  &devserver.Cluster{Services: strings.Split(*services, ","), Ports: p, HistoryShards: int32(*shards)},
 	})
 	if err != nil {
 		return err
