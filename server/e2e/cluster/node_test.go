@@ -35,7 +35,7 @@ func startNode(t *testing.T, name, ready string, env []string, args ...string) *
 	n := &node{name: name, ready: ready, env: env, args: args}
 	t.Cleanup(func() {
 		n.kill()
-		if t.Failed() {
+		if t.Failed() || os.Getenv("KEEL_CLUSTER_STDERR") != "" {
 			t.Logf("%s stderr (last 4 KiB):\n%s", n.name, tail(n.stderrText(), 4096))
 		}
 	})
