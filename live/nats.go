@@ -462,7 +462,9 @@ func (c *NATS) Flush(ctx context.Context) error {
 // Subscribe follows sessionID's events. It returns once the server has
 // registered the subscription, so every event published after it returns
 // is delivered (unless lost, which is reported). Without a deadline in ctx
-// it waits at most 5 seconds for the server.
+// it waits at most 5 seconds for the server. While the connection is down
+// it returns at once, and the subscription's first Next reports a
+// *LaggedError of Missed 0: it starts when the connection is back.
 //
 // Every message is checked before it is delivered (Check, the size bound,
 // and with Encryption that it is encrypted and decrypts): one that fails
@@ -516,6 +518,14 @@ func (c *NATS) Subscribe(ctx context.Context, sessionID string, opts SubscribeOp
 	}
 	if s.batch != nil {
 		go s.decodeLoop()
+	}
+	if !c.nc.IsConnected() {
+		// The server is out of reach: nats.go sends the subscription when
+		// it reconnects, and events published until then are lost to it.
+		// Waiting for the server here would hold the caller (a client
+		// following durable events, a send) for as long as it is down.
+		s.buf.interrupt()
+		return s, nil
 	}
 	fctx, cancel := withDefaultTimeout(ctx, defaultSubscribeTimeout)
 	defer cancel()

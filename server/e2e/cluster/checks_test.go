@@ -98,6 +98,9 @@ func checkBatch(t *testing.T, ctx context.Context, c *client.Client, top *topolo
 			}
 		}
 	}
+	if slowest := slowestRun(b); slowest != nil {
+		t.Logf("%s: the slowest run's durable events, from the fault: %s", b.name, timeline(slowest, b.faultAt))
+	}
 	r.firstP50, r.firstP99 = percentile(first, 50), percentile(first, 99)
 	r.doneP50, r.doneP99 = percentile(done, 50), percentile(done, 99)
 	return r
@@ -172,6 +175,29 @@ func toolAttempts(ctx context.Context, c *client.Client, session string) string 
 		case ev.GetActivityTaskTimedOutEventAttributes() != nil:
 			fmt.Fprintf(&b, "  %d timed out: %v\n", ev.GetEventId(), ev.GetActivityTaskTimedOutEventAttributes().GetFailure().GetMessage())
 		}
+	}
+	return b.String()
+}
+
+// slowestRun is the run of b that ended last.
+func slowestRun(b *batch) *progress {
+	var last *progress
+	for _, p := range b.runs {
+		if p.terminal != nil && (last == nil || p.done.After(last.done)) {
+			last = p
+		}
+	}
+	return last
+}
+
+// timeline lists a run's durable events with their arrival after from.
+func timeline(p *progress, from time.Time) string {
+	var b strings.Builder
+	for i, typ := range p.types {
+		if strings.HasSuffix(typ, ".delta") {
+			continue
+		}
+		fmt.Fprintf(&b, "%s %+.1fs; ", typ, p.arrivals[i].Sub(from).Seconds())
 	}
 	return b.String()
 }

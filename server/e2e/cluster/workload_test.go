@@ -54,6 +54,7 @@ type progress struct {
 	sent       time.Time
 	viaGateway bool
 	arrivals   []time.Time
+	types      []string // of each arrival, for the slowest run's timeline
 	durable    map[int64]keel.Envelope
 	deltas     int
 	textDeltas int
@@ -151,6 +152,7 @@ func runBatch(t *testing.T, ctx context.Context, top *topology, c *client.Client
 			return
 		}
 		p.arrivals = append(p.arrivals, now)
+		p.types = append(p.types, ev.Type)
 		switch {
 		case ev.Seq == 0:
 			p.deltas++

@@ -237,6 +237,55 @@ func TestNATSDisconnectIsLaggedWithoutLaterEvents(t *testing.T) {
 	livetest.Expect(t, sub, []livetest.Step{livetest.Lag(0)})
 }
 
+// Subscribe does not wait for a server that is out of reach: a client
+// following a session's durable events subscribes first, and was held
+// until NATS came back (TestClusterUnderFaults: with NATS down for 30 s,
+// followers that started meanwhile got their run's every durable event
+// 30 s late). The subscription says it may have missed events, and works
+// once the connection is back.
+func TestNATSSubscribeWhileDisconnected(t *testing.T) {
+	srv := startNATSServer(t)
+	p := startProxy(t, srv.Server().Addr().String())
+	pub := dialNATS(t, srv.ClientURL(), live.NATSOptions{})
+	onDisconnect, disconnected := signal[*nats.Conn]()
+	onReconnect, reconnected := signal[*nats.Conn]()
+	subCh := dialNATS(t, p.url(), live.NATSOptions{Dial: []nats.Option{
+		nats.ReconnectWait(10 * time.Millisecond),
+		nats.ReconnectJitter(0, 0),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, _ error) { onDisconnect(nc) }),
+		nats.ReconnectHandler(onReconnect),
+	}})
+	p.cut()
+	livetest.Wait(t, disconnected, "the subscriber to notice the disconnect")
+
+	// A deadline far beyond the test's guard: only a Subscribe that does
+	// not wait for the server returns in time.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	subscribed := make(chan live.Subscription, 1)
+	go func() {
+		sub, err := subCh.Subscribe(ctx, "s1", live.SubscribeOptions{})
+		if err != nil {
+			t.Errorf("Subscribe while disconnected: %v", err)
+		}
+		subscribed <- sub
+	}()
+	sub := livetest.Wait(t, subscribed, "Subscribe to return while the server is out of reach")
+	if sub == nil {
+		return
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	livetest.Expect(t, sub, []livetest.Step{livetest.Lag(0)})
+
+	p.restore()
+	livetest.Wait(t, reconnected, "the subscriber to reconnect")
+	if err := subCh.Conn().FlushWithContext(livetest.GuardCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	livetest.Publish(t, pub, "s1", 1, 3)
+	livetest.Expect(t, sub, livetest.Events(1, 3))
+}
+
 // stallVolume events of bulk bytes (16 MiB) are far more than the socket
 // buffers between a client and a stalled proxy hold (4 MiB + 64 KiB), so
 // publishing them backs the connection up for certain.
