@@ -62,6 +62,23 @@ test-postgres: build
 	@test -n "$$KEEL_POSTGRES_DSN" || { echo "test-postgres: set KEEL_POSTGRES_DSN (see the Makefile)"; exit 1; }
 	KEEL_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -p 1 -timeout 15m -run 'Postgres' -v $(SERVER)/devserver $(SERVER)/cmd/keel $(SERVER)/e2e/cluster
 
+# keel on a Temporal cluster under faults (server/e2e/cluster,
+# TestClusterUnderFaults; docs/operations.md, "A cluster under faults"):
+# Temporal's history (4 shards), matching, frontend and worker services
+# each in a process of its own on PostgreSQL, three `keel worker`s, two
+# `keel serve`s, NATS and an S3-protocol store, and 100 sessions put
+# through it without a fault, then under each fault: workers killed, each
+# Temporal service killed and started again, a worker cut off, NATS and
+# the store unreachable, PostgreSQL restarted (with
+# KEEL_POSTGRES_RESTART, a command that restarts the server of
+# KEEL_POSTGRES_DSN). It prints the table docs/operations.md keeps.
+.PHONY: test-cluster
+test-cluster: build
+	@test -n "$$KEEL_POSTGRES_DSN" || { echo "test-cluster: set KEEL_POSTGRES_DSN (see test-postgres)"; exit 1; }
+	$(GO) build -o bin/clusternode $(SERVER)/e2e/cluster/clusternode
+	KEEL_CLUSTER_FAULTS=1 KEEL_BIN=$(CURDIR)/$(BIN) KEEL_CLUSTERNODE_BIN=$(CURDIR)/bin/clusternode \
+	  $(GO) test -race -count=1 -timeout 20m -run 'TestClusterUnderFaults' -v $(SERVER)/e2e/cluster
+
 # The release gate alone: the workflows' testdata as committed at the
 # release RELEASE names, replayed with today's workflows (make test runs it
 # too, as TestReplayPreviousRelease in server/workflows).

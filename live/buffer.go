@@ -17,17 +17,21 @@ import (
 // after follows it. Gaps found upstream (a NATS publisher's counter jumping)
 // travel with the event after them in item.gapBefore for the same reason.
 type buffer struct {
-	mu        sync.Mutex
-	items     []item // ring; grows up to limit so idle subscribers stay small
-	head, n   int
-	limit     int
-	lost      int // events dropped in front of the head, not yet reported
-	carry     int // events known lost after the newest item, not yet attached
-	closed    bool
-	notify    chan struct{} // capacity 1: "something changed"
-	done      chan struct{} // closed by close or abandon
-	doneOnce  sync.Once
-	abandoned bool // by the subscriber: stop at once
+	mu      sync.Mutex
+	items   []item // ring; grows up to limit so idle subscribers stay small
+	head, n int
+	limit   int
+	lost    int // events dropped in front of the head, not yet reported
+	carry   int // events known lost after the newest item, not yet attached
+	// interrupted: the connection to the server was lost, so events may
+	// have been lost, how many unknown; reported as a *LaggedError of
+	// Missed 0 unless an exact gap is reported first.
+	interrupted bool
+	closed      bool
+	notify      chan struct{} // capacity 1: "something changed"
+	done        chan struct{} // closed by close or abandon
+	doneOnce    sync.Once
+	abandoned   bool // by the subscriber: stop at once
 }
 
 type item struct {
@@ -91,6 +95,18 @@ func (b *buffer) miss(n int) {
 	b.wake()
 }
 
+// interrupt records that events may have been lost from now on, how many
+// unknown (the connection to the server dropped). The next Next reports
+// it, merged with an exact gap found by then.
+func (b *buffer) interrupt() {
+	b.mu.Lock()
+	if !b.closed {
+		b.interrupted = true
+	}
+	b.mu.Unlock()
+	b.wake()
+}
+
 func (b *buffer) grow() {
 	items := make([]item, min(len(b.items)*2, b.limit))
 	for i := range b.n {
@@ -128,9 +144,9 @@ func (b *buffer) next(ctx context.Context) (keel.Envelope, error) {
 			b.lost += b.carry
 			b.carry = 0
 		}
-		if b.lost > 0 {
+		if b.lost > 0 || b.interrupted {
 			missed := b.lost
-			b.lost = 0
+			b.lost, b.interrupted = 0, false
 			b.mu.Unlock()
 			return keel.Envelope{}, &LaggedError{Missed: missed}
 		}

@@ -53,6 +53,10 @@ type Subscription interface {
 // across processes, because they were lost on the way). Missed is the exact
 // number of events lost at this point of the stream. The live view is now
 // incomplete: catch up on durable events from the last sequence seen.
+// Missed 0 says the channel lost its connection to its server: events
+// may have been lost meanwhile, how many is unknown (none, or all of a
+// run's that ended before it came back, which no later event would
+// reveal).
 type LaggedError struct{ Missed int }
 
 func (e *LaggedError) Error() string {

@@ -213,8 +213,29 @@ func NewNATS(nc *nats.Conn, opts NATSOptions) (*NATS, error) {
 		stop:    make(chan struct{}),
 		sent:    make(chan struct{}),
 	}
+	// Subscribers cannot tell what was published while the connection
+	// was down (a stream that ended meanwhile never shows its gap): each
+	// is told it may have lost events. The caller's own handler still runs.
+	prev := nc.DisconnectErrHandler()
+	nc.SetDisconnectErrHandler(func(nc *nats.Conn, err error) {
+		if prev != nil {
+			prev(nc, err)
+		}
+		if !nc.IsClosed() { // closed for good: subscriptions end instead
+			c.interrupted()
+		}
+	})
 	go c.send()
 	return c, nil
+}
+
+// interrupted tells every subscription that events may have been lost.
+func (c *NATS) interrupted() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for s := range c.subs {
+		s.buf.interrupt()
+	}
 }
 
 // DialNATS connects to the NATS server at url (a comma-separated list is
@@ -441,7 +462,9 @@ func (c *NATS) Flush(ctx context.Context) error {
 // Subscribe follows sessionID's events. It returns once the server has
 // registered the subscription, so every event published after it returns
 // is delivered (unless lost, which is reported). Without a deadline in ctx
-// it waits at most 5 seconds for the server.
+// it waits at most 5 seconds for the server. While the connection is down
+// it returns at once, and the subscription's first Next reports a
+// *LaggedError of Missed 0: it starts when the connection is back.
 //
 // Every message is checked before it is delivered (Check, the size bound,
 // and with Encryption that it is encrypted and decrypts): one that fails
@@ -495,6 +518,14 @@ func (c *NATS) Subscribe(ctx context.Context, sessionID string, opts SubscribeOp
 	}
 	if s.batch != nil {
 		go s.decodeLoop()
+	}
+	if !c.nc.IsConnected() {
+		// The server is out of reach: nats.go sends the subscription when
+		// it reconnects, and events published until then are lost to it.
+		// Waiting for the server here would hold the caller (a client
+		// following durable events, a send) for as long as it is down.
+		s.buf.interrupt()
+		return s, nil
 	}
 	fctx, cancel := withDefaultTimeout(ctx, defaultSubscribeTimeout)
 	defer cancel()

@@ -119,6 +119,12 @@ type Config struct {
 	// benchmark counts the calls by method with one. Optional: none.
 	FrontendInterceptors []grpc.UnaryServerInterceptor
 
+	// Cluster runs only some of the server's services in this process,
+	// as one member of a cluster of processes on one PostgreSQL (see
+	// Cluster). Optional: default nil runs every service here, with one
+	// history shard. Needs Postgres; the Web UI is not started.
+	Cluster *Cluster
+
 	// MetricsHandler receives the server's metrics; a benchmark counts
 	// persistence requests by operation with one. Optional: default none
 	// (Temporal's no-op handler).
@@ -169,6 +175,16 @@ func (cfg Config) withDefaults() (Config, error) {
 		if cfg.Postgres, err = cfg.Postgres.withDefaults(); err != nil {
 			return cfg, err
 		}
+	}
+	if cfg.Cluster != nil {
+		if cfg.Postgres == nil {
+			return cfg, fmt.Errorf("%w: needs Postgres (its processes share one database)", errClusterConfig)
+		}
+		if err := cfg.Cluster.check(); err != nil {
+			return cfg, err
+		}
+		cfg.DisableUI = true
+		cfg.Port = cfg.Cluster.Ports["frontend"].GRPC
 	}
 	if cfg.DataDir != "" {
 		// The SQLite plugin shares one connection per DSN across the whole

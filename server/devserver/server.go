@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -98,6 +99,8 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 		if cfg.Port, err = freePort(cfg.IP); err != nil {
 			return nil, err
 		}
+	} else if cfg.Cluster != nil && !cfg.Cluster.runs(primitives.FrontendService) {
+		// The frontend is another process's.
 	} else if err := checkPortFree(cfg.IP, cfg.Port); err != nil {
 		return nil, err
 	}
@@ -141,14 +144,21 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 	// No authorization: the dev server listens on loopback by default.
 	claimMapper := authorization.NewNoopClaimMapper()
+	services, membership := temporal.DefaultServices, temporal.WithStaticHosts(hosts)
+	if cfg.Cluster != nil {
+		// No static hosts: the services find each other through ringpop.
+		services, membership = cfg.Cluster.Services, nil
+	}
 	opts := []temporal.ServerOption{
 		temporal.WithConfig(serverCfg),
-		temporal.ForServices(temporal.DefaultServices),
-		temporal.WithStaticHosts(hosts),
+		temporal.ForServices(services),
 		temporal.WithLogger(logger),
 		temporal.WithAuthorizer(authorization.NewNoopAuthorizer()),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
 		temporal.WithDynamicConfigClient(dynamicConfigFor(cfg)),
+	}
+	if membership != nil {
+		opts = append(opts, membership)
 	}
 	if ftls != nil {
 		opts = append(opts, temporal.WithTLSConfigFactory(ftls.provider()))
@@ -179,8 +189,17 @@ func start(ctx context.Context, cfg Config) (s *Server, err error) {
 		unlock:   unlock,
 		tls:      ftls,
 	}
-	if err := s.waitReady(ctx); err != nil {
-		return nil, err
+	switch {
+	case cfg.Cluster == nil:
+		if err := s.waitReady(ctx); err != nil {
+			return nil, err
+		}
+	case cfg.Cluster.runs(primitives.FrontendService):
+		// A cluster's frontend is healthy once it sees the other services
+		// in the ring, which may still be starting.
+		if err := s.waitClusterReady(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if uiListener != nil {
 		var uiTLS *tls.Config
@@ -208,6 +227,22 @@ func (s *Server) waitReady(ctx context.Context) error {
 		return fmt.Errorf("devserver: namespace %q not ready: %w", s.cfg.Namespace, err)
 	}
 	return nil
+}
+
+// waitClusterReady is waitReady, asked again every clusterReadyPoll until
+// ctx ends.
+func (s *Server) waitClusterReady(ctx context.Context) error {
+	for {
+		err := s.waitReady(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(clusterReadyPoll):
+		}
+	}
 }
 
 // fileConnectAttributes open the database file. WAL with synchronous=NORMAL
@@ -274,6 +309,9 @@ func sqlConfig(cfg Config) (*config.SQL, error) {
 func serverConfig(cfg Config, stores sqlStores) (*config.Config, map[primitives.ServiceName]static.Hosts, error) {
 	const internalIP = "127.0.0.1"
 	frontendHost := net.JoinHostPort(dialableIP(cfg.IP), strconv.Itoa(cfg.Port))
+	if cfg.Cluster != nil {
+		return clusterConfig(cfg, stores)
+	}
 	services := map[string]config.Service{
 		string(primitives.FrontendService): {RPC: config.RPC{GRPCPort: cfg.Port, BindOnIP: cfg.IP}},
 	}
@@ -289,15 +327,31 @@ func serverConfig(cfg Config, stores sqlStores) (*config.Config, map[primitives.
 		hosts[name] = static.SingleLocalHost(net.JoinHostPort(internalIP, strconv.Itoa(port)))
 	}
 
+	// Static hosts replace ringpop; only the broadcast address is read.
+	c := baseConfig(stores, frontendHost, services, config.Membership{BroadcastAddress: internalIP}, 1)
+	return c, hosts, nil
+}
+
+// clusterConfig is the configuration of one member of a Cluster: every
+// service's ports, ringpop membership, and the cluster's history shards.
+func clusterConfig(cfg Config, stores sqlStores) (*config.Config, map[primitives.ServiceName]static.Hosts, error) {
+	shards := cfg.Cluster.HistoryShards
+	if shards == 0 {
+		shards = 1
+	}
+	membership := config.Membership{BroadcastAddress: "127.0.0.1", MaxJoinDuration: clusterJoinTimeout}
+	return baseConfig(stores, cfg.Cluster.frontendAddress(), cfg.Cluster.clusterServices(), membership, shards), nil, nil
+}
+
+// baseConfig is the static server configuration around its services and
+// membership.
+func baseConfig(stores sqlStores, frontendHost string, services map[string]config.Service, membership config.Membership, shards int32) *config.Config {
 	c := &config.Config{
-		Global: config.Global{
-			// Static hosts replace ringpop; only the broadcast address is read.
-			Membership: config.Membership{BroadcastAddress: internalIP},
-		},
+		Global: config.Global{Membership: membership},
 		Persistence: config.Persistence{
 			DefaultStore:     "executions",
 			VisibilityStore:  "visibility",
-			NumHistoryShards: 1,
+			NumHistoryShards: shards,
 			DataStores: map[string]config.DataStore{
 				"executions": {SQL: stores.executions},
 				"visibility": {SQL: stores.visibility},
@@ -330,7 +384,7 @@ func serverConfig(cfg Config, stores sqlStores) (*config.Config, map[primitives.
 		// The server's own worker service dials the frontend here.
 		PublicClient: config.PublicClient{HostPort: frontendHost},
 	}
-	return c, hosts, nil
+	return c
 }
 
 // Address is the frontend's host:port for clients (client.Options.HostPort).

@@ -190,6 +190,9 @@ func TestNATSSubscriberReconnect(t *testing.T) {
 
 	p.cut()
 	livetest.Wait(t, disconnected, "the subscriber to notice the disconnect")
+	// Told at once that events may be lost from here, how many unknown
+	// (TestNATSDisconnectIsLaggedWithoutLaterEvents).
+	livetest.Expect(t, sub, []livetest.Step{livetest.Lag(0)})
 	livetest.Publish(t, pub, "s1", 11, 20) // nobody can receive these
 	if err := pub.Flush(livetest.GuardCtx(t)); err != nil {
 		t.Fatal(err)
@@ -204,6 +207,83 @@ func TestNATSSubscriberReconnect(t *testing.T) {
 	}
 	livetest.Publish(t, pub, "s1", 21, 30)
 	livetest.Expect(t, sub, livetest.Concat([]livetest.Step{livetest.Lag(10)}, livetest.Events(21, 30)))
+}
+
+// A subscriber whose connection dropped is told it may have lost events
+// even when nothing published later shows the gap: the events of a run
+// that ended while the server was down are the last of their stream, so
+// no counter ever jumps. TestClusterUnderFaults found followers missing a
+// whole run's deltas without a Lagged while NATS was down.
+func TestNATSDisconnectIsLaggedWithoutLaterEvents(t *testing.T) {
+	srv := startNATSServer(t)
+	p := startProxy(t, srv.Server().Addr().String())
+	pub := dialNATS(t, srv.ClientURL(), live.NATSOptions{})
+	onDisconnect, disconnected := signal[*nats.Conn]()
+	subCh := dialNATS(t, p.url(), live.NATSOptions{Dial: []nats.Option{
+		nats.ReconnectWait(10 * time.Millisecond),
+		nats.ReconnectJitter(0, 0),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, _ error) { onDisconnect(nc) }),
+	}})
+	sub := livetest.Subscribe(t, subCh, "s1", 0)
+
+	livetest.Publish(t, pub, "s1", 1, 10)
+	livetest.Expect(t, sub, livetest.Events(1, 10))
+
+	p.cut()
+	// The channel's own handler runs after the caller's: the lag may be
+	// recorded a moment after this wakes, and Expect waits for it.
+	livetest.Wait(t, disconnected, "the subscriber to notice the disconnect")
+	livetest.Publish(t, pub, "s1", 11, 20) // the last of the stream; nobody receives them
+	livetest.Expect(t, sub, []livetest.Step{livetest.Lag(0)})
+}
+
+// Subscribe does not wait for a server that is out of reach: a client
+// following a session's durable events subscribes first, and was held
+// until NATS came back (TestClusterUnderFaults: with NATS down for 30 s,
+// followers that started meanwhile got their run's every durable event
+// 30 s late). The subscription says it may have missed events, and works
+// once the connection is back.
+func TestNATSSubscribeWhileDisconnected(t *testing.T) {
+	srv := startNATSServer(t)
+	p := startProxy(t, srv.Server().Addr().String())
+	pub := dialNATS(t, srv.ClientURL(), live.NATSOptions{})
+	onDisconnect, disconnected := signal[*nats.Conn]()
+	onReconnect, reconnected := signal[*nats.Conn]()
+	subCh := dialNATS(t, p.url(), live.NATSOptions{Dial: []nats.Option{
+		nats.ReconnectWait(10 * time.Millisecond),
+		nats.ReconnectJitter(0, 0),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, _ error) { onDisconnect(nc) }),
+		nats.ReconnectHandler(onReconnect),
+	}})
+	p.cut()
+	livetest.Wait(t, disconnected, "the subscriber to notice the disconnect")
+
+	// A deadline far beyond the test's guard: only a Subscribe that does
+	// not wait for the server returns in time.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	subscribed := make(chan live.Subscription, 1)
+	go func() {
+		sub, err := subCh.Subscribe(ctx, "s1", live.SubscribeOptions{})
+		if err != nil {
+			t.Errorf("Subscribe while disconnected: %v", err)
+		}
+		subscribed <- sub
+	}()
+	sub := livetest.Wait(t, subscribed, "Subscribe to return while the server is out of reach")
+	if sub == nil {
+		return
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	livetest.Expect(t, sub, []livetest.Step{livetest.Lag(0)})
+
+	p.restore()
+	livetest.Wait(t, reconnected, "the subscriber to reconnect")
+	if err := subCh.Conn().FlushWithContext(livetest.GuardCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	livetest.Publish(t, pub, "s1", 1, 3)
+	livetest.Expect(t, sub, livetest.Events(1, 3))
 }
 
 // stallVolume events of bulk bytes (16 MiB) are far more than the socket

@@ -16,6 +16,12 @@ import (
 	"github.com/keelrun/keel/server/tool"
 )
 
+// IdempotencyKeyMeta is the key in a tools/call request's _meta whose
+// value is the same on every attempt of one tool call (the run's ID and
+// the call's, tool.CallInfo.IdempotencyKey): a server with side effects
+// applies them once a key.
+const IdempotencyKeyMeta = "keel/idempotency_key"
+
 // remoteTool is one tool of an MCP server, as registered in keel's
 // registry: the model calls it by its keel name, like any other tool, so
 // approval policies keyed by name apply to it.
@@ -109,6 +115,13 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage) (t
 
 	params := &sdk.CallToolParams{Name: name, Arguments: args}
 	params.SetProgressToken(token)
+	if key := tool.Info(ctx).IdempotencyKey; key != "" {
+		// Every attempt of one call carries the same key, so a server
+		// can apply a call's effects once even when Temporal runs it
+		// again: after its worker died, or beside itself after a live
+		// worker's heartbeats came too late.
+		params.Meta[IdempotencyKeyMeta] = key
+	}
 	res, err := cs.CallTool(cctx, params)
 	if err == nil {
 		c.drain()
