@@ -147,7 +147,10 @@ func (g *Gateway) followMCP(ctx context.Context, req *mcp.CallToolRequest, run *
 	defer context.AfterFunc(g.ctx, stop)()
 	evs := startPump(fctx, run.Events)
 	defer evs.stop()
-	p := mcpProgress{req: req}
+	p := mcpProgress{req: req, meta: mcpMeta(run)}
+	// The first notification names the run, so a client can reach it
+	// through keel's own API too.
+	p.note(fctx, "run "+run.ID+" started")
 	for {
 		select {
 		case it, ok := <-evs.ch:
@@ -208,13 +211,16 @@ func (g *Gateway) mcpEvent(ctx context.Context, p *mcpProgress, run *client.Run,
 	case keel.HostInputRequested:
 		return nil, false, g.mcpElicit(ctx, p.req, run, e)
 	case keel.RunCompleted:
-		return mcpAnswer(e, a), true, nil
+		res := mcpAnswer(e, a)
+		res.Meta = p.meta
+		return res, true, nil
 	case keel.RunFailed:
 		f := newRPCFault(RPCInternalError, snake(e.Code), string(e.Code), e.Retryable, e.Message)
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(e.Code) + ": " + e.Message}},
-			Meta: mcp.Meta{"keel": json.RawMessage(f.Data)}}, true, nil
+			Meta: mcp.Meta{"keel": json.RawMessage(f.Data), mcpMetaSession: run.Session().ID(), mcpMetaRun: run.ID}}, true, nil
 	case keel.RunCancelled:
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "keel.Cancelled: the run was cancelled"}}}, true, nil
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "keel.Cancelled: the run was cancelled"}},
+			Meta: p.meta}, true, nil
 	}
 	if text := progressText(ev); text != "" {
 		p.note(ctx, text)
@@ -235,8 +241,20 @@ func mcpAnswer(e keel.RunCompleted, a *Agent) *mcp.CallToolResult {
 // mcpProgress sends a call's progress notifications, when the call asked
 // for them (a progress token).
 type mcpProgress struct {
-	req *mcp.CallToolRequest
-	n   float64
+	req  *mcp.CallToolRequest
+	meta mcp.Meta
+	n    float64
+}
+
+// The _meta keys that name a call's keel session and run, on its
+// progress notifications and its result.
+const (
+	mcpMetaSession = "keel/session_id"
+	mcpMetaRun     = "keel/run_id"
+)
+
+func mcpMeta(run *client.Run) mcp.Meta {
+	return mcp.Meta{mcpMetaSession: run.Session().ID(), mcpMetaRun: run.ID}
 }
 
 func (p *mcpProgress) note(ctx context.Context, msg string) {
@@ -247,7 +265,8 @@ func (p *mcpProgress) note(ctx context.Context, msg string) {
 	p.n++
 	// A notification the client does not take is lost, not fatal: the
 	// result still comes.
-	_ = p.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: p.n, Message: msg})
+	_ = p.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: p.n, Message: msg,
+		Meta: p.meta})
 }
 
 // progressText is an event as a progress message: text as it streams,
