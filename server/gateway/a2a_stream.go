@@ -3,8 +3,8 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"iter"
 	"errors"
+	"iter"
 	"net/http"
 	"time"
 
