@@ -248,7 +248,7 @@ type rpcReply struct {
 	status int
 	ID     json.RawMessage `json:"id"`
 	Error  *struct {
-		Code int    `json:"code"`
+		Code int `json:"code"`
 		Data struct {
 			Code string `json:"code"`
 		} `json:"data"`
