@@ -74,15 +74,8 @@ func (t *a2aCall) call(req rpcRequest) (any, error) {
 	if strings.HasPrefix(req.Method, "tasks/pushNotificationConfig/") {
 		return nil, newRPCFault(RPCPushNotSupported, "push_not_supported", "", false, "keel's A2A endpoint sends no push notifications; use message/stream or tasks/resubscribe")
 	}
-	return nil, newRPCFault(RPCMethodNotFound, "method_not_found", "", false, "no method "+strconv.Quote(truncate(req.Method, 64)))
-}
-
-// truncate cuts s to at most n bytes, for quoting what a caller sent.
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
+	return nil, newRPCFault(RPCMethodNotFound, "method_not_found", "", false,
+		"no such method; this endpoint serves message/send, message/stream, tasks/get, tasks/cancel and tasks/resubscribe")
 }
 
 // decodeParams decodes a method's params; a malformed one is -32602.
