@@ -103,6 +103,11 @@ type Options struct {
 	// for the web page's links to a session's and a run's workflows.
 	// Default: none, and the page shows no links.
 	WebUIURL string
+	// Agents are the agents the worker offers, which the gateway serves
+	// as MCP tools and A2A agents (docs/interop.md). Default: none, and
+	// the MCP endpoint lists no tools and A2A serves the default agent
+	// only.
+	Agents []Agent
 	// Logger receives one record per request (method, path, status,
 	// duration; never a header, query or body) at debug level, at warn for
 	// 503 and 501 (an upload without a content store) and error for other
@@ -144,6 +149,11 @@ type Gateway struct {
 	// host checks Host and cross-origin writes and sets the security
 	// headers (internal/httpguard, shared with keel's other listeners).
 	host *httpguard.Guard
+
+	// agents are Options.Agents; interop holds the MCP and A2A
+	// endpoints' state (interop.go).
+	agents  *catalogue
+	interop interopState
 }
 
 // Route is one method and path the gateway serves, as an http.ServeMux
@@ -218,6 +228,10 @@ func New(c *client.Client, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	agents, err := newCatalogue(opts.Agents)
+	if err != nil {
+		return nil, err
+	}
 	host, err := httpguard.New(httpguard.Options{AllowedHosts: opts.AllowedHosts, TrustedOrigins: opts.CORSOrigins,
 		JSON: true, ContentSecurityPolicy: ContentSecurityPolicy})
 	if err != nil {
@@ -226,7 +240,7 @@ func New(c *client.Client, opts Options) (*Gateway, error) {
 	g := &Gateway{c: c, opts: opts, keys: keys, cors: newCORS(opts.CORSOrigins), host: host,
 		log: opts.Logger.With(zap.String("component", "gateway")), mux: http.NewServeMux(), hubs: map[string]*hub{},
 		ringEvents: defaultRingEvents, proxies: px, followers: followers{most: opts.MaxFollowedSessions},
-		clients: clients{perKey: map[int]int{}, perAddr: map[string]int{}}}
+		clients: clients{perKey: map[int]int{}, perAddr: map[string]int{}}, agents: agents}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.routeAPI()
 	g.routeWeb()

@@ -118,6 +118,11 @@ var testAgents = map[string]delegation.AgentSpec{
 	"planner": {Name: "planner", Model: "scripted:planner", Instructions: "Delegate.",
 		Tools: []string{"agent__researcher"}, Agents: []string{"researcher"}},
 	"researcher": {Name: "researcher", Model: "scripted:researcher", Instructions: "Find facts.", Tools: []string{"gate"}},
+	// The interop tests' agents (interop_test.go): one that may ask the
+	// host, and one whose answers have a schema.
+	"asker": {Name: "asker", Description: "Asks before it answers.", Model: "scripted:asker", Tools: []string{"ask_user", "gate"}},
+	"typed": {Name: "typed", Description: "Answers with a number.", Model: "scripted:typed",
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)},
 }
 
 // pricedModel is the one model the shared worker has a price for

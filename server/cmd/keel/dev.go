@@ -356,6 +356,7 @@ func startDevStack(ctx context.Context, cfg devConfig) (s *devStack, err error) 
 		gw.Logger = logger
 	}
 	gw.AllowedHosts = cfg.allowedHosts
+	gw.Agents = cfg.config.gatewayAgents()
 	gw.WebUIURL = s.uiURL() // the web page links runs to it
 	s.st, err = stack.Build(ctx, stack.Config{
 		Server:           s.server,

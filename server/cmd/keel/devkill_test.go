@@ -35,6 +35,8 @@ const devKillScript = `{"repeat":true,"turns":[
 type devProcess struct {
 	cmd     *exec.Cmd
 	address string
+	// api is its HTTP API's base URL (http://127.0.0.1:PORT/v1).
+	api string
 	// paused receives each pause point (devpause_test.go) the process
 	// holds a call at; held is those waitPaused has seen.
 	paused chan string
@@ -77,6 +79,9 @@ func startDevProcess(t *testing.T, dataDir, workspace string, port int, pauses [
 	for lines.Scan() {
 		if f := strings.Fields(lines.Text()); len(f) >= 3 && f[0] == "Temporal" && f[1] == "gRPC" {
 			p.address = f[2]
+		}
+		if f := strings.Fields(lines.Text()); len(f) >= 3 && f[0] == "HTTP" && f[1] == "API" {
+			p.api = f[2]
 		}
 		if strings.HasPrefix(lines.Text(), "Try it") {
 			break

@@ -83,8 +83,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	logs.register(fs, "to stderr", " (one a request)")
 	var hosts hostsFlag
 	hosts.register(fs, "the HTTP API should")
+	var conf configFlag
+	conf.registerServe(fs)
 	if _, code, ok := fs.parse(args, stdout, stderr, 0, 0); !ok {
 		return code
+	}
+	if err := conf.load(); err != nil {
+		return fail(stderr, "serve", err)
 	}
 	if *httpPort < 0 || *httpPort > 65535 {
 		return fs.usageError(stderr, "--http-port %d is not a port (0 picks a free one)", *httpPort)
@@ -104,6 +109,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, "serve", err)
 	}
 	opts.AllowedHosts = hosts.items
+	opts.Agents = conf.gatewayAgents()
 	if *webUI != "" {
 		u, err := url.Parse(*webUI)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
