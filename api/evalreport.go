@@ -123,6 +123,9 @@ type EvalReport struct {
 	// BudgetSpent says the eval's budget stopped it before every case
 	// ran.
 	BudgetSpent bool `json:"budget_spent,omitempty"`
+	// Cancelled says the eval was cancelled: the cases that had not
+	// finished are skipped.
+	Cancelled bool `json:"cancelled,omitempty"`
 }
 
 // The states of an eval.
@@ -148,8 +151,6 @@ type EvalStatus struct {
 	Failed int `json:"failed"`
 	// Usage is what the eval spent so far, judge included.
 	Usage keel.Usage `json:"usage"`
-	// Report is the eval's report once it completed.
-	Report *EvalReport `json:"report,omitempty"`
 	// Error says why an eval failed.
 	Error *keel.Error `json:"error,omitempty"`
 }

@@ -1,0 +1,195 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/keelrun/keel"
+	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/server/eval"
+)
+
+// evals are the activities of an eval (docs/contract.md §24): each side
+// of a case is a session of its own, sent through keel's own send path
+// (the validation, rate limits and budgets of every send), forked first
+// from the recorded session for a recorded run. A case's session IDs
+// derive from the eval and the case (api.EvalCaseSessionID), and each
+// send is a SendOnce, so a retried attempt (a worker killed mid-case)
+// follows the run its first attempt started instead of starting another.
+type evals struct {
+	keel    *client.Client
+	scorers []eval.Scorer
+}
+
+// evalHeartbeat is how often a case's activity heartbeats while its run
+// runs (its heartbeat timeout is a minute).
+const evalHeartbeat = 10 * time.Second
+
+// evalSendID is the SendOnce ID of a case's prompt, in the case's own
+// session.
+const evalSendID = "eval"
+
+// RecordedCases reads each session's committed runs as cases, in
+// session then run order: the run's prompt, from the point before it.
+func (e *evals) RecordedCases(ctx context.Context, req eval.RecordedCasesRequest) ([]api.EvalCase, error) {
+	var cases []api.EvalCase
+	for _, id := range req.Sessions {
+		if err := keel.ValidateSessionID(id); err != nil {
+			return nil, activityError(err)
+		}
+		t, _, err := readLog(ctx, e.keel.Session(id))
+		if err != nil {
+			return nil, activityError(err)
+		}
+		for _, r := range t.Runs() {
+			if r.Number < 1 || r.Prompt == "" || !r.Status.Ended() {
+				continue
+			}
+			if len(cases) == req.Max {
+				return nil, activityError(keel.Errorf(keel.CodeTooLarge, "the recorded sessions have more than %d runs", req.Max))
+			}
+			cases = append(cases, api.EvalCase{ID: r.ID, Prompt: r.Prompt, From: &api.EvalSource{Session: id, Run: r.Number}})
+		}
+		activity.RecordHeartbeat(ctx)
+	}
+	if len(cases) == 0 {
+		return nil, activityError(keel.Errorf(keel.CodeNotFound, "the recorded sessions have no committed run"))
+	}
+	return cases, nil
+}
+
+// RunCase runs one side of a case and scores it. A case that cannot run
+// (its send refused, its recorded run gone) is the side's Error, not the
+// activity's: retrying would not change it.
+func (e *evals) RunCase(ctx context.Context, req eval.CaseRequest) (api.EvalSide, error) {
+	stop := heartbeat(ctx, evalHeartbeat)
+	defer stop()
+	var run api.EvalRun
+	var err error
+	if req.Config == nil {
+		if req.Case.From == nil {
+			return api.EvalSide{}, activityError(keel.Errorf(keel.CodeInvalidInput, "a case without a recorded run needs a configuration"))
+		}
+		run, err = observeRun(ctx, e.keel.Session(req.Case.From.Session), req.Case.From.Run)
+	} else {
+		run, err = e.run(ctx, req)
+	}
+	var ke *keel.Error
+	if errors.As(err, &ke) && ctx.Err() == nil && !ke.Retryable {
+		return api.EvalSide{Error: ke}, nil
+	}
+	if err != nil {
+		return api.EvalSide{}, err
+	}
+	scorers := append(eval.Builtin(req.Case.Expect), e.scorers...)
+	if rubric := eval.RubricOf(req.Judge, req.Case); req.Judge != nil && rubric != "" {
+		scorers = append(scorers, &judge{e: e, req: req, rubric: rubric})
+	}
+	side := eval.ScoreRun(ctx, scorers, req.Case, run)
+	if len(side.Run.Answer) > api.MaxEvalAnswerBytes {
+		side.Run.Answer, side.Run.AnswerCut = clipBytes(side.Run.Answer, api.MaxEvalAnswerBytes), true
+	}
+	for i := range side.Run.Tools {
+		if len(side.Run.Tools[i].Arguments) > maxEvalToolArgs {
+			side.Run.Tools[i].Arguments = nil
+		}
+	}
+	return side, nil
+}
+
+// run sends the case's prompt in its own session (a fork of the
+// recorded session for a recorded run) and waits for the run's end. A
+// cancelled activity cancels the run.
+func (e *evals) run(ctx context.Context, req eval.CaseRequest) (api.EvalRun, error) {
+	id := api.EvalCaseSessionID(req.EvalID, req.Index, req.Side)
+	cfg := *req.Config
+	sess := e.keel.Session(id)
+	if from := req.Case.From; from != nil {
+		src := e.keel.Session(from.Session)
+		if cfg.Model == "" && cfg.Agent == "" {
+			// As keel rerun: the original run's model unless told.
+			orig, err := observeRun(ctx, src, from.Run)
+			if err != nil {
+				return api.EvalRun{}, err
+			}
+			cfg.Model = orig.Model
+		}
+		if _, _, err := src.Fork(ctx, api.Point{Run: from.Run - 1}, id); err != nil {
+			return api.EvalRun{}, err
+		}
+	}
+	opts := []client.SendOption{client.WithConfig(cfg)}
+	if len(req.Case.Attachments) > 0 {
+		opts = append(opts, client.WithAttachments(req.Case.Attachments...))
+	}
+	r, err := sess.SendOnce(ctx, evalSendID, req.Case.Prompt, opts...)
+	if err != nil {
+		return api.EvalRun{}, err
+	}
+	if _, err := r.Outcome(ctx); err != nil && ctx.Err() != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = r.Cancel(cctx)
+		return api.EvalRun{}, ctx.Err()
+	}
+	return observeRun(ctx, sess, r.Number)
+}
+
+// judge asks the eval's judge model to grade a run: a session of its
+// own per case and side, whose answer must match eval.JudgeSchema.
+type judge struct {
+	e      *evals
+	req    eval.CaseRequest
+	rubric string
+}
+
+func (j *judge) Name() string { return "judge" }
+
+func (j *judge) Score(ctx context.Context, c api.EvalCase, run api.EvalRun) (api.EvalScore, error) {
+	sess := j.e.keel.Session(api.EvalCaseSessionID(j.req.EvalID, j.req.Index, j.req.Side+"j"))
+	cfg := api.RunConfig{Model: j.req.Judge.Model, System: eval.JudgeSystem, OutputSchema: eval.JudgeSchema,
+		Tools: []string{}, MaxSteps: 1}
+	r, err := sess.SendOnce(ctx, evalSendID, eval.JudgePrompt(j.rubric, c, run), client.WithConfig(cfg))
+	if err != nil {
+		return api.EvalScore{}, fmt.Errorf("judge: %w", err)
+	}
+	o, err := r.Outcome(ctx)
+	usage := o.UsageTotal
+	if err != nil {
+		return api.EvalScore{Usage: &usage}, fmt.Errorf("judge gave no verdict: %w", err)
+	}
+	var v eval.JudgeVerdict
+	if err := o.DecodeAnswer(&v); err != nil {
+		return api.EvalScore{Usage: &usage}, fmt.Errorf("judge gave no verdict: %w", err)
+	}
+	return api.EvalScore{Scorer: "judge", Pass: v.Pass, Score: v.Score, Reason: v.Reasons, Usage: &usage}, nil
+}
+
+// heartbeat records the activity's heartbeat every d until stop.
+func heartbeat(ctx context.Context, d time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return cancel
+}
+
+// registerEvals registers the activities of evals on r.
+func registerEvals(r Registrar, e *evals) {
+	r.RegisterActivityWithOptions(e.RecordedCases, activity.RegisterOptions{Name: eval.RecordedCasesActivity})
+	r.RegisterActivityWithOptions(e.RunCase, activity.RegisterOptions{Name: eval.RunCaseActivity})
+}
