@@ -30,7 +30,9 @@ type DatasetError struct {
 	Err  *keel.Error
 }
 
-func (e *DatasetError) Error() string { return fmt.Sprintf("dataset line %d: %s", e.Line, e.Err.Message) }
+func (e *DatasetError) Error() string {
+	return fmt.Sprintf("dataset line %d: %s", e.Line, e.Err.Message)
+}
 
 // Unwrap returns the keel error.
 func (e *DatasetError) Unwrap() error { return e.Err }

@@ -10,9 +10,9 @@ import (
 // run's session log.
 type EvalRun struct {
 	// Session is the session the run ran in; RunID the run.
-	Session string `json:"session"`
-	RunID   string `json:"run_id,omitempty"`
-	Model   string `json:"model,omitempty"`
+	Session string         `json:"session"`
+	RunID   string         `json:"run_id,omitempty"`
+	Model   string         `json:"model,omitempty"`
 	Status  keel.RunStatus `json:"status"`
 	// Answer is the run's final text, cut to MaxEvalAnswerBytes in a
 	// report (AnswerCut), scored whole.

@@ -44,7 +44,9 @@ func (c *Client) StartEval(ctx context.Context, in api.EvalInput) (*Eval, error)
 		TaskQueue:                api.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		StaticSummary:            fmt.Sprintf("keel eval %s: %d cases, %d recorded sessions", in.ID, len(in.Cases), len(in.Sessions)),
+		// Else the SDK answers a closed eval as if it had started it.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		StaticSummary:                            fmt.Sprintf("keel eval %s: %d cases, %d recorded sessions", in.ID, len(in.Cases), len(in.Sessions)),
 	}, api.EvalWorkflowName, in)
 	if err != nil {
 		if isClosedErr(err) || errors.As(err, new(*serviceerror.WorkflowExecutionAlreadyStarted)) {
