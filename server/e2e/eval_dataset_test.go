@@ -90,8 +90,8 @@ func TestEvalDatasetScorersAndMalformedJudge(t *testing.T) {
 	require.Equal(t, withoutScoreNoise(api.EvalTotals{Cases: 3, Passed: 1, Failed: 1, Errors: 1, PassRate: 1.0 / 3,
 		// "answer" scores 1, "quiet" 2 of 3, "judged" 1 of 2.
 		MeanScore: (1 + 2.0/3 + 0.5) / 3, Histogram: [10]int{0, 0, 0, 0, 0, 1, 1, 0, 0, 1},
-		Usage:      keel.Usage{InputTokens: 3 * 8, OutputTokens: 3 * 6, Requests: 6},
-		JudgeUsage: keel.Usage{Requests: 4},
+		Usage:       keel.Usage{InputTokens: 3 * 8, OutputTokens: 3 * 6, Requests: 6},
+		JudgeUsage:  keel.Usage{Requests: 4},
 		DurationP50: rep.Candidate.DurationP50, DurationP99: rep.Candidate.DurationP99}), withoutScoreNoise(rep.Candidate))
 	require.Equal(t, 1, rep.Regressions)
 	require.Equal(t, 1, rep.Improvements)

@@ -44,6 +44,13 @@ func EvalWorkflow(ctx workflow.Context, in api.EvalInput) (*api.EvalReport, erro
 		}
 		return nil, err
 	}
+	for i, c := range in.Cases {
+		// A schema compiles here, where its checks are bounded
+		// (tool.CheckSchema); a remote reference is never fetched.
+		if err := CheckOutputSchema(c.Expect.Schema); err != nil {
+			return nil, wireError(keel.Errorf(err.Code, "case %d: expect.schema: %s", i+1, err.Message))
+		}
+	}
 	st := api.EvalStatus{ID: in.ID, State: api.EvalRunning}
 	if err := workflow.SetQueryHandler(ctx, api.QueryState, func() (api.EvalStatus, error) { return st, nil }); err != nil {
 		return nil, err
