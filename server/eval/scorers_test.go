@@ -16,8 +16,8 @@ import (
 func TestBuiltinScorers(t *testing.T) {
 	str := func(s string) *string { return &s }
 	run := api.EvalRun{Status: keel.StatusCompleted, Answer: ` {"answer": 42} `,
-		Tools: []api.EvalToolCall{{Name: "read_file", Arguments: json.RawMessage(`{"path":"notes/todo.txt","limit":10}`), Status: "ok"}},
-		Usage: keel.Usage{InputTokens: 60, OutputTokens: 40, Cost: keel.Costs{{Currency: "USD", Nanos: 2_000_000}}},
+		Tools:    []api.EvalToolCall{{Name: "read_file", Arguments: json.RawMessage(`{"path":"notes/todo.txt","limit":10}`), Status: "ok"}},
+		Usage:    keel.Usage{InputTokens: 60, OutputTokens: 40, Cost: keel.Costs{{Currency: "USD", Nanos: 2_000_000}}},
 		Duration: keel.Duration(3 * time.Second)}
 	tests := []struct {
 		name   string
