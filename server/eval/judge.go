@@ -2,6 +2,7 @@ package eval
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"github.com/keelrun/keel/api"
@@ -24,6 +25,27 @@ type JudgeVerdict struct {
 	Pass    bool    `json:"pass"`
 	Score   float64 `json:"score"`
 	Reasons string  `json:"reasons"`
+}
+
+// ParseVerdict reads a judge's answer: the JSON of a JudgeVerdict, or
+// the same inside a Markdown code fence, as the run's output schema
+// accepted it.
+func ParseVerdict(answer string) (JudgeVerdict, error) {
+	t := strings.TrimSpace(answer)
+	if strings.HasPrefix(t, "```") && strings.HasSuffix(t, "```") && len(t) >= 6 {
+		t = strings.TrimSpace(t[3 : len(t)-3])
+		if nl := strings.IndexByte(t, '\n'); nl >= 0 && !strings.ContainsAny(t[:nl], "{") {
+			t = t[nl+1:]
+		}
+	}
+	var v JudgeVerdict
+	if err := json.Unmarshal([]byte(t), &v); err != nil {
+		return v, errors.New("eval: the verdict is not JSON")
+	}
+	if v.Score < 0 || v.Score > 1 {
+		return v, errors.New("eval: the verdict's score is outside 0 to 1")
+	}
+	return v, nil
 }
 
 // JudgeSystem is the judge's instructions.

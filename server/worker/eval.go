@@ -131,13 +131,14 @@ func (e *evals) run(ctx context.Context, req eval.CaseRequest) (api.EvalRun, err
 	if err != nil {
 		return api.EvalRun{}, err
 	}
-	if _, err := r.Outcome(ctx); err != nil && ctx.Err() != nil {
+	run, err := followRun(ctx, r)
+	if ctx.Err() != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		_ = r.Cancel(cctx)
 		return api.EvalRun{}, ctx.Err()
 	}
-	return observeRun(ctx, sess, r.Number)
+	return run, err
 }
 
 // judge asks the eval's judge model to grade a run: a session of its
@@ -158,13 +159,20 @@ func (j *judge) Score(ctx context.Context, c api.EvalCase, run api.EvalRun) (api
 	if err != nil {
 		return api.EvalScore{}, fmt.Errorf("judge: %w", err)
 	}
-	o, err := r.Outcome(ctx)
-	usage := o.UsageTotal
+	jr, err := followRun(ctx, r)
 	if err != nil {
-		return api.EvalScore{Usage: &usage}, fmt.Errorf("judge gave no verdict: %w", err)
+		return api.EvalScore{}, fmt.Errorf("judge: %w", err)
 	}
-	var v eval.JudgeVerdict
-	if err := o.DecodeAnswer(&v); err != nil {
+	usage := jr.Usage
+	if jr.Status != keel.StatusCompleted {
+		why := string(jr.Status)
+		if jr.Error != nil {
+			why = jr.Error.Error()
+		}
+		return api.EvalScore{Usage: &usage}, fmt.Errorf("judge gave no verdict: %s", why)
+	}
+	v, err := eval.ParseVerdict(jr.Answer)
+	if err != nil {
 		return api.EvalScore{Usage: &usage}, fmt.Errorf("judge gave no verdict: %w", err)
 	}
 	return api.EvalScore{Scorer: "judge", Pass: v.Pass, Score: v.Score, Reason: v.Reasons, Usage: &usage}, nil

@@ -71,6 +71,36 @@ func observeRun(ctx context.Context, s *client.Session, n int) (api.EvalRun, err
 	return api.EvalRun{}, keel.Errorf(keel.CodeNotFound, "session %s has no committed run %d in its log", s.ID(), n)
 }
 
+// followRun follows run r's events until its terminal event and reads
+// what it did. It reads the run's own execution as it commits: a read of
+// the log after the run (observeRun) waits for the session's next
+// execution's first task, about a second after a continue-as-new.
+func followRun(ctx context.Context, r *client.Run) (api.EvalRun, error) {
+	t := transcript.New()
+	var sp runSpan
+	for env, err := range r.Events(ctx) {
+		if err != nil {
+			return api.EvalRun{}, err
+		}
+		t.Apply(env)
+		if env.RunID == r.ID && !env.At.IsZero() {
+			if sp.first.IsZero() {
+				sp.first = env.At
+			}
+			sp.last = env.At
+		}
+		for _, run := range t.Runs() {
+			if run.ID == r.ID && run.Status.Ended() {
+				return evalRunOf(r.Session().ID(), run, sp), nil
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return api.EvalRun{}, err
+	}
+	return observeRun(ctx, r.Session(), r.Number)
+}
+
 // evalRunOf is the eval's record of a run.
 func evalRunOf(session string, r *transcript.Run, sp runSpan) api.EvalRun {
 	run := api.EvalRun{Session: session, RunID: r.ID, Model: r.Model, Status: keel.RunStatus(r.Status),
