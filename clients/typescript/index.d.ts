@@ -563,6 +563,44 @@ export interface SchedulesResponse {
   truncated: boolean;
 }
 
+export interface EvalInput {
+  id: string;
+  cases?: Record<string, unknown>[];
+  sessions?: string[];
+  candidate: Record<string, unknown>;
+  baseline?: Record<string, unknown>;
+  judge?: Record<string, unknown>;
+  concurrency?: number;
+  budget?: Budget;
+}
+
+export interface EvalStarted {
+  id: string;
+}
+
+export interface EvalStatus {
+  id: string;
+  state: string;
+  total: number;
+  done: number;
+  running: number;
+  passed: number;
+  failed: number;
+  usage: Usage;
+  error?: KeelError;
+}
+
+export interface EvalReport {
+  id: string;
+  cases: Record<string, unknown>[];
+  candidate: Record<string, unknown>;
+  baseline?: Record<string, unknown>;
+  regressions: number;
+  improvements: number;
+  budget_spent?: boolean;
+  cancelled?: boolean;
+}
+
 /**
  * keel's typed error (docs/contract.md): its code, such as keel.InvalidInput or
  * keel.ProviderError, and message.

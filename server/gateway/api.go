@@ -40,6 +40,7 @@ func (g *Gateway) routeAPI() {
 	g.handle(Route{Method: http.MethodPost, Path: "/v1/attachments", ownBody: MaxAttachmentBodyBytes, noSession: true},
 		http.HandlerFunc(g.postAttachment))
 	g.routeSchedules()
+	g.routeEvals()
 }
 
 // sessionHandler serves one session's route.
