@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/server/devserver"
+	"github.com/keelrun/keel/server/eval"
 	"github.com/keelrun/keel/server/internal/keeltest"
 )
 
@@ -120,4 +122,32 @@ func withoutScoreNoise(t api.EvalTotals) api.EvalTotals {
 	t.MeanScore = float64(int(t.MeanScore*1e6+0.5)) / 1e6
 	t.PassRate = float64(int(t.PassRate*1e6+0.5)) / 1e6
 	return t
+}
+
+// politeScorer is a worker's own scorer (docs/evals.md).
+type politeScorer struct{}
+
+func (politeScorer) Name() string { return "polite" }
+
+func (politeScorer) Score(_ context.Context, _ api.EvalCase, run api.EvalRun) (api.EvalScore, error) {
+	return eval.Verdict("polite", strings.Contains(run.Answer, "please"), "says please"), nil
+}
+
+// A worker's own scorers score every case after the deterministic ones.
+func TestEvalRunsTheWorkersOwnScorers(t *testing.T) {
+	book := &keeltest.ScriptBook{}
+	m := book.Add(t, "curt", `{"repeat":true,"turns":[{"text":["No."]}]}`)
+	ctx := testContext(t, time.Minute)
+	srv := keeltest.StartServer(t, devserver.Config{})
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: book, Scorers: []eval.Scorer{politeScorer{}}})
+	c := keeltest.Client(t, srv, nil)
+	ev, err := c.StartEval(ctx, api.EvalInput{ID: "own", Candidate: api.RunConfig{Model: m},
+		Cases: []api.EvalCase{{ID: "a", Prompt: "May I?", Expect: api.EvalExpect{Contains: []string{"No"}}}}})
+	require.NoError(t, err)
+	rep, err := ev.Report(ctx)
+	require.NoError(t, err)
+	side := rep.Cases[0].Candidate
+	require.Equal(t, []string{"completed", "contains", "polite"}, scorerNames(side))
+	require.False(t, side.Pass)
+	require.Equal(t, []string{"says please"}, failedReasons(side))
 }
