@@ -56,6 +56,10 @@ type EvalInput struct {
 	// case, forked at the point before it, so the candidate sees the
 	// history the original run saw, and the original is its baseline.
 	Sessions []string `json:"sessions,omitempty"`
+	// SessionPrefix adds the recorded sessions whose IDs start with it
+	// (child sessions and this eval's own left out), up to
+	// MaxEvalSessions in all. Optional.
+	SessionPrefix string `json:"session_prefix,omitempty"`
 	// Candidate is the run configuration under test.
 	Candidate RunConfig `json:"candidate"`
 	// Baseline, when set, runs every dataset case a second time under
@@ -161,7 +165,7 @@ func (in EvalInput) Validate() error {
 		return keel.Errorf(keel.CodeInvalidInput, "eval ID: 1 to %d letters, digits, '-' and '_'", MaxEvalIDLength)
 	}
 	switch {
-	case len(in.Cases) == 0 && len(in.Sessions) == 0:
+	case len(in.Cases) == 0 && len(in.Sessions) == 0 && in.SessionPrefix == "":
 		return keel.Errorf(keel.CodeInvalidInput, "an eval needs cases or recorded sessions")
 	case len(in.Cases) > MaxEvalCases:
 		return keel.Errorf(keel.CodeTooLarge, "%d cases; an eval takes at most %d", len(in.Cases), MaxEvalCases)
@@ -169,6 +173,11 @@ func (in EvalInput) Validate() error {
 		return keel.Errorf(keel.CodeTooLarge, "%d sessions; an eval replays at most %d", len(in.Sessions), MaxEvalSessions)
 	case in.Concurrency < 0 || in.Concurrency > MaxEvalConcurrency:
 		return keel.Errorf(keel.CodeInvalidInput, "concurrency must be 1 to %d, got %d", MaxEvalConcurrency, in.Concurrency)
+	}
+	if in.SessionPrefix != "" {
+		if err := keel.ValidateSessionID(in.SessionPrefix); err != nil {
+			return keel.Errorf(keel.CodeInvalidInput, "session_prefix: letters, digits, '-' and '_'")
+		}
 	}
 	for _, s := range in.Sessions {
 		if err := keel.ValidateSessionID(s); err != nil {

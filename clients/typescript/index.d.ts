@@ -567,6 +567,7 @@ export interface EvalInput {
   id: string;
   cases?: Record<string, unknown>[];
   sessions?: string[];
+  session_prefix?: string;
   candidate: Record<string, unknown>;
   baseline?: Record<string, unknown>;
   judge?: Record<string, unknown>;

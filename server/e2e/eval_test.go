@@ -19,7 +19,7 @@ import (
 // model, with the original run as its baseline. The original model
 // answered run 1 and failed run 2; the candidate fails what run 1 saw
 // and answers what run 2 saw: one case regresses, one improves, and the
-// report's numbers say so.
+// report's numbers say so. The session is named by a prefix.
 func TestEvalRecordedSessionsImproveAndRegress(t *testing.T) {
 	book := &keeltest.ScriptBook{}
 	orig := book.Add(t, "orig", `{"turns":[
@@ -40,7 +40,7 @@ func TestEvalRecordedSessionsImproveAndRegress(t *testing.T) {
 		_, _ = run.Outcome(ctx)
 	}
 
-	ev, err := c.StartEval(ctx, api.EvalInput{ID: "rec", Sessions: []string{"recorded"},
+	ev, err := c.StartEval(ctx, api.EvalInput{ID: "rec", SessionPrefix: "record",
 		Candidate: api.RunConfig{Model: cand}, Concurrency: 2})
 	require.NoError(t, err)
 	rep, err := ev.Report(ctx)

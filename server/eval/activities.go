@@ -26,6 +26,10 @@ const (
 // RecordedCasesRequest names the recorded sessions of an eval.
 type RecordedCasesRequest struct {
 	Sessions []string `json:"sessions"`
+	// Prefix adds the sessions whose IDs start with it, but those
+	// starting with Exclude (the eval's own).
+	Prefix  string `json:"prefix,omitempty"`
+	Exclude string `json:"exclude,omitempty"`
 	// Max bounds the cases returned: more is refused with
 	// keel.CodeTooLarge.
 	Max int `json:"max"`

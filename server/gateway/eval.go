@@ -41,7 +41,7 @@ func (g *Gateway) postEval(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if k := requestKey(r); k != nil && k.prefix != "" {
-		under := strings.HasPrefix(in.ID, k.prefix)
+		under := strings.HasPrefix(in.ID, k.prefix) && (in.SessionPrefix == "" || strings.HasPrefix(in.SessionPrefix, k.prefix))
 		for _, s := range in.Sessions {
 			under = under && strings.HasPrefix(s, k.prefix)
 		}

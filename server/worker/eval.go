@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 
 	"github.com/keelrun/keel"
@@ -37,8 +41,23 @@ const evalSendID = "eval"
 // RecordedCases reads each session's committed runs as cases, in
 // session then run order: the run's prompt, from the point before it.
 func (e *evals) RecordedCases(ctx context.Context, req eval.RecordedCasesRequest) ([]api.EvalCase, error) {
+	sessions := req.Sessions
+	if req.Prefix != "" {
+		listed, err := e.sessionsUnder(ctx, req.Prefix, req.Exclude)
+		if err != nil {
+			return nil, activityError(err)
+		}
+		for _, id := range listed {
+			if !slices.Contains(sessions, id) {
+				sessions = append(sessions, id)
+			}
+		}
+		if len(sessions) > api.MaxEvalSessions {
+			return nil, activityError(keel.Errorf(keel.CodeTooLarge, "more than %d sessions to replay", api.MaxEvalSessions))
+		}
+	}
 	var cases []api.EvalCase
-	for _, id := range req.Sessions {
+	for _, id := range sessions {
 		if err := keel.ValidateSessionID(id); err != nil {
 			return nil, activityError(err)
 		}
@@ -61,6 +80,36 @@ func (e *evals) RecordedCases(ctx context.Context, req eval.RecordedCasesRequest
 		return nil, activityError(keel.Errorf(keel.CodeNotFound, "the recorded sessions have no committed run"))
 	}
 	return cases, nil
+}
+
+// sessionsUnder lists, sorted, the sessions whose IDs start with prefix
+// but not with exclude, and are not child sessions, as Temporal's
+// visibility has them; at most one more than api.MaxEvalSessions.
+func (e *evals) sessionsUnder(ctx context.Context, prefix, exclude string) ([]string, error) {
+	if err := keel.ValidateSessionID(prefix); err != nil {
+		return nil, err
+	}
+	// prefix is letters, digits, '-' and '_': nothing to escape.
+	query := fmt.Sprintf("WorkflowType = '%s' AND WorkflowId STARTS_WITH '%s'", api.SessionWorkflowName, prefix)
+	seen := map[string]bool{}
+	var token []byte
+	for {
+		resp, err := e.keel.Temporal().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: e.keel.Namespace(), Query: query, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("list the sessions under %s: %w", prefix, err)
+		}
+		for _, ex := range resp.GetExecutions() {
+			id := ex.GetExecution().GetWorkflowId()
+			if (exclude == "" || !strings.HasPrefix(id, exclude)) && !api.IsChildSessionID(id) {
+				seen[id] = true
+			}
+		}
+		token = resp.GetNextPageToken()
+		if len(token) == 0 || len(seen) > api.MaxEvalSessions {
+			return slices.Sorted(maps.Keys(seen)), nil
+		}
+	}
 }
 
 // RunCase runs one side of a case and scores it. A case that cannot run

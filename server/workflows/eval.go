@@ -56,7 +56,7 @@ func EvalWorkflow(ctx workflow.Context, in api.EvalInput) (*api.EvalReport, erro
 		return nil, err
 	}
 	cases := in.Cases
-	if len(in.Sessions) > 0 {
+	if len(in.Sessions) > 0 || in.SessionPrefix != "" {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: 10 * time.Minute,
 			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: evalCaseAttempts,
@@ -64,7 +64,8 @@ func EvalWorkflow(ctx workflow.Context, in api.EvalInput) (*api.EvalReport, erro
 			Summary: fmt.Sprintf("eval %s: read %d recorded sessions", in.ID, len(in.Sessions)),
 		})
 		var recorded []api.EvalCase
-		req := eval.RecordedCasesRequest{Sessions: in.Sessions, Max: api.MaxEvalCases - len(cases)}
+		req := eval.RecordedCasesRequest{Sessions: in.Sessions, Prefix: in.SessionPrefix, Exclude: in.ID + "-",
+			Max: api.MaxEvalCases - len(cases)}
 		if err := workflow.ExecuteActivity(actx, eval.RecordedCasesActivity, req).Get(ctx, &recorded); err != nil {
 			return nil, err
 		}

@@ -540,6 +540,7 @@ class EvalInput(TypedDict):
     id: str
     cases: NotRequired[List[Dict[str, Any]]]
     sessions: NotRequired[List[str]]
+    session_prefix: NotRequired[str]
     candidate: Dict[str, Any]
     baseline: NotRequired[Dict[str, Any]]
     judge: NotRequired[Dict[str, Any]]

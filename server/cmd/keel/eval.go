@@ -73,6 +73,7 @@ Interrupted, the eval goes on: "keel eval report ID" prints it later.`
 type evalRunFlags struct {
 	id, dataset                 string
 	sessions                    listFlag
+	sessionPrefix, schedule     string
 	baselineModel, baselineAgnt string
 	judgeModel, rubric          string
 	concurrency                 int
@@ -85,6 +86,8 @@ func (f *evalRunFlags) register(fs *flagSet) {
 	fs.StringVar(&f.id, "id", "", "the eval's `ID` (default generated): letters, digits, '-' and '_'")
 	fs.StringVar(&f.dataset, "dataset", "", "dataset `FILE`: JSON Lines, one case a line")
 	fs.Var(&f.sessions, "sessions", "comma-separated recorded session `LIST`: each committed run is a case")
+	fs.StringVar(&f.sessionPrefix, "session-prefix", "", "recorded sessions whose IDs start with `PREFIX`: each committed run is a case")
+	fs.StringVar(&f.schedule, "schedule", "", "the recorded sessions of schedule `NAME`: each committed run is a case")
 	fs.StringVar(&f.baselineModel, "baseline-model", "", "run dataset cases again with model `SPEC` as the baseline")
 	fs.StringVar(&f.baselineAgnt, "baseline-agent", "", "run dataset cases again as agent `NAME` as the baseline")
 	fs.StringVar(&f.judgeModel, "judge-model", "", "grade each run with model `SPEC` against its case's rubric (or --rubric)")
@@ -121,14 +124,21 @@ func cmdEvalRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return fs.usageError(stderr, "%v", err)
 	}
-	if err := in.Validate(); err != nil {
-		return fs.usageError(stderr, "%v", err)
+	if f.schedule == "" {
+		if err := in.Validate(); err != nil {
+			return fs.usageError(stderr, "%v", err)
+		}
 	}
 	kc, err := conn.dial(ctx, stderr, api.RunConfig{})
 	if err != nil {
 		return fail(stderr, "eval", err)
 	}
 	defer kc.close()
+	if f.schedule != "" {
+		if err := scheduleSessions(ctx, kc, f.schedule, &in); err != nil {
+			return fail(stderr, "eval", err)
+		}
+	}
 	ev, err := kc.StartEval(ctx, in)
 	if err != nil {
 		return fail(stderr, "eval", err)
@@ -139,7 +149,8 @@ func cmdEvalRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // input is the eval the flags describe, candidate cfg.
 func (f *evalRunFlags) input(cfg api.RunConfig) (api.EvalInput, error) {
-	in := api.EvalInput{ID: f.id, Candidate: cfg, Sessions: f.sessions.items, Concurrency: f.concurrency, Budget: f.evalBudget.b}
+	in := api.EvalInput{ID: f.id, Candidate: cfg, Sessions: f.sessions.items, SessionPrefix: f.sessionPrefix,
+		Concurrency: f.concurrency, Budget: f.evalBudget.b}
 	if in.ID == "" {
 		in.ID = "eval-" + time.Now().UTC().Format("20060102-150405")
 	}
@@ -165,6 +176,27 @@ func (f *evalRunFlags) input(cfg api.RunConfig) (api.EvalInput, error) {
 		in.Judge = &api.EvalJudge{Model: f.judgeModel, Rubric: f.rubric}
 	}
 	return in, nil
+}
+
+// scheduleSessions adds the sessions of schedule name to in: its
+// session, or, for a new session each firing, its sessions' prefix.
+func scheduleSessions(ctx context.Context, kc *conn, name string, in *api.EvalInput) error {
+	if err := api.ValidateScheduleID(name); err != nil {
+		return err
+	}
+	s, err := kc.Schedule(name).Get(ctx)
+	if err != nil {
+		return err
+	}
+	switch target := s.Target(); {
+	case target != "":
+		in.Sessions = append(in.Sessions, target)
+	case in.SessionPrefix != "":
+		return keel.Errorf(keel.CodeInvalidInput, "--schedule %s makes a new session each firing: give it without --session-prefix", name)
+	default:
+		in.SessionPrefix = s.ID + "-"
+	}
+	return nil
 }
 
 // finishEval follows the eval to its end and prints its report; the exit
