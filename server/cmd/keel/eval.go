@@ -120,7 +120,18 @@ func cmdEvalRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if f.failUnder < 0 || f.failUnder > 1 {
 		return fs.usageError(stderr, "--fail-under must be from 0 to 1, got %g", f.failUnder)
 	}
-	in, err := f.input(p.config())
+	cfg := p.config()
+	modelGiven := false
+	visit(fs, func(string) { modelGiven = true }, "model")
+	if !modelGiven && cfg.Agent == "" {
+		// A recorded run's case runs on the run's own model, a dataset
+		// case on the session's default, unless --model says otherwise.
+		cfg.Model = ""
+		if !p.tools.set {
+			cfg.Tools = nil
+		}
+	}
+	in, err := f.input(cfg)
 	if err != nil {
 		return fs.usageError(stderr, "%v", err)
 	}
