@@ -843,6 +843,14 @@ export declare class KeelClient {
   unpauseSchedule(name: string, options?: ScheduleNote): Promise<StatusResponse>;
   /** Fires a schedule now (POST /v1/schedules/{name}/trigger). */
   triggerSchedule(name: string): Promise<StatusResponse>;
+  /** Starts an eval (POST /v1/evals, docs/evals.md). */
+  startEval(input: EvalInput): Promise<EvalStarted>;
+  /** An eval's progress (GET /v1/evals/{eval}). */
+  eval(id: string): Promise<EvalStatus>;
+  /** An eval's report once it ended; 409 while it runs (GET /v1/evals/{eval}/report). */
+  evalReport(id: string): Promise<EvalReport>;
+  /** Cancels an eval (POST /v1/evals/{eval}/cancel). */
+  cancelEval(id: string): Promise<StatusResponse>;
   /** One call; a success's raw Response, else a typed KeelError. */
   request(method: string, path: string, init?: {
     query?: Record<string, unknown>; body?: unknown; data?: BodyInit; contentType?: string;
