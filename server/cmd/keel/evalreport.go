@@ -81,7 +81,6 @@ func writeEvalReport(w io.Writer, rep api.EvalReport) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, f(rep.Candidate), f(*b))
 	}
-	row("", func(api.EvalTotals) string { return "" })
 	if b != nil {
 		fmt.Fprintf(tw, "\tcandidate\tbaseline\n")
 	}
