@@ -25,11 +25,12 @@ import (
 //	                     EvalRecordedCases activity, EvalRunCase for
 //	                     each side), completed with its report
 //	eval_cancelled.json  an eval cancelled while its first case ran:
-//	                     the case's activity cancelled, the rest skipped
+//	                     the case's activity cancelled, then
+//	                     EvalCancelCase for its runs, the rest skipped
 func TestRecordEvalHistories(t *testing.T) {
 	book := &keeltest.ScriptBook{}
 	ok := book.Add(t, "ok", `{"repeat":true,"turns":[{"text":["42"]}]}`)
-	slow := book.Add(t, "slow", `{"repeat":true,"chunk_delay":"1s","turns":[{"text":["a","b","c","d","e"]}]}`)
+	slow := book.Add(t, "slow", `{"repeat":true,"chunk_delay":"3s","turns":[{"text":["a","b","c","d","e","f","g","h"]}]}`)
 	judge := book.Add(t, "judge", `{"repeat":true,"turns":[{"text":["{\"pass\":true,\"score\":0.9,\"reasons\":\"says 42\"}"]}]}`)
 	data := t.TempDir()
 	r := recordStack(t, 3*time.Minute, devserver.Config{DataDir: data}, keeltest.WorkerOptions{Models: book})

@@ -14,6 +14,9 @@ const (
 	// RunCaseActivity runs one side of a case and scores it
 	// (CaseRequest → api.EvalSide).
 	RunCaseActivity = "EvalRunCase"
+	// CancelCaseActivity cancels the runs of a case that an eval's
+	// cancellation stopped (CancelCaseRequest).
+	CancelCaseActivity = "EvalCancelCase"
 )
 
 // The sides of a case, as its session IDs name them
@@ -45,4 +48,11 @@ type CaseRequest struct {
 	// baseline, which is the original run, read and not run again.
 	Config *api.RunConfig `json:"config,omitempty"`
 	Judge  *api.EvalJudge `json:"judge,omitempty"`
+}
+
+// CancelCaseRequest names a case whose runs (both sides', and their
+// judges') are cancelled.
+type CancelCaseRequest struct {
+	EvalID string `json:"eval_id"`
+	Index  int    `json:"index"`
 }

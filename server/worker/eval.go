@@ -140,6 +140,10 @@ func (e *evals) RunCase(ctx context.Context, req eval.CaseRequest) (api.EvalSide
 		scorers = append(scorers, &judge{e: e, req: req, rubric: rubric})
 	}
 	side := eval.ScoreRun(ctx, scorers, req.Case, run)
+	if err := ctx.Err(); err != nil {
+		// A scorer cut short is no verdict: the next attempt scores again.
+		return api.EvalSide{}, err
+	}
 	if len(side.Run.Answer) > api.MaxEvalAnswerBytes {
 		side.Run.Answer, side.Run.AnswerCut = clipBytes(side.Run.Answer, api.MaxEvalAnswerBytes), true
 	}
@@ -180,14 +184,22 @@ func (e *evals) run(ctx context.Context, req eval.CaseRequest) (api.EvalRun, err
 	if err != nil {
 		return api.EvalRun{}, err
 	}
-	run, err := followRun(ctx, r)
-	if ctx.Err() != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = r.Cancel(cctx)
-		return api.EvalRun{}, ctx.Err()
+	// An attempt that ends (a lost heartbeat, a cancelled eval) leaves
+	// the run alone: the next attempt follows it, and a cancelled eval
+	// cancels it itself (CancelCase).
+	return followRun(ctx, r)
+}
+
+// CancelCase cancels the active runs of a case's sessions, each side's
+// and its judge's; a session without one is left as it is.
+func (e *evals) CancelCase(ctx context.Context, req eval.CancelCaseRequest) error {
+	for _, side := range []string{eval.SideCandidate, eval.SideBaseline, eval.SideCandidate + "j", eval.SideBaseline + "j"} {
+		err := e.keel.Session(api.EvalCaseSessionID(req.EvalID, req.Index, side)).Cancel(ctx)
+		if err != nil && !errors.Is(err, keel.ErrNotFound) {
+			return err
+		}
 	}
-	return run, err
+	return nil
 }
 
 // judge asks the eval's judge model to grade a run: a session of its
@@ -249,4 +261,5 @@ func heartbeat(ctx context.Context, d time.Duration) (stop func()) {
 func registerEvals(r Registrar, e *evals) {
 	r.RegisterActivityWithOptions(e.RecordedCases, activity.RegisterOptions{Name: eval.RecordedCasesActivity})
 	r.RegisterActivityWithOptions(e.RunCase, activity.RegisterOptions{Name: eval.RunCaseActivity})
+	r.RegisterActivityWithOptions(e.CancelCase, activity.RegisterOptions{Name: eval.CancelCaseActivity})
 }

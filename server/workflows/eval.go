@@ -85,6 +85,7 @@ func EvalWorkflow(ctx workflow.Context, in api.EvalInput) (*api.EvalReport, erro
 		limit = api.DefaultEvalConcurrency
 	}
 	budgetSpent := false
+	started := make([]bool, len(cases))
 	for i := range cases {
 		if err := workflow.Await(ctx, func() bool { return st.Running < limit }); err != nil {
 			break // cancelled
@@ -93,6 +94,7 @@ func EvalWorkflow(ctx workflow.Context, in api.EvalInput) (*api.EvalReport, erro
 			break
 		}
 		st.Running++
+		started[i] = true
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			runCase(gctx, in, i, cases[i], &results[i])
 			st.Running--
@@ -113,6 +115,9 @@ func EvalWorkflow(ctx workflow.Context, in api.EvalInput) (*api.EvalReport, erro
 	// eval.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	_ = workflow.Await(dctx, func() bool { return st.Running == 0 })
+	if ctx.Err() != nil {
+		cancelCases(dctx, in.ID, started, results)
+	}
 	report := eval.Report(in.ID, results, budgetSpent)
 	report.Cancelled = ctx.Err() != nil
 	st.State = api.EvalCompleted
@@ -120,6 +125,27 @@ func EvalWorkflow(ctx workflow.Context, in api.EvalInput) (*api.EvalReport, erro
 		st.State = api.EvalCancelled
 	}
 	return &report, nil
+}
+
+// cancelCases cancels the runs of the cases a cancelled eval stopped
+// mid-way: a case's activity leaves its runs alone when it ends, so that
+// a retried attempt follows them (docs/contract.md §24.3).
+func cancelCases(ctx workflow.Context, evalID string, started []bool, results []api.EvalCaseResult) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var pending []workflow.Future
+	for i, r := range results {
+		stopped := r.Candidate.Skipped || r.Baseline != nil && r.Baseline.Skipped
+		if started[i] && stopped {
+			pending = append(pending, workflow.ExecuteActivity(actx, eval.CancelCaseActivity,
+				eval.CancelCaseRequest{EvalID: evalID, Index: i}))
+		}
+	}
+	for _, f := range pending {
+		_ = f.Get(ctx, nil) // a run left going ends as runs do
+	}
 }
 
 // hasBaseline reports whether case c has a baseline side: a recorded run

@@ -179,14 +179,15 @@ var recordedHistories = []recordedHistory{
 	// Evals (e2e TestRecordEvalHistories, docs/contract.md §24): a
 	// dataset case with a baseline and a judge beside a recorded
 	// session's two runs, completed; an eval cancelled while its first
-	// case ran.
+	// case ran, whose runs it then cancels.
 	{file: "eval.json", workflowType: api.EvalWorkflowName, atLeast: map[string]int{
 		eval.RecordedCasesActivity:                               1,
 		eval.RunCaseActivity:                                     6,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
 	}},
 	{file: "eval_cancelled.json", workflowType: api.EvalWorkflowName, atLeast: map[string]int{
-		eval.RunCaseActivity: 1,
+		eval.RunCaseActivity:    1,
+		eval.CancelCaseActivity: 1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED.String(): 1,
 		enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED.String():      1,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String():        1,
