@@ -563,6 +563,45 @@ export interface SchedulesResponse {
   truncated: boolean;
 }
 
+export interface EvalInput {
+  id: string;
+  cases?: Record<string, unknown>[];
+  sessions?: string[];
+  session_prefix?: string;
+  candidate: Record<string, unknown>;
+  baseline?: Record<string, unknown>;
+  judge?: Record<string, unknown>;
+  concurrency?: number;
+  budget?: Budget;
+}
+
+export interface EvalStarted {
+  id: string;
+}
+
+export interface EvalStatus {
+  id: string;
+  state: string;
+  total: number;
+  done: number;
+  running: number;
+  passed: number;
+  failed: number;
+  usage: Usage;
+  error?: KeelError;
+}
+
+export interface EvalReport {
+  id: string;
+  cases: Record<string, unknown>[];
+  candidate: Record<string, unknown>;
+  baseline?: Record<string, unknown>;
+  regressions: number;
+  improvements: number;
+  budget_spent?: boolean;
+  cancelled?: boolean;
+}
+
 /**
  * keel's typed error (docs/contract.md): its code, such as keel.InvalidInput or
  * keel.ProviderError, and message.
@@ -804,6 +843,14 @@ export declare class KeelClient {
   unpauseSchedule(name: string, options?: ScheduleNote): Promise<StatusResponse>;
   /** Fires a schedule now (POST /v1/schedules/{name}/trigger). */
   triggerSchedule(name: string): Promise<StatusResponse>;
+  /** Starts an eval (POST /v1/evals, docs/evals.md). */
+  startEval(input: EvalInput): Promise<EvalStarted>;
+  /** An eval's progress (GET /v1/evals/{eval}). */
+  eval(id: string): Promise<EvalStatus>;
+  /** An eval's report once it ended; 409 while it runs (GET /v1/evals/{eval}/report). */
+  evalReport(id: string): Promise<EvalReport>;
+  /** Cancels an eval (POST /v1/evals/{eval}/cancel). */
+  cancelEval(id: string): Promise<StatusResponse>;
   /** One call; a success's raw Response, else a typed KeelError. */
   request(method: string, path: string, init?: {
     query?: Record<string, unknown>; body?: unknown; data?: BodyInit; contentType?: string;

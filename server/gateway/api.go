@@ -41,6 +41,7 @@ func (g *Gateway) routeAPI() {
 		http.HandlerFunc(g.postAttachment))
 	g.routeSchedules()
 	g.routeInterop()
+	g.routeEvals()
 }
 
 // sessionHandler serves one session's route.

@@ -34,6 +34,9 @@ const (
 	// scheduleRegistryVersioning moves the registry, which lives as long
 	// as the namespace, to each new deployment, as the rate limits move.
 	scheduleRegistryVersioning = workflow.VersioningBehaviorAutoUpgrade
+	// evalVersioning pins an eval, which waits for its cases' runs as
+	// long as they last, as they are pinned.
+	evalVersioning = workflow.VersioningBehaviorPinned
 )
 
 // ErrDeployment is returned (wrapped) for a deployment name without a build

@@ -61,6 +61,10 @@ func RegisterWithRules(r Registrar, acts *activities.Activities, rules workflows
 	r.RegisterActivityWithOptions(acts.RateGiveBack, activity.RegisterOptions{Name: activities.RateGiveBackName})
 	r.RegisterWorkflowWithOptions(workflows.ScheduleRegistryWorkflow, workflow.RegisterOptions{
 		Name: schedreg.ScheduleRegistryWorkflowName, VersioningBehavior: scheduleRegistryVersioning})
+	// An eval (docs/contract.md §24); its activities need a Temporal
+	// client, so New registers them (registerEvals).
+	r.RegisterWorkflowWithOptions(workflows.EvalWorkflow, workflow.RegisterOptions{
+		Name: api.EvalWorkflowName, VersioningBehavior: evalVersioning})
 }
 
 // rules are the workflows' rules that a worker with opts applies: its

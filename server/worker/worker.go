@@ -39,6 +39,7 @@ import (
 	"github.com/keelrun/keel/live"
 	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/server/activities"
+	"github.com/keelrun/keel/server/eval"
 	"github.com/keelrun/keel/server/hook"
 	"github.com/keelrun/keel/server/store"
 	"github.com/keelrun/keel/server/tool"
@@ -104,6 +105,9 @@ type Options struct {
 	// namespace's ScheduleRegistry with these. Optional: zero fields
 	// take the defaults of ScheduleLimits.
 	Schedules ScheduleLimits
+	// Scorers are the worker's own scorers, which score every case of
+	// every eval after the deterministic ones (docs/evals.md). Optional.
+	Scorers []eval.Scorer
 	// Hooks are the hooks the worker offers, by name (keel.yaml hooks,
 	// docs/contract.md §23): a run names those it wants
 	// (api.RunConfig.Hooks), and a send naming another is refused.
@@ -293,6 +297,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 			return nil, err
 		}
 		registerSchedules(w, sched)
+		registerEvals(w, &evals{keel: sched.keel, scorers: opts.Scorers})
 	}
 	if len(closers) > 0 {
 		return &closingWorker{Worker: w, closers: closers}, nil

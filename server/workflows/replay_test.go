@@ -24,6 +24,7 @@ import (
 	"github.com/keelrun/keel/internal/ratelimit"
 	"github.com/keelrun/keel/internal/schedreg"
 	"github.com/keelrun/keel/server/activities"
+	"github.com/keelrun/keel/server/eval"
 	"github.com/keelrun/keel/server/store"
 	"github.com/keelrun/keel/server/worker"
 )
@@ -175,6 +176,22 @@ var recordedHistories = []recordedHistory{
 	{file: "schedule_registry.json", workflowType: schedreg.ScheduleRegistryWorkflowName, atLeast: map[string]int{
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED.String(): 4,
 	}, check: all(hasUpdate(schedreg.UpdateReserveSchedule), hasUpdate(schedreg.UpdateAdmitFiring))},
+	// Evals (e2e TestRecordEvalHistories, docs/contract.md §24): a
+	// dataset case with a baseline and a judge beside a recorded
+	// session's two runs, completed; an eval cancelled while its first
+	// case ran, whose runs it then cancels.
+	{file: "eval.json", workflowType: api.EvalWorkflowName, atLeast: map[string]int{
+		eval.RecordedCasesActivity:                               1,
+		eval.RunCaseActivity:                                     6,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String(): 1,
+	}},
+	{file: "eval_cancelled.json", workflowType: api.EvalWorkflowName, atLeast: map[string]int{
+		eval.RunCaseActivity:    1,
+		eval.CancelCaseActivity: 1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED.String(): 1,
+		enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED.String():      1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED.String():        1,
+	}},
 	// A run whose tool asked the run's model (e2e
 	// TestRecordToolSamplingHistory): the Tool activity, two model turns,
 	// the sampling request counted in the run's usage.

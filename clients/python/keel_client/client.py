@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 from .errors import ConnectionFailed, KeelError, error_from
 from .sse import parse_sse
-from .types import (Attachment, Budget, Event, EventsPage, ForkResponse, ForksResponse, HistoryPage, Lag, Reasoning,
+from .types import (Attachment, Budget, EvalInput, EvalReport, EvalStarted, EvalStatus, Event, EventsPage, ForkResponse, ForksResponse, HistoryPage, Lag, Reasoning,
                     RequestsResponse, RetractResponse, RewindResponse, RunResponse, Schedule, ScheduleChange,
                     SchedulesResponse, ScheduleStatus, SessionsResponse, SessionStatus, StatusResponse, SteerResponse)
 
@@ -198,6 +198,30 @@ class Client:
         """Fires a schedule now (POST /v1/schedules/{name}/trigger); the
         firing shows in ``schedule(name)["recent"]``."""
         return self._json("POST", _schedule(name) + "/trigger")
+
+    # Evals (docs/evals.md).
+
+    def start_eval(self, eval_input: EvalInput) -> EvalStarted:
+        """Starts an eval (POST /v1/evals): ``cases`` and recorded
+        ``sessions`` run under ``candidate`` and ``baseline`` and are
+        scored. Returns ``{"id"}``; the same ID while it runs answers that
+        eval."""
+        return self._json("POST", "/v1/evals", body=dict(eval_input))
+
+    def eval(self, eval_id: str) -> EvalStatus:
+        """An eval's progress (GET /v1/evals/{eval}): state, cases done,
+        running, passed, failed, usage."""
+        return self._json("GET", _eval(eval_id))
+
+    def eval_report(self, eval_id: str) -> EvalReport:
+        """An eval's report once it ended (GET /v1/evals/{eval}/report); a
+        KeelError with status 409 while it runs."""
+        return self._json("GET", _eval(eval_id) + "/report")
+
+    def cancel_eval(self, eval_id: str) -> StatusResponse:
+        """Cancels an eval (POST /v1/evals/{eval}/cancel): no case starts,
+        running cases' runs are cancelled."""
+        return self._json("POST", _eval(eval_id) + "/cancel")
 
     # Transport.
 
@@ -391,6 +415,10 @@ def _session(session_id: str) -> str:
 
 def _schedule(name: str) -> str:
     return "/v1/schedules/" + _segment(name)
+
+
+def _eval(eval_id: str) -> str:
+    return "/v1/evals/" + _segment(eval_id)
 
 
 def _segment(s: str) -> str:

@@ -536,6 +536,45 @@ class SchedulesResponse(TypedDict):
     truncated: bool
 
 
+class EvalInput(TypedDict):
+    id: str
+    cases: NotRequired[List[Dict[str, Any]]]
+    sessions: NotRequired[List[str]]
+    session_prefix: NotRequired[str]
+    candidate: Dict[str, Any]
+    baseline: NotRequired[Dict[str, Any]]
+    judge: NotRequired[Dict[str, Any]]
+    concurrency: NotRequired[int]
+    budget: NotRequired[Budget]
+
+
+class EvalStarted(TypedDict):
+    id: str
+
+
+class EvalStatus(TypedDict):
+    id: str
+    state: str
+    total: int
+    done: int
+    running: int
+    passed: int
+    failed: int
+    usage: Dict[str, Any]
+    error: NotRequired[KeelError]
+
+
+class EvalReport(TypedDict):
+    id: str
+    cases: List[Dict[str, Any]]
+    candidate: Dict[str, Any]
+    baseline: NotRequired[Dict[str, Any]]
+    regressions: int
+    improvements: int
+    budget_spent: NotRequired[bool]
+    cancelled: NotRequired[bool]
+
+
 class KeelError(TypedDict):
     """keel's typed error (docs/contract.md): its code, such as keel.InvalidInput
     or keel.ProviderError, and message."""

@@ -89,6 +89,12 @@ class RoutesTest(unittest.TestCase):
         c.unpause_schedule("d1", note="n")
         c.trigger_schedule("d1")
         c.delete_schedule("d1")
+        c.start_eval({"id": "e1", "cases": [{"id": "a", "prompt": "p"}], "sessions": ["s1"], "session_prefix": "s",
+                      "candidate": config, "baseline": config, "judge": {"model": "m"}, "concurrency": 2,
+                      "budget": {"max": 1, "currency": "USD"}})
+        c.eval("e1")
+        c.eval_report("e1")
+        c.cancel_eval("e1")
 
     def test_calls_match_the_table(self) -> None:
         self.call_everything(Client(self.gw.url, api_key="k"))

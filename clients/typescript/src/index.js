@@ -196,6 +196,30 @@ export class KeelClient {
   }
 
   /**
+   * Starts an eval (POST /v1/evals, docs/evals.md): `cases` and recorded
+   * `sessions` run under `candidate` and `baseline` and are scored.
+   * Resolves to `{id}`; the same ID while it runs answers that eval.
+   */
+  startEval(input) {
+    return this.#json("POST", "/v1/evals", { body: input });
+  }
+
+  /** An eval's progress: state, cases done, running, passed, failed, usage (GET /v1/evals/{eval}). */
+  eval(id) {
+    return this.#json("GET", evalOf(id));
+  }
+
+  /** An eval's report once it ended (GET /v1/evals/{eval}/report); a KeelError with status 409 while it runs. */
+  evalReport(id) {
+    return this.#json("GET", `${evalOf(id)}/report`);
+  }
+
+  /** Cancels an eval: no case starts, running cases' runs are cancelled (POST /v1/evals/{eval}/cancel). */
+  cancelEval(id) {
+    return this.#json("POST", `${evalOf(id)}/cancel`);
+  }
+
+  /**
    * request sends one call and returns the raw Response of a success; an
    * error answer becomes a typed KeelError.
    * @param {string} method
@@ -345,6 +369,8 @@ function delay(ms, signal) {
 }
 
 function session(id) { return `/v1/sessions/${segment(id)}`; }
+
+function evalOf(id) { return `/v1/evals/${segment(id)}`; }
 
 function scheduleOf(name) { return `/v1/schedules/${segment(name)}`; }
 

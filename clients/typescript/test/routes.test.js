@@ -71,6 +71,10 @@ async function callEverything(c) {
   await c.unpauseSchedule("d1", { note: "n" });
   await c.triggerSchedule("d1");
   await c.deleteSchedule("d1");
+  await c.startEval({ id: "e1", cases: [{ id: "a", prompt: "p" }], sessions: ["s1"], session_prefix: "s", candidate: config, baseline: config, judge: { model: "m" }, concurrency: 2, budget: { max: 1, currency: "USD" } });
+  await c.eval("e1");
+  await c.evalReport("e1");
+  await c.cancelEval("e1");
 }
 
 test("the client calls exactly the operations of routes.json, with their parameters and fields", async () => {

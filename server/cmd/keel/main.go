@@ -48,6 +48,7 @@ var commands = []command{
 	{"rewind", "make a session go on from an earlier run or step", cmdRewind},
 	{"rerun", "run a run again in a fork, with the same or another model and tools", cmdRerun},
 	{"compare", "show two runs side by side: text, tool calls, steps, usage, duration", cmdCompare},
+	{"eval", "run evals over datasets and recorded sessions: scored, compared, fit for CI", cmdEval},
 	{"steer", "send more input to a running run", cmdSteer},
 	{"retract", "withdraw steering that has not been applied yet", cmdRetract},
 	{"respond", "answer a tool's question to the host, or list open ones", cmdRespond},

@@ -29,6 +29,7 @@ import (
 	"github.com/keelrun/keel/logging"
 	"github.com/keelrun/keel/server/activities"
 	"github.com/keelrun/keel/server/devserver"
+	"github.com/keelrun/keel/server/eval"
 	"github.com/keelrun/keel/server/hook"
 	"github.com/keelrun/keel/server/internal/stack"
 	"github.com/keelrun/keel/server/provider"
@@ -124,6 +125,8 @@ type WorkerOptions struct {
 	MetricsHandler sdkclient.MetricsHandler
 	// Hooks are worker.Options' (docs/contract.md §23).
 	Hooks map[string]hook.Hook
+	// Scorers are worker.Options' (docs/contract.md §24).
+	Scorers []eval.Scorer
 }
 
 // StartWorker starts a keel worker on srv with its own Temporal client,
@@ -151,7 +154,8 @@ func StartWorker(tb testing.TB, srv *devserver.Server, opts WorkerOptions) sdkwo
 		Worker: &worker.Options{Models: models, Tools: tools, StopTimeout: time.Second,
 			Logger: logging.AtLeast(cfg.Logger, cfg.LogLevel), HeartbeatInterval: opts.HeartbeatInterval, NoCancelWatch: opts.NoCancelWatch,
 			Policy: opts.Policy,
-			Agents: opts.Agents, Schedules: opts.Schedules, MetricsHandler: opts.MetricsHandler, Hooks: opts.Hooks},
+			Agents: opts.Agents, Schedules: opts.Schedules, MetricsHandler: opts.MetricsHandler, Hooks: opts.Hooks,
+			Scorers: opts.Scorers},
 	})
 	if err != nil {
 		tb.Fatalf("worker: %v", err)

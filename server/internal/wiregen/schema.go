@@ -58,6 +58,10 @@ var Roots = []Root{
 	{"ScheduleStatus", typeOf[gateway.ScheduleStatus]()},
 	{"ScheduleSummary", typeOf[api.ScheduleSummary]()},
 	{"SchedulesResponse", typeOf[gateway.SchedulesResponse]()},
+	{"EvalInput", typeOf[api.EvalInput]()},
+	{"EvalStarted", typeOf[gateway.EvalStarted]()},
+	{"EvalStatus", typeOf[api.EvalStatus]()},
+	{"EvalReport", typeOf[api.EvalReport]()},
 	{"KeelError", typeOf[keel.Error]()},
 }
 
