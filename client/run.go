@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelrun/keel"
@@ -36,12 +37,12 @@ type Run struct {
 	// it, when Send learned it.
 	execution string
 
-	early *earlySub
+	early atomic.Pointer[earlySub]
 }
 
-// earlySub is a live subscription Send opened before the run started, so
-// the first Events stream of the run misses none of its deltas. Unclaimed,
-// it closes itself after earlyTTL. Send documents both.
+// earlySub is a live subscription opened before the run started (Send) or
+// before an action (Listen), so the run's next events stream misses none
+// of the deltas after it. Unclaimed, it closes itself after earlyTTL.
 type earlySub struct {
 	mu  sync.Mutex
 	sub live.Subscription
@@ -89,12 +90,41 @@ func (r *Run) Events(ctx context.Context) iter.Seq2[keel.Envelope, error] {
 			return
 		}
 		f := &follower{c: r.s.c, session: r.s.id, after: base, run: r.ID}
-		for ev, err := range r.s.c.stream(ctx, f, r.early.take()) {
+		for ev, err := range r.s.c.stream(ctx, f, r.early.Load().take()) {
 			if !yield(ev, err) {
 				return
 			}
 		}
 	}
+}
+
+// EventsFrom follows the run's events after the session's sequence after
+// (an api.HostRequest's or a state's LastSeq, say) as Events does, ending
+// after the run's terminal event.
+func (r *Run) EventsFrom(ctx context.Context, after int64) iter.Seq2[keel.Envelope, error] {
+	f := &follower{c: r.s.c, session: r.s.id, after: after, run: r.ID}
+	return r.s.c.stream(ctx, f, r.early.Load().take())
+}
+
+// Listen subscribes to the session's deltas now, for the run's next
+// Events or EventsFrom stream to take: call it before an action whose
+// deltas that stream must not miss, such as Respond (Send does it for the
+// run it starts). Without a live channel it does nothing; a subscription
+// no stream claims closes after 30 seconds.
+func (r *Run) Listen(ctx context.Context) error {
+	if r.s.c.live == nil {
+		return nil
+	}
+	sub, err := r.s.c.live.Subscribe(ctx, r.s.id, live.SubscribeOptions{Buffer: r.s.c.liveBuf})
+	if err != nil {
+		return err
+	}
+	if old := r.early.Swap(newEarlySub(sub)); old != nil {
+		if s := old.take(); s != nil {
+			_ = s.Close()
+		}
+	}
+	return nil
 }
 
 // base finds the sequence the run's events start after.

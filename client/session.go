@@ -161,7 +161,7 @@ func (s *Session) send(ctx context.Context, req api.SendRequest, updateID string
 		return nil, err
 	}
 	if early != nil {
-		run.early = newEarlySub(early)
+		run.early.Store(newEarlySub(early))
 	}
 	return run, nil
 }

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -26,8 +27,11 @@ const a2aStreamsAtDefaults = "KEEL_A2A_STREAMS_AT_DEFAULTS"
 // refuses the next one typed (overloaded, retryable) without touching
 // the task.
 func TestA2AStreamsWithinLimits(t *testing.T) {
+	// A gate of this run's own: a gate stays open once opened, and
+	// -count reruns the test.
+	gate := fmt.Sprintf("a2a-limits-%d", time.Now().UnixNano())
 	shared.book.Add(t, "researcher", `{"turns":[
-	  {"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"a2a-limits"}}]},
+	  {"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"`+gate+`"}}]},
 	  {"text":["done"]}]}`)
 	opts := gateway.Options{Agents: interopAgents(), MaxFollowedSessions: 20, MaxStreamsPerAddr: -1, MaxStreamsPerKey: -1}
 	if os.Getenv(a2aStreamsAtDefaults) != "" {
@@ -98,5 +102,5 @@ func TestA2AStreamsWithinLimits(t *testing.T) {
 		t.Errorf("task after the refusals: %+v %v", got, err)
 	}
 	stop()
-	shared.gates.open("a2a-limits")
+	shared.gates.open(gate)
 }

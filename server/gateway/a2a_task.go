@@ -190,6 +190,11 @@ func (t *a2aCall) answer(ctx context.Context, run *client.Run, text string, data
 		return 0, keel.Errorf(keel.CodeNotAccepting, "task %s is not waiting for input", run.ID)
 	}
 	q := st.Requests[0]
+	// The stream that follows the answer takes this subscription, so it
+	// misses none of the answer's first deltas.
+	if err := run.Listen(ctx); err != nil {
+		return 0, err
+	}
 	var answer any = text
 	switch {
 	case data != nil:
@@ -238,13 +243,13 @@ func (t *a2aCall) wait(ctx context.Context, run *client.Run, cursor int64) error
 	return ctx.Err()
 }
 
-// followFrom is the run's events: from its start (cursor 0), or those of
-// its session after cursor.
+// followFrom is the run's events: from its start (cursor 0), or after
+// the session's sequence cursor.
 func followFrom(ctx context.Context, run *client.Run, cursor int64) iter.Seq2[keel.Envelope, error] {
 	if cursor == 0 {
 		return run.Events(ctx)
 	}
-	return run.Session().EventsFrom(ctx, cursor)
+	return run.EventsFrom(ctx, cursor)
 }
 
 // snapshot is the task as keel knows it now.
