@@ -16,6 +16,7 @@ import (
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/server/eval"
+	"github.com/keelrun/keel/server/internal/sessionlog"
 )
 
 // evals are the activities of an eval (docs/contract.md §24): each side
@@ -61,7 +62,7 @@ func (e *evals) RecordedCases(ctx context.Context, req eval.RecordedCasesRequest
 		if err := keel.ValidateSessionID(id); err != nil {
 			return nil, activityError(err)
 		}
-		t, _, err := readLog(ctx, e.keel.Session(id))
+		t, _, err := sessionlog.Read(ctx, e.keel.Session(id), maxEvalLogEvents)
 		if err != nil {
 			return nil, activityError(err)
 		}

@@ -2,11 +2,11 @@ package worker
 
 import (
 	"context"
-	"time"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/server/internal/sessionlog"
 	"github.com/keelrun/keel/transcript"
 )
 
@@ -16,50 +16,15 @@ import (
 
 // Bounds of what an eval reads of one session's log.
 const (
-	evalLogPage      = 5_000
 	maxEvalLogEvents = 500_000
 	// maxEvalToolArgs bounds the arguments a report keeps of a call;
 	// scorers see them whole.
 	maxEvalToolArgs = 2 << 10
 )
 
-// runSpan is the time of a run's first and last durable event.
-type runSpan struct{ first, last time.Time }
-
-// readLog reads the session's durable log from its start.
-func readLog(ctx context.Context, s *client.Session) (*transcript.Transcript, map[string]runSpan, error) {
-	t := transcript.New()
-	spans := map[string]runSpan{}
-	var after int64
-	for read := 0; ; {
-		page, more, err := s.EventsPage(ctx, after, evalLogPage)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, env := range page {
-			t.Apply(env)
-			if env.RunID != "" && !env.At.IsZero() {
-				sp := spans[env.RunID]
-				if sp.first.IsZero() {
-					sp.first = env.At
-				}
-				sp.last = env.At
-				spans[env.RunID] = sp
-			}
-			after = max(after, env.Seq)
-		}
-		if read += len(page); read > maxEvalLogEvents {
-			return nil, nil, keel.Errorf(keel.CodeTooLarge, "session %s: more than %d events; an eval reads at most that many", s.ID(), maxEvalLogEvents)
-		}
-		if !more || len(page) == 0 {
-			return t, spans, nil
-		}
-	}
-}
-
 // observeRun reads what run n of the session did.
 func observeRun(ctx context.Context, s *client.Session, n int) (api.EvalRun, error) {
-	t, spans, err := readLog(ctx, s)
+	t, spans, err := sessionlog.Read(ctx, s, maxEvalLogEvents)
 	if err != nil {
 		return api.EvalRun{}, err
 	}
@@ -77,17 +42,14 @@ func observeRun(ctx context.Context, s *client.Session, n int) (api.EvalRun, err
 // execution's first task, about a second after a continue-as-new.
 func followRun(ctx context.Context, r *client.Run) (api.EvalRun, error) {
 	t := transcript.New()
-	var sp runSpan
+	var sp sessionlog.Span
 	for env, err := range r.Events(ctx) {
 		if err != nil {
 			return api.EvalRun{}, err
 		}
 		t.Apply(env)
-		if env.RunID == r.ID && !env.At.IsZero() {
-			if sp.first.IsZero() {
-				sp.first = env.At
-			}
-			sp.last = env.At
+		if env.RunID == r.ID {
+			sp.Add(env.At)
 		}
 		for _, run := range t.Runs() {
 			if run.ID == r.ID && run.Status.Ended() {
@@ -102,9 +64,9 @@ func followRun(ctx context.Context, r *client.Run) (api.EvalRun, error) {
 }
 
 // evalRunOf is the eval's record of a run.
-func evalRunOf(session string, r *transcript.Run, sp runSpan) api.EvalRun {
+func evalRunOf(session string, r *transcript.Run, sp sessionlog.Span) api.EvalRun {
 	run := api.EvalRun{Session: session, RunID: r.ID, Model: r.Model, Status: keel.RunStatus(r.Status),
-		Duration: keel.Duration(sp.last.Sub(sp.first))}
+		Duration: keel.Duration(sp.Last.Sub(sp.First))}
 	u := r.Usage
 	run.Usage = keel.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
 		CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens, WebSearches: u.WebSearches,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/server/internal/sessionlog"
 	"github.com/keelrun/keel/transcript"
 )
 
@@ -19,9 +20,6 @@ usage and duration, each run's tool calls with their results, and a diff of
 their final texts (lines of A marked -, of B +). A and B are run IDs
 (SESSION/run-N, as keel run prints them) or session IDs, which name the
 session's last run. "keel rerun" makes the runs this is for.`
-
-// runTimes are the times of a run's first and last durable event.
-type runTimes struct{ first, last time.Time }
 
 // maxDiffLines bounds the lines of each text the diff compares.
 const maxDiffLines = 2000
@@ -52,7 +50,7 @@ func cmdCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	defer kc.close()
 	var runs [2]*transcript.Run
-	var times [2]runTimes
+	var times [2]sessionlog.Span
 	for i, sd := range sides {
 		view, t, err := readSession(ctx, kc.Session(sd.session))
 		if err != nil {
@@ -91,26 +89,26 @@ func parseRunArg(arg string) (session string, run int, err error) {
 }
 
 // writeComparison prints the table, the tool calls and the diff.
-func writeComparison(w io.Writer, runs [2]*transcript.Run, times [2]runTimes) {
+func writeComparison(w io.Writer, runs [2]*transcript.Run, times [2]sessionlog.Span) {
 	a, b := runs[0], runs[1]
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(name string, f func(*transcript.Run, runTimes) string) {
+	row := func(name string, f func(*transcript.Run, sessionlog.Span) string) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, sanitizeLine(f(a, times[0])), sanitizeLine(f(b, times[1])))
 	}
-	row("", func(r *transcript.Run, _ runTimes) string { return r.ID })
-	row("status", func(r *transcript.Run, _ runTimes) string { return string(r.Status) })
-	row("model", func(r *transcript.Run, _ runTimes) string { return r.Model })
-	row("steps", func(r *transcript.Run, _ runTimes) string { return strconv.Itoa(len(r.Steps)) })
-	row("tool calls", func(r *transcript.Run, _ runTimes) string { return strconv.Itoa(len(r.Tools)) })
-	row("tokens in/out", func(r *transcript.Run, _ runTimes) string {
+	row("", func(r *transcript.Run, _ sessionlog.Span) string { return r.ID })
+	row("status", func(r *transcript.Run, _ sessionlog.Span) string { return string(r.Status) })
+	row("model", func(r *transcript.Run, _ sessionlog.Span) string { return r.Model })
+	row("steps", func(r *transcript.Run, _ sessionlog.Span) string { return strconv.Itoa(len(r.Steps)) })
+	row("tool calls", func(r *transcript.Run, _ sessionlog.Span) string { return strconv.Itoa(len(r.Tools)) })
+	row("tokens in/out", func(r *transcript.Run, _ sessionlog.Span) string {
 		return fmt.Sprintf("%d / %d", r.Usage.InputTokens, r.Usage.OutputTokens)
 	})
-	row("requests", func(r *transcript.Run, _ runTimes) string { return strconv.Itoa(r.Usage.Requests) })
-	row("duration", func(_ *transcript.Run, t runTimes) string {
-		if t.first.IsZero() {
+	row("requests", func(r *transcript.Run, _ sessionlog.Span) string { return strconv.Itoa(r.Usage.Requests) })
+	row("duration", func(_ *transcript.Run, t sessionlog.Span) string {
+		if t.First.IsZero() {
 			return "?"
 		}
-		return t.last.Sub(t.first).Round(time.Millisecond).String()
+		return t.Last.Sub(t.First).Round(time.Millisecond).String()
 	})
 	_ = tw.Flush()
 	for i, r := range runs {

@@ -32,31 +32,7 @@ var evalCommands = []command{
 }
 
 func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		printEvalUsage(stderr)
-		return exitUsage
-	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		printEvalUsage(stdout)
-		return exitOK
-	}
-	for _, c := range evalCommands {
-		if c.name == args[0] {
-			return c.run(ctx, args[1:], stdout, stderr)
-		}
-	}
-	fmt.Fprintf(stderr, "keel eval: unknown command %q\n\n", args[0])
-	printEvalUsage(stderr)
-	return exitUsage
-}
-
-func printEvalUsage(w io.Writer) {
-	fmt.Fprintf(w, "Usage: keel eval COMMAND [flags]\n\n%s\n\nCommands:\n", wrap(evalDesc, 76))
-	for _, c := range evalCommands {
-		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
-	}
-	fmt.Fprint(w, "\nRun \"keel eval COMMAND --help\" for a command's flags.\n")
+	return runGroup(ctx, "eval", "COMMAND [flags]", evalDesc, evalCommands, args, stdout, stderr)
 }
 
 const evalRunDesc = `Starts an eval and follows it: a progress bar on a terminal's stderr, then

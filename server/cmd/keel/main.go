@@ -32,6 +32,40 @@ type command struct {
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
+// runGroup runs a command that groups others (keel schedule, keel eval):
+// args[0] names one of them. usage is the group's usage line, desc what
+// its help says above the list.
+func runGroup(ctx context.Context, name, usage, desc string, group []command, args []string, stdout, stderr io.Writer) int {
+	printUsage := func(w io.Writer) {
+		width := 0
+		for _, c := range group {
+			width = max(width, len(c.name))
+		}
+		fmt.Fprintf(w, "Usage: keel %s %s\n\n%s\n\nCommands:\n", name, usage, wrap(desc, 76))
+		for _, c := range group {
+			fmt.Fprintf(w, "  %-*s %s\n", width+1, c.name, c.summary)
+		}
+		fmt.Fprintf(w, "\nRun \"keel %s COMMAND --help\" for a command's flags.\n", name)
+	}
+	if len(args) == 0 {
+		printUsage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		printUsage(stdout)
+		return exitOK
+	}
+	for _, c := range group {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "keel %s: unknown command %q\n\n", name, args[0])
+	printUsage(stderr)
+	return exitUsage
+}
+
 // commands in the order `keel help` lists them.
 var commands = []command{
 	{"dev", "run a local Temporal server, Web UI, NATS and worker in one process", cmdDev},

@@ -9,6 +9,7 @@ import (
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
+	"github.com/keelrun/keel/server/internal/sessionlog"
 	"github.com/keelrun/keel/transcript"
 )
 
@@ -96,41 +97,15 @@ func cmdRerun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return followRun(ctx, run, r, stderr, nil)
 }
 
-// maxCompareEvents bounds the events a command reads of one session, in
-// pages of comparePage.
-const (
-	maxCompareEvents = 1_000_000
-	comparePage      = 10_000
-)
+// maxCompareEvents bounds the events a command reads of one session.
+const maxCompareEvents = 1_000_000
 
 // readSession reads the session's durable log from its start into a
-// transcript, and the time of each run's first and last event.
-func readSession(ctx context.Context, s *client.Session) (*transcript.Transcript, map[string]runTimes, error) {
-	t := transcript.New()
-	times := map[string]runTimes{}
-	var after int64
-	for read := 0; ; {
-		page, more, err := s.EventsPage(ctx, after, comparePage)
-		if err != nil {
-			return nil, nil, fmt.Errorf("read the log of session %s: %w", s.ID(), err)
-		}
-		for _, env := range page {
-			t.Apply(env)
-			if env.RunID != "" && !env.At.IsZero() {
-				rt := times[env.RunID]
-				if rt.first.IsZero() {
-					rt.first = env.At
-				}
-				rt.last = env.At
-				times[env.RunID] = rt
-			}
-			after = max(after, env.Seq)
-		}
-		if read += len(page); read > maxCompareEvents {
-			return nil, nil, fmt.Errorf("session %s: more than %d events; compare reads at most that many", s.ID(), maxCompareEvents)
-		}
-		if !more || len(page) == 0 {
-			return t, times, nil
-		}
+// transcript, and the span of each run's durable events.
+func readSession(ctx context.Context, s *client.Session) (*transcript.Transcript, map[string]sessionlog.Span, error) {
+	t, spans, err := sessionlog.Read(ctx, s, maxCompareEvents)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the log of session %s: %w", s.ID(), err)
 	}
+	return t, spans, nil
 }

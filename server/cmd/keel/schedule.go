@@ -19,13 +19,7 @@ cancel like any other. Each schedule is a Temporal Schedule of the same ID,
 visible and controllable in the Temporal Web UI and with "temporal
 schedule" too.`
 
-// scheduleCommand is one `keel schedule` subcommand.
-type scheduleCommand struct {
-	name, summary string
-	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
-}
-
-var scheduleCommands = []scheduleCommand{
+var scheduleCommands = []command{
 	{"create", "create a schedule", cmdScheduleCreate},
 	{"list", "list the schedules", cmdScheduleList},
 	{"describe", "show a schedule: when it fires next, its latest firings and their runs", cmdScheduleDescribe},
@@ -37,31 +31,7 @@ var scheduleCommands = []scheduleCommand{
 }
 
 func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		printScheduleUsage(stderr)
-		return exitUsage
-	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		printScheduleUsage(stdout)
-		return exitOK
-	}
-	for _, c := range scheduleCommands {
-		if c.name == args[0] {
-			return c.run(ctx, args[1:], stdout, stderr)
-		}
-	}
-	fmt.Fprintf(stderr, "keel schedule: unknown command %q\n\n", args[0])
-	printScheduleUsage(stderr)
-	return exitUsage
-}
-
-func printScheduleUsage(w io.Writer) {
-	fmt.Fprintf(w, "Usage: keel schedule COMMAND [flags] [ID]\n\n%s\n\nCommands:\n", wrap(scheduleDesc, 76))
-	for _, c := range scheduleCommands {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
-	}
-	fmt.Fprint(w, "\nRun \"keel schedule COMMAND --help\" for a command's flags.\n")
+	return runGroup(ctx, "schedule", "COMMAND [flags] [ID]", scheduleDesc, scheduleCommands, args, stdout, stderr)
 }
 
 // scheduleTarget is the flags of the commands that act on one schedule.
