@@ -22,6 +22,10 @@ type result struct {
 	// firstProgress and completion run from the fault's start to each
 	// affected run's first event after it and to its terminal event.
 	firstP50, firstP99, doneP50, doneP99 time.Duration
+	// runP50 and runP99 are every run's time from its send to its
+	// terminal event: unlike the times from the fault, they do not
+	// depend on when in the runs the fault began, so batches compare.
+	runP50, runP99 time.Duration
 	// hold is how long the fault lasted.
 	hold time.Duration
 	// lost runs have no terminal event; twice counts tool effects applied
@@ -47,7 +51,7 @@ type result struct {
 func checkBatch(t *testing.T, ctx context.Context, c *client.Client, top *topology, b *batch) result {
 	t.Helper()
 	r := result{name: b.name, hold: b.healed.Sub(b.faultAt)}
-	var first, done []time.Duration
+	var first, done, run []time.Duration
 	for _, p := range b.runs {
 		r.deltas += p.deltas
 		r.lagged += p.lagged
@@ -69,6 +73,7 @@ func checkBatch(t *testing.T, ctx context.Context, c *client.Client, top *topolo
 			t.Errorf("%s: %s: no terminal event (send errors: %v)", b.name, p.session, tailStrings(p.sendErrors, 3))
 			continue
 		}
+		run = append(run, p.done.Sub(p.sent))
 		if !b.faultAt.IsZero() && p.done.After(b.faultAt) {
 			r.affected++
 			done = append(done, p.done.Sub(b.faultAt))
@@ -103,6 +108,7 @@ func checkBatch(t *testing.T, ctx context.Context, c *client.Client, top *topolo
 	}
 	r.firstP50, r.firstP99 = percentile(first, 50), percentile(first, 99)
 	r.doneP50, r.doneP99 = percentile(done, 50), percentile(done, 99)
+	r.runP50, r.runP99 = percentile(run, 50), percentile(run, 99)
 	return r
 }
 
@@ -219,13 +225,14 @@ func percentile(ds []time.Duration, q int) time.Duration {
 // table renders results as the Markdown table docs/operations.md keeps.
 func table(results []result) string {
 	var b strings.Builder
-	b.WriteString("| fault | held | runs in flight | first progress p50 / p99 | completed p50 / p99 | lost | failed | tools twice | tool calls aborted / deduplicated | deltas / lagged / runs missing deltas | send retries | follows resumed |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| fault | held | runs in flight | first progress p50 / p99 | completed p50 / p99 | run time p50 / p99 | lost | failed | tools twice | tool calls aborted / deduplicated | deltas / lagged / runs missing deltas | send retries | follows resumed |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %s | %v | %d | %v / %v | %v / %v | %d | %d | %d | %d / %d | %d / %d / %d | %d | %d |\n",
+		fmt.Fprintf(&b, "| %s | %v | %d | %v / %v | %v / %v | %v / %v | %d | %d | %d | %d / %d | %d / %d / %d | %d | %d |\n",
 			r.name, r.hold.Round(100*time.Millisecond), r.affected,
 			r.firstP50.Round(10*time.Millisecond), r.firstP99.Round(10*time.Millisecond),
 			r.doneP50.Round(100*time.Millisecond), r.doneP99.Round(100*time.Millisecond),
+			r.runP50.Round(100*time.Millisecond), r.runP99.Round(100*time.Millisecond),
 			r.lost, r.failed, r.twice, r.aborted, r.deduped, r.deltas, r.lagged, r.missedDeltas, r.sendRetries, r.resumes)
 	}
 	return b.String()

@@ -87,8 +87,9 @@ func TestClusterUnderFaults(t *testing.T) {
 		b := runBatch(t, ctx, top, c, name, at, fault)
 		r := checkBatch(t, ctx, c, top, b)
 		results = append(results, r)
-		t.Logf("%s: %d runs in flight at the fault, completed p50 %v p99 %v; failures: %v", name, r.affected,
-			r.doneP50.Round(time.Millisecond), r.doneP99.Round(time.Millisecond), r.failures)
+		t.Logf("%s: %d runs in flight at the fault, completed p50 %v p99 %v, run time p50 %v p99 %v; failures: %v", name, r.affected,
+			r.doneP50.Round(time.Millisecond), r.doneP99.Round(time.Millisecond),
+			r.runP50.Round(time.Millisecond), r.runP99.Round(time.Millisecond), r.failures)
 		top.check(t)
 	}
 	batch("baseline", duringTools, nil)
