@@ -50,6 +50,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--model", "my gpt", "hi"}, `--model "my gpt": want scripted:demo`},
 		{[]string{"run", "--session", "bad id!", "hi"}, "--session: keel: session ID"},
 		{[]string{"run", strings.Repeat("x", api.MaxPromptBytes+1)}, "the limit is"},
+		{[]string{"run", "--once", "k", "hi"}, "--once needs --session"},
+		{[]string{"send", "--session", "s", "--once", strings.Repeat("k", api.MaxOnceBytes+1), "hi"}, "--once is 257 bytes"},
 		{[]string{"send"}, "missing argument PROMPT"},
 		{[]string{"send", "--queue=maybe", "hi"}, "invalid boolean value"},
 		{[]string{"events"}, "missing argument SESSION"},

@@ -59,6 +59,8 @@ type promptFlags struct {
 	// validate.
 	attach attachFlag
 	files  []attachFile
+	// once is --once: the send's once key (docs/contract.md §11.7).
+	once string
 }
 
 func (p *promptFlags) register(fs *flagSet) {
@@ -74,6 +76,7 @@ func (p *promptFlags) register(fs *flagSet) {
 	fs.Var(&p.outputSchema, "output-schema", "JSON Schema `FILE` the final answer must match; the outcome then carries it as JSON (docs/contract.md §21.1)")
 	fs.StringVar(&p.effort, "reasoning-effort", "", "ask the model to reason first: `LEVEL` minimal, low, medium or high (refused where the model cannot)")
 	fs.IntVar(&p.thinking, "reasoning-budget", 0, "ask the model to reason with up to `N` tokens (Anthropic's extended thinking; at least 1024)")
+	fs.StringVar(&p.once, "once", "", "send under this `KEY` (with --session): sent again with the same KEY, after an error say, the prompt runs once and the command answers for that run (docs/contract.md §11.7)")
 	p.hooks.register(fs, "the run")
 	p.attach.register(fs)
 	fs.BoolVar(&p.setDefault, "set-default", false,
@@ -101,7 +104,11 @@ func (p *promptFlags) send(ctx context.Context, kc *conn, sess *client.Session, 
 	if err != nil {
 		return nil, err
 	}
-	return sess.Send(ctx, prompt, append(p.sendOptions(atts), opts...)...)
+	opts = append(p.sendOptions(atts), opts...)
+	if p.once != "" {
+		return sess.SendOnce(ctx, p.once, prompt, opts...)
+	}
+	return sess.Send(ctx, prompt, opts...)
 }
 
 // validate checks the flags and the prompt before anything is sent.
@@ -120,6 +127,12 @@ func (p *promptFlags) validate(fs *flagSet, stderr io.Writer, prompt string) (in
 		if err := keel.ValidateSessionID(p.session); err != nil {
 			return fs.usageError(stderr, "--session: %v", err), false
 		}
+	}
+	switch {
+	case p.once != "" && p.session == "":
+		return fs.usageError(stderr, "--once needs --session: a key is remembered by its session"), false
+	case len(p.once) > api.MaxOnceBytes:
+		return fs.usageError(stderr, "--once is %d bytes; the limit is %d", len(p.once), api.MaxOnceBytes), false
 	}
 	if err := checkAgentFlag(fs, p.agent, "model", "tools", "output-schema"); err != nil {
 		return fs.usageError(stderr, "%v", err), false

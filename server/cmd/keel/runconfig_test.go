@@ -66,4 +66,14 @@ func TestRunModelIsForItsRunOnly(t *testing.T) {
 	send("s1", baseline.Text)
 	keelRun("--model", "other", "--set-default", "hi")
 	send("s1", "The other model.")
+
+	// --once: run again under the same key (a client that does not know
+	// whether its first try got through), it follows the first run and
+	// starts nothing (docs/contract.md §11.7).
+	keelRun("--model", "other", "--once", "k1", "again")
+	keelRun("--model", "other", "--once", "k1", "again")
+	st, err := c.Session("s1").State(ctx)
+	if err != nil || st.Runs != 5 {
+		t.Fatalf("after two keel run --once with one key: %d runs (%v), want 5", st.Runs, err)
+	}
 }
