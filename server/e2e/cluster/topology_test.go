@@ -51,6 +51,7 @@ type topology struct {
 	effects   *effects
 	scripts   string
 	storeEnv  []string
+	keelBin   string // for the workload's `keel run` clients
 }
 
 // cutWorker is the worker that reaches the frontend through workerCut.
@@ -101,7 +102,7 @@ func clusterNodeBinary(t *testing.T) string {
 func startTopology(t *testing.T, pg *devserver.Postgres) *topology {
 	t.Helper()
 	keelBin, nodeBin := keeltest.KeelBinary(t), clusterNodeBinary(t)
-	top := &topology{dir: t.TempDir(), temporal: map[string]*node{}}
+	top := &topology{dir: t.TempDir(), temporal: map[string]*node{}, keelBin: keelBin}
 
 	ports := map[string]devserver.ServicePorts{}
 	for _, s := range temporalServices {

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,13 +22,15 @@ import (
 	"github.com/keelrun/keel/api"
 	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/live"
+	"github.com/keelrun/keel/server/devserver"
 )
 
 // The workload: batchSessions sessions at once, one run each. A run
 // streams a turn (turnChunks chunks chunkDelay apart), calls an effect
 // tool, a slow effect tool (slowToolMS) and sleep (a durable timer of
 // napSeconds), then streams a second turn. One session in gatewayEvery
-// sends through a gateway's HTTP API, the others through the Go SDK.
+// sends through a gateway's HTTP API and one in cliEvery runs `keel run`;
+// the others send through the Go SDK.
 const (
 	batchSessions = 100
 	turnChunks    = 10
@@ -34,6 +38,7 @@ const (
 	slowToolMS    = 3000
 	napSeconds    = 2
 	gatewayEvery  = 5
+	cliEvery      = 10
 )
 
 // runHeartbeat is the sessions' heartbeat timeout: how soon a model turn
@@ -53,6 +58,7 @@ type progress struct {
 
 	sent       time.Time
 	viaGateway bool
+	viaCLI     bool
 	arrivals   []time.Time
 	types      []string // of each arrival, for the slowest run's timeline
 	durable    map[int64]keel.Envelope
@@ -196,9 +202,12 @@ func runBatch(t *testing.T, ctx context.Context, top *topology, c *client.Client
 		p := &progress{session: id, durable: map[int64]keel.Envelope{}, seen: map[string]bool{}}
 		b.runs = append(b.runs, p)
 		wg.Go(func() {
-			if i%gatewayEvery == 0 {
+			switch {
+			case i%gatewayEvery == 0:
 				followGatewayRun(ctx, top.apiURLs[(i/gatewayEvery)%len(top.apiURLs)], c, p, record)
-			} else {
+			case i%cliEvery == 1:
+				followCLIRun(ctx, top, p, record)
+			default:
 				followSDKRun(ctx, c, p, record)
 			}
 		})
@@ -318,4 +327,65 @@ func followGatewayRun(ctx context.Context, apiURL string, c *client.Client, p *p
 	}
 	s := c.Session(p.session)
 	follow(ctx, s, p, s.EventsFrom(ctx, p.base), record)
+}
+
+// followCLIRun sends and follows with `keel run --once KEY --json`, as a
+// script would: while the command exits without the run's terminal event
+// (the frontend out of reach, its follow broken), it runs it again with
+// the same once key, which follows the same run (docs/contract.md §11.7).
+func followCLIRun(ctx context.Context, top *topology, p *progress, record func(*progress, keel.Envelope, error)) {
+	p.viaCLI = true
+	cfg := runConfig(p.session)
+	args := []string{"run", "--address", top.frontend, "--namespace", devserver.DefaultNamespace,
+		"--nats", top.natsURL, "--store", top.storeURL, "--session", p.session, "--once", p.session + "/send",
+		"--model", cfg.Model, "--tools", strings.Join(cfg.Tools, ","), "--json", "go"}
+	p.sent = time.Now()
+	for ctx.Err() == nil {
+		cmd := exec.CommandContext(ctx, top.keelBin, args...)
+		cmd.Env = append(os.Environ(), top.storeEnv...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.StdoutPipe()
+		if err == nil {
+			err = cmd.Start()
+		}
+		if err != nil {
+			p.sendErrors = append(p.sendErrors, "not retryable: "+err.Error())
+			return
+		}
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+		for sc.Scan() {
+			var ev keel.Envelope
+			if json.Unmarshal(sc.Bytes(), &ev) != nil {
+				continue
+			}
+			if p.runID == "" {
+				p.runID = ev.RunID
+			}
+			if ev.RunID != p.runID {
+				continue
+			}
+			record(p, ev, nil)
+			if ev.Terminal() && p.terminal == nil {
+				p.terminal, p.done = &ev, time.Now()
+			}
+		}
+		err = cmd.Wait()
+		// keel run reports lost deltas on stderr.
+		for range strings.Count(stderr.String(), "live events missed") {
+			record(p, keel.Envelope{}, &live.LaggedError{})
+		}
+		if p.terminal != nil {
+			return
+		}
+		if p.runID == "" {
+			p.sendErrors = append(p.sendErrors, fmt.Sprintf("keel run: %v: %s", err, tailStrings(strings.Split(strings.TrimSpace(stderr.String()), "\n"), 1)))
+		} else {
+			// It sent, then its follow broke: run again, it follows the
+			// run from its start, and deltas streamed meanwhile are gone.
+			p.resumes++
+		}
+		time.Sleep(retryPause)
+	}
 }
