@@ -1,0 +1,118 @@
+package gateway_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/keelrun/keel/server/gateway"
+)
+
+// The page's eval view (docs/evals.md, "On the page"): an eval opened by
+// #eval=ID shows its progress to the end, then its report: the totals
+// of both sides, the regression first, a histogram with the right
+// counts, and a case ID that is markup shown as text; a case's details
+// open with its reasons and answers. An eval opened with the nav's field
+// is cancelled from the page (confirmed), and opening a session closes
+// the view.
+func TestWebEval(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives a headless Chromium")
+	}
+	b := newBrowser(t)
+	s := startGateway(t, gateway.Options{})
+	cand := model(t, `{"repeat":true,"turns":[{"text":["41"]}]}`)
+	base := shared.book.Add(t, t.Name()+"-base", `{"repeat":true,"turns":[{"text":["42"]}]}`)
+	const hostile = `q <img src=x onerror="window.pwned=1">`
+	s.call(t, http.MethodPost, "/v1/evals", map[string]any{"id": "web-eval",
+		"candidate": map[string]any{"model": cand, "tools": []string{}},
+		"baseline":  map[string]any{"model": base, "tools": []string{}},
+		"cases": []any{
+			map[string]any{"id": "ok", "prompt": "a number", "expect": map[string]any{"contains": []string{"4"}}},
+			map[string]any{"id": hostile, "prompt": "6*7?", "expect": map[string]any{"contains": []string{"42"}}},
+		}}).must(t, http.StatusAccepted)
+
+	b.do("load the page", chromedp.Navigate(s.srv.URL+"/#eval=web-eval"), chromedp.WaitVisible(chromedp.CSS("#eval")))
+	poll[bool](b, "progress at the end and the report", `(() => {
+		const bar = document.getElementById("eval-bar");
+		const v = (f) => document.querySelector('#eval-counts [data-field="' + f + '"]')?.dataset.value;
+		return document.getElementById("eval-state").dataset.state === "completed" && bar.value === 2 && bar.max === 2 &&
+			v("done") === "2" && v("passed") === "1" && v("failed") === "1" && v("running") === "0" &&
+			document.getElementById("eval-cancel").hidden && !document.getElementById("eval-report").hidden;
+	})()`)
+	b.screenshot("report")
+	totals := eval[[]string](b, `["pass_rate", "passed", "failed"].flatMap((f) => ["candidate", "baseline"].map((s) =>
+		document.querySelector('#eval-totals tr[data-field="' + f + '"] td[data-side="' + s + '"]').textContent))`)
+	want := []string{"50.0% (1/2)", "100.0% (2/2)", "1", "2", "1 / 0 / 0", "0 / 0 / 0"}
+	if len(totals) != len(want) {
+		t.Fatalf("totals %q, want %q", totals, want)
+	}
+	for i := range want {
+		if totals[i] != want[i] {
+			t.Fatalf("totals %q, want %q", totals, want)
+		}
+	}
+	rows := eval[[]string](b, `[...document.querySelectorAll("#eval-cases tr.case")].map((r) =>
+		r.querySelector(".case-id").textContent + "|" + r.dataset.change)`)
+	if len(rows) != 2 || rows[0] != hostile+"|regressed" || rows[1] != "ok|same" {
+		t.Fatalf("case rows %q: the regression first, its ID as text", rows)
+	}
+	if eval[bool](b, `!!document.querySelector("#eval img") || window.pwned === 1`) {
+		t.Fatal("a case ID was rendered as markup")
+	}
+	// The failing case scores 0.5: its run completed, its answer lacks "42".
+	for _, c := range []struct{ series, bars, table string }{
+		{"candidate", "0,0,0,0,0,1,0,0,0,1", "0,0,0,0,0,1,0,0,0,1"},
+		{"baseline", "0,0,0,0,0,0,0,0,0,2", "0,0,0,0,0,0,0,0,0,2"},
+	} {
+		bars := eval[string](b, `[...document.querySelectorAll('#eval-chart rect.bar[data-series="`+c.series+`"]')].map((r) => r.dataset.count).join()`)
+		table := eval[string](b, `[...document.querySelectorAll('#eval-chart td[data-series="`+c.series+`"]')].map((td) => td.textContent).join()`)
+		if bars != c.bars || table != c.table {
+			t.Fatalf("%s histogram: bars %s, table %s, want %s", c.series, bars, table, c.bars)
+		}
+	}
+	if !eval[bool](b, `document.querySelector("#eval-chart svg").getAttribute("aria-label").includes("candidate: 0.0–0.1 0, 0.1–0.2 0, 0.2–0.3 0, 0.3–0.4 0, 0.4–0.5 0, 0.5–0.6 1")`) {
+		t.Fatal("the chart's text alternative lacks the counts")
+	}
+	b.do("open the regression", chromedp.Click(chromedp.CSS("#eval-cases tr.case .case-toggle")))
+	poll[bool](b, "its reasons and answers", `(() => {
+		const d = document.querySelector("#eval-cases tr.case-detail");
+		if (!d || d.hidden || d.dataset.case !== `+jsString(hostile)+`) return false;
+		const side = (s) => d.querySelector('.case-side[data-side="' + s + '"]');
+		return side("candidate").querySelector(".answer").textContent === "41" &&
+			side("baseline").querySelector(".answer").textContent === "42" &&
+			side("candidate").querySelector('.scores li[data-pass="false"] .reason')?.textContent.length > 3;
+	})()`)
+	b.screenshot("case")
+
+	// An eval whose case waits at a gate that never opens, cancelled
+	// from the page.
+	gated := shared.book.Add(t, t.Name()+"-gated", `{"turns":[
+	  {"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"web-eval-never"}}]},
+	  {"text":["done"]}]}`)
+	s.call(t, http.MethodPost, "/v1/evals", map[string]any{"id": "web-eval-cancel",
+		"candidate": map[string]any{"model": gated, "tools": []string{"gate"}},
+		"cases":     []any{map[string]any{"id": "waits", "prompt": "wait"}}}).must(t, http.StatusAccepted)
+	b.fill("#eval-open-id", "web-eval-cancel")
+	b.do("open the second eval", chromedp.Click(chromedp.CSS("#eval-open-form button")))
+	poll[bool](b, "running", `document.getElementById("eval-id").textContent === "web-eval-cancel" &&
+		location.hash === "#eval=web-eval-cancel" &&
+		document.getElementById("eval-state").dataset.state === "running" &&
+		document.querySelector('#eval-counts [data-field="running"]')?.dataset.value === "1" &&
+		!document.getElementById("eval-cancel").hidden && document.getElementById("eval-report").hidden`)
+	eval[bool](b, `window.confirm = () => true, true`)
+	b.do("cancel", chromedp.Click(chromedp.CSS("#eval-cancel")))
+	poll[bool](b, "cancelled", `document.getElementById("eval-state").dataset.state === "cancelled" &&
+		document.getElementById("eval-cancel").hidden && !document.getElementById("eval-report").hidden &&
+		document.getElementById("eval-notes").textContent.includes("cancelled")`)
+	r := s.call(t, http.MethodGet, "/v1/evals/web-eval-cancel", nil).must(t, http.StatusOK)
+	if r.body["state"] != "cancelled" {
+		t.Fatalf("after cancel: %s", r.raw)
+	}
+
+	b.open("web-eval-session")
+	if !eval[bool](b, `document.getElementById("eval").hidden && !location.hash.startsWith("#eval=")`) {
+		t.Fatal("opening a session left the eval view open")
+	}
+}
