@@ -13,9 +13,9 @@ import (
 // #eval=ID shows its progress to the end, then its report: the totals
 // of both sides, the regression first, a histogram with the right
 // counts, and a case ID that is markup shown as text; a case's details
-// open with its reasons and answers. An eval opened with the nav's field
+// open with its reasons, answers and their diff. An eval opened with the nav's field
 // is cancelled from the page (confirmed), and opening a session closes
-// the view.
+// the view. Nothing breaks the page's Content-Security-Policy.
 func TestWebEval(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives a headless Chromium")
@@ -82,7 +82,8 @@ func TestWebEval(t *testing.T) {
 		const side = (s) => d.querySelector('.case-side[data-side="' + s + '"]');
 		return side("candidate").querySelector(".answer").textContent === "41" &&
 			side("baseline").querySelector(".answer").textContent === "42" &&
-			side("candidate").querySelector('.scores li[data-pass="false"] .reason')?.textContent.length > 3;
+			side("candidate").querySelector('.scores li[data-pass="false"] .reason')?.textContent.length > 3 &&
+			d.querySelector(".answer-diff .del").textContent === "- 42\n" && d.querySelector(".answer-diff .ins").textContent === "+ 41\n";
 	})()`)
 	b.screenshot("case")
 
@@ -94,6 +95,7 @@ func TestWebEval(t *testing.T) {
 	s.call(t, http.MethodPost, "/v1/evals", map[string]any{"id": "web-eval-cancel",
 		"candidate": map[string]any{"model": gated, "tools": []string{"gate"}},
 		"cases":     []any{map[string]any{"id": "waits", "prompt": "wait"}}}).must(t, http.StatusAccepted)
+	eval[bool](b, `window.violations = 0, document.addEventListener("securitypolicyviolation", () => window.violations++), true`)
 	b.fill("#eval-open-id", "web-eval-cancel")
 	b.do("open the second eval", chromedp.Click(chromedp.CSS("#eval-open-form button")))
 	poll[bool](b, "running", `document.getElementById("eval-id").textContent === "web-eval-cancel" &&
@@ -106,6 +108,9 @@ func TestWebEval(t *testing.T) {
 	poll[bool](b, "cancelled", `document.getElementById("eval-state").dataset.state === "cancelled" &&
 		document.getElementById("eval-cancel").hidden && !document.getElementById("eval-report").hidden &&
 		document.getElementById("eval-notes").textContent.includes("cancelled")`)
+	if n := eval[int](b, `window.violations`); n != 0 {
+		t.Fatalf("the view broke the page's Content-Security-Policy %d times", n)
+	}
 	r := s.call(t, http.MethodGet, "/v1/evals/web-eval-cancel", nil).must(t, http.StatusOK)
 	if r.body["state"] != "cancelled" {
 		t.Fatalf("after cancel: %s", r.raw)

@@ -3,7 +3,8 @@
 // #eval=ID), shows its progress while it runs, reading GET /v1/evals/{id}
 // every second, cancels it (confirmed), and once it ends shows its
 // report: the totals of each side, a histogram of their scores, and the
-// cases, regressions first, each with its scores, reasons and answers.
+// cases, regressions first, each with its scores, reasons and answers
+// (and their diff).
 // What the report holds is shown as text, never HTML.
 "use strict";
 
@@ -251,7 +252,41 @@
         run.answer_cut ? el("p", {class: "dim"}, "(answer cut)") : null);
     });
     parts.push(el("div", {class: "case-sides"}, cols));
+    const a = c.baseline && c.baseline.run ? c.baseline.run.answer || "" : null;
+    const b = c.candidate.run ? c.candidate.run.answer || "" : null;
+    if (a !== null && b !== null && a !== b) {
+      const lines = lineDiff(a.split("\n"), b.split("\n"));
+      if (lines) {
+        parts.push(el("details", {class: "answer-diff"}, el("summary", {}, "the answers' diff (baseline → candidate)"),
+          el("pre", {class: "diff"}, lines.map(([op, text]) =>
+            el("span", {class: op === "-" ? "del" : op === "+" ? "ins" : null}, op + " " + text + "\n")))));
+      }
+    }
     return parts;
+  }
+
+  // lineDiff is the lines of a and b as ["-" | "+" | " ", line], by their
+  // longest common subsequence; null for answers too long to compare.
+  function lineDiff(a, b) {
+    if (a.length * b.length > 1e6) return null;
+    const n = a.length, m = b.length;
+    const lcs = Array.from({length: n + 1}, () => new Uint32Array(m + 1));
+    for (let i = n - 1; i >= 0; i--) {
+      for (let j = m - 1; j >= 0; j--) {
+        lcs[i][j] = a[i] === b[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+      }
+    }
+    const out = [];
+    let i = 0, j = 0;
+    while (i < n || j < m) {
+      if (i < n && j < m && a[i] === b[j]) {
+        out.push([" ", a[i]]);
+        i++;
+        j++;
+      } else if (j < m && (i === n || lcs[i][j + 1] >= lcs[i + 1][j])) out.push(["+", b[j++]]);
+      else out.push(["-", a[i++]]);
+    }
+    return out;
   }
 
   async function cancelEval() {
