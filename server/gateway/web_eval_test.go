@@ -13,9 +13,10 @@ import (
 // #eval=ID shows its progress to the end, then its report: the totals
 // of both sides, the regression first, a histogram with the right
 // counts, and a case ID that is markup shown as text; a case's details
-// open with its reasons, answers and their diff. An eval opened with the nav's field
-// is cancelled from the page (confirmed), and opening a session closes
-// the view. Nothing breaks the page's Content-Security-Policy.
+// open with its reasons, answers and their diff. An eval opened with the
+// nav's field is cancelled from the page (confirmed), one that does not
+// exist says so, typed, and opening a session closes the view. Nothing
+// breaks the page's Content-Security-Policy.
 func TestWebEval(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives a headless Chromium")
@@ -115,6 +116,12 @@ func TestWebEval(t *testing.T) {
 	if r.body["state"] != "cancelled" {
 		t.Fatalf("after cancel: %s", r.raw)
 	}
+
+	b.fill("#eval-open-id", "web-eval-none")
+	b.do("open an eval that does not exist", chromedp.Click(chromedp.CSS("#eval-open-form button")))
+	poll[bool](b, "its error", `(() => { const e = document.getElementById("eval-error");
+		return document.getElementById("eval-id").textContent === "web-eval-none" && !e.hidden &&
+			e.textContent.startsWith("not_found: ") && document.getElementById("eval-report").hidden; })()`)
 
 	b.open("web-eval-session")
 	if !eval[bool](b, `document.getElementById("eval").hidden && !location.hash.startsWith("#eval=")`) {

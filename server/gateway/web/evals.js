@@ -15,8 +15,9 @@
   const evalPath = (id) => "/v1/evals/" + encodeURIComponent(id);
   const hashPrefix = "#eval=";
 
-  // view is what the eval view shows.
-  const view = {id: null, timer: 0};
+  // view is what the eval view shows; gen counts its reads, so that only
+  // the latest one draws or reads again.
+  const view = {id: null, timer: 0, gen: 0};
 
   function showError(err) {
     const p = $("eval-error");
@@ -49,6 +50,7 @@
   function closeEval() {
     if (!view.id) return;
     view.id = null;
+    view.gen++;
     clearTimeout(view.timer);
     $("eval").hidden = true;
     if (location.hash.startsWith(hashPrefix)) history.replaceState(null, "", location.pathname + location.search);
@@ -58,18 +60,18 @@
   // it again each second, and once it ended reads its report.
   async function refresh() {
     clearTimeout(view.timer);
-    const id = view.id;
+    const id = view.id, gen = ++view.gen;
     if (!id) return;
     let st;
     try {
       st = await app.call("GET", evalPath(id));
     } catch (err) {
-      if (view.id !== id) return;
+      if (view.gen !== gen) return;
       showError(err);
       if (err.status !== 404 && err.status !== 400) view.timer = setTimeout(refresh, 3000);
       return;
     }
-    if (view.id !== id) return;
+    if (view.gen !== gen) return;
     showError(null);
     drawStatus(st);
     if (st.state === "running") {
@@ -78,9 +80,9 @@
     }
     try {
       const rep = await app.call("GET", evalPath(id) + "/report");
-      if (view.id === id) drawReport(rep);
+      if (view.gen === gen) drawReport(rep);
     } catch (err) {
-      if (view.id === id) showError(err);
+      if (view.gen === gen) showError(err);
     }
   }
 
