@@ -3,9 +3,8 @@
 // #eval=ID), shows its progress while it runs, reading GET /v1/evals/{id}
 // every second, cancels it (confirmed), and once it ends shows its
 // report: the totals of each side, a histogram of their scores, and the
-// cases, regressions first, each with its scores, reasons and answers
-// (and their diff).
-// What the report holds is shown as text, never HTML.
+// cases, regressions first, each with its scores, reasons, answers and
+// their diff. What the report holds is shown as text, never HTML.
 "use strict";
 
 (() => {
@@ -82,7 +81,9 @@
       const rep = await app.call("GET", evalPath(id) + "/report");
       if (view.gen === gen) drawReport(rep);
     } catch (err) {
-      if (view.gen === gen) showError(err);
+      if (view.gen !== gen) return;
+      showError(err);
+      if (err.status !== 404 && err.status !== 400) view.timer = setTimeout(refresh, 3000);
     }
   }
 
@@ -182,8 +183,10 @@
     sides.forEach(([name, t], s) => {
       t.histogram.forEach((n, i) => {
         const h = (base - top) * n / max;
-        root.append(svg("rect", {x: left + i * binW + 4 + s * barW, y: base - h, width: barW, height: h,
-          class: "bar bar-" + name, "data-series": name, "data-bin": i, "data-count": n}));
+        const bar = svg("rect", {x: left + i * binW + 4 + s * barW, y: base - h, width: barW, height: h,
+          class: "bar bar-" + name, "data-series": name, "data-bin": i, "data-count": n});
+        bar.append(svg("title", {}, name + " " + bins(i) + ": " + n));
+        root.append(bar);
       });
       root.append(svg("rect", {x: left + 10 * binW - 150 + s * 80, y: 4, width: 10, height: 10, class: "bar-" + name}));
       root.append(svg("text", {x: left + 10 * binW - 136 + s * 80, y: 13, class: "legend"}, name));
