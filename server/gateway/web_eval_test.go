@@ -55,8 +55,8 @@ func TestWebEval(t *testing.T) {
 		}
 	}
 	rows := eval[[]string](b, `[...document.querySelectorAll("#eval-cases tr.case")].map((r) =>
-		r.querySelector(".case-id").textContent + "|" + r.dataset.change)`)
-	if len(rows) != 2 || rows[0] != hostile+"|regressed" || rows[1] != "ok|same" {
+		r.querySelector(".case-id").textContent + "|" + r.dataset.change + "|" + r.querySelector('td[data-side="candidate"]').dataset.result)`)
+	if len(rows) != 2 || rows[0] != hostile+"|regressed|fail" || rows[1] != "ok|same|pass" {
 		t.Fatalf("case rows %q: the regression first, its ID as text", rows)
 	}
 	if eval[bool](b, `!!document.querySelector("#eval img") || window.pwned === 1`) {
@@ -104,11 +104,14 @@ func TestWebEval(t *testing.T) {
 		document.getElementById("eval-state").dataset.state === "running" &&
 		document.querySelector('#eval-counts [data-field="running"]')?.dataset.value === "1" &&
 		!document.getElementById("eval-cancel").hidden && document.getElementById("eval-report").hidden`)
+	b.screenshot("running")
 	eval[bool](b, `window.confirm = () => true, true`)
 	b.do("cancel", chromedp.Click(chromedp.CSS("#eval-cancel")))
 	poll[bool](b, "cancelled", `document.getElementById("eval-state").dataset.state === "cancelled" &&
 		document.getElementById("eval-cancel").hidden && !document.getElementById("eval-report").hidden &&
-		document.getElementById("eval-notes").textContent.includes("cancelled")`)
+		document.getElementById("eval-notes").textContent.includes("cancelled") &&
+		document.querySelector('#eval-cases tr.case[data-case="waits"] td[data-side="candidate"]')?.dataset.result === "skipped"`)
+	b.screenshot("cancelled")
 	if n := eval[int](b, `window.violations`); n != 0 {
 		t.Fatalf("the view broke the page's Content-Security-Policy %d times", n)
 	}

@@ -202,12 +202,17 @@
     return [root, el("details", {}, el("summary", {}, "the counts as a table"), table)];
   }
 
+  // sideResult is how a side ended: "skipped", "error", "pass" or "fail".
+  function sideResult(s) {
+    if (!s) return null;
+    return s.skipped ? "skipped" : s.error ? "error" : s.pass ? "pass" : "fail";
+  }
+
   // sideText is a side in a few words.
   function sideText(s) {
-    if (!s) return "";
-    if (s.skipped) return "skipped";
-    if (s.error) return "error: " + s.error.message;
-    return (s.pass ? "pass " : "fail ") + (s.score || 0).toFixed(2);
+    const r = sideResult(s);
+    if (r === null || r === "skipped") return r || "";
+    return r === "error" ? "error: " + s.error.message : r + " " + (s.score || 0).toFixed(2);
   }
 
   function drawCases(rep) {
@@ -226,8 +231,8 @@
       });
       rows.push(el("tr", {class: "case", "data-case": c.id, "data-change": c.change || null, "data-failing": failing ? "true" : null},
         el("td", {class: "case-id"}, c.id), el("td", {class: "change"}, c.change || ""),
-        el("td", {"data-side": "candidate", "data-pass": String(!!c.candidate.pass)}, sideText(c.candidate)),
-        base ? el("td", {"data-side": "baseline", "data-pass": String(!!(c.baseline && c.baseline.pass))}, sideText(c.baseline)) : null,
+        el("td", {"data-side": "candidate", "data-result": sideResult(c.candidate)}, sideText(c.candidate)),
+        base ? el("td", {"data-side": "baseline", "data-result": sideResult(c.baseline)}, sideText(c.baseline)) : null,
         el("td", {}, toggle)), detail);
     }
     $("eval-cases").replaceChildren(el("thead", {}, head), el("tbody", {}, rows));
