@@ -10,19 +10,21 @@ import (
 )
 
 // The page's eval view (docs/evals.md, "On the page"): an eval opened by
-// #eval=ID shows its progress to the end, then its report: the totals
-// of both sides, the regression first, a histogram with the right
-// counts, and a case ID that is markup shown as text; a case's details
-// open with its reasons, answers and their diff. An eval opened with the
-// nav's field is cancelled from the page (confirmed), one that does not
-// exist says so, typed, and opening a session closes the view. Nothing
-// breaks the page's Content-Security-Policy.
+// #eval=ID asks for the gateway's key, and with it shows its progress to
+// the end, then its report: the totals of both sides, the regression
+// first, a histogram with the right counts, and a case ID that is markup
+// shown as text; a case's details open with its reasons, answers and
+// their diff. An eval opened with the nav's field is cancelled from the
+// page (confirmed), one that does not exist says so, typed, and opening
+// a session closes the view. Nothing breaks the page's
+// Content-Security-Policy.
 func TestWebEval(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives a headless Chromium")
 	}
 	b := newBrowser(t)
-	s := startGateway(t, gateway.Options{})
+	const key = "web-eval-key-0123456789"
+	s := startGateway(t, gateway.Options{APIKeys: []string{key}})
 	cand := model(t, `{"repeat":true,"turns":[{"text":["41"]}]}`)
 	base := shared.book.Add(t, t.Name()+"-base", `{"repeat":true,"turns":[{"text":["42"]}]}`)
 	const hostile = `q <img src=x onerror="window.pwned=1">`
@@ -35,6 +37,10 @@ func TestWebEval(t *testing.T) {
 		}}).must(t, http.StatusAccepted)
 
 	b.do("load the page", chromedp.Navigate(s.srv.URL+"/#eval=web-eval"), chromedp.WaitVisible(chromedp.CSS("#eval")))
+	poll[bool](b, "asked for a key", `!document.getElementById("eval-error").hidden &&
+		document.getElementById("eval-error").textContent.startsWith("unauthorized")`)
+	b.fill("#api-key", key)
+	eval[bool](b, `document.getElementById("api-key").dispatchEvent(new Event("change")), true`)
 	poll[bool](b, "progress at the end and the report", `(() => {
 		const bar = document.getElementById("eval-bar");
 		const v = (f) => document.querySelector('#eval-counts [data-field="' + f + '"]')?.dataset.value;
