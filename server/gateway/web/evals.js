@@ -312,7 +312,12 @@
 
   function fromHash() {
     if (!location.hash.startsWith(hashPrefix)) return;
-    const id = decodeURIComponent(location.hash.slice(hashPrefix.length));
+    let id = "";
+    try {
+      id = decodeURIComponent(location.hash.slice(hashPrefix.length));
+    } catch {
+      return; // not an encoded ID
+    }
     if (id && id !== view.id) openEval(id);
   }
 
