@@ -2,7 +2,9 @@ package gateway_test
 
 import (
 	"net/http"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -24,11 +26,15 @@ func TestWebEval(t *testing.T) {
 	}
 	b := newBrowser(t)
 	const key = "web-eval-key-0123456789"
+	// IDs of this run's own: an eval's ID is taken once it ran, and
+	// -count reruns the test.
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	id, cancelID := "web-eval-"+run, "web-eval-cancel-"+run
 	s := startGateway(t, gateway.Options{APIKeys: []string{key}})
 	cand := model(t, `{"repeat":true,"turns":[{"text":["41"]}]}`)
 	base := shared.book.Add(t, t.Name()+"-base", `{"repeat":true,"turns":[{"text":["42"]}]}`)
 	const hostile = `q <img src=x onerror="window.pwned=1">`
-	s.call(t, http.MethodPost, "/v1/evals", map[string]any{"id": "web-eval",
+	s.call(t, http.MethodPost, "/v1/evals", map[string]any{"id": id,
 		"candidate": map[string]any{"model": cand, "tools": []string{}},
 		"baseline":  map[string]any{"model": base, "tools": []string{}},
 		"cases": []any{
@@ -36,7 +42,7 @@ func TestWebEval(t *testing.T) {
 			map[string]any{"id": hostile, "prompt": "6*7?", "expect": map[string]any{"contains": []string{"42"}}},
 		}}).must(t, http.StatusAccepted)
 
-	b.do("load the page", chromedp.Navigate(s.srv.URL+"/#eval=web-eval"), chromedp.WaitVisible(chromedp.CSS("#eval")))
+	b.do("load the page", chromedp.Navigate(s.srv.URL+"/#eval="+id), chromedp.WaitVisible(chromedp.CSS("#eval")))
 	poll[bool](b, "asked for a key", `!document.getElementById("eval-error").hidden &&
 		document.getElementById("eval-error").textContent.startsWith("unauthorized")`)
 	b.fill("#api-key", key)
@@ -99,14 +105,14 @@ func TestWebEval(t *testing.T) {
 	gated := shared.book.Add(t, t.Name()+"-gated", `{"turns":[
 	  {"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"web-eval-never"}}]},
 	  {"text":["done"]}]}`)
-	s.call(t, http.MethodPost, "/v1/evals", map[string]any{"id": "web-eval-cancel",
+	s.call(t, http.MethodPost, "/v1/evals", map[string]any{"id": cancelID,
 		"candidate": map[string]any{"model": gated, "tools": []string{"gate"}},
 		"cases":     []any{map[string]any{"id": "waits", "prompt": "wait"}}}).must(t, http.StatusAccepted)
 	eval[bool](b, `window.violations = 0, document.addEventListener("securitypolicyviolation", () => window.violations++), true`)
-	b.fill("#eval-open-id", "web-eval-cancel")
+	b.fill("#eval-open-id", cancelID)
 	b.do("open the second eval", chromedp.Click(chromedp.CSS("#eval-open-form button")))
-	poll[bool](b, "running", `document.getElementById("eval-id").textContent === "web-eval-cancel" &&
-		location.hash === "#eval=web-eval-cancel" &&
+	poll[bool](b, "running", `document.getElementById("eval-id").textContent === `+jsString(cancelID)+` &&
+		location.hash === `+jsString("#eval="+cancelID)+` &&
 		document.getElementById("eval-state").dataset.state === "running" &&
 		document.querySelector('#eval-counts [data-field="running"]')?.dataset.value === "1" &&
 		!document.getElementById("eval-cancel").hidden && document.getElementById("eval-report").hidden`)
@@ -121,7 +127,7 @@ func TestWebEval(t *testing.T) {
 	if n := eval[int](b, `window.violations`); n != 0 {
 		t.Fatalf("the view broke the page's Content-Security-Policy %d times", n)
 	}
-	r := s.call(t, http.MethodGet, "/v1/evals/web-eval-cancel", nil).must(t, http.StatusOK)
+	r := s.call(t, http.MethodGet, "/v1/evals/"+cancelID, nil).must(t, http.StatusOK)
 	if r.body["state"] != "cancelled" {
 		t.Fatalf("after cancel: %s", r.raw)
 	}
