@@ -34,6 +34,7 @@ func TestWebPageServed(t *testing.T) {
 	for path, want := range map[string]string{
 		"/":              "text/html",
 		"/web/app.js":    "text/javascript",
+		"/web/evals.js":  "text/javascript",
 		"/web/style.css": "text/css",
 	} {
 		r := s.callWith(t, http.MethodGet, path, nil, nil).must(t, http.StatusOK)

@@ -146,10 +146,17 @@
     }
   }
 
-  // Hooks of the schedules view (schedules.js): told when a session
-  // opens (the view closes) and when the API key changes.
+  // Hooks of the other views (schedules.js, evals.js): told when a
+  // session opens (the view closes), when another view opens, and when
+  // the API key changes.
   const sessionHooks = [];
+  const viewHooks = [];
   const keyHooks = [];
+
+  // viewOpened tells the views that view name took the main pane.
+  function viewOpened(name) {
+    for (const h of viewHooks) h(name);
+  }
 
   function openSession(id) {
     for (const h of sessionHooks) h(id);
@@ -1365,10 +1372,11 @@
     if (location.hash.startsWith("#session=")) history.replaceState(null, "", location.pathname + location.search);
   }
 
-  // What schedules.js uses of this page.
+  // What schedules.js and evals.js use of this page.
   window.keelApp = Object.freeze({
-    call, el, openSession, hideSession,
+    call, el, openSession, hideSession, viewOpened,
     onSessionOpen: (fn) => { sessionHooks.push(fn); },
+    onViewOpen: (fn) => { viewHooks.push(fn); },
     onKeyChange: (fn) => { keyHooks.push(fn); },
   });
 

@@ -43,6 +43,7 @@
   function openSchedule(id) {
     view.id = id;
     app.hideSession();
+    app.viewOpened("schedule");
     $("schedule").hidden = false;
     $("schedule-new").hidden = true;
     $("schedule-id").textContent = id;
@@ -167,6 +168,7 @@
   function openNew() {
     closeSchedule();
     app.hideSession();
+    app.viewOpened("schedule");
     $("schedule-new").hidden = false;
     $("schedule-form-error").hidden = true;
   }
@@ -206,6 +208,11 @@
   $("schedule-trigger").addEventListener("click", () => act("trigger"));
   $("schedule-delete").addEventListener("click", () => act("delete"));
   app.onSessionOpen(closeSchedule);
+  app.onViewOpen((name) => {
+    if (name === "schedule") return;
+    closeSchedule();
+    $("schedule-new").hidden = true;
+  });
   app.onKeyChange(loadSchedules);
   loadSchedules();
 })();
