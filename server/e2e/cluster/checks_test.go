@@ -60,8 +60,8 @@ func checkBatch(t *testing.T, ctx context.Context, c *client.Client, top *topolo
 		// A run sent through a gateway is followed from after its send,
 		// so it may miss its first deltas without lag (an SDK send
 		// subscribes before it sends); a follower that broke and resumed
-		// (a `keel run` run again) knows it may have missed some. Any other run missing deltas
-		// must have been told by a Lagged.
+		// (a `keel run` run again) knows it may have missed some. Any
+		// other run missing deltas must have been told by a Lagged.
 		if p.textDeltas < 2*turnChunks {
 			r.missedDeltas++
 			if p.lagged == 0 && p.resumes == 0 && !p.viaGateway {
