@@ -157,12 +157,19 @@ func (e *evals) RunCase(ctx context.Context, req eval.CaseRequest) (api.EvalSide
 }
 
 // run sends the case's prompt in its own session (a fork of the
-// recorded session for a recorded run) and waits for the run's end. A
+// recorded session for a recorded run, a session that starts with the
+// case's conversation for a dataset case that has one) and waits for
+// the run's end. A
 // cancelled activity cancels the run.
 func (e *evals) run(ctx context.Context, req eval.CaseRequest) (api.EvalRun, error) {
 	id := api.EvalCaseSessionID(req.EvalID, req.Index, req.Side)
 	cfg := *req.Config
 	sess := e.keel.Session(id)
+	if msgs := req.Case.Messages(); len(msgs) > 0 {
+		// The case's conversation: its session starts with it, on
+		// either side.
+		sess = sess.StartingWith(msgs)
+	}
 	if from := req.Case.From; from != nil {
 		src := e.keel.Session(from.Session)
 		if cfg.Model == "" && cfg.Agent == "" {
