@@ -10,6 +10,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/server/devserver"
 	"github.com/keelrun/keel/server/eval"
 	"github.com/keelrun/keel/server/internal/keeltest"
@@ -200,6 +201,21 @@ func TestEvalCaseStartsWithItsConversation(t *testing.T) {
 	h, err := fork.History(ctx, 0, 10)
 	require.NoError(t, err)
 	require.Equal(t, conv, textOnly(h.Messages))
+
+	// A case whose session exists already, with a history of its own,
+	// is never scored on it: the side is an error.
+	taken, err := c.Session(api.EvalCaseSessionID("conv2", 0, "c")).Send(ctx, "Hi.", client.WithConfig(api.RunConfig{Model: base}))
+	require.NoError(t, err)
+	_, err = taken.Outcome(ctx)
+	require.NoError(t, err)
+	ev, err = c.StartEval(ctx, api.EvalInput{ID: "conv2", Cases: cases, Candidate: api.RunConfig{Model: cand}})
+	require.NoError(t, err)
+	rep, err = ev.Report(ctx)
+	require.NoError(t, err)
+	side := rep.Cases[0].Candidate
+	require.NotNil(t, side.Error, "%+v", side)
+	require.Equal(t, keel.CodeInvalidInput, side.Error.Code)
+	require.Contains(t, side.Error.Message, "did not start with the case's conversation")
 }
 
 // textOnly keeps each message's role and text.
