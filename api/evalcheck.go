@@ -101,7 +101,9 @@ func (c EvalCase) Validate() error {
 // next follows it as a user's turn. Anything else (a tool call or
 // result, an attachment, reasoning) is refused: keel.CodeTooLarge over
 // a limit, keel.CodeInvalidInput otherwise. An empty conversation
-// passes.
+// passes. The Session workflow checks a conversation with it as it
+// starts, so a change to what it refuses is a change of workflow code
+// (docs/operations.md, "Workflows change only behind GetVersion").
 func CheckConversation(msgs []keel.Message) error {
 	if len(msgs) > MaxEvalConversation {
 		return keel.Errorf(keel.CodeTooLarge, "conversation: %d turns; the limit is %d", len(msgs), MaxEvalConversation)
