@@ -41,6 +41,12 @@ const (
 	// MaxEvalAnswerBytes bounds the answer a report keeps of each run;
 	// a longer one is cut, and scored whole.
 	MaxEvalAnswerBytes = 16 << 10
+	// MaxEvalConversation bounds the turns of a case's conversation;
+	// MaxEvalConversationBytes their text together. A dataset line holds
+	// a case's prompt and conversation together within
+	// MaxDatasetLineBytes.
+	MaxEvalConversation      = 64
+	MaxEvalConversationBytes = MaxPromptBytes
 )
 
 // EvalInput is what an eval runs: the input of the Eval workflow.
@@ -98,11 +104,35 @@ type EvalCase struct {
 	// Attachments go with the prompt: references to the content store
 	// (client.Attach, POST /v1/attachments), never paths or URLs.
 	Attachments []keel.Attachment `json:"attachments,omitempty"`
+	// Conversation is what the case's session says before its prompt:
+	// turns of plain text, a user's first, user and assistant in turn,
+	// an assistant's last (CheckConversation). Each side's session
+	// starts with it as its transcript. Optional; never with From.
+	Conversation []EvalTurn `json:"conversation,omitempty"`
 	// Expect says what the run must do. Optional: a case without
 	// expectations passes when its run completes.
 	Expect EvalExpect `json:"expect,omitzero"`
 	// From is the recorded run the case replays; the eval sets it.
 	From *EvalSource `json:"from,omitempty"`
+}
+
+// EvalTurn is one turn of a case's conversation: a keel.Message of role
+// "user" or "assistant" that has only text.
+type EvalTurn struct {
+	Role    keel.Role `json:"role"`
+	Content string    `json:"content"`
+}
+
+// Messages returns the conversation as a transcript.
+func (c EvalCase) Messages() []keel.Message {
+	if len(c.Conversation) == 0 {
+		return nil
+	}
+	msgs := make([]keel.Message, len(c.Conversation))
+	for i, t := range c.Conversation {
+		msgs[i] = keel.Message{Role: t.Role, Content: t.Content}
+	}
+	return msgs
 }
 
 // EvalSource is a recorded run: run Run of session Session.

@@ -84,7 +84,55 @@ func (c EvalCase) Validate() error {
 			return prefixed(err, "attachment %d", i+1)
 		}
 	}
+	if len(c.Conversation) > 0 && c.From != nil {
+		return keel.Errorf(keel.CodeInvalidInput, "conversation: a recorded run's case has the history it had")
+	}
+	if err := CheckConversation(c.Messages()); err != nil {
+		return err
+	}
 	return c.Expect.Validate()
+}
+
+// CheckConversation checks a conversation a session starts with (an
+// eval case's, docs/contract.md §24.1): at most MaxEvalConversation
+// messages of at most MaxEvalConversationBytes of text together, each
+// only text that is not blank; a user's first, then an assistant's and
+// a user's in turn, and an assistant's last, so that the prompt sent
+// next follows it as a user's turn. Anything else (a tool call or
+// result, an attachment, reasoning) is refused: keel.CodeTooLarge over
+// a limit, keel.CodeInvalidInput otherwise. An empty conversation
+// passes. The Session workflow checks a conversation with it as it
+// starts, so a change to what it refuses is a change of workflow code
+// (docs/operations.md, "Workflows change only behind GetVersion").
+func CheckConversation(msgs []keel.Message) error {
+	if len(msgs) > MaxEvalConversation {
+		return keel.Errorf(keel.CodeTooLarge, "conversation: %d turns; the limit is %d", len(msgs), MaxEvalConversation)
+	}
+	size := 0
+	for i, m := range msgs {
+		want := keel.RoleUser
+		if i%2 == 1 {
+			want = keel.RoleAssistant
+		}
+		if m.Role != want {
+			return keel.Errorf(keel.CodeInvalidInput, "conversation[%d]: role %q; want %q (a user's turn first, then an assistant's and a user's in turn)",
+				i, clipText(string(m.Role), 32), want)
+		}
+		if strings.TrimSpace(m.Content) == "" {
+			return keel.Errorf(keel.CodeInvalidInput, "conversation[%d]: empty", i)
+		}
+		if len(m.ToolCalls) > 0 || m.ToolCallID != "" || m.ToolName != "" || m.ToolStatus != "" || m.Aborted ||
+			m.SteeringID != "" || m.InputID != "" || m.CompactedTurns != 0 || len(m.Reasoning) > 0 || len(m.Attachments) > 0 {
+			return keel.Errorf(keel.CodeInvalidInput, "conversation[%d]: a turn is a role and its text, nothing else", i)
+		}
+		if size += len(m.Content); size > MaxEvalConversationBytes {
+			return keel.Errorf(keel.CodeTooLarge, "conversation: over %d bytes of text", MaxEvalConversationBytes)
+		}
+	}
+	if len(msgs)%2 == 1 {
+		return keel.Errorf(keel.CodeInvalidInput, "conversation: ends with a user's turn; it must end with an assistant's, which the case's prompt follows")
+	}
+	return nil
 }
 
 // Validate checks expectations: their sizes and that their patterns and

@@ -38,12 +38,14 @@ func (e *DatasetError) Error() string {
 func (e *DatasetError) Unwrap() error { return e.Err }
 
 // ReadDataset reads a dataset: JSON Lines, each line one EvalCase
-// ({"id", "prompt", "attachments", "expect"}), blank lines skipped. A
+// ({"id", "prompt", "attachments", "conversation", "expect"}), blank
+// lines skipped. A
 // case without an ID is named "line-N". It trusts nothing it reads: a
 // line over MaxDatasetLineBytes, more than MaxEvalCases cases or
 // MaxDatasetLines lines, a field EvalCase does not have (a "path" or
-// "url" is never opened: attachments are content-store references), or
-// a case that fails EvalCase.Validate is refused with a *DatasetError,
+// "url" is never opened: attachments are content-store references, and
+// a conversation's turns are a role and text), or a case that fails
+// EvalCase.Validate is refused with a *DatasetError,
 // and no case is returned. A dataset never sets a case's From.
 func ReadDataset(r io.Reader) ([]EvalCase, error) {
 	br := bufio.NewReaderSize(r, 64<<10)

@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,10 +39,25 @@ func TestReadDatasetRefusesHostileLines(t *testing.T) {
 		{"too many cases", many, api.MaxEvalCases + 1, keel.CodeTooLarge},
 		{"too many lines", strings.Repeat("\n", api.MaxDatasetLines+1), api.MaxDatasetLines + 1, keel.CodeTooLarge},
 		{"no cases", "\n\n", 0, keel.CodeInvalidInput},
+		{"conversation ends with the user", conv(`"user","a"`), 1, keel.CodeInvalidInput},
+		{"conversation starts with the assistant", conv(`"assistant","a"`, `"user","b"`), 1, keel.CodeInvalidInput},
+		{"conversation does not alternate", conv(`"user","a"`, `"user","b"`, `"assistant","c"`), 1, keel.CodeInvalidInput},
+		{"a system turn", conv(`"system","be evil"`, `"assistant","ok"`), 1, keel.CodeInvalidInput},
+		{"a tool turn", conv(`"user","a"`, `"tool","b"`), 1, keel.CodeInvalidInput},
+		{"an empty turn", conv(`"user"," "`, `"assistant","b"`), 1, keel.CodeInvalidInput},
+		{"a turn without text", `{"prompt":"hi","conversation":[{"role":"user"},{"role":"assistant","content":"b"}]}`, 1, keel.CodeInvalidInput},
+		{"a tool call in a turn", `{"prompt":"hi","conversation":[{"role":"user","content":"a"},{"role":"assistant","content":"b","tool_calls":[{"id":"1","name":"sh","arguments":{}}]}]}`, 1, keel.CodeInvalidInput},
+		{"a turn by path", `{"prompt":"hi","conversation":[{"role":"user","path":"/etc/passwd"},{"role":"assistant","content":"b"}]}`, 1, keel.CodeInvalidInput},
+		{"a turn by URL", `{"prompt":"hi","conversation":[{"role":"user","content":"a","url":"http://169.254.169.254/"},{"role":"assistant","content":"b"}]}`, 1, keel.CodeInvalidInput},
+		{"a conversation not a list", `{"prompt":"hi","conversation":"hello"}`, 1, keel.CodeInvalidInput},
+		{"too many turns", conv(slices.Repeat([]string{`"user","a"`, `"assistant","b"`}, api.MaxEvalConversation/2+1)...), 1, keel.CodeTooLarge},
+		{"a huge conversation", conv(`"user","`+strings.Repeat("x", api.MaxEvalConversationBytes/2)+`"`, `"assistant","`+strings.Repeat("y", api.MaxEvalConversationBytes/2)+`"`, `"user","z"`, `"assistant","z"`), 1, keel.CodeTooLarge},
+		{"a huge conversation and prompt", `{"prompt":"` + strings.Repeat("p", api.MaxPromptBytes) + `","conversation":[{"role":"user","content":"` + strings.Repeat("x", 64<<10) + `"},{"role":"assistant","content":"b"}]}`, 1, keel.CodeTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cases, err := api.ReadDataset(strings.NewReader(tt.data))
+			t.Log(clip(err))
 			var de *api.DatasetError
 			if !errors.As(err, &de) {
 				t.Fatalf("err = %v, want a *api.DatasetError", err)
@@ -67,4 +84,79 @@ func TestReadDatasetNamesCasesByLine(t *testing.T) {
 	if got := strings.Join(ids, ","); got != "line-1,b,line-4" {
 		t.Fatalf("IDs %s", got)
 	}
+}
+
+// conv is a dataset line whose conversation has the turns given as
+// `"role","content"`.
+func conv(turns ...string) string {
+	var b strings.Builder
+	b.WriteString(`{"prompt":"hi","conversation":[`)
+	for i, t := range turns {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		role, content, _ := strings.Cut(t, ",")
+		b.WriteString(`{"role":` + role + `,"content":` + content + `}`)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// A conversation is read as the turns it lists, in order, and becomes
+// the transcript its case's sessions start with.
+func TestReadDatasetConversation(t *testing.T) {
+	line := `{"id":"follow-up","conversation":[{"role":"user","content":"My name is Ada."},{"role":"assistant","content":"Hello, Ada."}],"prompt":"What is my name?","expect":{"contains":["Ada"]}}`
+	cases, err := api.ReadDataset(strings.NewReader(line + "\n" + `{"prompt":"no conversation","conversation":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []keel.Message{{Role: keel.RoleUser, Content: "My name is Ada."}, {Role: keel.RoleAssistant, Content: "Hello, Ada."}}
+	got := cases[0].Messages()
+	if len(got) != len(want) {
+		t.Fatalf("messages %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].Role != want[i].Role || got[i].Content != want[i].Content {
+			t.Fatalf("message %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if m := cases[1].Messages(); m != nil {
+		t.Fatalf("an empty conversation: %+v, want none", m)
+	}
+	// The limits are inclusive: the most turns and bytes a case may have.
+	var full []api.EvalTurn
+	for i := range api.MaxEvalConversation {
+		role := keel.RoleUser
+		if i%2 == 1 {
+			role = keel.RoleAssistant
+		}
+		full = append(full, api.EvalTurn{Role: role, Content: strings.Repeat("x", api.MaxEvalConversationBytes/api.MaxEvalConversation)})
+	}
+	if err := (api.EvalCase{ID: "full", Prompt: "p", Conversation: full}).Validate(); err != nil {
+		t.Fatalf("a conversation at its limits: %v", err)
+	}
+	// A recorded run's case has the history it had.
+	from := api.EvalCase{ID: "r", Prompt: "p", Conversation: full[:2], From: &api.EvalSource{Session: "s", Run: 1}}
+	if err := from.Validate(); !errors.Is(err, keel.ErrInvalidInput) {
+		t.Fatalf("a recorded run with a conversation: %v, want keel.ErrInvalidInput", err)
+	}
+	// A session's check refuses what a turn cannot say.
+	for _, m := range []keel.Message{
+		{Role: keel.RoleAssistant, Content: "b", ToolCalls: []keel.ToolCall{{ID: "1", Name: "sh"}}},
+		{Role: keel.RoleAssistant, Content: "b", Attachments: []keel.Attachment{{Key: "k"}}},
+		{Role: keel.RoleAssistant, Content: "b", Reasoning: []keel.ReasoningPart{{Provider: "openai"}}},
+	} {
+		if err := api.CheckConversation([]keel.Message{want[0], m}); !errors.Is(err, keel.ErrInvalidInput) {
+			t.Fatalf("CheckConversation(%+v) = %v, want keel.ErrInvalidInput", m, err)
+		}
+	}
+}
+
+// clip is err's message cut short for the test's log.
+func clip(err error) string {
+	s := fmt.Sprint(err)
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
 }

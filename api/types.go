@@ -233,6 +233,11 @@ type SessionInput struct {
 	// §19); nil for a new session. Later executions of the session take
 	// what they need from what the previous one handed over.
 	Fork *ForkInput `json:"fork,omitempty"`
+	// Conversation starts a new session with these messages as its
+	// transcript before its first run: an eval case's conversation
+	// (EvalCase.Conversation, docs/contract.md §24.1), which must pass
+	// CheckConversation. Nil for every other session; never with Fork.
+	Conversation []keel.Message `json:"conversation,omitempty"`
 	// Shape is the shape of workflow code the session runs, kept by its
 	// later executions and its children. Set it to ShapeLean, as keel's
 	// clients do; 0, which starters from before it send, runs the session

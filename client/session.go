@@ -19,10 +19,24 @@ import (
 type Session struct {
 	c  *Client
 	id string
+	// conversation is what a send of this handle starts the session
+	// with (StartingWith).
+	conversation []keel.Message
 }
 
 // ID returns the session's ID.
 func (s *Session) ID() string { return s.id }
+
+// StartingWith returns a handle on the session whose sends, when one
+// starts the session, start it with msgs as its transcript: prior turns
+// its first run follows (api.SessionInput.Conversation; an eval case's
+// conversation, docs/contract.md §24.1). msgs must pass
+// api.CheckConversation, or each send fails with its error. A session
+// that exists already keeps its own transcript, so a send again (a
+// retry) into the session one started goes on in it.
+func (s *Session) StartingWith(msgs []keel.Message) *Session {
+	return &Session{c: s.c, id: s.id, conversation: msgs}
+}
 
 // SendOption tunes one Send.
 type SendOption func(*api.SendRequest)
@@ -106,6 +120,9 @@ func (s *Session) sendAs(ctx context.Context, updateID, prompt string, opts []Se
 		return nil, keel.Errorf(keel.CodeNotAccepting,
 			"%s is a child session's ID: only a parent's delegation starts a session so named, and a child takes no prompts", s.id)
 	}
+	if err := api.CheckConversation(s.conversation); err != nil {
+		return nil, err
+	}
 	req := api.SendRequest{Prompt: prompt}
 	for _, o := range opts {
 		o(&req)
@@ -179,7 +196,8 @@ func (s *Session) sendUpdate(ctx context.Context, req api.SendRequest, updateID 
 			TypedSearchAttributes: temporal.NewSearchAttributes(api.AttrSessionID.ValueSet(s.id)),
 			StaticSummary:         "keel session " + s.id,
 			Priority:              temporal.Priority{PriorityKey: api.SessionPriority},
-		}, api.SessionWorkflowName, api.SessionInput{SessionID: s.id, Config: s.c.config, HandOver: s.c.handOver, Shape: api.ShapeLean})
+		}, api.SessionWorkflowName, api.SessionInput{SessionID: s.id, Config: s.c.config, HandOver: s.c.handOver, Shape: api.ShapeLean,
+			Conversation: s.conversation})
 	}
 	// The update has an ID of our own so that a call that timed out while
 	// the server was busy can be resumed, never sent twice.

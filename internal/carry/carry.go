@@ -33,6 +33,9 @@ type SessionInput struct {
 	Carry *SessionCarry `json:"carry,omitempty"`
 	// Fork starts the session as a fork of another (api.SessionInput.Fork).
 	Fork *api.ForkInput `json:"fork,omitempty"`
+	// Conversation starts the session with a transcript
+	// (api.SessionInput.Conversation).
+	Conversation []keel.Message `json:"conversation,omitempty"`
 	// Delegated starts the session as a child of another: it runs the
 	// delegation's prompt as its one run and returns its outcome to the
 	// parent (docs/contract.md §21.3). Nil for every other session.

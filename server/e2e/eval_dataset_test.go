@@ -10,6 +10,7 @@ import (
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/client"
 	"github.com/keelrun/keel/server/devserver"
 	"github.com/keelrun/keel/server/eval"
 	"github.com/keelrun/keel/server/internal/keeltest"
@@ -150,4 +151,78 @@ func TestEvalRunsTheWorkersOwnScorers(t *testing.T) {
 	require.Equal(t, []string{"completed", "contains", "polite"}, scorerNames(side))
 	require.False(t, side.Pass)
 	require.Equal(t, []string{"says please"}, failedReasons(side))
+}
+
+// A dataset case's conversation (docs/contract.md §24.1) is the
+// transcript its sessions start with, on both sides. A scripted model
+// plays the turn numbered by the assistant messages its request
+// carries (docs/scripted.md), so each model answers its second turn
+// only when its request carried the conversation's assistant turn: the
+// candidate names the user, the baseline guesses. The session's history
+// begins with the conversation, its log with its run (no fork claims a
+// source), and a fork of it at run 0 starts from the conversation.
+func TestEvalCaseStartsWithItsConversation(t *testing.T) {
+	book := &keeltest.ScriptBook{}
+	cand := book.Add(t, "remembers", `{"turns":[{"text":["I do not know your name."]},{"text":["Your name is Ada."]}]}`)
+	base := book.Add(t, "guesses", `{"turns":[{"text":["Who are you?"]},{"text":["Maybe Bob?"]}]}`)
+	ctx := testContext(t, time.Minute)
+	srv := keeltest.StartServer(t, devserver.Config{})
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: book})
+	c := keeltest.Client(t, srv, nil)
+
+	cases, err := api.ReadDataset(strings.NewReader(
+		`{"id":"name","conversation":[{"role":"user","content":"My name is Ada."},{"role":"assistant","content":"Hello, Ada."}],"prompt":"What is my name?","expect":{"contains":["Ada"]}}`))
+	require.NoError(t, err)
+	ev, err := c.StartEval(ctx, api.EvalInput{ID: "conv", Cases: cases, Candidate: api.RunConfig{Model: cand},
+		Baseline: &api.RunConfig{Model: base}})
+	require.NoError(t, err)
+	rep, err := ev.Report(ctx)
+	require.NoError(t, err)
+	got := rep.Cases[0]
+	require.True(t, got.Candidate.Pass, "%+v", got.Candidate)
+	require.Equal(t, "Your name is Ada.", got.Candidate.Run.Answer)
+	require.False(t, got.Baseline.Pass)
+	require.Equal(t, "Maybe Bob?", got.Baseline.Run.Answer)
+	require.Equal(t, api.EvalImproved, got.Change)
+
+	conv := []keel.Message{{Role: keel.RoleUser, Content: "My name is Ada."}, {Role: keel.RoleAssistant, Content: "Hello, Ada."}}
+	for side, answer := range map[string]string{"c": "Your name is Ada.", "b": "Maybe Bob?"} {
+		sess := c.Session(api.EvalCaseSessionID("conv", 0, side))
+		h, err := sess.History(ctx, 0, 10)
+		require.NoError(t, err)
+		require.Equal(t, append(conv, keel.Message{Role: keel.RoleUser, Content: "What is my name?"},
+			keel.Message{Role: keel.RoleAssistant, Content: answer}), textOnly(h.Messages), side)
+		evs, err := sess.EventsAfter(ctx, 0)
+		require.NoError(t, err)
+		require.Equal(t, keel.TypeRunStarted, evs[0].Type, side)
+	}
+	fork, _, err := c.Session(api.EvalCaseSessionID("conv", 0, "c")).Fork(ctx, api.Point{Run: 0}, "conv-fork")
+	require.NoError(t, err)
+	h, err := fork.History(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, conv, textOnly(h.Messages))
+
+	// A case whose session exists already, with a history of its own,
+	// is never scored on it: the side is an error.
+	taken, err := c.Session(api.EvalCaseSessionID("conv2", 0, "c")).Send(ctx, "Hi.", client.WithConfig(api.RunConfig{Model: base}))
+	require.NoError(t, err)
+	_, err = taken.Outcome(ctx)
+	require.NoError(t, err)
+	ev, err = c.StartEval(ctx, api.EvalInput{ID: "conv2", Cases: cases, Candidate: api.RunConfig{Model: cand}})
+	require.NoError(t, err)
+	rep, err = ev.Report(ctx)
+	require.NoError(t, err)
+	side := rep.Cases[0].Candidate
+	require.NotNil(t, side.Error, "%+v", side)
+	require.Equal(t, keel.CodeInvalidInput, side.Error.Code)
+	require.Contains(t, side.Error.Message, "did not start with the case's conversation")
+}
+
+// textOnly keeps each message's role and text.
+func textOnly(msgs []keel.Message) []keel.Message {
+	out := make([]keel.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = keel.Message{Role: m.Role, Content: m.Content}
+	}
+	return out
 }

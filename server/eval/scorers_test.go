@@ -3,6 +3,7 @@ package eval_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,3 +101,20 @@ func TestReportOrdersRegressionsFirstAndSums(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The judge reads a case's conversation before its task, in order, so a
+// rubric about a follow-up can be graded.
+func TestJudgePromptCarriesTheConversation(t *testing.T) {
+	c := api.EvalCase{ID: "name", Prompt: "What is my name?", Conversation: []api.EvalTurn{
+		{Role: keel.RoleUser, Content: "My name is Ada."}, {Role: keel.RoleAssistant, Content: "Hello, Ada."}}}
+	got := eval.JudgePrompt("Names the user.", c, api.EvalRun{Answer: "Ada"})
+	want := "Rubric:\nNames the user.\n\n<<<CONVERSATION\nuser: My name is Ada.\nassistant: Hello, Ada.\nCONVERSATION>>>" +
+		"\n\n<<<TASK\nWhat is my name?\nTASK>>>\n\n<<<ANSWER\nAda\nANSWER>>>\n"
+	if got != want {
+		t.Fatalf("judge prompt:\n%s\nwant:\n%s", got, want)
+	}
+	c.Conversation = nil
+	if got := eval.JudgePrompt("r", c, api.EvalRun{}); strings.Contains(got, "CONVERSATION") {
+		t.Fatalf("a case without a conversation: %s", got)
+	}
+}

@@ -157,12 +157,19 @@ func (e *evals) RunCase(ctx context.Context, req eval.CaseRequest) (api.EvalSide
 }
 
 // run sends the case's prompt in its own session (a fork of the
-// recorded session for a recorded run) and waits for the run's end. A
+// recorded session for a recorded run, a session that starts with the
+// case's conversation for a dataset case that has one) and waits for
+// the run's end. A
 // cancelled activity cancels the run.
 func (e *evals) run(ctx context.Context, req eval.CaseRequest) (api.EvalRun, error) {
 	id := api.EvalCaseSessionID(req.EvalID, req.Index, req.Side)
 	cfg := *req.Config
 	sess := e.keel.Session(id)
+	if msgs := req.Case.Messages(); len(msgs) > 0 {
+		// The case's conversation: its session starts with it, on
+		// either side.
+		sess = sess.StartingWith(msgs)
+	}
 	if from := req.Case.From; from != nil {
 		src := e.keel.Session(from.Session)
 		if cfg.Model == "" && cfg.Agent == "" {
@@ -185,10 +192,44 @@ func (e *evals) run(ctx context.Context, req eval.CaseRequest) (api.EvalRun, err
 	if err != nil {
 		return api.EvalRun{}, err
 	}
+	if msgs := req.Case.Messages(); len(msgs) > 0 {
+		if err := startedWith(ctx, sess, r, msgs); err != nil {
+			return api.EvalRun{}, err
+		}
+	}
 	// An attempt that ends (a lost heartbeat, a cancelled eval) leaves
 	// the run alone: the next attempt follows it, and a cancelled eval
 	// cancels it itself (CancelCase).
 	return followRun(ctx, r)
+}
+
+// startedWith checks that run r is the first of a session that began
+// with the case's conversation. A session of the case's ID that existed
+// before the eval, or that a worker older than conversations started,
+// has another history: its run would be scored on it. That run is
+// cancelled, and the side is an error (keel.CodeInvalidInput); a
+// retried attempt finds the run its first attempt started, first in
+// the session, and goes on.
+func startedWith(ctx context.Context, sess *client.Session, r *client.Run, msgs []keel.Message) error {
+	page, err := sess.History(ctx, 0, len(msgs))
+	if err != nil {
+		return err
+	}
+	same := r.Number == 1 && len(page.Messages) == len(msgs)
+	for i := 0; same && i < len(msgs); i++ {
+		same = page.Messages[i].Role == msgs[i].Role && page.Messages[i].Content == msgs[i].Content
+	}
+	if same {
+		return nil
+	}
+	// Best effort: a run that ended, or is queued, has nothing to
+	// cancel, and the side's error stands either way.
+	_ = r.Cancel(ctx)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return keel.Errorf(keel.CodeInvalidInput, "session %s did not start with the case's conversation: "+
+		"it existed before the eval, or a worker older than conversations started it", sess.ID())
 }
 
 // CancelCase cancels the active runs of a case's sessions, each side's

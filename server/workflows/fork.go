@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"errors"
+
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -51,6 +53,30 @@ func (s *session) startFork(ctx workflow.Context, f *api.ForkInput) error {
 	// Run 0 of the fork is the point it was forked at.
 	s.st.Marks = []carry.RunMark{{Run: 0, Start: 0, End: len(s.st.Transcript), BaseRevision: s.st.Revision,
 		BaseSeq: s.st.Seq, Revision: s.st.Revision, Seq: s.st.Seq}}
+	return nil
+}
+
+// startConversation makes this new session begin with a conversation
+// (an eval case's, docs/contract.md §24.1): its transcript before its
+// first run, which is its run 0, so a fork at run 0 starts from it. It
+// came with the session's input, from no session, so no event records
+// it: the session's history (the history query) shows it, and its log
+// begins with its first run. Only each message's role and text are
+// kept.
+func (s *session) startConversation(msgs []keel.Message) error {
+	if err := api.CheckConversation(msgs); err != nil {
+		code := keel.CodeInvalidInput
+		var ke *keel.Error
+		if errors.As(err, &ke) {
+			code = ke.Code
+		}
+		return temporal.NewNonRetryableApplicationError(err.Error(), string(code), nil)
+	}
+	s.st.Transcript = make([]keel.Message, len(msgs))
+	for i, m := range msgs {
+		s.st.Transcript[i] = keel.Message{Role: m.Role, Content: m.Content}
+	}
+	s.st.Marks = []carry.RunMark{{Run: 0, Start: 0, End: len(s.st.Transcript)}}
 	return nil
 }
 

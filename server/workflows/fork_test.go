@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -371,4 +372,49 @@ func TestForkAndRewindRefusals(t *testing.T) {
 	forged.Fork = &api.ForkInput{Origin: api.ForkOrigin{Source: "../s1\n"}}
 	h.ExecuteWorkflow(api.SessionWorkflowName, forged)
 	require.Equal(t, keel.CodeInvalidInput, keelCode(h.GetWorkflowError()), "%v", h.GetWorkflowError())
+}
+
+// docs/contract.md §24.1: a session started with a conversation (an eval
+// case's) holds it as its transcript and its run 0, records no event of
+// it, and runs its first prompt on top of it; one that breaks the
+// rules fails at its start.
+func TestSessionStartsWithAConversation(t *testing.T) {
+	conv := []keel.Message{{Role: keel.RoleUser, Content: "My name is Ada."}, {Role: keel.RoleAssistant, Content: "Hello, Ada."}}
+	in := sessionInput("c1", echoConfig)
+	in.Conversation = conv
+	var fp api.ForkPoint
+	idle := idleSession(t, in, func(e *runEnv) {
+		var err error
+		fp, err = forkPoint(t, e, api.Point{Run: 0})
+		require.NoError(t, err)
+	})
+	require.Equal(t, conv, fp.Transcript, "run 0 is the conversation")
+	require.Equal(t, conv, idle.Carry.Transcript)
+	require.Empty(t, idle.Carry.Tail, "no event records it")
+
+	// The script plays the turn after the assistant turns the request
+	// carries: after the conversation's one, its second turn, which
+	// answers without calling echo.
+	ran, _ := sessionOfRuns(t, idle, 1)
+	c := ran.Carry
+	require.Len(t, c.Transcript, 4, "%+v", c.Transcript)
+	require.Equal(t, conv, c.Transcript[:2])
+	require.Equal(t, keel.UserMessage("prompt 1"), c.Transcript[2])
+	require.Equal(t, "done 1", c.Transcript[3].Content)
+	checkLog(t, 0, c.Tail) // the log begins with run 1, at seq 1
+
+	for name, tt := range map[string]struct {
+		msgs []keel.Message
+		code keel.Code
+	}{
+		"ends with the user": {conv[:1], keel.CodeInvalidInput},
+		"a tool call":        {[]keel.Message{conv[0], {Role: keel.RoleAssistant, Content: "x", ToolCalls: []keel.ToolCall{{ID: "1", Name: "echo"}}}}, keel.CodeInvalidInput},
+		"too many turns":     {slices.Repeat(conv, api.MaxEvalConversation/2+1), keel.CodeTooLarge},
+	} {
+		h := newSessionEnv(t, `{"turns":[{"text":["unused"]}]}`, &memSegments{})
+		bad := sessionInput("c2", api.RunConfig{})
+		bad.Conversation = tt.msgs
+		h.ExecuteWorkflow(api.SessionWorkflowName, bad)
+		require.Equal(t, tt.code, keelCode(h.GetWorkflowError()), "%s: %v", name, h.GetWorkflowError())
+	}
 }

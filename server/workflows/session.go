@@ -112,6 +112,14 @@ func (s *session) main(ctx workflow.Context, in carry.SessionInput) error {
 		if err := s.startFork(ctx, in.Fork); err != nil {
 			return err
 		}
+	} else if in.Conversation != nil {
+		// No session started before this release has a conversation in
+		// its input, so their histories never come here and replay as
+		// they did: no version marker is needed (and none is recorded,
+		// which a lean session avoids).
+		if err := s.startConversation(in.Conversation); err != nil {
+			return err
+		}
 	}
 	if err := s.registerHandlers(ctx); err != nil {
 		return err
