@@ -46,13 +46,9 @@ func (s *Session) Fork(ctx context.Context, p api.Point, into string) (*Session,
 	if into == s.id {
 		return nil, api.ForkOrigin{}, keel.Errorf(keel.CodeInvalidInput, "a fork needs an ID of its own, not its source's (%s)", s.id)
 	}
-	var fp api.ForkPoint
-	v, err := s.c.queryWorkflow(ctx, s.id, api.QueryForkPoint, api.ForkPointQuery{Point: p})
-	if err == nil {
-		err = v.Get(&fp)
-	}
+	fp, err := s.ForkPoint(ctx, p)
 	if err != nil {
-		return nil, api.ForkOrigin{}, fromTemporal(queryFailure(err), "session "+s.id)
+		return nil, api.ForkOrigin{}, err
 	}
 	fork := s.c.Session(into)
 	_, err = s.c.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
@@ -126,6 +122,21 @@ func queryFailure(err error) error {
 		return temporal.GetDefaultFailureConverter().FailureToError(failed.Failure)
 	}
 	return err
+}
+
+// ForkPoint is what a fork of the session at p starts from: the
+// transcript up to the point, the origin a fork records and the source's
+// run defaults, without making a fork. Its errors are Fork's.
+func (s *Session) ForkPoint(ctx context.Context, p api.Point) (api.ForkPoint, error) {
+	var fp api.ForkPoint
+	v, err := s.c.queryWorkflow(ctx, s.id, api.QueryForkPoint, api.ForkPointQuery{Point: p})
+	if err == nil {
+		err = v.Get(&fp)
+	}
+	if err != nil {
+		return api.ForkPoint{}, fromTemporal(queryFailure(err), "session "+s.id)
+	}
+	return fp, nil
 }
 
 // Forks returns the IDs of the sessions forked from this one, sorted, as

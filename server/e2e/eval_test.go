@@ -14,6 +14,47 @@ import (
 	"github.com/keelrun/keel/server/internal/keeltest"
 )
 
+// A recorded run sent with an attachment is a case whose prompt goes
+// with the same attachment: the candidate's session gets the prompt as
+// the original run got it.
+func TestEvalRecordedRunKeepsItsAttachments(t *testing.T) {
+	book := &keeltest.ScriptBook{}
+	model := book.Add(t, "looks", `{"repeat":true,"turns":[{"text":["A cat."]}]}`)
+	ctx := testContext(t, 2*time.Minute)
+	srv := keeltest.StartServer(t, devserver.Config{})
+	keeltest.StartWorker(t, srv, keeltest.WorkerOptions{Models: book})
+	c := keeltest.Client(t, srv, nil)
+
+	att, err := c.Attach(ctx, "cat.png", "image/png", photo(t, 8, 8))
+	require.NoError(t, err)
+	src := c.Session("pictured")
+	for _, opts := range [][]client.SendOption{{client.WithAttachments(att)}, nil} {
+		run, err := src.Send(ctx, "What is in the picture?", append(opts, client.WithConfig(api.RunConfig{Model: model}))...)
+		require.NoError(t, err)
+		_, err = run.Outcome(ctx)
+		require.NoError(t, err)
+	}
+	ev, err := c.StartEval(ctx, api.EvalInput{ID: "pictures", Sessions: []string{"pictured"},
+		Candidate: api.RunConfig{Model: model}})
+	require.NoError(t, err)
+	rep, err := ev.Report(ctx)
+	require.NoError(t, err)
+	require.Len(t, rep.Cases, 2)
+	for i, want := range [][]keel.Attachment{{att}, nil} {
+		h, err := c.Session(api.EvalCaseSessionID("pictures", i, "c")).History(ctx, 0, 100)
+		require.NoError(t, err)
+		require.NotEmpty(t, h.Messages)
+		var prompt keel.Message
+		for _, m := range h.Messages {
+			if m.Role == keel.RoleUser {
+				prompt = m
+			}
+		}
+		require.Equal(t, "What is in the picture?", prompt.Content)
+		require.Equal(t, want, prompt.Attachments, "case %d", i)
+	}
+}
+
 // An eval over recorded sessions (docs/contract.md §24): each committed
 // run is a case, forked at the point before it, run by the candidate's
 // model, with the original run as its baseline. The original model

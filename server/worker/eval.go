@@ -157,10 +157,10 @@ func (e *evals) RunCase(ctx context.Context, req eval.CaseRequest) (api.EvalSide
 }
 
 // run sends the case's prompt in its own session (a fork of the
-// recorded session for a recorded run, a session that starts with the
-// case's conversation for a dataset case that has one) and waits for
-// the run's end. A
-// cancelled activity cancels the run.
+// recorded session for a recorded run, with the attachments the run was
+// sent with; a session that starts with the case's conversation for a
+// dataset case that has one) and waits for the run's end. A cancelled
+// activity cancels the run.
 func (e *evals) run(ctx context.Context, req eval.CaseRequest) (api.EvalRun, error) {
 	id := api.EvalCaseSessionID(req.EvalID, req.Index, req.Side)
 	cfg := *req.Config
@@ -182,6 +182,13 @@ func (e *evals) run(ctx context.Context, req eval.CaseRequest) (api.EvalRun, err
 		}
 		if _, _, err := src.Fork(ctx, api.Point{Run: from.Run - 1}, id); err != nil {
 			return api.EvalRun{}, err
+		}
+		if len(req.Case.Attachments) == 0 {
+			atts, err := promptAttachments(ctx, src, from.Run, req.Case.Prompt)
+			if err != nil {
+				return api.EvalRun{}, err
+			}
+			req.Case.Attachments = atts
 		}
 	}
 	opts := []client.SendOption{client.WithConfig(cfg)}
@@ -304,4 +311,26 @@ func registerEvals(r Registrar, e *evals) {
 	r.RegisterActivityWithOptions(e.RecordedCases, activity.RegisterOptions{Name: eval.RecordedCasesActivity})
 	r.RegisterActivityWithOptions(e.RunCase, activity.RegisterOptions{Name: eval.RunCaseActivity})
 	r.RegisterActivityWithOptions(e.CancelCase, activity.RegisterOptions{Name: eval.CancelCaseActivity})
+}
+
+// promptAttachments are the attachments run n of the session was sent
+// with, so that its case sends its prompt as the original run got it:
+// its prompt's message in the transcript after the run (the last user
+// message that neither steering nor a hook brought). None when a
+// compaction in the run replaced that message.
+func promptAttachments(ctx context.Context, s *client.Session, n int, prompt string) ([]keel.Attachment, error) {
+	fp, err := s.ForkPoint(ctx, api.Point{Run: n})
+	if err != nil {
+		return nil, err
+	}
+	for i := len(fp.Transcript) - 1; i >= 0; i-- {
+		m := fp.Transcript[i]
+		if m.Role == keel.RoleUser && m.SteeringID == "" && m.InputID == "" {
+			if m.Content != prompt {
+				return nil, nil
+			}
+			return m.Attachments, nil
+		}
+	}
+	return nil, nil
 }
