@@ -17,10 +17,11 @@ import (
 // own: its cases' runs are sessions of their own, each side of a case
 // one activity that runs and scores it (server/worker/eval.go), so a
 // finished case is in history and a restarted worker goes on with the
-// cases that were not. At most in.Concurrency cases run at once; once
-// the eval's budget is spent no case starts. Cancelled, it waits for its
-// running cases' activities to cancel their runs, and returns the
-// report of what finished.
+// cases that were not. At most in.Concurrency cases run at once; a
+// case's runs may spend what is left of the eval's budget when it
+// starts, and once the budget is spent no case starts. Cancelled, it
+// waits for its running cases' activities to cancel their runs, and
+// returns the report of what finished.
 
 // Timeouts of the eval's activities.
 const (
@@ -95,8 +96,9 @@ func EvalWorkflow(ctx workflow.Context, in api.EvalInput) (*api.EvalReport, erro
 		}
 		st.Running++
 		started[i] = true
+		left := remaining(in.Budget, st.Usage)
 		workflow.Go(ctx, func(gctx workflow.Context) {
-			runCase(gctx, in, i, cases[i], &results[i])
+			runCase(gctx, in, i, cases[i], left, &results[i])
 			st.Running--
 			st.Done++
 			if results[i].Candidate.Pass {
@@ -153,7 +155,7 @@ func cancelCases(ctx workflow.Context, evalID string, started []bool, results []
 func hasBaseline(in api.EvalInput, c api.EvalCase) bool { return c.From != nil || in.Baseline != nil }
 
 // runCase runs case i's sides at once, and records them in res.
-func runCase(ctx workflow.Context, in api.EvalInput, i int, c api.EvalCase, res *api.EvalCaseResult) {
+func runCase(ctx workflow.Context, in api.EvalInput, i int, c api.EvalCase, left *api.Budget, res *api.EvalCaseResult) {
 	side := func(name string, cfg *api.RunConfig) workflow.Future {
 		sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: evalCaseTimeout,
@@ -168,6 +170,7 @@ func runCase(ctx workflow.Context, in api.EvalInput, i int, c api.EvalCase, res 
 			eval.CaseRequest{EvalID: in.ID, Index: i, Side: name, Case: c, Config: cfg, Judge: in.Judge})
 	}
 	cand := in.Candidate
+	cand.Budget = capped(cand.Budget, left)
 	candF := side(eval.SideCandidate, &cand)
 	var baseF workflow.Future
 	switch {
@@ -175,6 +178,7 @@ func runCase(ctx workflow.Context, in api.EvalInput, i int, c api.EvalCase, res 
 		baseF = side(eval.SideBaseline, nil)
 	case in.Baseline != nil:
 		base := *in.Baseline
+		base.Budget = capped(base.Budget, left)
 		baseF = side(eval.SideBaseline, &base)
 	}
 	res.Candidate = sideResult(ctx, candF)
@@ -227,6 +231,44 @@ func sideUsage(s api.EvalSide, run bool) keel.Usage {
 		}
 	}
 	return u
+}
+
+// remaining is what is left of budget b after usage: a case's runs may
+// spend at most that, so a run that goes on and on stops at the eval's
+// budget, not after it. Nil when b limits nothing.
+func remaining(b *api.Budget, u keel.Usage) *api.Budget {
+	if b.IsZero() {
+		return nil
+	}
+	left := api.Budget{MaxTokens: b.MaxTokens, WarnAt: b.WarnAt}
+	if b.MaxTokens > 0 {
+		left.MaxTokens = max(b.MaxTokens-u.InputTokens-u.OutputTokens, 1)
+	}
+	if b.Max > 0 {
+		nanos := max(b.MaxNanos()-u.Cost.In(b.Currency), 1)
+		left.Max, left.Currency = float64(nanos)/1e9, b.Currency
+	}
+	return &left
+}
+
+// capped is a run's own budget tightened to left, what is left of the
+// eval's: each limit the lower of the two (a money limit in another
+// currency than the eval's stays the run's own).
+func capped(own, left *api.Budget) *api.Budget {
+	if left == nil {
+		return own
+	}
+	if own == nil {
+		return left
+	}
+	c := *own
+	if left.MaxTokens > 0 && (c.MaxTokens == 0 || left.MaxTokens < c.MaxTokens) {
+		c.MaxTokens = left.MaxTokens
+	}
+	if left.Max > 0 && (c.Max == 0 || c.Currency == left.Currency && left.Max < c.Max) {
+		c.Max, c.Currency = left.Max, left.Currency
+	}
+	return &c
 }
 
 // spent reports whether usage reached budget b.
