@@ -48,6 +48,44 @@ type CaseRequest struct {
 	// baseline, which is the original run, read and not run again.
 	Config *api.RunConfig `json:"config,omitempty"`
 	Judge  *api.EvalJudge `json:"judge,omitempty"`
+	// Left is what was left of the eval's budget when the case started;
+	// nil when the eval has none. The side's run spends at most that
+	// (RunBudget).
+	Left *api.Budget `json:"left,omitempty"`
+}
+
+// RunBudget is the budget of a case's run: its own (or, without one,
+// the worker's ceiling, which the run would get) tightened to left, what
+// is left of the eval's, each limit the lower of the two. A money limit
+// of left in another currency than the run's stays out: a run's budget
+// is in its ceiling's currency.
+func RunBudget(own, left, ceiling *api.Budget) *api.Budget {
+	if left.IsZero() {
+		return own
+	}
+	base := own
+	if base.IsZero() {
+		base = ceiling
+	}
+	var b api.Budget
+	if base != nil {
+		b = *base
+	}
+	if left.MaxTokens > 0 && (b.MaxTokens == 0 || left.MaxTokens < b.MaxTokens) {
+		b.MaxTokens = left.MaxTokens
+	}
+	if left.Max > 0 {
+		switch {
+		case b.Max == 0 && (ceiling == nil || ceiling.Max == 0 || ceiling.Currency == left.Currency):
+			b.Max, b.Currency = left.Max, left.Currency
+		case b.Max > 0 && b.Currency == left.Currency && left.Max < b.Max:
+			b.Max = left.Max
+		}
+	}
+	if b.IsZero() {
+		return own
+	}
+	return &b
 }
 
 // CancelCaseRequest names a case whose runs (both sides', and their

@@ -29,6 +29,8 @@ import (
 type evals struct {
 	keel    *client.Client
 	scorers []eval.Scorer
+	// ceiling is the worker's budget ceiling for a run, if any.
+	ceiling *api.Budget
 }
 
 // evalHeartbeat is how often a case's activity heartbeats while its run
@@ -164,6 +166,7 @@ func (e *evals) RunCase(ctx context.Context, req eval.CaseRequest) (api.EvalSide
 func (e *evals) run(ctx context.Context, req eval.CaseRequest) (api.EvalRun, error) {
 	id := api.EvalCaseSessionID(req.EvalID, req.Index, req.Side)
 	cfg := *req.Config
+	cfg.Budget = eval.RunBudget(cfg.Budget, req.Left, e.ceiling)
 	sess := e.keel.Session(id)
 	if msgs := req.Case.Messages(); len(msgs) > 0 {
 		// The case's conversation: its session starts with it, on

@@ -297,7 +297,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 			return nil, err
 		}
 		registerSchedules(w, sched)
-		registerEvals(w, &evals{keel: sched.keel, scorers: opts.Scorers})
+		registerEvals(w, &evals{keel: sched.keel, scorers: opts.Scorers, ceiling: rules.RunBudget})
 	}
 	if len(closers) > 0 {
 		return &closingWorker{Worker: w, closers: closers}, nil

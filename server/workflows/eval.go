@@ -167,10 +167,9 @@ func runCase(ctx workflow.Context, in api.EvalInput, i int, c api.EvalCase, left
 			Summary: fmt.Sprintf("eval %s · case %d (%s) · %s", in.ID, i+1, clip(c.ID, 60), sideName(name)),
 		})
 		return workflow.ExecuteActivity(sctx, eval.RunCaseActivity,
-			eval.CaseRequest{EvalID: in.ID, Index: i, Side: name, Case: c, Config: cfg, Judge: in.Judge})
+			eval.CaseRequest{EvalID: in.ID, Index: i, Side: name, Case: c, Config: cfg, Judge: in.Judge, Left: left})
 	}
 	cand := in.Candidate
-	cand.Budget = capped(cand.Budget, left)
 	candF := side(eval.SideCandidate, &cand)
 	var baseF workflow.Future
 	switch {
@@ -178,7 +177,6 @@ func runCase(ctx workflow.Context, in api.EvalInput, i int, c api.EvalCase, left
 		baseF = side(eval.SideBaseline, nil)
 	case in.Baseline != nil:
 		base := *in.Baseline
-		base.Budget = capped(base.Budget, left)
 		baseF = side(eval.SideBaseline, &base)
 	}
 	res.Candidate = sideResult(ctx, candF)
@@ -234,8 +232,8 @@ func sideUsage(s api.EvalSide, run bool) keel.Usage {
 }
 
 // remaining is what is left of budget b after usage: a case's runs may
-// spend at most that, so a run that goes on and on stops at the eval's
-// budget, not after it. Nil when b limits nothing.
+// spend at most that (eval.RunBudget), so a run that goes on and on
+// stops at the eval's budget, not after it. Nil when b limits nothing.
 func remaining(b *api.Budget, u keel.Usage) *api.Budget {
 	if b.IsZero() {
 		return nil
@@ -249,26 +247,6 @@ func remaining(b *api.Budget, u keel.Usage) *api.Budget {
 		left.Max, left.Currency = float64(nanos)/1e9, b.Currency
 	}
 	return &left
-}
-
-// capped is a run's own budget tightened to left, what is left of the
-// eval's: each limit the lower of the two (a money limit in another
-// currency than the eval's stays the run's own).
-func capped(own, left *api.Budget) *api.Budget {
-	if left == nil {
-		return own
-	}
-	if own == nil {
-		return left
-	}
-	c := *own
-	if left.MaxTokens > 0 && (c.MaxTokens == 0 || left.MaxTokens < c.MaxTokens) {
-		c.MaxTokens = left.MaxTokens
-	}
-	if left.Max > 0 && (c.Max == 0 || c.Currency == left.Currency && left.Max < c.Max) {
-		c.Max, c.Currency = left.Max, left.Currency
-	}
-	return &c
 }
 
 // spent reports whether usage reached budget b.

@@ -67,15 +67,15 @@ func TestEvalStopsAtItsBudgetWithinItsConcurrency(t *testing.T) {
 	require.InDelta(t, 1.0, rep.Candidate.PassRate, 1e-9)
 }
 
-// Each case's runs get what is left of the eval's budget as their own
-// (the lower of it and the candidate's budget), so a run that goes on
-// and on stops at the eval's budget rather than after it.
+// Each case's side is told what is left of the eval's budget when the
+// case starts, for its run's budget (eval.RunBudget), so a run that goes
+// on and on stops at the eval's budget rather than after it.
 func TestEvalCapsEachRunAtWhatIsLeft(t *testing.T) {
 	var mu sync.Mutex
 	var got []int64
 	env := evalEnv(t, func(ctx context.Context, req eval.CaseRequest) (api.EvalSide, error) {
 		mu.Lock()
-		got = append(got, req.Config.Budget.MaxTokens)
+		got = append(got, req.Left.MaxTokens)
 		mu.Unlock()
 		return api.EvalSide{Pass: true, Score: 1, Run: &api.EvalRun{Status: keel.StatusCompleted,
 			Usage: keel.Usage{InputTokens: 40, OutputTokens: 10, Requests: 1}}}, nil
@@ -85,7 +85,7 @@ func TestEvalCapsEachRunAtWhatIsLeft(t *testing.T) {
 		Budget: &api.Budget{MaxTokens: 200}})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	require.Equal(t, []int64{120, 120, 100, 50}, got)
+	require.Equal(t, []int64{200, 150, 100, 50}, got)
 }
 
 // A case whose activity fails past its retries is the side's error, not
