@@ -1,26 +1,31 @@
 package gateway
 
 import (
-	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
-	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
-	"github.com/keelrun/keel/client"
-	"github.com/keelrun/keel/live"
 )
 
-// The MCP endpoint (docs/interop.md, "MCP"): a streamable-HTTP MCP server
-// at /v1/mcp whose tools are the worker's agents, agent__NAME, each call
-// a keel run of the agent in a new session.
+// The MCP endpoint (docs/interop.md, "MCP"): streamable HTTP at /v1/mcp,
+// whose tools are the worker's agents, agent__NAME, each call a keel run
+// of the agent in a new session. The gateway keeps nothing an MCP client
+// needs back: session IDs are checked by their signature, a call's
+// stream is resumed from its event ID (which names its run and how far
+// the client got), and an elicitation's answer names the question it
+// answers, so a call outlives the gateway process that started it.
 const (
 	// MCPToolPrefix starts every tool's name, as keel's own delegation
 	// tools do.
@@ -28,56 +33,189 @@ const (
 	// mcpSessionMark follows the key's prefix in the sessions MCP calls
 	// make.
 	mcpSessionMark = "mcp-"
-	// mcpIdleTimeout closes an MCP session no request reached for this
-	// long; a call in progress holds its request open.
-	mcpIdleTimeout = 30 * time.Minute
-	// mcpCancelTimeout bounds the cancel a call sends its run when the
-	// client cancels the call.
-	mcpCancelTimeout = 30 * time.Second
 )
+
+// mcpVersions are the MCP versions the endpoint speaks, newest first.
+var mcpVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
 
 // mcpTaskSchema is every tool's input, as keel's delegation tools take it.
 var mcpTaskSchema = json.RawMessage(`{"type":"object","properties":{` +
 	`"task":{"type":"string","minLength":1,"description":"What the agent is to do, complete in itself."}},` +
 	`"required":["task"],"additionalProperties":false}`)
 
-// newMCPHandler builds the streamable-HTTP handler. The gateway's guard
-// already checked Host, Origin, the key and the body's size, so the
-// SDK's own localhost check is off and its body limit is the gateway's.
-func (g *Gateway) newMCPHandler() http.Handler {
-	return mcp.NewStreamableHTTPHandler(g.mcpServer, &mcp.StreamableHTTPOptions{
-		SessionTimeout:             mcpIdleTimeout,
-		DisableLocalhostProtection: true,
-		MaxRequestBodyBytes:        g.opts.MaxBodyBytes,
-	})
+// mcpMessage is a JSON-RPC message as the endpoint reads it: a request
+// (method and id), a notification (method, no id) or a response (id, and
+// result or error).
+type mcpMessage struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
 }
 
-// serveMCP serves /v1/mcp: a request naming an MCP session must carry the
-// key that opened it (another key's session answers 404, as an unknown
-// one does), and each request is an event stream of the gateway's, under
-// its limits.
+// serveMCP serves /v1/mcp. A request naming an MCP session must carry the
+// key that opened it: another key's session answers 404, as an unknown
+// one does.
 func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
-	if id := r.Header.Get("Mcp-Session-Id"); id != "" && !g.ownsMCPSession(id, requestKey(r)) {
-		writeError(w, apiError(http.StatusNotFound, string(snake(keel.CodeNotFound)), "MCP session not found"))
+	sid := r.Header.Get("Mcp-Session-Id")
+	var elicits bool
+	if sid != "" {
+		var ok bool
+		if elicits, ok = g.mcpSession(sid, requestKey(r)); !ok {
+			writeError(w, apiError(http.StatusNotFound, string(snake(keel.CodeNotFound)), "MCP session not found"))
+			return
+		}
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(mcpVersions, v) {
+		writeError(w, apiError(http.StatusBadRequest, CodeBadRequest, "unsupported MCP-Protocol-Version; the endpoint speaks "+strings.Join(mcpVersions, ", ")))
 		return
 	}
-	ctx, done, err := g.OpenStream(r)
-	if err != nil {
-		WriteError(w, err)
+	if sid == "" && r.Method != http.MethodPost {
+		writeError(w, apiError(http.StatusBadRequest, CodeBadRequest, r.Method+" needs an Mcp-Session-Id"))
 		return
 	}
-	defer done()
-	g.interop.mcp.ServeHTTP(w, r.WithContext(ctx))
+	c := mcpConn{g: g, r: r, session: sid, elicits: elicits}
+	switch r.Method {
+	case http.MethodGet:
+		last := r.Header.Get("Last-Event-ID")
+		if last == "" {
+			// No stream of server-initiated messages: every message
+			// belongs to a call's stream.
+			w.Header().Set("Allow", "POST, DELETE")
+			writeError(w, apiError(http.StatusMethodNotAllowed, CodeBadRequest, "the MCP endpoint opens no stream without a Last-Event-ID"))
+			return
+		}
+		c.resume(w, last)
+	case http.MethodDelete:
+		g.interop.calls.cancelSession(g, sid)
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		c.post(w)
+	}
 }
 
-// mcpServer is the MCP server of one MCP session, made when a client
-// initializes one: its tools run under the initializing key's prefix.
-func (g *Gateway) mcpServer(r *http.Request) *mcp.Server {
-	k := requestKey(r)
-	s := mcp.NewServer(&mcp.Implementation{Name: "keel", Version: "v1"}, &mcp.ServerOptions{
-		GetSessionID: func() string { return g.mcpSessionID(k) },
-		Instructions: "Each tool runs one of keel's agents as a durable run in a session of its own.",
-	})
+// mcpConn is one request of an MCP session (session "" before
+// initialize; elicits says its client takes elicitation).
+type mcpConn struct {
+	g       *Gateway
+	r       *http.Request
+	session string
+	elicits bool
+}
+
+// post handles one posted message: a request is answered (a call with an
+// event stream, the rest with JSON), a notification or a response is
+// accepted with 202. Batches are refused.
+func (c *mcpConn) post(w http.ResponseWriter) {
+	msg, fault := readMCPMessage(c.r)
+	if fault != nil {
+		writeRPC(w, http.StatusBadRequest, rpcResponse{Error: fault})
+		return
+	}
+	switch {
+	case msg.Method == "" && len(msg.ID) > 0:
+		if err := c.answer(msg); err != nil {
+			WriteError(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	case len(msg.ID) == 0:
+		if msg.Method == "notifications/cancelled" {
+			c.cancelled(msg.Params)
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if msg.Method != "initialize" && c.session == "" {
+		writeRPC(w, http.StatusBadRequest, rpcResponse{ID: msg.ID, Error: newRPCFault(RPCInvalidRequest, CodeBadRequest, "", false,
+			"initialize first: "+msg.Method+" needs an Mcp-Session-Id")})
+		return
+	}
+	var result any
+	switch msg.Method {
+	case "initialize":
+		var err error
+		if result, err = c.initialize(w, msg.Params); err != nil {
+			writeRPC(w, http.StatusOK, rpcResponse{ID: msg.ID, Error: toRPCFault(err)})
+			return
+		}
+	case "ping":
+		result = struct{}{}
+	case "tools/list":
+		result = map[string]any{"tools": c.g.mcpTools()}
+	case "tools/call":
+		c.call(w, msg)
+		return
+	default:
+		writeRPC(w, http.StatusOK, rpcResponse{ID: msg.ID, Error: newRPCFault(RPCMethodNotFound, CodeBadRequest, "", false,
+			"the MCP endpoint has no method "+strconv.Quote(clip(msg.Method, 64)))})
+		return
+	}
+	writeRPC(w, http.StatusOK, rpcResponse{ID: msg.ID, Result: result})
+}
+
+// readMCPMessage reads one JSON-RPC message within the gateway's body
+// limit: version 2.0, an id (when there is one) that is a string or a
+// number.
+func readMCPMessage(r *http.Request) (mcpMessage, *rpcFault) {
+	var msg mcpMessage
+	if err := requireJSON(r); err != nil {
+		e := fromError(err)
+		return msg, newRPCFault(RPCInvalidRequest, e.Code, "", false, e.Message)
+	}
+	body, err := io.ReadAll(r.Body)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return msg, newRPCFault(RPCInvalidRequest, CodeBodyTooLarge, string(keel.CodeTooLarge), false,
+			"request body is over "+strconv.FormatInt(tooLarge.Limit, 10)+" bytes")
+	case err != nil:
+		return msg, newRPCFault(RPCParseError, CodeBadRequest, "", false, "the request body could not be read")
+	}
+	if err := json.Unmarshal(body, &msg); err != nil {
+		return mcpMessage{}, newRPCFault(RPCParseError, CodeBadRequest, "", false, "the body is not one JSON-RPC message (batches are not taken)")
+	}
+	if len(msg.ID) > 0 && !validRPCID(msg.ID) {
+		return mcpMessage{}, newRPCFault(RPCInvalidRequest, CodeBadRequest, "", false, "an id is a string or a number")
+	}
+	if msg.JSONRPC != "2.0" || (msg.Method == "" && len(msg.ID) == 0) {
+		return msg, newRPCFault(RPCInvalidRequest, CodeBadRequest, "", false, `want "jsonrpc": "2.0" and a method or an id`)
+	}
+	return msg, nil
+}
+
+// initialize opens an MCP session: its ID, signed for the key, says
+// whether the client takes elicitation.
+func (c *mcpConn) initialize(w http.ResponseWriter, params json.RawMessage) (any, error) {
+	var p struct {
+		ProtocolVersion string `json:"protocolVersion"`
+		Capabilities    struct {
+			Elicitation json.RawMessage `json:"elicitation"`
+		} `json:"capabilities"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, newRPCFault(RPCInvalidParams, CodeBadRequest, string(keel.CodeInvalidInput), false, "initialize's params are malformed")
+	}
+	version := mcpVersions[0]
+	if slices.Contains(mcpVersions, p.ProtocolVersion) {
+		version = p.ProtocolVersion
+	}
+	elicits := len(p.Capabilities.Elicitation) > 0 && string(p.Capabilities.Elicitation) != "null"
+	w.Header().Set("Mcp-Session-Id", c.g.newMCPSession(requestKey(c.r), elicits))
+	return map[string]any{
+		"protocolVersion": version,
+		"capabilities":    map[string]any{"tools": map[string]any{}},
+		"serverInfo":      map[string]any{"name": "keel", "version": "v1"},
+		"instructions":    "Each tool runs one of keel's agents as a durable run in a session of its own.",
+	}, nil
+}
+
+// mcpTools lists the catalogue's agents as tools.
+func (g *Gateway) mcpTools() []*mcp.Tool {
+	tools := make([]*mcp.Tool, 0, len(g.agents.agents))
 	for i := range g.agents.agents {
 		a := &g.agents.agents[i]
 		desc := a.Description
@@ -88,34 +226,9 @@ func (g *Gateway) mcpServer(r *http.Request) *mcp.Server {
 		if objectSchema(a.OutputSchema) {
 			t.OutputSchema = a.OutputSchema
 		}
-		s.AddTool(t, g.mcpCall(keyPrefix(k), a))
+		tools = append(tools, t)
 	}
-	return s
-}
-
-// mcpCall is the handler of agent a's tool for a key of prefix prefix.
-func (g *Gateway) mcpCall(prefix string, a *Agent) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		task, err := mcpTask(req.Params.Arguments)
-		if err != nil {
-			return nil, wireFault(err)
-		}
-		if err := g.followers.acquire(); err != nil {
-			return nil, wireFault(err)
-		}
-		defer g.followers.release()
-		id, err := newSessionID(prefix, mcpSessionMark)
-		if err != nil {
-			return nil, wireFault(err)
-		}
-		cctx, cancel := context.WithTimeout(ctx, g.opts.RequestTimeout)
-		run, err := g.c.Session(id).Send(cctx, task, client.WithConfig(api.RunConfig{Agent: a.Name}))
-		cancel()
-		if err != nil {
-			return nil, wireFault(err)
-		}
-		return g.followMCP(ctx, req, run, a)
-	}
+	return tools
 }
 
 // mcpTask reads a call's arguments: {"task": 1 to api.MaxPromptBytes
@@ -135,162 +248,54 @@ func mcpTask(args json.RawMessage) (string, error) {
 	return *in.Task, nil
 }
 
-// followMCP follows the call's run to its end: progress notifications
-// from its events, elicitation for its host input, its answer as the
-// result. The call's context ending while the gateway runs is the
-// client's cancel (notifications/cancelled, or the end of its MCP
-// session): the run is cancelled cooperatively. The gateway closing
-// leaves the run running.
-func (g *Gateway) followMCP(ctx context.Context, req *mcp.CallToolRequest, run *client.Run, a *Agent) (*mcp.CallToolResult, error) {
-	fctx, stop := context.WithCancel(ctx)
-	defer stop()
-	defer context.AfterFunc(g.ctx, stop)()
-	evs := startPump(fctx, run.Events)
-	defer evs.stop()
-	p := mcpProgress{req: req, meta: mcpMeta(run)}
-	// The first notification names the run, so a client can reach it
-	// through keel's own API too.
-	p.note(fctx, "run "+run.ID+" started")
-	for {
-		select {
-		case it, ok := <-evs.ch:
-			var lag *live.LaggedError
-			switch {
-			case !ok:
-				return g.mcpGone(ctx, run)
-			case errors.As(it.err, &lag):
-				continue
-			case it.err != nil:
-				if fctx.Err() != nil {
-					return g.mcpGone(ctx, run)
-				}
-				return nil, wireFault(it.err)
-			case it.env.RunID != run.ID:
-				continue
-			}
-			res, done, err := g.mcpEvent(fctx, &p, run, it.env, a)
-			if err != nil || done {
-				return res, err
-			}
-		case <-fctx.Done():
-			return g.mcpGone(ctx, run)
-		}
-	}
-}
-
-// mcpGone ends a call whose context ended: the client's cancel cancels
-// the run; the gateway closing does not.
-func (g *Gateway) mcpGone(ctx context.Context, run *client.Run) (*mcp.CallToolResult, error) {
-	if g.ctx.Err() == nil && ctx.Err() != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mcpCancelTimeout)
-		defer cancel()
-		if err := run.Cancel(cctx); err != nil {
-			g.log.Warn("MCP call: cancel the run")
-		}
-	}
-	return nil, wireFault(keel.Errorf(keel.CodeCancelled, "the call ended before run %s did", run.ID))
-}
-
-// mcpEvent handles one event of the call's run: done with the result at
-// its terminal event.
-func (g *Gateway) mcpEvent(ctx context.Context, p *mcpProgress, run *client.Run, env keel.Envelope, a *Agent) (*mcp.CallToolResult, bool, error) {
-	ev, err := env.Event()
-	if err != nil {
-		return nil, false, nil // an event type this gateway does not know: no progress to report
-	}
-	if env.Path != "" {
-		// A delegated child's event: its host input is the run's to
-		// answer; the rest is its parent's progress.
-		if q, ok := ev.(keel.HostInputRequested); ok {
-			return nil, false, g.mcpElicit(ctx, p.req, run, q)
-		}
-		p.note(ctx, env.Path+": "+progressText(ev))
-		return nil, false, nil
-	}
-	switch e := ev.(type) {
-	case keel.HostInputRequested:
-		return nil, false, g.mcpElicit(ctx, p.req, run, e)
-	case keel.RunCompleted:
-		res := mcpAnswer(e, a)
-		res.Meta = p.meta
-		return res, true, nil
-	case keel.RunFailed:
-		f := newRPCFault(RPCInternalError, snake(e.Code), string(e.Code), e.Retryable, e.Message)
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(e.Code) + ": " + e.Message}},
-			Meta: mcp.Meta{"keel": json.RawMessage(f.Data), mcpMetaSession: run.Session().ID(), mcpMetaRun: run.ID}}, true, nil
-	case keel.RunCancelled:
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "keel.Cancelled: the run was cancelled"}},
-			Meta: p.meta}, true, nil
-	}
-	if text := progressText(ev); text != "" {
-		p.note(ctx, text)
-	}
-	return nil, false, nil
-}
-
-// mcpAnswer is a completed run's result: its text, and its answer as
-// structured content when the agent's schema is an object's.
-func mcpAnswer(e keel.RunCompleted, a *Agent) *mcp.CallToolResult {
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: e.Text}}}
-	if len(e.Answer) > 0 && objectSchema(a.OutputSchema) {
-		res.StructuredContent = e.Answer
-	}
-	return res
-}
-
-// mcpProgress sends a call's progress notifications, when the call asked
-// for them (a progress token).
-type mcpProgress struct {
-	req  *mcp.CallToolRequest
-	meta mcp.Meta
-	n    float64
-}
-
-// The _meta keys that name a call's keel session and run, on its
-// progress notifications and its result.
+// An MCP session ID is 32 hex digits of randomness, a flag (1: the client
+// takes elicitation) and a tag: an HMAC of both under the hash of the key
+// that opened it, so any gateway holding that key checks it, and another
+// key cannot use it even when it learns it.
 const (
-	mcpMetaSession = "keel/session_id"
-	mcpMetaRun     = "keel/run_id"
+	mcpNonceLen = 32
+	mcpIDLen    = mcpNonceLen + 1 + 32
 )
 
-func mcpMeta(run *client.Run) mcp.Meta {
-	return mcp.Meta{mcpMetaSession: run.Session().ID(), mcpMetaRun: run.ID}
-}
-
-func (p *mcpProgress) note(ctx context.Context, msg string) {
-	tok := p.req.Params.GetProgressToken()
-	if tok == nil || msg == "" {
-		return
+// newMCPSession makes an MCP session ID for key k.
+func (g *Gateway) newMCPSession(k *keyEntry, elicits bool) string {
+	var b [mcpNonceLen / 2]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("gateway: no randomness: " + err.Error())
 	}
-	p.n++
-	// A notification the client does not take is lost, not fatal: the
-	// result still comes.
-	_ = p.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: p.n, Message: msg,
-		Meta: p.meta})
-}
-
-// progressText is an event as a progress message: text as it streams,
-// tool activity and steps in words; "" for what is not progress.
-func progressText(ev keel.Event) string {
-	switch e := ev.(type) {
-	case keel.TextDelta:
-		return e.Text
-	case keel.StepStarted:
-		return fmt.Sprintf("step %d", e.Step)
-	case keel.ToolStarted:
-		return "tool " + e.Name + " started"
-	case keel.ToolFinished:
-		return "tool " + e.Name + " " + string(e.Status)
-	case keel.AgentStarted:
-		return "agent " + e.Agent + " started"
-	case keel.AgentFinished:
-		return "agent " + e.Agent + " finished"
+	head := hex.EncodeToString(b[:]) + "0"
+	if elicits {
+		head = head[:mcpNonceLen] + "1"
 	}
-	return ""
+	return head + mcpTag(head, k)
 }
 
-// wireFault is err as the SDK sends a JSON-RPC error.
-func wireFault(err error) error {
-	f := toRPCFault(err)
-	return &jsonrpc.Error{Code: f.Code, Message: f.Message, Data: f.Data}
+// mcpSession checks an MCP session ID against key k, and says whether its
+// client takes elicitation.
+func (g *Gateway) mcpSession(id string, k *keyEntry) (elicits, ok bool) {
+	if len(id) != mcpIDLen {
+		return false, false
+	}
+	head := id[:mcpNonceLen+1]
+	return head[mcpNonceLen] == '1', hmac.Equal([]byte(id[mcpNonceLen+1:]), []byte(mcpTag(head, k)))
+}
+
+// mcpTag signs an MCP session ID's head for key k. Without keys the
+// gateway is open to all, and the tag only checks the ID's form.
+func mcpTag(head string, k *keyEntry) string {
+	var secret []byte
+	if k != nil {
+		secret = k.sum[:]
+	}
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("keel MCP session\x00" + head))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// clip cuts s to at most n bytes, for echoing what a caller sent.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

@@ -2,58 +2,97 @@ package gateway
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"errors"
+	"strings"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/client"
 )
 
-// mcpElicit puts a run's host-input request to the MCP client as an
-// elicitation and delivers the accepted answer (docs/contract.md §6).
-// A client that declared no elicitation cannot be asked: the run is
-// cancelled and the call fails with RPCHostInputUnsupported. A declined
-// or dismissed question cancels the run too, and the call reports that.
-func (g *Gateway) mcpElicit(ctx context.Context, req *mcp.CallToolRequest, run *client.Run, q keel.HostInputRequested) error {
-	ip := req.Session.InitializeParams()
-	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
-		g.cancelRun(ctx, run)
-		return wireFault(newRPCFault(RPCHostInputUnsupported, "host_input_unsupported", "", false,
-			"the agent asked a question ("+q.RequestID+") and this MCP client takes no elicitation; the run was cancelled"))
+// elicit puts a host-input request (the run's, or a delegated child's,
+// which the run answers) to the MCP client as an elicitation (docs/contract.md
+// §6). Its request ID names the question and how to read the answer, so
+// the answer may reach any gateway process (answer). A client that
+// declared no elicitation cannot be asked: the run is cancelled and the
+// call fails with RPCHostInputUnsupported.
+func (s *mcpStream) elicit(ctx context.Context, q keel.HostInputRequested) bool {
+	if !s.c.elicits {
+		s.c.g.cancelRun(ctx, s.run)
+		s.respond(rpcResponse{Error: newRPCFault(RPCHostInputUnsupported, "host_input_unsupported", "", false,
+			"the agent asked a question ("+clip(q.RequestID, 128)+") and this MCP client takes no elicitation; the run was cancelled")})
+		return false
 	}
 	schema, wrapped := elicitSchema(q.Schema)
-	res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: q.Prompt, RequestedSchema: schema})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // the call's end is handled by its follower
-		}
-		g.cancelRun(ctx, run)
-		return wireFault(keel.Errorf(keel.CodeInvalidAnswer, "the MCP client's answer to %s: %v; the run was cancelled", q.RequestID, err))
+	e := mcpElicitation{Session: s.cur.Session, Run: s.run.Number, Request: q.RequestID, Wrapped: wrapped,
+		JSON: wrapped && len(q.Schema) > 0 && !primitiveSchema(q.Schema)}
+	b, _ := json.Marshal(e)
+	return s.send(map[string]any{"jsonrpc": "2.0", "id": mcpElicitMark + base64.RawURLEncoding.EncodeToString(b),
+		"method": "elicitation/create", "params": map[string]any{"message": q.Prompt, "requestedSchema": schema}})
+}
+
+// mcpElicitMark starts the ID of every elicitation the endpoint sends.
+const mcpElicitMark = "keel-elicit."
+
+// mcpElicitation is what an elicitation's ID says: the question, and
+// whether the answer is a form's one field "answer" (Wrapped) holding
+// JSON text (JSON).
+type mcpElicitation struct {
+	Session string `json:"s"`
+	Run     int    `json:"r"`
+	Request string `json:"h"`
+	Wrapped bool   `json:"w,omitempty"`
+	JSON    bool   `json:"j,omitempty"`
+}
+
+// answer delivers the client's response to an elicitation: an accepted
+// answer is the run's (Respond); a declined or dismissed question, or an
+// error, cancels the run, whose terminal event ends the call. An answer
+// the run refuses as invalid cancels the run too.
+func (c *mcpConn) answer(msg mcpMessage) error {
+	var raw string
+	var e mcpElicitation
+	bad := keel.Errorf(keel.CodeUnknownRequest, "the response answers no question of this key's")
+	if json.Unmarshal(msg.ID, &raw) != nil {
+		return bad
 	}
-	if res.Action != "accept" {
-		// The terminal event (run.cancelled) ends the call.
-		g.cancelRun(ctx, run)
+	enc, ok := strings.CutPrefix(raw, mcpElicitMark)
+	b, err := base64.RawURLEncoding.DecodeString(enc)
+	if !ok || err != nil || json.Unmarshal(b, &e) != nil || keel.ValidateSessionID(e.Session) != nil || e.Run <= 0 ||
+		!allowsSession(c.r, e.Session) || !strings.Contains(e.Session, mcpSessionMark) || c.session == "" {
+		return bad
+	}
+	ctx := c.r.Context()
+	run := c.g.c.Session(e.Session).Run(e.Run)
+	var res struct {
+		Action  string         `json:"action"`
+		Content map[string]any `json:"content"`
+	}
+	if len(msg.Result) == 0 || json.Unmarshal(msg.Result, &res) != nil || res.Action != "accept" {
+		c.g.cancelRun(ctx, run)
 		return nil
 	}
 	var answer any = res.Content
-	if wrapped {
+	if e.Wrapped {
 		answer = res.Content["answer"]
-		if s, ok := answer.(string); ok && len(q.Schema) > 0 && !primitiveSchema(q.Schema) {
+		if s, ok := answer.(string); ok && e.JSON {
 			// A structured answer travels as JSON text in a form's one
 			// field.
-			answer = json.RawMessage(s)
 			if !json.Valid([]byte(s)) {
-				return wireFault(keel.Errorf(keel.CodeInvalidAnswer, "the answer to %s is not JSON", q.RequestID))
+				c.g.cancelRun(ctx, run)
+				return keel.Errorf(keel.CodeInvalidAnswer, "the answer to %s is not JSON; the run was cancelled", e.Request)
 			}
+			answer = json.RawMessage(s)
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, g.opts.RequestTimeout)
+	cctx, cancel := context.WithTimeout(ctx, c.g.opts.RequestTimeout)
 	defer cancel()
-	if err := run.Respond(cctx, q.RequestID, answer); err != nil {
-		return wireFault(err)
+	err = run.Respond(cctx, e.Request, answer)
+	if errors.Is(err, keel.ErrInvalidAnswer) {
+		c.g.cancelRun(ctx, run)
 	}
-	return nil
+	return err
 }
 
 // cancelRun cancels run cooperatively; a failure is logged, as the call

@@ -60,12 +60,16 @@ func NewSSEWriter(w http.ResponseWriter, timeout time.Duration) *SSEWriter {
 // value start fields or events of its own.
 var ErrSSEField = errors.New("gateway: SSE field holds a byte it may not")
 
-// maxSSEName bounds an event name.
-const maxSSEName = 64
+// maxSSEName bounds an event name, maxSSEID an event ID.
+const (
+	maxSSEName = 64
+	maxSSEID   = maxMCPEventID
+)
 
 // Event writes one event: an id line when id is not empty, an event line
-// when name is not empty, and one data line. The id must be a formatted
-// non-negative integer (a durable sequence), the name 1 to 64 bytes of
+// when name is not empty, and one data line. The id must be at most
+// 2048 letters, digits, '.', '_' and '-' (a durable sequence, or an MCP
+// call's cursor), the name 1 to 64 bytes of
 // letters, digits, '.', '_' and '-' (keel's event types are), and data
 // must hold no CR, LF or NUL (compact JSON never does); otherwise Event
 // writes nothing and returns ErrSSEField.
@@ -87,28 +91,22 @@ func (s *SSEWriter) Event(id, name string, data []byte) error {
 	return s.write(b.String())
 }
 
-// validSSEID reports whether id is empty or ASCII digits, as
-// strconv.FormatInt writes a sequence.
+// validSSEID reports whether id is empty or at most maxSSEID letters,
+// digits, '.', '_' and '-': a durable sequence as strconv.FormatInt
+// writes it, or an MCP call's cursor.
 func validSSEID(id string) bool {
-	if len(id) > maxCursorDigits {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] < '0' || id[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return len(id) <= maxSSEID && validSSEToken(id)
 }
 
 // validSSEName reports whether name is empty or a token of letters,
 // digits, '.', '_' and '-'.
 func validSSEName(name string) bool {
-	if len(name) > maxSSEName {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
+	return len(name) <= maxSSEName && validSSEToken(name)
+}
+
+func validSSEToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
 			return false
 		}
