@@ -1,9 +1,11 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -127,4 +129,79 @@ func TestMCPPublishedClient(t *testing.T) {
 		last, _ := r.body["last_outcome"].(map[string]any)
 		return r.body["state"] == "idle" && last != nil && last["status"] == "cancelled"
 	})
+}
+
+// A call outlives the gateway that started it: the published client
+// calls through one gateway, that gateway stops mid-call, and the client
+// resumes the call through another gateway (no state shared but the key)
+// from the last event ID it saw, with its MCP session. The result arrives
+// there, once, and the run ran once.
+func TestMCPPublishedClientResumesOnAnotherGateway(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	node, dir := nodeProject(t, ctx, mcpClientDir, "@modelcontextprotocol/sdk")
+	shared.book.Add(t, "researcher", `{"turns":[
+	  {"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"mcp-resume"}}]},
+	  {"text":["found ", "it"]}]}`)
+	const key = "mcp-resume-key-0123456789abcdef"
+	opts := gateway.Options{Agents: interopAgents(), Keys: []gateway.APIKey{{Key: key, Prefix: "rs-"}}}
+	s1, s2 := startGateway(t, opts), startGateway(t, opts)
+	cmd := exec.CommandContext(ctx, node, "resume.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "MCP_URL="+s1.srv.URL+"/v1/mcp", "MCP_URL2="+s2.srv.URL+"/v1/mcp", "MCP_KEY="+key)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(nil, 1<<20)
+	next := func(v any) {
+		t.Helper()
+		if !lines.Scan() || json.Unmarshal(lines.Bytes(), v) != nil {
+			_ = cmd.Process.Kill()
+			t.Fatalf("resume.mjs said %q\nstderr:\n%s", lines.Text(), stderr.String())
+		}
+	}
+	var started struct{ Started string }
+	next(&started)
+	if !strings.HasPrefix(started.Started, "rs-mcp-") {
+		t.Fatalf("started %q", started.Started)
+	}
+	// The first gateway goes away mid-call; the run goes on.
+	s1.stop()
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = stdin.Close()
+	// The resumed stream follows the run on the second gateway; then the
+	// tool may finish.
+	waitFor(t, ctx, func() bool { return gateway.Followers(s2.gw) == 1 })
+	shared.gates.open("mcp-resume")
+	var out struct {
+		Result struct {
+			Content []map[string]any `json:"content"`
+			IsError bool             `json:"isError"`
+			Meta    map[string]any   `json:"_meta"`
+		}
+		Token      string
+		FirstEnded string
+	}
+	next(&out)
+	if out.Result.IsError || len(out.Result.Content) != 1 || out.Result.Content[0]["text"] != "found it" ||
+		out.Result.Meta["keel/run_id"] != started.Started || out.Token == "" || out.FirstEnded == "the first gateway answered" {
+		t.Fatalf("resumed: %+v", out)
+	}
+	session, _, _ := strings.Cut(started.Started, "/")
+	r := s2.callWith(t, http.MethodGet, "/v1/sessions/"+session+"/events?after=0&limit=500", nil,
+		map[string]string{"Authorization": bearer(key)}).must(t, http.StatusOK)
+	if n := strings.Count(string(r.raw), `"type":"run.started"`); n != 1 {
+		t.Errorf("%d runs started", n)
+	}
+	if n := strings.Count(string(r.raw), `"type":"run.completed"`); n != 1 {
+		t.Errorf("%d runs completed", n)
+	}
 }

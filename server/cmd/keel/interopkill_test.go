@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -207,6 +208,151 @@ func rpcStream(t *testing.T, ctx context.Context, url, body string) func(func(a2
 				t.Fatalf("stream event %s: %v", data, err)
 			}
 			if !yield(ev) {
+				return
+			}
+		}
+	}
+}
+
+// An MCP call running when keel dev is killed with SIGKILL goes on after
+// the restart: the client's GET with the last event ID it saw and its MCP
+// session resumes the call's stream, whose result arrives once, and the
+// session's log holds one terminal event.
+func TestKillDevKeepsMCPCalls(t *testing.T) {
+	r := newDevKillRig(t, 4*time.Minute)
+	model := writeScript(t, interopKillScript)
+	conf := filepath.Join(t.TempDir(), "keel.yaml")
+	yaml := "agents:\n  waiter:\n    description: Naps, then answers.\n    model: " + model + "\n    tools: [sleep]\n"
+	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.flags = []string{"--config", conf}
+	p := r.start()
+	init := mcpRequest(t, r.ctx, http.MethodPost, p.api+"/mcp", "", "",
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)
+	session := init.Header.Get("Mcp-Session-Id")
+	init.Body.Close()
+	if session == "" {
+		t.Fatal("initialize gave no Mcp-Session-Id")
+	}
+	call := mcpRequest(t, r.ctx, http.MethodPost, p.api+"/mcp", session, "",
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"agent__waiter","arguments":{"task":"nap"},"_meta":{"progressToken":"p"}}}`)
+	var last, run string
+	for id, msg := range mcpEvents(t, call) {
+		last = id
+		if m, ok := strings.CutPrefix(msg.Params.Message, "run "); ok {
+			run = strings.TrimSuffix(m, " started")
+		}
+		if msg.Params.Message == "tool sleep started" {
+			break
+		}
+	}
+	call.Body.Close()
+	if last == "" || run == "" {
+		t.Fatalf("before the kill: last event %q, run %q", last, run)
+	}
+	p.kill()
+	p = r.start()
+	resumed := mcpRequest(t, r.ctx, http.MethodGet, p.api+"/mcp", session, last, "")
+	var results []string
+	for _, msg := range mcpEvents(t, resumed) {
+		if msg.ID == "2" {
+			if msg.Result == nil || msg.Result.IsError || len(msg.Result.Content) != 1 {
+				t.Fatalf("result %+v", msg)
+			}
+			results = append(results, msg.Result.Content[0].Text)
+		}
+	}
+	resumed.Body.Close()
+	if len(results) != 1 || results[0] != "done after the nap" {
+		t.Fatalf("after the restart: results %q", results)
+	}
+	sessionID, _, _ := strings.Cut(run, "/")
+	resp, err := http.Get(p.api + "/sessions/" + sessionID + "/events?after=0&limit=500")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct {
+		Events []keel.Envelope `json:"events"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+		t.Fatal(err)
+	}
+	terminal := 0
+	for _, e := range page.Events {
+		switch e.Type {
+		case keel.TypeRunCompleted, keel.TypeRunFailed, keel.TypeRunCancelled:
+			terminal++
+		}
+	}
+	if terminal != 1 {
+		t.Fatalf("%d terminal events in the session's log", terminal)
+	}
+}
+
+// mcpRequest sends one request to an MCP endpoint: a body is POSTed, no
+// body is a GET resuming from lastEventID.
+func mcpRequest(t *testing.T, ctx context.Context, method, url, session, lastEventID, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("%s %s: %d %s", method, url, resp.StatusCode, b)
+	}
+	return resp
+}
+
+// mcpMessage is a message of an MCP call's stream as the test reads it.
+type mcpMessage struct {
+	ID     string          `json:"-"`
+	RawID  json.RawMessage `json:"id"`
+	Params struct {
+		Message string `json:"message"`
+	} `json:"params"`
+	Result *struct {
+		IsError bool `json:"isError"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	} `json:"result"`
+}
+
+// mcpEvents yields an MCP stream's messages with their event IDs.
+func mcpEvents(t *testing.T, resp *http.Response) func(func(string, mcpMessage) bool) {
+	return func(yield func(string, mcpMessage) bool) {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		var id string
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+				id = v
+			}
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok || data == "" {
+				continue
+			}
+			var msg mcpMessage
+			if err := json.Unmarshal([]byte(data), &msg); err != nil {
+				t.Fatalf("stream message %s: %v", data, err)
+			}
+			msg.ID = string(msg.RawID)
+			if !yield(id, msg) {
 				return
 			}
 		}
