@@ -122,10 +122,7 @@ func (r *Run) closedWith(ev *historypb.HistoryEvent) (o keel.Outcome, ok bool, e
 func (r *Run) readForCommit(ctx context.Context, exec *commonpb.WorkflowExecution, w *commitWatch) (bool, error) {
 	var token []byte
 	for {
-		resp, err := r.s.c.tc.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
-			Namespace: r.s.c.namespace, Execution: exec, NextPageToken: token,
-			HistoryEventFilterType: enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT,
-		})
+		resp, err := r.s.c.historyPage(ctx, exec, token, false)
 		if err != nil {
 			return false, err
 		}

@@ -127,6 +127,15 @@ func (r *Run) Listen(ctx context.Context) error {
 	return nil
 }
 
+// Unlisten closes the subscription Listen (or Send) opened that no
+// Events or EventsFrom stream has taken, when the action it was for
+// failed and no stream will follow. It does nothing otherwise.
+func (r *Run) Unlisten() {
+	if s := r.early.Load().take(); s != nil {
+		_ = s.Close()
+	}
+}
+
 // base finds the sequence the run's events start after.
 func (r *Run) base(ctx context.Context) (int64, error) {
 	if r.BaseSeq >= 0 {

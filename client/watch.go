@@ -90,13 +90,7 @@ func (w *historyWatcher) catchUp(ctx context.Context) error {
 // queries may answer differently (a completed workflow task, a close);
 // more reports a token to continue from.
 func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, changed bool, err error) {
-	resp, err := w.c.tc.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
-		Namespace:              w.c.namespace,
-		Execution:              &commonpb.WorkflowExecution{WorkflowId: w.workflowID, RunId: w.runID},
-		NextPageToken:          w.token,
-		WaitNewEvent:           longPoll,
-		HistoryEventFilterType: enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT,
-	})
+	resp, err := w.c.historyPage(ctx, &commonpb.WorkflowExecution{WorkflowId: w.workflowID, RunId: w.runID}, w.token, longPoll)
 	if err != nil {
 		return false, false, fromTemporal(err, "workflow "+w.workflowID)
 	}
@@ -148,6 +142,15 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 	}
 	w.pending = w.pending || changed
 	return len(w.token) > 0, changed, nil
+}
+
+// historyPage reads the page of exec's history events at token (nil for
+// the first), long-polling for new events if asked.
+func (c *Client) historyPage(ctx context.Context, exec *commonpb.WorkflowExecution, token []byte, longPoll bool) (*workflowservice.GetWorkflowExecutionHistoryResponse, error) {
+	return c.tc.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
+		Namespace: c.namespace, Execution: exec, NextPageToken: token, WaitNewEvent: longPoll,
+		HistoryEventFilterType: enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT,
+	})
 }
 
 // ended records how the workflow task started at event started ended.

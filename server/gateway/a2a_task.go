@@ -203,6 +203,9 @@ func (t *a2aCall) answer(ctx context.Context, run *client.Run, text string, data
 		answer = json.RawMessage(text)
 	}
 	if err := run.Respond(ctx, q.RequestID, answer); err != nil {
+		// No stream follows a refused answer: the subscription goes now,
+		// not at its expiry.
+		run.Unlisten()
 		return 0, err
 	}
 	return st.LastSeq, nil

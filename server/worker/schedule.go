@@ -246,20 +246,7 @@ func (s *schedules) Await(ctx context.Context, ref schedreg.ScheduledRunRef) (ke
 	if err := keel.ValidateSessionID(ref.Session); err != nil || ref.Number < 1 {
 		return keel.Outcome{}, activityError(keel.Errorf(keel.CodeInvalidInput, "not a run of a session"))
 	}
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() {
-		t := time.NewTicker(awaitHeartbeat)
-		defer t.Stop()
-		for {
-			activity.RecordHeartbeat(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	defer heartbeat(ctx, awaitHeartbeat)()
 	run := s.keel.Session(ref.Session).Run(ref.Number)
 	o, err := run.Outcome(ctx)
 	if err == nil || o.Status != "" {
