@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -131,27 +133,102 @@ func TestMCPRefusesHostileRequests(t *testing.T) {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}
-	// Team B takes team A's MCP session ID: not found.
-	req, _ := http.NewRequest(http.MethodPost, s.srv.URL+"/v1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", cs.ID())
-	req.Header.Set("Authorization", "Bearer "+teamBKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// Team B takes team A's MCP session ID: not found; without a key,
+	// unauthorized.
+	for key, want := range map[string]int{teamBKey: http.StatusNotFound, "": http.StatusUnauthorized} {
+		r := s.callWith(t, http.MethodPost, "/v1/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+			map[string]string{"Mcp-Session-Id": cs.ID(), "Authorization": bearer(key), "Accept": "application/json, text/event-stream"})
+		if r.status != want {
+			t.Errorf("key %q with team A's MCP session: %d %s", key, r.status, r.raw)
+		}
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("team B with team A's MCP session: %d", resp.StatusCode)
+}
+
+// What an MCP client sends back (a Last-Event-ID, an elicitation's
+// answer) names a run; one naming a session another key holds, or not
+// written by the gateway, is refused before anything is followed or
+// answered. Malformed messages are refused, typed.
+func TestMCPRefusesForgedResumesAndAnswers(t *testing.T) {
+	s := startGateway(t, gateway.Options{Agents: interopAgents(), Keys: teamKeys()})
+	ctx := testCtx(t)
+	session := mcpConnect(t, ctx, s, teamAKey, nil).ID()
+	b64 := func(v any) string {
+		b, _ := json.Marshal(v)
+		return base64.RawURLEncoding.EncodeToString(b)
 	}
-	req.Header.Del("Authorization")
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	headers := func(extra ...string) map[string]string {
+		h := map[string]string{"Authorization": bearer(teamAKey), "Mcp-Session-Id": session, "Accept": "application/json, text/event-stream"}
+		for i := 0; i+1 < len(extra); i += 2 {
+			h[extra[i]] = extra[i+1]
+		}
+		return h
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("no key: %d", resp.StatusCode)
+	for _, c := range []struct {
+		name, last string
+		status     int
+	}{
+		{"no Last-Event-ID", "", http.StatusMethodNotAllowed},
+		{"not base64", "%%%", http.StatusBadRequest},
+		{"not a cursor", b64([]int{1}), http.StatusBadRequest},
+		{"another key's session", b64(map[string]any{"s": "team-b-mcp-0123456789abcdef0123", "r": 1, "q": 2, "e": 0, "n": 0}), http.StatusBadRequest},
+		{"a session MCP did not make", b64(map[string]any{"s": "team-a-other", "r": 1, "q": 2, "e": 0, "n": 0}), http.StatusBadRequest},
+		{"a request ID that is an object", b64(map[string]any{"s": "team-a-mcp-0123456789abcdef0123", "r": 1, "q": map[string]any{}, "e": 0, "n": 0}), http.StatusBadRequest},
+		{"no run", b64(map[string]any{"s": "team-a-mcp-0123456789abcdef0123", "r": 0, "q": 2, "e": 0, "n": 0}), http.StatusBadRequest},
+		{"too long", strings.Repeat("A", 4000), http.StatusBadRequest},
+	} {
+		r := s.callWith(t, http.MethodGet, "/v1/mcp", nil, headers("Last-Event-ID", c.last))
+		if r.status != c.status {
+			t.Errorf("%s: %d %s", c.name, r.status, r.raw)
+		}
+	}
+	if n := gateway.Followers(s.gw); n != 0 {
+		t.Errorf("%d followers after refused resumes", n)
+	}
+	answer := func(s string) string {
+		id, _ := json.Marshal("keel-elicit." + s)
+		return `{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"action":"accept","content":{"answer":"x"}}}`
+	}
+	for _, c := range []struct{ name, body string }{
+		{"another key's question", answer(b64(map[string]any{"s": "team-b-mcp-0123456789abcdef0123", "r": 1, "h": "q1"}))},
+		{"a question MCP did not ask", answer(b64(map[string]any{"s": "team-a-other", "r": 1, "h": "q1"}))},
+		{"no question", answer("%%%")},
+		{"a question of no run", answer(b64(map[string]any{"s": "team-a-mcp-0123456789abcdef0123", "r": 1, "h": "q1"}))},
+	} {
+		r := s.callWith(t, http.MethodPost, "/v1/mcp", c.body, headers())
+		if r.status == http.StatusAccepted || r.status < 400 {
+			t.Errorf("%s: %d %s", c.name, r.status, r.raw)
+		}
+	}
+	for _, c := range []struct {
+		name, body string
+		headers    map[string]string
+		status     int
+		code       float64
+	}{
+		{"a batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, headers(), http.StatusBadRequest, gateway.RPCParseError},
+		{"not 2.0", `{"jsonrpc":"1.0","id":1,"method":"ping"}`, headers(), http.StatusBadRequest, gateway.RPCInvalidRequest},
+		{"an object ID", `{"jsonrpc":"2.0","id":{},"method":"ping"}`, headers(), http.StatusBadRequest, gateway.RPCInvalidRequest},
+		{"a call before initialize", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+			map[string]string{"Authorization": bearer(teamAKey)}, http.StatusBadRequest, gateway.RPCInvalidRequest},
+		{"an unknown method", `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`, headers(), http.StatusOK, gateway.RPCMethodNotFound},
+		{"a progress token that is an object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"agent__typed",` +
+			`"arguments":{"task":"x"},"_meta":{"progressToken":{"a":1}}}}`, headers(), http.StatusOK, gateway.RPCInvalidParams},
+	} {
+		r := s.callWith(t, http.MethodPost, "/v1/mcp", c.body, c.headers)
+		fault, _ := r.body["error"].(map[string]any)
+		if r.status != c.status || fault == nil || fault["code"] != c.code {
+			t.Errorf("%s: %d %s", c.name, r.status, r.raw)
+		}
+	}
+	r := s.callWith(t, http.MethodPost, "/v1/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, headers("Mcp-Protocol-Version", "1999-01-01"))
+	if r.status != http.StatusBadRequest {
+		t.Errorf("an unknown protocol version: %d %s", r.status, r.raw)
+	}
+	// A session ID with its flag flipped (to claim elicitation) is no
+	// session.
+	flipped := session[:32] + map[byte]string{'0': "1", '1': "0"}[session[32]] + session[33:]
+	r = s.callWith(t, http.MethodPost, "/v1/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, headers("Mcp-Session-Id", flipped))
+	if r.status != http.StatusNotFound {
+		t.Errorf("a flipped session ID: %d %s", r.status, r.raw)
 	}
 }
