@@ -115,7 +115,11 @@ func TestWebPageForkAndRewind(t *testing.T) {
 	}
 	// Accepted, it rewinds to run 1.
 	eval[bool](b, `window.confirm = (m) => { window.confirmed.push(m); return true; }, true`)
-	b.do("rewind to run 1", chromedp.Click(chromedp.CSS(run1+` .rewind-here`)))
+	poll[bool](b, "the accepted rewind asked", `(() => {
+		const r = document.querySelector('`+run1+` .rewind-here');
+		if (window.confirmed.length === 1 && r && !r.disabled) r.click();
+		return window.confirmed.length === 2;
+	})()`)
 	line := poll[string](b, "rewound line", `(() => {
 		const r = document.querySelector('[data-type="session.rewound"]');
 		return r && document.querySelector('`+run2+`').dataset.left === "true" && r.textContent;
