@@ -13,9 +13,11 @@ import (
 )
 
 const concurrencyDesc = `Measures many concurrent streaming sessions against bare Temporal on this
-machine. For each N of --sessions it starts a fresh embedded Temporal server
-as "keel dev" runs it (SQLite in a temporary directory, keel's tuning), an
-embedded NATS server and a content store, then runs N bare Temporal
+machine. For each N of --sessions, and each phase below, it starts a fresh
+embedded Temporal server as "keel dev" runs it (SQLite in a temporary
+directory, keel's tuning), an embedded NATS server and a content store
+(a server holding an earlier phase's executions slowed the next phase by
+up to 15% at 500 sessions). The phases: N bare Temporal
 workflows at once, each running the activities a keel run runs (one that
 sleeps as long as the first model turn streams, a quick tool, one as long
 as the second), without heartbeats (the baseline), N more started by an
