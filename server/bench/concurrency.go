@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
@@ -54,11 +57,22 @@ type ConcurrencyOptions struct {
 	// update (docs/foreign-clients.md); it is judged against the
 	// update-with-start baseline, driven the same way. Optional.
 	Foreign bool
+	// Follow makes keel's Go client follow each run's events to its
+	// terminal event (Run.Events, as `keel run` does) instead of waiting
+	// for its outcome, to count what following costs (the events query
+	// is billed). Optional.
+	Follow bool
 	// CPUProfile, when set, writes a CPU profile of this process (the
 	// server, NATS and the benchmark's clients) over each phase's sessions,
 	// to CPUProfile-<N>-<phase>.pprof (baseline, baseline-uws, keel, and
 	// foreign and shaped when measured), for `go tool pprof`. Optional.
 	CPUProfile string
+	// RemoteCodec gives the clients that drive the update-with-start
+	// baseline and keel through a foreign client a payload codec that
+	// calls the content store's codec endpoint over HTTP (served on
+	// loopback, as `keel dev` serves /codec), as a client in another
+	// language configured by docs/foreign-clients.md does. Optional.
+	RemoteCodec bool
 	// Label names what was measured (a commit, "before"); optional:
 	// default the VCS revision the binary was built from, if it recorded
 	// one.
@@ -128,7 +142,7 @@ func MeasureConcurrency(ctx context.Context, opts ConcurrencyOptions) (*Concurre
 	}
 	rep := &ConcurrencyReport{
 		ModelTime: ModelTime(), Turns: StreamTurns(), CancelFraction: opts.CancelFraction,
-		WorkerProcess: opts.KeelWorker != nil, Revision: cmpOr(opts.Label, revision()), Load: loadAverage(),
+		WorkerProcess: opts.KeelWorker != nil, RemoteCodec: opts.RemoteCodec, Revision: cmpOr(opts.Label, revision()), Load: loadAverage(),
 	}
 	for _, n := range opts.Sessions {
 		p, err := measurePoint(ctx, opts, n)
@@ -293,7 +307,19 @@ func openStack(ctx context.Context, opts ConcurrencyOptions, n int) (s *stack, c
 		return nil, nil, err
 	}
 	closers = append(closers, s.tc.Close)
-	if s.plain, err = s.srv.Dial(ctx, sdkclient.Options{ConnectionOptions: counted}); err != nil {
+	plain := sdkclient.Options{ConnectionOptions: counted}
+	if opts.RemoteCodec {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, nil, err
+		}
+		hs := &http.Server{Handler: http.StripPrefix("/codec", s.codec.Handler(store.HandlerOptions{})), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = hs.Serve(l) }()
+		closers = append(closers, func() { _ = hs.Close() })
+		plain.DataConverter = converter.NewCodecDataConverter(converter.GetDefaultDataConverter(),
+			converter.NewRemotePayloadCodec(converter.RemotePayloadCodecOptions{Endpoint: "http://" + l.Addr().String() + "/codec"}))
+	}
+	if s.plain, err = s.srv.Dial(ctx, plain); err != nil {
 		return nil, nil, err
 	}
 	closers = append(closers, s.plain.Close)

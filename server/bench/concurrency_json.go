@@ -8,6 +8,7 @@ type ConcurrencySummary struct {
 	ModelSeconds   float64         `json:"model_seconds"`
 	CancelFraction float64         `json:"cancel_fraction"`
 	WorkerProcess  bool            `json:"worker_process"`
+	RemoteCodec    bool            `json:"remote_codec,omitempty"`
 	Points         []PointSummary  `json:"points"`
 	Targets        []TargetVerdict `json:"targets"`
 }
@@ -72,7 +73,7 @@ type TargetVerdict struct {
 // Summary returns the report as numbers.
 func (r *ConcurrencyReport) Summary() ConcurrencySummary {
 	out := ConcurrencySummary{Label: r.Revision, Machine: r.Machine(), ModelSeconds: r.ModelTime.Seconds(),
-		CancelFraction: r.CancelFraction, WorkerProcess: r.WorkerProcess}
+		CancelFraction: r.CancelFraction, WorkerProcess: r.WorkerProcess, RemoteCodec: r.RemoteCodec}
 	for _, p := range r.Points {
 		r50, r99 := p.RunRatios()
 		overBare, overShaped := p.ActionRatios()

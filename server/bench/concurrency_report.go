@@ -19,6 +19,8 @@ type ConcurrencyReport struct {
 	// WorkerProcess says the workers ran in processes of their own, so
 	// their CPU time is apart from the server's.
 	WorkerProcess bool
+	// RemoteCodec is ConcurrencyOptions.RemoteCodec.
+	RemoteCodec bool
 	// Revision is the VCS revision of the binary, "" if unknown; Load the
 	// one-minute load average at the start, "" if unknown.
 	Revision, Load string

@@ -280,7 +280,11 @@ func unionKeys(a, b Counts) []string {
 // update-with-start baseline (and the bare start): keel's Go client, and
 // a foreign client when measured.
 func (r *ConcurrencyReport) writeSends(w io.Writer) {
-	fmt.Fprintln(w, "\nsends and runs beside the update-with-start baseline; foreign client: keel driven with Temporal's own client alone (update-with-start of send, then the outcome update)")
+	codec := ""
+	if r.RemoteCodec {
+		codec = "; both through a payload codec calling the codec endpoint over HTTP"
+	}
+	fmt.Fprintln(w, "\nsends and runs beside the update-with-start baseline; foreign client: keel driven with Temporal's own client alone (update-with-start of send, then the outcome update)"+codec)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "sessions\tdriven by\tsend p50 / p99\tsend p99 ÷ bare update-with-start p99\trun p50 / p99\t÷ bare update-with-start\t÷ bare start\tcancel p50 / p99\tfrontend RPCs\tbillable actions\tfailed")
 	for _, p := range r.Points {

@@ -80,7 +80,7 @@ func (s *stack) keel(ctx context.Context, foreign bool) (PhaseFigures, error) {
 		}
 		defer deltas.Close()
 		session = func(ctx context.Context, id string, cfg api.RunConfig, cancel bool) sessionResult {
-			return keelSession(ctx, kc, deltas, id, cfg, cancel)
+			return keelSession(ctx, kc, deltas, id, cfg, cancel, s.opts.Follow)
 		}
 	}
 
@@ -242,7 +242,7 @@ func (s *stack) awaitEvent(ctx context.Context, id, runID string, filter enumspb
 // keelSession sends one prompt in a new session and waits for its
 // outcome; to cancel, it waits for the run's first delta, lets it stream
 // a little, then cancels it.
-func keelSession(ctx context.Context, kc *client.Client, deltas live.Channel, id string, cfg api.RunConfig, cancel bool) sessionResult {
+func keelSession(ctx context.Context, kc *client.Client, deltas live.Channel, id string, cfg api.RunConfig, cancel, follow bool) sessionResult {
 	var sub live.Subscription
 	if cancel {
 		var err error
@@ -260,7 +260,7 @@ func keelSession(ctx context.Context, kc *client.Client, deltas live.Channel, id
 	}
 	r.workflows = []execution{{id: id}}
 	if !cancel {
-		out, err := run.Outcome(ctx)
+		out, err := waitOrFollow(ctx, run, follow)
 		r.run = time.Since(t0)
 		if err == nil && out.Status != keel.StatusCompleted {
 			err = fmt.Errorf("status %s", out.Status)
@@ -297,6 +297,31 @@ func keelSession(ctx context.Context, kc *client.Client, deltas live.Channel, id
 		r.outcome, r.err = outcomeFailed, fmt.Errorf("cancelled run: %+v, %v", out, err)
 	}
 	return r
+}
+
+// waitOrFollow waits for the run's outcome, or, with follow, follows its
+// events to the terminal event as `keel run` does.
+func waitOrFollow(ctx context.Context, run *client.Run, follow bool) (keel.Outcome, error) {
+	if !follow {
+		return run.Outcome(ctx)
+	}
+	for env, err := range run.Events(ctx) {
+		if err != nil {
+			var lag *live.LaggedError
+			if errors.As(err, &lag) {
+				continue
+			}
+			return keel.Outcome{}, err
+		}
+		if env.RunID != run.ID || !env.Terminal() {
+			continue
+		}
+		if env.Type != keel.TypeRunCompleted {
+			return keel.Outcome{}, fmt.Errorf("run %s ended with %s", run.ID, env.Type)
+		}
+		return keel.Outcome{Status: keel.StatusCompleted}, nil
+	}
+	return keel.Outcome{}, fmt.Errorf("run %s: no terminal event", run.ID)
 }
 
 // firstDelta waits for a text delta on sub.

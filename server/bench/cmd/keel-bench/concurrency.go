@@ -50,6 +50,8 @@ func cmdConcurrency(ctx context.Context, args []string, stdout, stderr io.Writer
 	workerFlags := fs.String("worker-flags", "", "space-separated `FLAGS` given to the keel worker process (keel-bench worker, which takes keel worker's tuning flags) besides the connection ones (\"--no-cancel-watch --workflow-pollers 32\"), to measure settings")
 	foreign := fs.Bool("foreign", false, "also measure keel driven as a client in another language drives it, with Temporal's own client alone (update-with-start of send, then the outcome update; docs/foreign-clients.md), against the update-with-start baseline")
 	shaped := fs.Bool("shaped", false, "also measure bare Temporal in keel's shape (a session workflow, a child run per send, the tool call as an activity), to tell what keel's design costs from what its code adds")
+	follow := fs.Bool("follow", false, "keel's Go client follows each run's events to its terminal event (Run.Events, as `keel run` does) instead of waiting for its outcome: what following costs (the events query is billed)")
+	remoteCodec := fs.Bool("remote-codec", false, "drive the update-with-start baseline and, with --foreign, keel's foreign-client sessions through a payload codec that calls the content store's codec endpoint over HTTP, as a client in another language configured by docs/foreign-clients.md does")
 	cpuProfile := fs.String("cpu-profile", "", "write CPU profiles of the server's process over each phase to `PREFIX`-<N>-baseline.pprof, PREFIX-<N>-baseline-uws.pprof, PREFIX-<N>-keel.pprof and, with --foreign and --shaped, PREFIX-<N>-foreign.pprof and PREFIX-<N>-shaped.pprof (go tool pprof)")
 	label := fs.String("label", "", "`name` of what is measured, printed in the table (a commit, \"before\"; default the binary's VCS revision if it recorded one)")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
@@ -62,7 +64,7 @@ func cmdConcurrency(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *cancelFraction < 0 || *cancelFraction >= 1 {
 		return fs.usageError(stderr, "--cancel-fraction must be at least 0 and below 1, got %v", *cancelFraction)
 	}
-	opts := bench.ConcurrencyOptions{Sessions: ns, CancelFraction: *cancelFraction, Label: *label, CPUProfile: *cpuProfile, Shaped: *shaped, Foreign: *foreign,
+	opts := bench.ConcurrencyOptions{Sessions: ns, CancelFraction: *cancelFraction, Label: *label, CPUProfile: *cpuProfile, Shaped: *shaped, Foreign: *foreign, RemoteCodec: *remoteCodec, Follow: *follow,
 		Progress: func(n int, phase string) { fmt.Fprintf(stderr, "keel-bench concurrency: %d sessions: %s\n", n, phase) }}
 	extra := strings.Fields(*workerFlags)
 	if len(extra) > 0 {
