@@ -99,27 +99,32 @@ func TestKillDevKeepsA2ATasks(t *testing.T) {
 		t.Fatalf("after the restart: %d completions, answer %q", completed, answer)
 	}
 	// The session's log holds one terminal event for the run.
-	var page struct {
-		Events []keel.Envelope `json:"events"`
+	if n := terminalEvents(t, p.api, sent.Result.ContextID); n != 1 {
+		t.Fatalf("%d terminal events in the session's log", n)
 	}
-	resp, err := http.Get(p.api + "/sessions/" + sent.Result.ContextID + "/events?after=0&limit=500")
+}
+
+// terminalEvents counts the terminal events in a session's log.
+func terminalEvents(t *testing.T, api, session string) int {
+	t.Helper()
+	resp, err := http.Get(api + "/sessions/" + session + "/events?after=0&limit=500")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	var page struct {
+		Events []keel.Envelope `json:"events"`
+	}
 	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
 		t.Fatal(err)
 	}
-	terminal := 0
+	n := 0
 	for _, e := range page.Events {
-		switch e.Type {
-		case keel.TypeRunCompleted, keel.TypeRunFailed, keel.TypeRunCancelled:
-			terminal++
+		if e.Terminal() {
+			n++
 		}
 	}
-	if terminal != 1 {
-		t.Fatalf("%d terminal events in the session's log", terminal)
-	}
+	return n
 }
 
 // rpcPost posts a JSON-RPC request and decodes its answer into out.
@@ -268,26 +273,8 @@ func TestKillDevKeepsMCPCalls(t *testing.T) {
 		t.Fatalf("after the restart: results %q", results)
 	}
 	sessionID, _, _ := strings.Cut(run, "/")
-	resp, err := http.Get(p.api + "/sessions/" + sessionID + "/events?after=0&limit=500")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var page struct {
-		Events []keel.Envelope `json:"events"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
-		t.Fatal(err)
-	}
-	terminal := 0
-	for _, e := range page.Events {
-		switch e.Type {
-		case keel.TypeRunCompleted, keel.TypeRunFailed, keel.TypeRunCancelled:
-			terminal++
-		}
-	}
-	if terminal != 1 {
-		t.Fatalf("%d terminal events in the session's log", terminal)
+	if n := terminalEvents(t, p.api, sessionID); n != 1 {
+		t.Fatalf("%d terminal events in the session's log", n)
 	}
 }
 
