@@ -17,8 +17,13 @@ import (
 	"github.com/keelrun/keel/client"
 )
 
-// mcpCancelTimeout bounds the cancel a call sends its run.
-const mcpCancelTimeout = 30 * time.Second
+const (
+	// mcpCancelTimeout bounds the cancel a call sends its run.
+	mcpCancelTimeout = 30 * time.Second
+	// mcpCallMemory is how long a call whose client went away can still
+	// be cancelled through this gateway process.
+	mcpCallMemory = 5 * time.Minute
+)
 
 // mcpCursor is how far a call's stream got, and what the stream needs to
 // go on: it is each event's ID (base64url of its JSON), so a client that
@@ -64,6 +69,8 @@ func readMCPCursor(id string) (mcpCursor, bool) {
 // an event stream (progress, elicitations, then the result).
 func (c *mcpConn) call(w http.ResponseWriter, msg mcpMessage) {
 	fail := func(err error) { writeRPC(w, http.StatusOK, rpcResponse{ID: msg.ID, Error: toRPCFault(err)}) }
+	// A limit keeps its HTTP status (429, 503), as A2A's streams do.
+	atLimit := func(err error) { writeRPC(w, fromError(err).status, rpcResponse{ID: msg.ID, Error: toRPCFault(err)}) }
 	var p struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
@@ -92,12 +99,12 @@ func (c *mcpConn) call(w http.ResponseWriter, msg mcpMessage) {
 	}
 	ctx, done, err := c.g.OpenStream(c.r)
 	if err != nil {
-		fail(err)
+		atLimit(err)
 		return
 	}
 	defer done()
 	if err := c.g.followers.acquire(); err != nil {
-		fail(err)
+		atLimit(err)
 		return
 	}
 	defer c.g.followers.release()
@@ -124,7 +131,7 @@ func (c *mcpConn) call(w http.ResponseWriter, msg mcpMessage) {
 	if s.sw.Event(s.cur.id(), "", nil) != nil {
 		return
 	}
-	s.note(ctx, "run "+run.ID+" started")
+	s.note("run " + run.ID + " started")
 	s.follow(ctx, run.Events)
 }
 
@@ -162,6 +169,9 @@ type mcpStream struct {
 	// call is the call's entry among the gateway's calls in flight,
 	// which the client's cancel finds.
 	call *mcpCall
+	// over says the call's stream ended with the call: its response
+	// sent, or its run cancelled by the client.
+	over bool
 }
 
 func (c *mcpConn) stream(w http.ResponseWriter, run *client.Run, cur mcpCursor) *mcpStream {
@@ -181,7 +191,15 @@ const (
 // the client may resume, and only its cancel cancels the run.
 func (s *mcpStream) follow(ctx context.Context, events func(context.Context) iter.Seq2[keel.Envelope, error]) {
 	s.call = s.c.g.interop.calls.add(s.c.session, s.cur.Request, s.run)
-	defer s.c.g.interop.calls.remove(s.call)
+	defer func() {
+		if s.over {
+			s.c.g.interop.calls.remove(s.call)
+			return
+		}
+		// The client went away, and its cancel may come after: the
+		// go-sdk client closes the stream, then sends it.
+		time.AfterFunc(mcpCallMemory, func() { s.c.g.interop.calls.remove(s.call) })
+	}()
 	evs := startPump(ctx, events)
 	defer evs.stop()
 	keepAlive := time.NewTicker(s.c.g.opts.KeepAlive)
@@ -230,7 +248,7 @@ func (s *mcpStream) event(ctx context.Context, env keel.Envelope) bool {
 		return s.elicit(ctx, q)
 	}
 	if env.Path != "" {
-		return s.note(ctx, env.Path+": "+progressText(ev))
+		return s.note(env.Path + ": " + progressText(ev))
 	}
 	switch e := ev.(type) {
 	case keel.RunCompleted:
@@ -246,11 +264,12 @@ func (s *mcpStream) event(ctx context.Context, env keel.Envelope) bool {
 	case keel.RunCancelled:
 		if s.call.cancelled() {
 			// The client cancelled the call: MCP sends no response.
+			s.over = true
 			return false
 		}
 		return s.result(map[string]any{"isError": true, "content": []any{mcpText("keel.Cancelled: the run was cancelled")}, "_meta": s.meta})
 	}
-	return s.note(ctx, progressText(ev))
+	return s.note(progressText(ev))
 }
 
 func mcpText(text string) map[string]any { return map[string]any{"type": "text", "text": text} }
@@ -265,12 +284,13 @@ func (s *mcpStream) result(res map[string]any) bool {
 func (s *mcpStream) respond(resp rpcResponse) {
 	resp.JSONRPC, resp.ID = "2.0", s.cur.Request
 	s.send(resp)
+	s.over = true
 }
 
 // note sends a progress notification, when the call asked for them (a
 // progress token) and there is something to say; false when the client
 // is gone.
-func (s *mcpStream) note(_ context.Context, msg string) bool {
+func (s *mcpStream) note(msg string) bool {
 	if len(s.cur.Token) == 0 || msg == "" {
 		return true
 	}

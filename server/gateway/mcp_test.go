@@ -182,3 +182,37 @@ func TestMCPCancelCancelsTheRun(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Ending the MCP session (the client's DELETE) cancels its calls' runs.
+func TestMCPEndingTheSessionCancelsItsCalls(t *testing.T) {
+	shared.book.Add(t, "researcher", `{"turns":[
+	  {"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"mcp-delete-never"}}]},
+	  {"text":["unreachable"]}]}`)
+	s := startGateway(t, gateway.Options{Agents: interopAgents()})
+	ctx := testCtx(t)
+	started := make(chan string, 16)
+	cs := mcpConnect(t, ctx, s, "", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+		if strings.HasPrefix(r.Params.Message, "tool gate started") {
+			started <- r.Params.Meta["keel/session_id"].(string)
+		}
+	}})
+	go func() {
+		p := &mcp.CallToolParams{Name: "agent__researcher", Arguments: map[string]any{"task": "wait"}}
+		p.SetProgressToken("d")
+		_, _ = cs.CallTool(ctx, p)
+	}()
+	var session string
+	select {
+	case session = <-started:
+	case <-ctx.Done():
+		t.Fatal("no tool.started progress")
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, func() bool {
+		r := s.call(t, http.MethodGet, "/v1/sessions/"+session, nil).must(t, http.StatusOK)
+		last, _ := r.body["last_outcome"].(map[string]any)
+		return r.body["state"] == "idle" && last != nil && last["status"] == "cancelled"
+	})
+}
