@@ -6,10 +6,13 @@ import (
 	"iter"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/keelrun/keel"
 	"github.com/keelrun/keel/api"
+	"github.com/keelrun/keel/internal/carry"
 	"github.com/keelrun/keel/live"
 )
 
@@ -74,22 +77,52 @@ func stopped(err error) error {
 }
 
 // readLog delivers the events of the session's log after f.after that
-// Temporal committed, paging with a pinned snapshot. A page is committed
-// if the workflow task its answer reflects completed (sw.committedAt); a
-// closed session's answers are (no task can change them). A first page
-// that is not is left for a read after the session's next change: read
-// reports whether the pages were read.
+// Temporal committed. read reports whether the log was read: a first page
+// asked of a workflow task that did not commit is left for a read after
+// the session's next change.
+//
+// After a hand-over it reads the events up to it from the state the
+// closed execution handed on (readCarried), or else asks that execution:
+// the next one answers only after its first workflow task, which Temporal
+// holds back for up to a second when the closed one ran for less
+// (continue-as-new's minimum interval). It asks the next one too once that
+// ran a task.
 func (f *follower) readLog(ctx context.Context, sw *historyWatcher, deliver func(keel.Envelope) error) (read bool, err error) {
-	q := api.EventsQuery{After: f.after}
 	sw.pending = false
+	if h := sw.handed; h != nil {
+		sw.handed = nil
+		ok, err := f.readCarried(ctx, h.input, deliver)
+		if !ok && err == nil {
+			_, err = f.readPages(ctx, sw, h.from, deliver)
+		}
+		if err != nil || !sw.ranTask() {
+			return true, err
+		}
+	}
+	return f.readPages(ctx, sw, "", deliver)
+}
+
+// readPages delivers the committed events after f.after that an
+// execution's answers hold (the current one for ""), paging with a pinned
+// snapshot. A page is committed if the workflow task its answer reflects
+// completed (sw.committedAt); a closed execution's answers are (no task
+// can change them).
+func (f *follower) readPages(ctx context.Context, sw *historyWatcher, closedRun string, deliver func(keel.Envelope) error) (read bool, err error) {
+	q := api.EventsQuery{After: f.after}
 	for {
 		var page api.EventsPage
-		v, err := f.c.queryWorkflow(ctx, f.session, api.QueryEvents, q)
-		var notReady *serviceerror.WorkflowNotReady
-		if errors.As(err, &notReady) && sw.closed && sw.before != "" {
-			// The session was stopped before its last execution ran a
-			// task: the one before it holds the same log.
-			v, err = f.c.queryRun(ctx, f.session, sw.before, api.QueryEvents, q)
+		var v converter.EncodedValue
+		var err error
+		if closedRun != "" {
+			v, err = f.c.queryRun(ctx, f.session, closedRun, api.QueryEvents, q)
+		} else {
+			v, err = f.c.queryWorkflow(ctx, f.session, api.QueryEvents, q)
+			var notReady *serviceerror.WorkflowNotReady
+			if errors.As(err, &notReady) && sw.closed && sw.before != "" {
+				// The session was stopped before its last execution ran a
+				// task: the one before it holds the same log.
+				v, err = f.c.queryRun(ctx, f.session, sw.before, api.QueryEvents, q)
+			}
 		}
 		if err != nil {
 			return false, fromTemporal(err, "session "+f.session)
@@ -97,7 +130,11 @@ func (f *follower) readLog(ctx context.Context, sw *historyWatcher, deliver func
 		if err := v.Get(&page); err != nil {
 			return false, err
 		}
-		if q.Snapshot == 0 && !sw.closed && page.Execution == "" {
+		switch {
+		case closedRun != "" || q.Snapshot != 0 || sw.closed:
+			// Continuation pages are pinned to the first one's snapshot,
+			// committed once that page is.
+		case page.Execution == "":
 			// v0.1.0: a worker of that release names no task; its
 			// commit markers bound the page (committed.go).
 			if sw.runID == "" {
@@ -107,9 +144,7 @@ func (f *follower) readLog(ctx context.Context, sw *historyWatcher, deliver func
 			}
 			page.Snapshot = min(page.Snapshot, sw.marked)
 			page.More = page.More && page.Snapshot > q.After
-		} else if q.Snapshot == 0 && !sw.closed {
-			// Continuation pages are pinned to this one's snapshot,
-			// committed once this page is.
+		default:
 			ok, err := sw.committedAt(ctx, page.Execution, page.Task)
 			if err != nil || !ok {
 				return false, err
@@ -141,6 +176,49 @@ func (f *follower) readLog(ctx context.Context, sw *historyWatcher, deliver func
 		}
 		q = api.EventsQuery{After: next, Snapshot: page.Snapshot}
 	}
+}
+
+// readCarried delivers the events after f.after from the state an
+// execution handed to the next (its continue-as-new input, read with the
+// client's data converter): that execution closed, so all of it is
+// committed, and reading it costs no query. ok is false when this client
+// cannot read it all (a content store or keys it lacks).
+func (f *follower) readCarried(ctx context.Context, input *commonpb.Payloads, deliver func(keel.Envelope) error) (ok bool, err error) {
+	var in carry.SessionInput
+	if f.c.dc.FromPayloads(input, &in) != nil || in.Carry == nil {
+		return false, nil
+	}
+	c := in.Carry
+	var evs []keel.Envelope
+	for _, seg := range c.Segments {
+		if seg.Last > f.after {
+			s, err := f.c.segment(ctx, seg)
+			if err != nil {
+				return false, nil
+			}
+			evs = append(evs, s...)
+		}
+	}
+	evs = append(evs, c.Tail...)
+	next := f.after + 1
+	for _, ev := range evs {
+		if ev.Seq < next {
+			continue
+		}
+		if ev.Seq != next {
+			return false, nil // not the log after f.after: ask instead
+		}
+		next++
+	}
+	if c.Seq > f.after && next != c.Seq+1 {
+		return false, nil
+	}
+	for _, ev := range evs {
+		if err := deliver(ev); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
 }
 
 // stream merges a follower's durable events with live deltas into one

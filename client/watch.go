@@ -33,10 +33,22 @@ type historyWatcher struct {
 	// pending is set when a read saw a change that wait has not
 	// reported (a reader clears it before it asks the workflow).
 	pending bool
+	// handed is the hand-over the history read last showed, until a
+	// reader takes it (readLog).
+	handed *handOver
+	// handedFrom is the execution of the last hand-over seen.
+	handedFrom string
 	// tasks holds, by execution, the workflow tasks whose end the history
 	// read so far shows, by their WorkflowTaskStarted event: true for one
 	// that completed, false for one that failed or timed out.
 	tasks map[string]map[int64]bool
+}
+
+// handOver is an execution's continue-as-new: the execution it closed and
+// the state it handed to the next one.
+type handOver struct {
+	from  string
+	input *commonpb.Payloads
 }
 
 func (c *Client) watch(workflowID string) *historyWatcher {
@@ -108,7 +120,12 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 		}
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-			w.before = ev.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+			start := ev.GetWorkflowExecutionStartedEventAttributes()
+			w.before = start.GetContinuedExecutionRunId()
+			if w.before != "" && w.before != w.handedFrom {
+				// A watch that began after the hand-over.
+				w.hand(w.before, start.GetInput())
+			}
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 			changed = true
 			w.ended(ev.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId(), true)
@@ -125,7 +142,9 @@ func (w *historyWatcher) fetch(ctx context.Context, longPoll bool) (more, change
 			w.closed = true
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
 			changed = true
-			next = ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+			can := ev.GetWorkflowExecutionContinuedAsNewEventAttributes()
+			next = can.GetNewExecutionRunId()
+			w.hand(w.runID, can.GetInput())
 		}
 	}
 	w.token = resp.GetNextPageToken()
@@ -151,6 +170,21 @@ func (c *Client) historyPage(ctx context.Context, exec *commonpb.WorkflowExecuti
 		Namespace: c.namespace, Execution: exec, NextPageToken: token, WaitNewEvent: longPoll,
 		HistoryEventFilterType: enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT,
 	})
+}
+
+func (w *historyWatcher) hand(from string, input *commonpb.Payloads) {
+	w.handed, w.handedFrom = &handOver{from: from, input: input}, from
+}
+
+// ranTask reports whether the execution being read completed a workflow
+// task in the history read so far.
+func (w *historyWatcher) ranTask() bool {
+	for _, done := range w.tasks[w.runID] {
+		if done {
+			return true
+		}
+	}
+	return false
 }
 
 // ended records how the workflow task started at event started ended.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -168,4 +169,54 @@ func TestSlowSubscriberLagsExactly(t *testing.T) {
 	all, err := other.Session("slow").EventsAfter(ctx, 0)
 	require.NoError(t, err)
 	require.Equal(t, len(all), durable, "every durable event still arrives")
+}
+
+// The events up to a hand-over are read from the state the closed
+// execution handed on, in history, without asking a worker: the next
+// execution's first task may wait a second (Temporal's minimum
+// continue-as-new interval) or, here, never come. A follower that was
+// there when the run ended and one that comes after the worker stopped
+// both get the whole run (docs/contract.md §14.2).
+func TestRunEndIsReadFromTheHandOver(t *testing.T) {
+	srv := keeltest.StartServer(t, devserver.Config{})
+	w := keeltest.StartWorker(t, srv, keeltest.WorkerOptions{
+		Script: `{"chunk_delay":"20ms","turns":[{"text":["a","b","c","d","e","f","g","h","i","j"]}]}`})
+	c := keeltest.Client(t, srv, nil)
+	ctx := testCtx(t)
+	run, err := c.Session("handed-on").Send(ctx, "go")
+	require.NoError(t, err)
+	types := func() ([]string, error) {
+		// Without a worker, a query waits until this context ends.
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		var out []string
+		for ev, err := range run.Events(ctx) {
+			if err != nil {
+				return out, err
+			}
+			out = append(out, ev.Type)
+		}
+		return out, nil
+	}
+	type result struct {
+		types []string
+		err   error
+	}
+	followed := make(chan result, 1)
+	go func() {
+		got, err := types()
+		followed <- result{got, err}
+	}()
+	o, err := run.Outcome(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "abcdefghij", o.Text)
+	w.Stop()
+
+	want := []string{keel.TypeRunStarted, keel.TypeStepStarted, keel.TypeUsageUpdated, keel.TypeModelCallCompleted, keel.TypeRunCompleted}
+	r := <-followed
+	require.NoError(t, r.err, "the follower that was there")
+	require.Equal(t, want, r.types, "the follower that was there")
+	got, err := types()
+	require.NoError(t, err, "a follower after the worker stopped")
+	require.Equal(t, want, got, "a follower after the worker stopped")
 }
