@@ -139,7 +139,8 @@ func (c *mcpConn) call(w http.ResponseWriter, msg mcpMessage) {
 // the client's last event left it, on this gateway or another.
 func (c *mcpConn) resume(w http.ResponseWriter, last string) {
 	cur, ok := readMCPCursor(last)
-	if !ok || !allowsSession(c.r, cur.Session) || !strings.Contains(cur.Session, mcpSessionMark) {
+	run, mine := c.callRun(cur.Session, cur.Run)
+	if !ok || !mine {
 		writeError(w, apiError(http.StatusBadRequest, CodeBadRequest, "Last-Event-ID names no stream of this key's"))
 		return
 	}
@@ -154,9 +155,17 @@ func (c *mcpConn) resume(w http.ResponseWriter, last string) {
 		return
 	}
 	defer c.g.followers.release()
-	run := c.g.c.Session(cur.Session).Run(cur.Run)
 	s := c.stream(w, run, cur)
 	s.follow(ctx, func(ctx context.Context) iter.Seq2[keel.Envelope, error] { return followFrom(ctx, run, cur.Seq) })
+}
+
+// callRun is the run of one of this key's calls: its session one the
+// endpoint made under the key's prefix. false for any other.
+func (c *mcpConn) callRun(session string, run int) (*client.Run, bool) {
+	if keel.ValidateSessionID(session) != nil || run <= 0 || !allowsSession(c.r, session) || !strings.Contains(session, mcpSessionMark) {
+		return nil, false
+	}
+	return c.g.c.Session(session).Run(run), true
 }
 
 // mcpStream is one call's event stream.
