@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelrun/keel"
@@ -361,16 +362,11 @@ type mcpCallKey struct{ session, request string }
 type mcpCall struct {
 	key mcpCallKey
 	run *client.Run
-	mu  sync.Mutex
 	// byClient says the client cancelled the call.
-	byClient bool
+	byClient atomic.Bool
 }
 
-func (c *mcpCall) cancelled() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.byClient
-}
+func (c *mcpCall) cancelled() bool { return c.byClient.Load() }
 
 func (m *mcpCalls) add(session string, request json.RawMessage, run *client.Run) *mcpCall {
 	c := &mcpCall{key: mcpCallKey{session, string(request)}, run: run}
@@ -400,9 +396,7 @@ func (m *mcpCalls) cancel(g *Gateway, session string, request json.RawMessage) {
 	calls := slices.Clone(m.calls[mcpCallKey{session, string(request)}])
 	m.mu.Unlock()
 	for _, c := range calls {
-		c.mu.Lock()
-		c.byClient = true
-		c.mu.Unlock()
+		c.byClient.Store(true)
 		g.cancelRun(context.Background(), c.run)
 	}
 }
