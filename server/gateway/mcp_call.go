@@ -210,40 +210,12 @@ func (s *mcpStream) follow(ctx context.Context, events func(context.Context) ite
 		// go-sdk client closes the stream, then sends it.
 		time.AfterFunc(mcpCallMemory, func() { s.c.g.interop.calls.remove(s.call) })
 	}()
-	evs := startPump(ctx, events)
-	defer evs.stop()
-	keepAlive := time.NewTicker(s.c.g.opts.KeepAlive)
-	defer keepAlive.Stop()
-	for {
-		select {
-		case it, ok := <-evs.ch:
-			switch {
-			case !ok:
-				return
-			case keelLagged(it.err):
-				continue
-			case it.err != nil:
-				if ctx.Err() == nil {
-					s.respond(rpcResponse{Error: toRPCFault(it.err)})
-				}
-				return
-			case it.env.RunID != s.run.ID:
-				continue
-			}
-			if it.env.Durable() {
-				s.cur.Seq = it.env.Seq
-			}
-			if !s.event(ctx, it.env) {
-				return
-			}
-		case <-keepAlive.C:
-			if time.Since(s.sw.Wrote) >= s.c.g.opts.KeepAlive && s.sw.Comment("keep-alive") != nil {
-				return
-			}
-		case <-ctx.Done():
-			return
+	s.c.g.followRun(ctx, s.sw, s.run.ID, events, func(env keel.Envelope) bool {
+		if env.Durable() {
+			s.cur.Seq = env.Seq
 		}
-	}
+		return s.event(ctx, env)
+	}, func(err error) { s.respond(rpcResponse{Error: toRPCFault(err)}) })
 }
 
 // event sends what one of the run's events says; false when the stream
