@@ -100,46 +100,17 @@ func (t *a2aCall) follow(ctx context.Context, w http.ResponseWriter, id json.Raw
 	if !t.send(sw, id, first) {
 		return
 	}
-	evs := startPump(ctx, func(ctx context.Context) iter.Seq2[keel.Envelope, error] {
-		return followFrom(ctx, run, cursor)
-	})
-	defer evs.stop()
 	tr := &a2aTranslator{task: a2a.TaskInfo{TaskID: a2a.TaskID(run.ID), ContextID: run.Session().ID()}}
-	keepAlive := time.NewTicker(t.g.opts.KeepAlive)
-	defer keepAlive.Stop()
-	for {
-		select {
-		case it, ok := <-evs.ch:
-			switch {
-			case !ok:
-				return
-			case keelLagged(it.err):
-				continue
-			case it.err != nil:
-				if ctx.Err() == nil {
-					t.sendFault(sw, id, it.err)
-				}
-				return
-			case it.env.RunID != run.ID:
-				continue
+	events := func(ctx context.Context) iter.Seq2[keel.Envelope, error] { return followFrom(ctx, run, cursor) }
+	t.g.followRun(ctx, sw, run.ID, events, func(env keel.Envelope) bool {
+		out, final := tr.translate(env)
+		for _, ev := range out {
+			if !t.send(sw, id, ev) {
+				return false
 			}
-			out, final := tr.translate(it.env)
-			for _, ev := range out {
-				if !t.send(sw, id, ev) {
-					return
-				}
-			}
-			if final {
-				return
-			}
-		case <-keepAlive.C:
-			if time.Since(sw.Wrote) >= t.g.opts.KeepAlive && sw.Comment("keep-alive") != nil {
-				return
-			}
-		case <-ctx.Done():
-			return
 		}
-	}
+		return !final
+	}, func(err error) { t.sendFault(sw, id, err) })
 }
 
 // send writes one event as a JSON-RPC response; false when the client is

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelrun/keel"
@@ -139,7 +140,8 @@ func (c *mcpConn) call(w http.ResponseWriter, msg mcpMessage) {
 // the client's last event left it, on this gateway or another.
 func (c *mcpConn) resume(w http.ResponseWriter, last string) {
 	cur, ok := readMCPCursor(last)
-	if !ok || !allowsSession(c.r, cur.Session) || !strings.Contains(cur.Session, mcpSessionMark) {
+	run, mine := c.callRun(cur.Session, cur.Run)
+	if !ok || !mine {
 		writeError(w, apiError(http.StatusBadRequest, CodeBadRequest, "Last-Event-ID names no stream of this key's"))
 		return
 	}
@@ -154,9 +156,17 @@ func (c *mcpConn) resume(w http.ResponseWriter, last string) {
 		return
 	}
 	defer c.g.followers.release()
-	run := c.g.c.Session(cur.Session).Run(cur.Run)
 	s := c.stream(w, run, cur)
 	s.follow(ctx, func(ctx context.Context) iter.Seq2[keel.Envelope, error] { return followFrom(ctx, run, cur.Seq) })
+}
+
+// callRun is the run of one of this key's calls: its session one the
+// endpoint made under the key's prefix. false for any other.
+func (c *mcpConn) callRun(session string, run int) (*client.Run, bool) {
+	if keel.ValidateSessionID(session) != nil || run <= 0 || !allowsSession(c.r, session) || !strings.Contains(session, mcpSessionMark) {
+		return nil, false
+	}
+	return c.g.c.Session(session).Run(run), true
 }
 
 // mcpStream is one call's event stream.
@@ -200,40 +210,12 @@ func (s *mcpStream) follow(ctx context.Context, events func(context.Context) ite
 		// go-sdk client closes the stream, then sends it.
 		time.AfterFunc(mcpCallMemory, func() { s.c.g.interop.calls.remove(s.call) })
 	}()
-	evs := startPump(ctx, events)
-	defer evs.stop()
-	keepAlive := time.NewTicker(s.c.g.opts.KeepAlive)
-	defer keepAlive.Stop()
-	for {
-		select {
-		case it, ok := <-evs.ch:
-			switch {
-			case !ok:
-				return
-			case keelLagged(it.err):
-				continue
-			case it.err != nil:
-				if ctx.Err() == nil {
-					s.respond(rpcResponse{Error: toRPCFault(it.err)})
-				}
-				return
-			case it.env.RunID != s.run.ID:
-				continue
-			}
-			if it.env.Durable() {
-				s.cur.Seq = it.env.Seq
-			}
-			if !s.event(ctx, it.env) {
-				return
-			}
-		case <-keepAlive.C:
-			if time.Since(s.sw.Wrote) >= s.c.g.opts.KeepAlive && s.sw.Comment("keep-alive") != nil {
-				return
-			}
-		case <-ctx.Done():
-			return
+	s.c.g.followRun(ctx, s.sw, s.run.ID, events, func(env keel.Envelope) bool {
+		if env.Durable() {
+			s.cur.Seq = env.Seq
 		}
-	}
+		return s.event(ctx, env)
+	}, func(err error) { s.respond(rpcResponse{Error: toRPCFault(err)}) })
 }
 
 // event sends what one of the run's events says; false when the stream
@@ -352,16 +334,11 @@ type mcpCallKey struct{ session, request string }
 type mcpCall struct {
 	key mcpCallKey
 	run *client.Run
-	mu  sync.Mutex
 	// byClient says the client cancelled the call.
-	byClient bool
+	byClient atomic.Bool
 }
 
-func (c *mcpCall) cancelled() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.byClient
-}
+func (c *mcpCall) cancelled() bool { return c.byClient.Load() }
 
 func (m *mcpCalls) add(session string, request json.RawMessage, run *client.Run) *mcpCall {
 	c := &mcpCall{key: mcpCallKey{session, string(request)}, run: run}
@@ -391,9 +368,7 @@ func (m *mcpCalls) cancel(g *Gateway, session string, request json.RawMessage) {
 	calls := slices.Clone(m.calls[mcpCallKey{session, string(request)}])
 	m.mu.Unlock()
 	for _, c := range calls {
-		c.mu.Lock()
-		c.byClient = true
-		c.mu.Unlock()
+		c.byClient.Store(true)
 		g.cancelRun(context.Background(), c.run)
 	}
 }

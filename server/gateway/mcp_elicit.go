@@ -59,12 +59,14 @@ func (c *mcpConn) answer(msg mcpMessage) error {
 	}
 	enc, ok := strings.CutPrefix(raw, mcpElicitMark)
 	b, err := base64.RawURLEncoding.DecodeString(enc)
-	if !ok || err != nil || json.Unmarshal(b, &e) != nil || keel.ValidateSessionID(e.Session) != nil || e.Run <= 0 ||
-		!allowsSession(c.r, e.Session) || !strings.Contains(e.Session, mcpSessionMark) || c.session == "" {
+	if !ok || err != nil || json.Unmarshal(b, &e) != nil || c.session == "" {
+		return bad
+	}
+	run, ok := c.callRun(e.Session, e.Run)
+	if !ok {
 		return bad
 	}
 	ctx := c.r.Context()
-	run := c.g.c.Session(e.Session).Run(e.Run)
 	var res struct {
 		Action  string         `json:"action"`
 		Content map[string]any `json:"content"`

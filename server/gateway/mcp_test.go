@@ -136,39 +136,58 @@ func TestMCPElicitsHostInput(t *testing.T) {
 	}
 }
 
-// The client's cancel (notifications/cancelled) is keel's cooperative
-// cancel of the run.
-func TestMCPCancelCancelsTheRun(t *testing.T) {
+// mcpGatedCall is an MCP call of the researcher whose run waits at a
+// gate that never opens.
+type mcpGatedCall struct {
+	s       *stack
+	ctx     context.Context
+	client  *mcp.ClientSession
+	session string             // the run's keel session
+	cancel  context.CancelFunc // cancels the call (the client's cancel)
+	done    chan error         // the call's error, once it returns
+}
+
+// startMCPGatedCall calls the researcher, its run held at gate, on a new
+// gateway with a progress token; it returns once the call's progress says
+// the gate tool started.
+func startMCPGatedCall(t *testing.T, gate string, token any) mcpGatedCall {
+	t.Helper()
 	shared.book.Add(t, "researcher", `{"turns":[
-	  {"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"mcp-cancel-never"}}]},
+	  {"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"`+gate+`"}}]},
 	  {"text":["unreachable"]}]}`)
-	s := startGateway(t, gateway.Options{Agents: interopAgents()})
-	ctx := testCtx(t)
+	c := mcpGatedCall{s: startGateway(t, gateway.Options{Agents: interopAgents()}), ctx: testCtx(t), done: make(chan error, 1)}
 	started := make(chan string, 16)
-	cs := mcpConnect(t, ctx, s, "", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+	c.client = mcpConnect(t, c.ctx, c.s, "", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 		if strings.HasPrefix(r.Params.Message, "tool gate started") {
 			started <- r.Params.Meta["keel/session_id"].(string)
 		}
 	}})
-	cctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
+	var cctx context.Context
+	cctx, c.cancel = context.WithCancel(c.ctx)
+	cs, done := c.client, c.done
 	go func() {
 		p := &mcp.CallToolParams{Name: "agent__researcher", Arguments: map[string]any{"task": "wait"}}
-		p.SetProgressToken(7)
+		p.SetProgressToken(token)
 		_, err := cs.CallTool(cctx, p)
 		done <- err
 	}()
-	var session string
 	select {
-	case session = <-started:
-	case <-ctx.Done():
+	case c.session = <-started:
+	case <-c.ctx.Done():
 		t.Fatal("no tool.started progress")
 	}
-	cancel()
-	<-done
+	return c
+}
+
+// The client's cancel (notifications/cancelled) is keel's cooperative
+// cancel of the run.
+func TestMCPCancelCancelsTheRun(t *testing.T) {
+	call := startMCPGatedCall(t, "mcp-cancel-never", 7)
+	call.cancel()
+	<-call.done
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		r := s.call(t, http.MethodGet, "/v1/sessions/"+session, nil).must(t, http.StatusOK)
+		r := call.s.call(t, http.MethodGet, "/v1/sessions/"+call.session, nil).must(t, http.StatusOK)
 		if r.body["state"] == "idle" {
 			last, _ := r.body["last_outcome"].(map[string]any)
 			if last == nil || last["status"] != "cancelled" {
@@ -177,7 +196,7 @@ func TestMCPCancelCancelsTheRun(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("session %s still %v after the cancel", session, r.body["state"])
+			t.Fatalf("session %s still %v after the cancel", call.session, r.body["state"])
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -185,33 +204,12 @@ func TestMCPCancelCancelsTheRun(t *testing.T) {
 
 // Ending the MCP session (the client's DELETE) cancels its calls' runs.
 func TestMCPEndingTheSessionCancelsItsCalls(t *testing.T) {
-	shared.book.Add(t, "researcher", `{"turns":[
-	  {"tool_calls":[{"id":"g","name":"gate","arguments":{"key":"mcp-delete-never"}}]},
-	  {"text":["unreachable"]}]}`)
-	s := startGateway(t, gateway.Options{Agents: interopAgents()})
-	ctx := testCtx(t)
-	started := make(chan string, 16)
-	cs := mcpConnect(t, ctx, s, "", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
-		if strings.HasPrefix(r.Params.Message, "tool gate started") {
-			started <- r.Params.Meta["keel/session_id"].(string)
-		}
-	}})
-	go func() {
-		p := &mcp.CallToolParams{Name: "agent__researcher", Arguments: map[string]any{"task": "wait"}}
-		p.SetProgressToken("d")
-		_, _ = cs.CallTool(ctx, p)
-	}()
-	var session string
-	select {
-	case session = <-started:
-	case <-ctx.Done():
-		t.Fatal("no tool.started progress")
-	}
-	if err := cs.Close(); err != nil {
+	call := startMCPGatedCall(t, "mcp-delete-never", "d")
+	if err := call.client.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, func() bool {
-		r := s.call(t, http.MethodGet, "/v1/sessions/"+session, nil).must(t, http.StatusOK)
+	waitFor(t, call.ctx, func() bool {
+		r := call.s.call(t, http.MethodGet, "/v1/sessions/"+call.session, nil).must(t, http.StatusOK)
 		last, _ := r.body["last_outcome"].(map[string]any)
 		return r.body["state"] == "idle" && last != nil && last["status"] == "cancelled"
 	})

@@ -23,6 +23,18 @@ const interopKillScript = `{"turns":[
   {"text":["done ", "after ", "the nap"]}
 ]}`
 
+// serveWaiter configures keel dev with the waiter agent alone.
+func (r *devKillRig) serveWaiter() {
+	r.t.Helper()
+	model := writeScript(r.t, interopKillScript)
+	conf := filepath.Join(r.t.TempDir(), "keel.yaml")
+	yaml := "agents:\n  waiter:\n    description: Naps, then answers.\n    model: " + model + "\n    tools: [sleep]\n"
+	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	r.flags = []string{"--config", conf}
+}
+
 // An A2A task running when keel dev is killed with SIGKILL is still there
 // after the restart on the same data directory: tasks/get answers it,
 // tasks/resubscribe from the last sequence the client saw resumes it,
@@ -30,13 +42,7 @@ const interopKillScript = `{"turns":[
 // the session's log).
 func TestKillDevKeepsA2ATasks(t *testing.T) {
 	r := newDevKillRig(t, 4*time.Minute)
-	model := writeScript(t, interopKillScript)
-	conf := filepath.Join(t.TempDir(), "keel.yaml")
-	yaml := "agents:\n  waiter:\n    description: Naps, then answers.\n    model: " + model + "\n    tools: [sleep]\n"
-	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r.flags = []string{"--config", conf}
+	r.serveWaiter()
 	p := r.start()
 	send := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"configuration":{"blocking":false},` +
 		`"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"nap"}]}}}`
@@ -225,13 +231,7 @@ func rpcStream(t *testing.T, ctx context.Context, url, body string) func(func(a2
 // session's log holds one terminal event.
 func TestKillDevKeepsMCPCalls(t *testing.T) {
 	r := newDevKillRig(t, 4*time.Minute)
-	model := writeScript(t, interopKillScript)
-	conf := filepath.Join(t.TempDir(), "keel.yaml")
-	yaml := "agents:\n  waiter:\n    description: Naps, then answers.\n    model: " + model + "\n    tools: [sleep]\n"
-	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r.flags = []string{"--config", conf}
+	r.serveWaiter()
 	p := r.start()
 	init := mcpRequest(t, r.ctx, http.MethodPost, p.api+"/mcp", "", "",
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)
