@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -185,32 +184,27 @@ func TestMCPCancelCancelsTheRun(t *testing.T) {
 	call := startMCPGatedCall(t, "mcp-cancel-never", 7)
 	call.cancel()
 	<-call.done
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r := call.s.call(t, http.MethodGet, "/v1/sessions/"+call.session, nil).must(t, http.StatusOK)
-		if r.body["state"] == "idle" {
-			last, _ := r.body["last_outcome"].(map[string]any)
-			if last == nil || last["status"] != "cancelled" {
-				t.Errorf("outcome %s", r.raw)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s still %v after the cancel", call.session, r.body["state"])
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitForCancelled(t, call)
 }
 
-// Ending the MCP session (the client's DELETE) cancels its calls' runs.
-func TestMCPEndingTheSessionCancelsItsCalls(t *testing.T) {
-	call := startMCPGatedCall(t, "mcp-delete-never", "d")
-	if err := call.client.Close(); err != nil {
-		t.Fatal(err)
-	}
+// waitForCancelled waits until the call's session is idle after a
+// cancelled run.
+func waitForCancelled(t *testing.T, call mcpGatedCall) {
+	t.Helper()
 	waitFor(t, call.ctx, func() bool {
 		r := call.s.call(t, http.MethodGet, "/v1/sessions/"+call.session, nil).must(t, http.StatusOK)
 		last, _ := r.body["last_outcome"].(map[string]any)
 		return r.body["state"] == "idle" && last != nil && last["status"] == "cancelled"
 	})
+}
+
+// Ending the MCP session (the client's DELETE) cancels its calls' runs.
+func TestMCPEndingTheSessionCancelsItsCalls(t *testing.T) {
+	call := startMCPGatedCall(t, "mcp-delete-never", "d")
+	// A raw DELETE while the call waits: the Go SDK's Close waits for
+	// calls in flight first, and then cancels them itself.
+	call.s.callWith(t, http.MethodDelete, "/v1/mcp", nil,
+		map[string]string{"Mcp-Session-Id": call.client.ID()}).must(t, http.StatusNoContent)
+	waitForCancelled(t, call)
+	<-call.done
 }
