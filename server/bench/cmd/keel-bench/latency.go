@@ -27,7 +27,10 @@ sessions instead (keel-bench concurrency --help).`
 
 func cmdLatency(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("", "keel-bench [flags] | keel-bench concurrency [flags]", latencyDesc)
-	runs := fs.Int("runs", 5, "`N` keel runs per measurement (each of --steps model steps; a latency run streams 60 deltas)")
+	// 15 runs (135 model steps a server): with 5, the model step's ratio
+	// moved between 1.02× and 1.42× over runs on a quiet machine, and its
+	// verdict with it (docs/performance.md).
+	runs := fs.Int("runs", 15, "`N` keel runs per measurement (each of --steps model steps; a latency run streams 60 deltas)")
 	steps := fs.Int("steps", 10, "`N` model steps per run of the step measurements (at least 2)")
 	asJSON := fs.Bool("json", false, "print the figures as one JSON object instead of the table")
 	workerProcess := fs.Bool("worker-process", false, "run the NATS latency worker as a \"keel-bench worker\" child process, so deltas cross processes")
