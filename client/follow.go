@@ -213,7 +213,11 @@ func (f *follower) readCarried(ctx context.Context, input *commonpb.Payloads, de
 	if c.Seq > f.after && next != c.Seq+1 {
 		return false, nil
 	}
+	after := f.after
 	for _, ev := range evs {
+		if ev.Seq <= after {
+			continue
+		}
 		if err := deliver(ev); err != nil {
 			return true, err
 		}
